@@ -1,0 +1,180 @@
+//! Host buffers: owned typed vectors and borrowed typed slices, one variant per dtype.
+
+use crate::DType;
+use num_complex::{Complex32, Complex64};
+
+macro_rules! per_dtype {
+    ($(#[$m:meta])* $name:ident $(<$lt:lifetime>)?, $wrap:ident) => {
+        $(#[$m])*
+        #[derive(Debug)]
+        #[allow(missing_docs)]
+        pub enum $name $(<$lt>)? {
+            Bool($wrap!(bool $(,$lt)?)),
+            I32($wrap!(i32 $(,$lt)?)),
+            I64($wrap!(i64 $(,$lt)?)),
+            F32($wrap!(f32 $(,$lt)?)),
+            F64($wrap!(f64 $(,$lt)?)),
+            C64($wrap!(Complex32 $(,$lt)?)),
+            C128($wrap!(Complex64 $(,$lt)?)),
+        }
+    };
+}
+macro_rules! owned { ($t:ty) => { Vec<$t> }; }
+macro_rules! borrowed { ($t:ty, $lt:lifetime) => { &$lt [$t] }; }
+macro_rules! borrowed_mut { ($t:ty, $lt:lifetime) => { &$lt mut [$t] }; }
+
+per_dtype!(
+    /// An owned host buffer.
+    HostBuf, owned
+);
+per_dtype!(
+    /// A borrowed, read-only host buffer.
+    Slice<'a>, borrowed
+);
+per_dtype!(
+    /// A borrowed, writable host buffer.
+    SliceMut<'a>, borrowed_mut
+);
+
+/// Applies `$body` to the inner vector/slice of any variant, binding it to `$v`.
+#[macro_export]
+macro_rules! dispatch {
+    ($e:expr, $ty:ident, $v:ident => $body:expr) => {
+        match $e {
+            $crate::$ty::Bool($v) => $body,
+            $crate::$ty::I32($v) => $body,
+            $crate::$ty::I64($v) => $body,
+            $crate::$ty::F32($v) => $body,
+            $crate::$ty::F64($v) => $body,
+            $crate::$ty::C64($v) => $body,
+            $crate::$ty::C128($v) => $body,
+        }
+    };
+}
+
+impl Clone for HostBuf {
+    fn clone(&self) -> Self {
+        match self {
+            HostBuf::Bool(v) => HostBuf::Bool(v.clone()),
+            HostBuf::I32(v) => HostBuf::I32(v.clone()),
+            HostBuf::I64(v) => HostBuf::I64(v.clone()),
+            HostBuf::F32(v) => HostBuf::F32(v.clone()),
+            HostBuf::F64(v) => HostBuf::F64(v.clone()),
+            HostBuf::C64(v) => HostBuf::C64(v.clone()),
+            HostBuf::C128(v) => HostBuf::C128(v.clone()),
+        }
+    }
+}
+
+impl HostBuf {
+    /// `len` zeros of `dtype`.
+    pub fn zeros(dtype: DType, len: usize) -> HostBuf {
+        match dtype {
+            DType::Bool => HostBuf::Bool(vec![false; len]),
+            DType::I32 => HostBuf::I32(vec![0; len]),
+            DType::I64 => HostBuf::I64(vec![0; len]),
+            DType::F32 => HostBuf::F32(vec![0.0; len]),
+            DType::F64 => HostBuf::F64(vec![0.0; len]),
+            DType::C64 => HostBuf::C64(vec![Complex32::default(); len]),
+            DType::C128 => HostBuf::C128(vec![Complex64::default(); len]),
+        }
+    }
+    /// The dtype of the elements.
+    pub fn dtype(&self) -> DType {
+        match self {
+            HostBuf::Bool(_) => DType::Bool,
+            HostBuf::I32(_) => DType::I32,
+            HostBuf::I64(_) => DType::I64,
+            HostBuf::F32(_) => DType::F32,
+            HostBuf::F64(_) => DType::F64,
+            HostBuf::C64(_) => DType::C64,
+            HostBuf::C128(_) => DType::C128,
+        }
+    }
+    /// Number of elements.
+    pub fn len(&self) -> usize {
+        dispatch!(self, HostBuf, v => v.len())
+    }
+    /// True when empty.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+    /// A read-only view.
+    pub fn as_slice(&self) -> Slice<'_> {
+        match self {
+            HostBuf::Bool(v) => Slice::Bool(v),
+            HostBuf::I32(v) => Slice::I32(v),
+            HostBuf::I64(v) => Slice::I64(v),
+            HostBuf::F32(v) => Slice::F32(v),
+            HostBuf::F64(v) => Slice::F64(v),
+            HostBuf::C64(v) => Slice::C64(v),
+            HostBuf::C128(v) => Slice::C128(v),
+        }
+    }
+    /// A writable view.
+    pub fn as_slice_mut(&mut self) -> SliceMut<'_> {
+        match self {
+            HostBuf::Bool(v) => SliceMut::Bool(v),
+            HostBuf::I32(v) => SliceMut::I32(v),
+            HostBuf::I64(v) => SliceMut::I64(v),
+            HostBuf::F32(v) => SliceMut::F32(v),
+            HostBuf::F64(v) => SliceMut::F64(v),
+            HostBuf::C64(v) => SliceMut::C64(v),
+            HostBuf::C128(v) => SliceMut::C128(v),
+        }
+    }
+    /// The raw bytes of the elements (bool as one byte 0/1).
+    pub fn as_bytes(&self) -> &[u8] {
+        // SAFETY: every element type is plain old data without padding (bool is one byte
+        // holding 0 or 1; Complex<T> is repr(C) of two T), so viewing it as bytes is sound.
+        dispatch!(self, HostBuf, v => unsafe {
+            std::slice::from_raw_parts(v.as_ptr() as *const u8, std::mem::size_of_val(&v[..]))
+        })
+    }
+}
+
+impl<'a> Slice<'a> {
+    /// Number of elements.
+    pub fn len(&self) -> usize {
+        dispatch!(self, Slice, v => v.len())
+    }
+    /// True when empty.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+    /// The dtype of the elements.
+    pub fn dtype(&self) -> DType {
+        match self {
+            Slice::Bool(_) => DType::Bool,
+            Slice::I32(_) => DType::I32,
+            Slice::I64(_) => DType::I64,
+            Slice::F32(_) => DType::F32,
+            Slice::F64(_) => DType::F64,
+            Slice::C64(_) => DType::C64,
+            Slice::C128(_) => DType::C128,
+        }
+    }
+}
+
+impl<'a> SliceMut<'a> {
+    /// Number of elements.
+    pub fn len(&self) -> usize {
+        dispatch!(self, SliceMut, v => v.len())
+    }
+    /// True when empty.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+    /// Splits at `mid` like `split_at_mut`.
+    pub fn split_at(self, mid: usize) -> (SliceMut<'a>, SliceMut<'a>) {
+        match self {
+            SliceMut::Bool(v) => { let (a, b) = v.split_at_mut(mid); (SliceMut::Bool(a), SliceMut::Bool(b)) }
+            SliceMut::I32(v) => { let (a, b) = v.split_at_mut(mid); (SliceMut::I32(a), SliceMut::I32(b)) }
+            SliceMut::I64(v) => { let (a, b) = v.split_at_mut(mid); (SliceMut::I64(a), SliceMut::I64(b)) }
+            SliceMut::F32(v) => { let (a, b) = v.split_at_mut(mid); (SliceMut::F32(a), SliceMut::F32(b)) }
+            SliceMut::F64(v) => { let (a, b) = v.split_at_mut(mid); (SliceMut::F64(a), SliceMut::F64(b)) }
+            SliceMut::C64(v) => { let (a, b) = v.split_at_mut(mid); (SliceMut::C64(a), SliceMut::C64(b)) }
+            SliceMut::C128(v) => { let (a, b) = v.split_at_mut(mid); (SliceMut::C128(a), SliceMut::C128(b)) }
+        }
+    }
+}

@@ -1,0 +1,431 @@
+//! The typed kernel IR: buffer and scalar parameters, SSA values with dtypes, stores;
+//! a hash-consing builder, `validate` and `normalize` (the cache key).
+//!
+//! A kernel computes `n = prod(shape)` elements. For each linear index `i` (C order over the
+//! launch `shape`) it evaluates its values in order and stores some of them to outputs at
+//! position `i` (outputs are contiguous). Inputs are flat buffers read at computed linear
+//! offsets: every view (broadcast, slice, transpose, pad, roll, concatenate) is index
+//! arithmetic in the IR, and every size, stride and offset that arithmetic uses is a runtime
+//! `Param`, so the IR -- the cache key -- never holds a shape or a user's scalar value.
+
+use crate::ops::{BinaryOp, RandomKind, UnaryOp};
+use crate::{DType, Scalar};
+use std::collections::HashMap;
+use std::fmt::{self, Write as _};
+
+/// Index of a value in `Kernel::values`.
+pub type ValueId = u32;
+
+/// One SSA instruction.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Inst {
+    /// The linear index `i` of the element being computed (I64).
+    Index,
+    /// Component `k` of the multi-index of `i` over the launch shape (I64).
+    Axis(u8),
+    /// Scalar argument `k`; its dtype is `Kernel::params[k]`.
+    Param(u32),
+    /// A structural constant (small integers of index math, `false`/`true`). User scalars
+    /// are never constants: they are `Param`s so that a new value never recompiles.
+    Const(Scalar),
+    /// Element `index` (I64) of input buffer `input`. With a guard, the load happens only
+    /// where the guard (Bool) is true; elsewhere the value is zero of the input's dtype.
+    Load {
+        /// Input buffer number.
+        input: u32,
+        /// Linear element offset (I64).
+        index: ValueId,
+        /// Optional Bool condition under which the offset is in bounds.
+        guard: Option<ValueId>,
+    },
+    /// Elementwise op of one operand.
+    Unary(UnaryOp, ValueId),
+    /// Elementwise op of two operands.
+    Binary(BinaryOp, ValueId, ValueId),
+    /// `cond ? a : b` (cond is Bool).
+    Where(ValueId, ValueId, ValueId),
+    /// Conversion to the value's dtype with NumPy `astype` rules.
+    Cast(ValueId),
+    /// A counter-based random number (F32 or F64): Philox4x32-10 keyed by `seed` (I64),
+    /// counter `counter` (I64). See [`crate::semantics::philox`] for the exact mapping.
+    Random(RandomKind, ValueId, ValueId),
+}
+
+impl Inst {
+    /// The operands this instruction reads.
+    pub fn operands(&self) -> impl Iterator<Item = ValueId> {
+        let v: [Option<ValueId>; 3] = match *self {
+            Inst::Index | Inst::Axis(_) | Inst::Param(_) | Inst::Const(_) => [None; 3],
+            Inst::Load { index, guard, .. } => [Some(index), guard, None],
+            Inst::Unary(_, a) | Inst::Cast(a) => [Some(a), None, None],
+            Inst::Binary(_, a, b) | Inst::Random(_, a, b) => [Some(a), Some(b), None],
+            Inst::Where(c, a, b) => [Some(c), Some(a), Some(b)],
+        };
+        v.into_iter().flatten()
+    }
+
+    fn map_operands(&self, f: impl Fn(ValueId) -> ValueId) -> Inst {
+        match *self {
+            Inst::Load {
+                input,
+                index,
+                guard,
+            } => Inst::Load {
+                input,
+                index: f(index),
+                guard: guard.map(&f),
+            },
+            Inst::Unary(op, a) => Inst::Unary(op, f(a)),
+            Inst::Cast(a) => Inst::Cast(f(a)),
+            Inst::Binary(op, a, b) => Inst::Binary(op, f(a), f(b)),
+            Inst::Random(k, a, b) => Inst::Random(k, f(a), f(b)),
+            Inst::Where(c, a, b) => Inst::Where(f(c), f(a), f(b)),
+            other => other,
+        }
+    }
+}
+
+/// An instruction with the dtype of its result.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct Value {
+    /// What computes it.
+    pub inst: Inst,
+    /// Its dtype.
+    pub dtype: DType,
+}
+
+/// `outputs[output][i] = values[value]`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct Store {
+    /// Output buffer number.
+    pub output: u32,
+    /// The stored value (its dtype equals the output's).
+    pub value: ValueId,
+}
+
+/// One fused elementwise kernel.
+#[derive(Clone, Debug, PartialEq, Eq, Hash, Default)]
+pub struct Kernel {
+    /// Rank of the launch shape (`Axis(k)` needs `k < rank`).
+    pub rank: u8,
+    /// Dtypes of the input buffers.
+    pub inputs: Vec<DType>,
+    /// Dtypes of the output buffers (each `n` elements, contiguous).
+    pub outputs: Vec<DType>,
+    /// Dtypes of the scalar parameters.
+    pub params: Vec<DType>,
+    /// SSA values in dependency order (operands precede their users).
+    pub values: Vec<Value>,
+    /// One store per output.
+    pub stores: Vec<Store>,
+}
+
+/// The runtime arguments of one launch: everything that may change without recompiling.
+#[derive(Clone, Debug, PartialEq, Default)]
+pub struct LaunchArgs {
+    /// The launch shape (its length is `Kernel::rank`).
+    pub shape: Vec<usize>,
+    /// One value per `Kernel::params` entry, of that dtype.
+    pub params: Vec<Scalar>,
+}
+
+impl LaunchArgs {
+    /// Number of elements computed (`prod(shape)`).
+    pub fn len(&self) -> usize {
+        self.shape.iter().product()
+    }
+    /// True when no element is computed.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+}
+
+/// A malformed kernel.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct IrError(pub String);
+
+impl fmt::Display for IrError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "invalid kernel IR: {}", self.0)
+    }
+}
+impl std::error::Error for IrError {}
+
+impl Kernel {
+    /// The dtype an instruction produces given this kernel's values and signature, or an
+    /// error naming what is wrong.
+    fn infer(&self, inst: &Inst, dtype: DType) -> Result<(), IrError> {
+        let d = |v: ValueId| self.values[v as usize].dtype;
+        let err = |m: String| Err(IrError(m));
+        match *inst {
+            Inst::Index | Inst::Axis(_) if dtype != DType::I64 => err(format!("{inst:?} is I64")),
+            Inst::Axis(k) if k >= self.rank => err(format!("axis {k} >= rank {}", self.rank)),
+            Inst::Param(k) => match self.params.get(k as usize) {
+                Some(&p) if p == dtype => Ok(()),
+                _ => err(format!("param {k} missing or not {dtype}")),
+            },
+            Inst::Const(s) if s.dtype() != dtype => err(format!("const {s:?} is not {dtype}")),
+            Inst::Load {
+                input,
+                index,
+                guard,
+            } => {
+                if self.inputs.get(input as usize) != Some(&dtype) {
+                    return err(format!("input {input} missing or not {dtype}"));
+                }
+                if d(index) != DType::I64 || guard.is_some_and(|g| d(g) != DType::Bool) {
+                    return err("load index must be I64 and guard Bool".into());
+                }
+                Ok(())
+            }
+            Inst::Unary(op, a) => match op.result_dtype(d(a)) {
+                Some(r) if r == dtype => Ok(()),
+                _ => err(format!("{}({}) cannot give {dtype}", op.name(), d(a))),
+            },
+            Inst::Binary(op, a, b) => match op.result_dtype(d(a), d(b)) {
+                Some(r) if r == dtype => Ok(()),
+                _ => err(format!("{}({}, {}) cannot give {dtype}", op.name(), d(a), d(b))),
+            },
+            Inst::Where(c, a, b) => {
+                if d(c) != DType::Bool || d(a) != dtype || d(b) != dtype {
+                    return err("where needs (Bool, T, T) -> T".into());
+                }
+                Ok(())
+            }
+            Inst::Random(_, c, s) => {
+                if d(c) != DType::I64 || d(s) != DType::I64 || !dtype.is_float() {
+                    return err("random needs (I64, I64) -> F32/F64".into());
+                }
+                Ok(())
+            }
+            _ => Ok(()),
+        }
+    }
+
+    /// Checks every invariant the renderer and the interpreter rely on.
+    pub fn validate(&self) -> Result<(), IrError> {
+        for (i, v) in self.values.iter().enumerate() {
+            if let Some(bad) = v.inst.operands().find(|&o| o as usize >= i) {
+                return Err(IrError(format!("value {i} reads later value {bad}")));
+            }
+            self.infer(&v.inst, v.dtype)
+                .map_err(|e| IrError(format!("value {i}: {}", e.0)))?;
+        }
+        let mut seen = vec![false; self.outputs.len()];
+        for s in &self.stores {
+            let o = s.output as usize;
+            if o >= self.outputs.len() || seen[o] {
+                return Err(IrError(format!("output {o} missing or stored twice")));
+            }
+            seen[o] = true;
+            match self.values.get(s.value as usize) {
+                Some(v) if v.dtype == self.outputs[o] => {}
+                _ => return Err(IrError(format!("store to output {o} has the wrong value"))),
+            }
+        }
+        if seen.iter().any(|s| !s) {
+            return Err(IrError("an output is never stored".into()));
+        }
+        Ok(())
+    }
+
+    /// The canonical form: values not reachable from a store are removed and the rest
+    /// renumbered in order. Two kernels with equal normal forms compile to the same code.
+    pub fn normalize(&self) -> Kernel {
+        let mut live = vec![false; self.values.len()];
+        for s in &self.stores {
+            live[s.value as usize] = true;
+        }
+        for i in (0..self.values.len()).rev() {
+            if live[i] {
+                for o in self.values[i].inst.operands() {
+                    live[o as usize] = true;
+                }
+            }
+        }
+        let mut remap = vec![u32::MAX; self.values.len()];
+        let mut values = Vec::new();
+        for (i, v) in self.values.iter().enumerate() {
+            if live[i] {
+                remap[i] = values.len() as u32;
+                values.push(Value {
+                    inst: v.inst.map_operands(|o| remap[o as usize]),
+                    dtype: v.dtype,
+                });
+            }
+        }
+        let mut stores: Vec<Store> = self
+            .stores
+            .iter()
+            .map(|s| Store {
+                output: s.output,
+                value: remap[s.value as usize],
+            })
+            .collect();
+        stores.sort_by_key(|s| s.output);
+        Kernel {
+            rank: self.rank,
+            inputs: self.inputs.clone(),
+            outputs: self.outputs.clone(),
+            params: self.params.clone(),
+            values,
+            stores,
+        }
+    }
+
+    /// A stable text key of the structure (call on a normalized kernel). Holds ops, operand
+    /// positions, dtypes, rank and structural constants; never sizes or scalar values.
+    pub fn cache_key(&self) -> String {
+        let mut s = String::new();
+        let _ = write!(
+            s,
+            "r{};in{:?};out{:?};p{:?};",
+            self.rank, self.inputs, self.outputs, self.params
+        );
+        for v in &self.values {
+            let _ = write!(s, "{:?}:{:?};", v.inst, v.dtype);
+        }
+        let _ = write!(s, "st{:?}", self.stores);
+        s
+    }
+
+    /// A 64-bit FNV-1a hash of `cache_key()`, stable across processes and platforms.
+    pub fn key_hash(&self) -> u64 {
+        fnv1a(self.cache_key().as_bytes())
+    }
+
+    /// True when every load reads its input at the linear index itself (no index math,
+    /// no guard): the "contiguous" layout class, which allows vectorized access.
+    pub fn all_loads_contiguous(&self) -> bool {
+        let index = self.values.iter().position(|v| v.inst == Inst::Index);
+        self.values.iter().all(|v| match v.inst {
+            Inst::Load { index: ix, guard, .. } => {
+                guard.is_none() && Some(ix as usize) == index
+            }
+            _ => true,
+        })
+    }
+}
+
+/// 64-bit FNV-1a.
+pub fn fnv1a(bytes: &[u8]) -> u64 {
+    let mut h: u64 = 0xcbf2_9ce4_8422_2325;
+    for &b in bytes {
+        h ^= b as u64;
+        h = h.wrapping_mul(0x0100_0000_01b3);
+    }
+    h
+}
+
+impl fmt::Display for Kernel {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        writeln!(
+            f,
+            "kernel rank={} inputs={:?} outputs={:?} params={:?}",
+            self.rank, self.inputs, self.outputs, self.params
+        )?;
+        for (i, v) in self.values.iter().enumerate() {
+            writeln!(f, "  %{i}: {} = {:?}", v.dtype, v.inst)?;
+        }
+        for s in &self.stores {
+            writeln!(f, "  out{} <- %{}", s.output, s.value)?;
+        }
+        Ok(())
+    }
+}
+
+/// Builds a kernel with hash-consing: pushing an instruction equal to an existing one
+/// returns the existing value, so equal subexpressions (and equal index arithmetic) are
+/// computed once.
+#[derive(Debug, Default)]
+pub struct Builder {
+    kernel: Kernel,
+    memo: HashMap<Value, ValueId>,
+}
+
+impl Builder {
+    /// A builder for a kernel over a launch shape of rank `rank`.
+    pub fn new(rank: usize) -> Builder {
+        Builder {
+            kernel: Kernel {
+                rank: rank as u8,
+                ..Kernel::default()
+            },
+            memo: HashMap::new(),
+        }
+    }
+    /// Adds an input buffer, returning its number.
+    pub fn input(&mut self, dtype: DType) -> u32 {
+        self.kernel.inputs.push(dtype);
+        (self.kernel.inputs.len() - 1) as u32
+    }
+    /// Adds a scalar parameter and returns the value that reads it.
+    pub fn param(&mut self, dtype: DType) -> ValueId {
+        self.kernel.params.push(dtype);
+        let k = (self.kernel.params.len() - 1) as u32;
+        self.push(Inst::Param(k), dtype)
+    }
+    /// Appends (or reuses) a value. The dtype is checked by `validate`, not here.
+    pub fn push(&mut self, inst: Inst, dtype: DType) -> ValueId {
+        let v = Value { inst, dtype };
+        if let Some(&id) = self.memo.get(&v) {
+            return id;
+        }
+        let id = self.kernel.values.len() as ValueId;
+        self.kernel.values.push(v);
+        self.memo.insert(v, id);
+        id
+    }
+    /// The dtype of a value.
+    pub fn dtype(&self, v: ValueId) -> DType {
+        self.kernel.values[v as usize].dtype
+    }
+    /// An I64 structural constant.
+    pub fn const_i64(&mut self, x: i64) -> ValueId {
+        self.push(Inst::Const(Scalar::I64(x)), DType::I64)
+    }
+    /// `op(a)` with its result dtype inferred (panics on an operand dtype the op rejects:
+    /// that is a bug in the caller).
+    pub fn unary(&mut self, op: UnaryOp, a: ValueId) -> ValueId {
+        let d = op.result_dtype(self.dtype(a)).expect("unary dtype");
+        self.push(Inst::Unary(op, a), d)
+    }
+    /// `op(a, b)` with its result dtype inferred (panics like `unary`).
+    pub fn binary(&mut self, op: BinaryOp, a: ValueId, b: ValueId) -> ValueId {
+        let d = op
+            .result_dtype(self.dtype(a), self.dtype(b))
+            .unwrap_or_else(|| panic!("binary dtype {op:?} {:?}", (self.dtype(a), self.dtype(b))));
+        self.push(Inst::Binary(op, a, b), d)
+    }
+    /// `c ? a : b`.
+    pub fn select(&mut self, c: ValueId, a: ValueId, b: ValueId) -> ValueId {
+        let d = self.dtype(a);
+        self.push(Inst::Where(c, a, b), d)
+    }
+    /// Cast to `dtype` (no-op when already of that dtype).
+    pub fn cast(&mut self, a: ValueId, dtype: DType) -> ValueId {
+        if self.dtype(a) == dtype {
+            return a;
+        }
+        self.push(Inst::Cast(a), dtype)
+    }
+    /// Adds an output storing `v`, returning the output number.
+    pub fn store(&mut self, v: ValueId) -> u32 {
+        let d = self.dtype(v);
+        self.kernel.outputs.push(d);
+        let o = (self.kernel.outputs.len() - 1) as u32;
+        self.kernel.stores.push(Store {
+            output: o,
+            value: v,
+        });
+        o
+    }
+    /// The kernel built so far.
+    pub fn kernel(&self) -> &Kernel {
+        &self.kernel
+    }
+    /// Finishes: the normalized kernel.
+    pub fn finish(self) -> Kernel {
+        self.kernel.normalize()
+    }
+}

@@ -1,0 +1,19 @@
+//! `lazyfuse-codegen`: the typed kernel IR of lazyfuse, its validation and cache key, the
+//! host interpreter the CPU backend runs, and the CUDA C renderer (pure, no GPU needed).
+
+#![warn(missing_docs)]
+
+mod dtype;
+pub mod host;
+pub mod ir;
+pub mod ops;
+mod scalar;
+pub mod semantics;
+
+pub use dtype::DType;
+pub use host::{HostBuf, Slice, SliceMut};
+pub use ir::{Builder, Inst, IrError, Kernel, LaunchArgs, Store, Value, ValueId};
+pub use ops::{BinaryOp, RandomKind, UnaryOp};
+pub use scalar::Scalar;
+pub mod cuda;
+pub mod interp;

@@ -1,0 +1,279 @@
+//! The closed operation vocabulary, one set of enums from the API down to the renderer.
+
+use crate::DType;
+
+/// Elementwise operations of one operand.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+#[allow(missing_docs)]
+pub enum UnaryOp {
+    Neg,
+    /// Logical not (Bool only).
+    Not,
+    /// Absolute value; the modulus for complex (result is real).
+    Abs,
+    Sqrt,
+    Rsqrt,
+    Exp,
+    Expm1,
+    Log,
+    Log1p,
+    Log2,
+    Log10,
+    Sin,
+    Cos,
+    Tan,
+    Asin,
+    Acos,
+    Atan,
+    Sinh,
+    Cosh,
+    Tanh,
+    Floor,
+    Ceil,
+    /// Round half to even (NumPy `round`), not C `round`.
+    Round,
+    Trunc,
+    /// -1, 0, 1 (NaN stays NaN); for complex `z/|z|` (NumPy 2).
+    Sign,
+    Square,
+    Reciprocal,
+    /// Real part of a complex value (result is real).
+    Real,
+    /// Imaginary part of a complex value (result is real).
+    Imag,
+    Conj,
+    /// Argument of a complex value (result is real).
+    Angle,
+    IsNan,
+    IsInf,
+    IsFinite,
+}
+
+impl UnaryOp {
+    /// Every unary op.
+    pub const ALL: [UnaryOp; 34] = [
+        UnaryOp::Neg,
+        UnaryOp::Not,
+        UnaryOp::Abs,
+        UnaryOp::Sqrt,
+        UnaryOp::Rsqrt,
+        UnaryOp::Exp,
+        UnaryOp::Expm1,
+        UnaryOp::Log,
+        UnaryOp::Log1p,
+        UnaryOp::Log2,
+        UnaryOp::Log10,
+        UnaryOp::Sin,
+        UnaryOp::Cos,
+        UnaryOp::Tan,
+        UnaryOp::Asin,
+        UnaryOp::Acos,
+        UnaryOp::Atan,
+        UnaryOp::Sinh,
+        UnaryOp::Cosh,
+        UnaryOp::Tanh,
+        UnaryOp::Floor,
+        UnaryOp::Ceil,
+        UnaryOp::Round,
+        UnaryOp::Trunc,
+        UnaryOp::Sign,
+        UnaryOp::Square,
+        UnaryOp::Reciprocal,
+        UnaryOp::Real,
+        UnaryOp::Imag,
+        UnaryOp::Conj,
+        UnaryOp::Angle,
+        UnaryOp::IsNan,
+        UnaryOp::IsInf,
+        UnaryOp::IsFinite,
+    ];
+
+    /// The dtype of the result for an operand of dtype `x`, or `None` if the IR does not
+    /// accept that operand dtype (the API inserts casts so that this never happens).
+    pub fn result_dtype(self, x: DType) -> Option<DType> {
+        use UnaryOp::*;
+        match self {
+            Not => x.is_bool().then_some(DType::Bool),
+            IsNan | IsInf | IsFinite => Some(DType::Bool),
+            Abs | Real | Imag => (!x.is_bool()).then_some(x.real()),
+            Angle => x.is_inexact().then_some(x.real()),
+            Neg | Sign | Square => (!x.is_bool()).then_some(x),
+            Conj => Some(x),
+            Floor | Ceil | Round | Trunc => x.is_float().then_some(x),
+            Sqrt | Rsqrt | Exp | Expm1 | Log | Log1p | Log2 | Log10 | Sin | Cos | Tan | Asin
+            | Acos | Atan | Sinh | Cosh | Tanh | Reciprocal => x.is_inexact().then_some(x),
+        }
+    }
+
+    /// Lower-case name, as NumPy spells it where it has one.
+    pub fn name(self) -> &'static str {
+        use UnaryOp::*;
+        match self {
+            Neg => "negative",
+            Not => "logical_not",
+            Abs => "abs",
+            Sqrt => "sqrt",
+            Rsqrt => "rsqrt",
+            Exp => "exp",
+            Expm1 => "expm1",
+            Log => "log",
+            Log1p => "log1p",
+            Log2 => "log2",
+            Log10 => "log10",
+            Sin => "sin",
+            Cos => "cos",
+            Tan => "tan",
+            Asin => "arcsin",
+            Acos => "arccos",
+            Atan => "arctan",
+            Sinh => "sinh",
+            Cosh => "cosh",
+            Tanh => "tanh",
+            Floor => "floor",
+            Ceil => "ceil",
+            Round => "round",
+            Trunc => "trunc",
+            Sign => "sign",
+            Square => "square",
+            Reciprocal => "reciprocal",
+            Real => "real",
+            Imag => "imag",
+            Conj => "conj",
+            Angle => "angle",
+            IsNan => "isnan",
+            IsInf => "isinf",
+            IsFinite => "isfinite",
+        }
+    }
+}
+
+/// Elementwise operations of two operands. Both operands have the same dtype except for
+/// `Complex` (two reals of one precision).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+#[allow(missing_docs)]
+pub enum BinaryOp {
+    Add,
+    Sub,
+    Mul,
+    /// True division for floats/complex; on integers it truncates (the API never emits that:
+    /// integer `/` is cast to F64 first) -- division by zero gives 0 as NumPy's `//` does.
+    Div,
+    /// NumPy `//`: floor division (integers: `x // 0 = 0`, `MIN // -1 = MIN`).
+    FloorDiv,
+    /// NumPy `%`: the result takes the sign of the divisor (integers: `x % 0 = 0`).
+    Mod,
+    Pow,
+    Atan2,
+    /// NaN-propagating maximum (NumPy `maximum`, not C `fmax`).
+    Maximum,
+    /// NaN-propagating minimum.
+    Minimum,
+    Hypot,
+    Eq,
+    Ne,
+    Lt,
+    Le,
+    Gt,
+    Ge,
+    And,
+    Or,
+    Xor,
+    /// `re + i*im` from two reals.
+    Complex,
+    /// Index arithmetic: `a / b` on non-negative I64 (truncation equals floor).
+    IdxDiv,
+    /// Index arithmetic: `a % b` on non-negative I64.
+    IdxMod,
+}
+
+impl BinaryOp {
+    /// Every binary op.
+    pub const ALL: [BinaryOp; 23] = [
+        BinaryOp::Add,
+        BinaryOp::Sub,
+        BinaryOp::Mul,
+        BinaryOp::Div,
+        BinaryOp::FloorDiv,
+        BinaryOp::Mod,
+        BinaryOp::Pow,
+        BinaryOp::Atan2,
+        BinaryOp::Maximum,
+        BinaryOp::Minimum,
+        BinaryOp::Hypot,
+        BinaryOp::Eq,
+        BinaryOp::Ne,
+        BinaryOp::Lt,
+        BinaryOp::Le,
+        BinaryOp::Gt,
+        BinaryOp::Ge,
+        BinaryOp::And,
+        BinaryOp::Or,
+        BinaryOp::Xor,
+        BinaryOp::Complex,
+        BinaryOp::IdxDiv,
+        BinaryOp::IdxMod,
+    ];
+
+    /// True for the comparisons (result Bool).
+    pub fn is_comparison(self) -> bool {
+        use BinaryOp::*;
+        matches!(self, Eq | Ne | Lt | Le | Gt | Ge)
+    }
+
+    /// The dtype of the result for operands of dtypes `a` and `b`, or `None` if the IR does
+    /// not accept them.
+    pub fn result_dtype(self, a: DType, b: DType) -> Option<DType> {
+        use BinaryOp::*;
+        match self {
+            Complex => (a == b && a.is_float()).then_some(a.to_complex()),
+            _ if a != b => None,
+            Eq | Ne => Some(DType::Bool),
+            Lt | Le | Gt | Ge => (!a.is_complex()).then_some(DType::Bool),
+            And | Or | Xor => a.is_bool().then_some(a),
+            IdxDiv | IdxMod => (a == DType::I64).then_some(a),
+            Add | Sub | Mul => Some(a),
+            Div | Pow => (!a.is_bool()).then_some(a),
+            FloorDiv | Mod | Maximum | Minimum => (a.is_int() || a.is_float()).then_some(a),
+            Atan2 | Hypot => a.is_float().then_some(a),
+        }
+    }
+
+    /// Lower-case name, as NumPy spells it where it has one.
+    pub fn name(self) -> &'static str {
+        use BinaryOp::*;
+        match self {
+            Add => "add",
+            Sub => "subtract",
+            Mul => "multiply",
+            Div => "divide",
+            FloorDiv => "floor_divide",
+            Mod => "remainder",
+            Pow => "power",
+            Atan2 => "arctan2",
+            Maximum => "maximum",
+            Minimum => "minimum",
+            Hypot => "hypot",
+            Eq => "equal",
+            Ne => "not_equal",
+            Lt => "less",
+            Le => "less_equal",
+            Gt => "greater",
+            Ge => "greater_equal",
+            And => "logical_and",
+            Or => "logical_or",
+            Xor => "logical_xor",
+            Complex => "complex",
+            IdxDiv => "idx_div",
+            IdxMod => "idx_mod",
+        }
+    }
+}
+
+/// Distribution of a counter-based random value.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum RandomKind {
+    /// Uniform in `[0, 1)`.
+    Uniform,
+    /// Standard normal (Box-Muller on two uniforms).
+    Normal,
+}

@@ -1,1 +1,72 @@
-//! Placeholder.
+//! # lazyfuse
+//!
+//! Lazy NumPy-like arrays for Rust. Operations build an expression DAG; evaluation fuses
+//! each chain of elementwise work (with broadcasts and views) into one kernel -- CUDA C
+//! generated at run time and compiled with NVRTC on a GPU, the same plan interpreted on
+//! the CPU -- and nothing is copied to the host until `to_host`/`item`.
+//!
+//! ```
+//! use lazyfuse as lf;
+//! use lf::{Array, DType};
+//!
+//! # fn main() -> lf::Result<()> {
+//! let x = Array::linspace(0.0, 1.0, 5, DType::F32);
+//! let y = (&x * 2.0).sin() + x.square();      // lazy: nothing runs yet
+//! let v = y.to_vec::<f32>()?;                  // one fused kernel, then the copy
+//! assert_eq!(v.len(), 5);
+//! assert!((v[4] - (2.0f32.sin() + 1.0)).abs() < 1e-6);
+//! # Ok(())
+//! # }
+//! ```
+
+#![warn(missing_docs)]
+
+mod api;
+mod array;
+mod config;
+mod device;
+mod element;
+mod error;
+mod graph;
+mod promote;
+pub(crate) mod runtime;
+mod schedule;
+mod shape;
+mod stats;
+
+pub use api::creation::{meshgrid, random, Indexing};
+pub use api::elementwise::{complex, where_, Operand};
+pub use api::movement::{concatenate, stack};
+pub use array::{eval, Array};
+pub use config::{fusion_enabled, set_fusion};
+pub use device::{default_device, set_default_device, Device};
+pub use element::Element;
+pub use error::{Error, Result};
+pub use lazyfuse_codegen::DType;
+pub use ndarray::s;
+pub use promote::result_type;
+pub use stats::{reset_stats, stats, Stats};
+
+/// `num_complex::Complex32`, the host type of `DType::C64`.
+#[allow(non_camel_case_types)]
+pub type c32 = num_complex::Complex32;
+/// `num_complex::Complex64`, the host type of `DType::C128`.
+#[allow(non_camel_case_types)]
+pub type c64 = num_complex::Complex64;
+
+/// Introspection for tests and tools: the plan an evaluation would run.
+pub mod debug {
+    use crate::Array;
+
+    /// The number of fused kernels evaluating `arrays` would launch now (planning only).
+    pub fn kernel_count(arrays: &[&Array]) -> crate::Result<usize> {
+        let nodes: Vec<_> = arrays.iter().map(|a| a.node.clone()).collect();
+        Ok(crate::schedule::plan(&nodes)?.kernel_count())
+    }
+
+    /// The plan evaluating `arrays` would run, as text (what `LAZYFUSE_DEBUG=3` prints).
+    pub fn plan(arrays: &[&Array]) -> crate::Result<String> {
+        let nodes: Vec<_> = arrays.iter().map(|a| a.node.clone()).collect();
+        Ok(crate::schedule::plan(&nodes)?.to_string())
+    }
+}

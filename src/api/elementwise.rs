@@ -1,0 +1,450 @@
+//! Elementwise operations: unary math, binary ops with NumPy promotion and broadcasting,
+//! comparisons, `where_`, `astype`, complex helpers.
+
+use super::{make, same_device};
+use crate::graph::{Op, Shape};
+use crate::promote::{self, WeakKind};
+use crate::{Array, Device, Element};
+use lazyfuse_codegen::{BinaryOp, DType, Scalar, UnaryOp};
+
+/// A right-hand operand: an array or a Rust scalar (which is "weak" in NumPy's sense: it
+/// takes the array's dtype where that can hold it).
+#[derive(Clone, Debug)]
+pub enum Operand {
+    /// An array.
+    Array(Array),
+    /// A Rust scalar and its kind.
+    Scalar(Scalar),
+}
+
+impl From<&Array> for Operand {
+    fn from(a: &Array) -> Operand {
+        Operand::Array(a.clone())
+    }
+}
+impl From<Array> for Operand {
+    fn from(a: Array) -> Operand {
+        Operand::Array(a)
+    }
+}
+impl From<&&Array> for Operand {
+    fn from(a: &&Array) -> Operand {
+        Operand::Array((*a).clone())
+    }
+}
+macro_rules! scalar_operand {
+    ($($t:ty),*) => {$(
+        impl From<$t> for Operand {
+            fn from(v: $t) -> Operand { Operand::Scalar(v.to_scalar()) }
+        }
+    )*};
+}
+scalar_operand!(bool, i32, i64, f32, f64, crate::c32, crate::c64);
+
+fn weak_kind(s: &Scalar) -> WeakKind {
+    match s.dtype() {
+        DType::Bool => WeakKind::Bool,
+        DType::I32 | DType::I64 => WeakKind::Int,
+        DType::F32 | DType::F64 => WeakKind::Float,
+        _ => WeakKind::Complex,
+    }
+}
+
+impl Operand {
+    fn shape(&self) -> &[usize] {
+        match self {
+            Operand::Array(a) => a.shape(),
+            Operand::Scalar(_) => &[],
+        }
+    }
+    /// This operand as an array of `dtype` broadcast to `shape` on `dev`.
+    #[track_caller]
+    fn to_array(&self, dtype: DType, shape: &[usize], dev: &Device) -> Array {
+        match self {
+            Operand::Array(a) => a.astype(dtype).broadcast_to(shape),
+            Operand::Scalar(s) => Array::scalar_on_dtype(s.cast(dtype), dev).broadcast_to(shape),
+        }
+    }
+}
+
+/// The common dtype of operands under NEP 50.
+pub(crate) fn common_dtype(ops: &[&Operand]) -> DType {
+    let arrays: Vec<DType> = ops
+        .iter()
+        .filter_map(|o| match o {
+            Operand::Array(a) => Some(a.dtype()),
+            _ => None,
+        })
+        .collect();
+    let mut d = match arrays.split_first() {
+        Some((first, rest)) => rest.iter().fold(*first, |x, &y| promote::result_type(x, y)),
+        None => {
+            // only scalars: each takes its default dtype
+            return ops
+                .iter()
+                .filter_map(|o| match o {
+                    Operand::Scalar(s) => Some(weak_kind(s).default_dtype()),
+                    _ => None,
+                })
+                .fold(DType::Bool, promote::result_type);
+        }
+    };
+    for o in ops {
+        if let Operand::Scalar(s) = o {
+            d = promote::weak_result(d, weak_kind(s));
+        }
+    }
+    d
+}
+
+/// Device of the array operands (the default device when there is none).
+#[track_caller]
+fn operands_device(op: &str, ops: &[&Operand]) -> Device {
+    let arrays: Vec<&Array> = ops
+        .iter()
+        .filter_map(|o| match o {
+            Operand::Array(a) => Some(a),
+            _ => None,
+        })
+        .collect();
+    if arrays.is_empty() {
+        crate::default_device()
+    } else {
+        same_device(op, &arrays)
+    }
+}
+
+#[track_caller]
+fn broadcast_all(op: &str, ops: &[&Operand]) -> Shape {
+    let mut shape = Shape::new();
+    for o in ops {
+        shape = crate::shape::broadcast_shapes(&shape, o.shape()).unwrap_or_else(|| {
+            let shapes: Vec<&[usize]> = ops.iter().map(|o| o.shape()).collect();
+            panic!("{op}: shapes {shapes:?} cannot be broadcast together")
+        });
+    }
+    shape
+}
+
+/// A binary elementwise op with NumPy promotion and broadcasting.
+#[track_caller]
+pub(crate) fn binary(op: BinaryOp, a: Operand, b: Operand) -> Array {
+    use BinaryOp::*;
+    let name = op.name();
+    let t = common_dtype(&[&a, &b]);
+    let (op, t) = match op {
+        Add if t.is_bool() => (Or, t),
+        Mul if t.is_bool() => (And, t),
+        Sub if t.is_bool() => panic!("subtract: numpy boolean subtract is not supported, use logical_xor"),
+        Div if !t.is_inexact() => (Div, DType::F64),
+        FloorDiv | Mod | Pow if t.is_bool() => (op, DType::I32),
+        Atan2 | Hypot => (op, promote::float_dtype(t)),
+        And | Or | Xor => (op, DType::Bool),
+        _ => (op, t),
+    };
+    if t.is_complex() && matches!(op, FloorDiv | Mod | Atan2 | Hypot | Maximum | Minimum | Lt | Le | Gt | Ge) {
+        panic!("{name}: not supported for complex dtype {t}");
+    }
+    let dev = operands_device(name, &[&a, &b]);
+    let shape = broadcast_all(name, &[&a, &b]);
+    let (x, y) = if matches!(op, And | Or | Xor) {
+        (a.to_bool(&shape, &dev), b.to_bool(&shape, &dev))
+    } else {
+        (a.to_array(t, &shape, &dev), b.to_array(t, &shape, &dev))
+    };
+    let out = op.result_dtype(t, t).expect("dtype rules checked above");
+    make(Op::Binary(op), out, shape, &dev, &[&x, &y])
+}
+
+impl Operand {
+    #[track_caller]
+    fn to_bool(&self, shape: &[usize], dev: &Device) -> Array {
+        match self {
+            Operand::Array(a) => a.astype(DType::Bool).broadcast_to(shape),
+            Operand::Scalar(s) => {
+                Array::scalar_on_dtype(s.cast(DType::Bool), dev).broadcast_to(shape)
+            }
+        }
+    }
+}
+
+/// `cond ? a : b` elementwise, with broadcasting; `a` and `b` promote like a binary op.
+#[track_caller]
+pub fn where_(cond: &Array, a: impl Into<Operand>, b: impl Into<Operand>) -> Array {
+    let (a, b) = (a.into(), b.into());
+    let c = Operand::Array(cond.clone());
+    let t = common_dtype(&[&a, &b]);
+    let mut devs = vec![&c, &a, &b];
+    let dev = operands_device("where", &devs);
+    let shape = broadcast_all("where", &devs);
+    devs.clear();
+    let cb = cond.astype(DType::Bool).broadcast_to(&shape);
+    let x = a.to_array(t, &shape, &dev);
+    let y = b.to_array(t, &shape, &dev);
+    make(Op::Where, t, shape, &dev, &[&cb, &x, &y])
+}
+
+/// `re + i*im` elementwise (reals promote to a common float dtype; the result is complex).
+#[track_caller]
+pub fn complex(re: &Array, im: &Array) -> Array {
+    let t = promote::float_dtype(promote::result_type(re.dtype(), im.dtype()));
+    if t.is_complex() {
+        panic!("complex: inputs must be real, got {} and {}", re.dtype(), im.dtype());
+    }
+    binary_same(BinaryOp::Complex, t, t.to_complex(), re, im)
+}
+
+#[track_caller]
+fn binary_same(op: BinaryOp, t: DType, out: DType, a: &Array, b: &Array) -> Array {
+    let dev = same_device(op.name(), &[a, b]);
+    let shape = crate::shape::broadcast_shapes(a.shape(), b.shape()).unwrap_or_else(|| {
+        panic!("{}: shapes {:?} and {:?} cannot be broadcast together", op.name(), a.shape(), b.shape())
+    });
+    let x = a.astype(t).broadcast_to(&shape);
+    let y = b.astype(t).broadcast_to(&shape);
+    make(Op::Binary(op), out, shape, &dev, &[&x, &y])
+}
+
+macro_rules! float_unary {
+    ($($(#[$m:meta])* $name:ident => $op:ident),* $(,)?) => {$(
+        $(#[$m])*
+        pub fn $name(&self) -> Array {
+            self.float_unary(UnaryOp::$op)
+        }
+    )*};
+}
+
+macro_rules! binary_method {
+    ($($(#[$m:meta])* $name:ident => $op:ident),* $(,)?) => {$(
+        $(#[$m])*
+        #[track_caller]
+        pub fn $name(&self, rhs: impl Into<Operand>) -> Array {
+            binary(BinaryOp::$op, Operand::Array(self.clone()), rhs.into())
+        }
+    )*};
+}
+
+impl Array {
+    fn unary_node(&self, op: UnaryOp) -> Array {
+        let out = op
+            .result_dtype(self.dtype())
+            .unwrap_or_else(|| panic!("{}: not supported for dtype {}", op.name(), self.dtype()));
+        make(Op::Unary(op), out, self.node.shape.clone(), &self.node.device, &[self])
+    }
+
+    fn float_unary(&self, op: UnaryOp) -> Array {
+        self.astype(promote::float_dtype(self.dtype())).unary_node(op)
+    }
+
+    /// A 0-d constant of the scalar's own dtype on `dev`.
+    pub(crate) fn scalar_on_dtype(s: Scalar, dev: &Device) -> Array {
+        make(Op::Const(s), s.dtype(), Shape::new(), dev, &[])
+    }
+
+    /// Conversion to `dtype` with NumPy `astype` rules (a no-op when equal).
+    pub fn astype(&self, dtype: DType) -> Array {
+        if dtype == self.dtype() {
+            return self.clone();
+        }
+        if let Some(s) = self.scalar_value() {
+            return Array::scalar_on_dtype(s.cast(dtype), &self.node.device);
+        }
+        make(Op::Cast, dtype, self.node.shape.clone(), &self.node.device, &[self])
+    }
+
+    float_unary! {
+        /// Square root.
+        sqrt => Sqrt,
+        /// `1 / sqrt(x)`.
+        rsqrt => Rsqrt,
+        /// `e^x`.
+        exp => Exp,
+        /// `e^x - 1`, accurate near 0.
+        expm1 => Expm1,
+        /// Natural logarithm.
+        log => Log,
+        /// `log(1 + x)`, accurate near 0.
+        log1p => Log1p,
+        /// Base-2 logarithm.
+        log2 => Log2,
+        /// Base-10 logarithm.
+        log10 => Log10,
+        /// Sine.
+        sin => Sin,
+        /// Cosine.
+        cos => Cos,
+        /// Tangent.
+        tan => Tan,
+        /// Inverse sine.
+        asin => Asin,
+        /// Inverse cosine.
+        acos => Acos,
+        /// Inverse tangent.
+        atan => Atan,
+        /// Hyperbolic sine.
+        sinh => Sinh,
+        /// Hyperbolic cosine.
+        cosh => Cosh,
+        /// Hyperbolic tangent.
+        tanh => Tanh,
+        /// `1 / x` (integers compute in F64; NumPy keeps integer dtype there).
+        reciprocal => Reciprocal,
+    }
+
+    /// Absolute value; the modulus (a real array) for complex input.
+    pub fn abs(&self) -> Array {
+        if self.dtype().is_bool() {
+            return self.clone();
+        }
+        self.unary_node(UnaryOp::Abs)
+    }
+
+    fn rounding(&self, op: UnaryOp) -> Array {
+        match self.dtype() {
+            d if d.is_complex() => panic!("{}: not supported for dtype {d}", op.name()),
+            d if d.is_float() => self.unary_node(op),
+            _ => self.clone(), // integers are already integral (NumPy 2 keeps their dtype)
+        }
+    }
+    /// Round down.
+    pub fn floor(&self) -> Array {
+        self.rounding(UnaryOp::Floor)
+    }
+    /// Round up.
+    pub fn ceil(&self) -> Array {
+        self.rounding(UnaryOp::Ceil)
+    }
+    /// Round half to even (NumPy `round`).
+    pub fn round(&self) -> Array {
+        self.rounding(UnaryOp::Round)
+    }
+    /// Round toward zero.
+    pub fn trunc(&self) -> Array {
+        self.rounding(UnaryOp::Trunc)
+    }
+    /// -1, 0 or 1 (NaN stays NaN; `z/|z|` for complex).
+    #[track_caller]
+    pub fn sign(&self) -> Array {
+        if self.dtype().is_bool() {
+            panic!("sign: not supported for dtype bool");
+        }
+        self.unary_node(UnaryOp::Sign)
+    }
+    /// `x * x`.
+    pub fn square(&self) -> Array {
+        if self.dtype().is_bool() {
+            return self.clone();
+        }
+        self.unary_node(UnaryOp::Square)
+    }
+    /// Real part (the array itself when real).
+    pub fn real(&self) -> Array {
+        if self.dtype().is_complex() {
+            self.unary_node(UnaryOp::Real)
+        } else {
+            self.clone()
+        }
+    }
+    /// Imaginary part (zeros when real).
+    pub fn imag(&self) -> Array {
+        if self.dtype().is_complex() {
+            self.unary_node(UnaryOp::Imag)
+        } else {
+            Array::scalar_on_dtype(Scalar::zero(self.dtype()), &self.node.device)
+                .broadcast_to(self.shape())
+        }
+    }
+    /// Complex conjugate (the array itself when real).
+    pub fn conj(&self) -> Array {
+        if self.dtype().is_complex() {
+            self.unary_node(UnaryOp::Conj)
+        } else {
+            self.clone()
+        }
+    }
+    /// Argument of complex values (0 or pi for reals), a real array.
+    pub fn angle(&self) -> Array {
+        self.float_unary(UnaryOp::Angle)
+    }
+    /// True where NaN.
+    pub fn isnan(&self) -> Array {
+        self.unary_node(UnaryOp::IsNan)
+    }
+    /// True where infinite.
+    pub fn isinf(&self) -> Array {
+        self.unary_node(UnaryOp::IsInf)
+    }
+    /// True where finite.
+    pub fn isfinite(&self) -> Array {
+        self.unary_node(UnaryOp::IsFinite)
+    }
+    /// Logical not of the truth value.
+    pub fn logical_not(&self) -> Array {
+        self.astype(DType::Bool).unary_node(UnaryOp::Not)
+    }
+    /// Negation (not for Bool).
+    #[track_caller]
+    pub(crate) fn neg_impl(&self) -> Array {
+        if self.dtype().is_bool() {
+            panic!("negative: not supported for dtype bool, use logical_not");
+        }
+        self.unary_node(UnaryOp::Neg)
+    }
+    /// Logical not, Bool only.
+    #[track_caller]
+    pub(crate) fn not_impl(&self) -> Array {
+        if !self.dtype().is_bool() {
+            panic!("not: `!` needs a bool array, got {}", self.dtype());
+        }
+        self.unary_node(UnaryOp::Not)
+    }
+
+    binary_method! {
+        /// `arctan2(self, x)`.
+        atan2 => Atan2,
+        /// `self ** y` elementwise.
+        pow => Pow,
+        /// NaN-propagating elementwise maximum.
+        maximum => Maximum,
+        /// NaN-propagating elementwise minimum.
+        minimum => Minimum,
+        /// `sqrt(self^2 + y^2)` without overflow.
+        hypot => Hypot,
+        /// Floor division (NumPy `//`).
+        floor_div => FloorDiv,
+        /// `self > rhs`.
+        gt => Gt,
+        /// `self >= rhs`.
+        ge => Ge,
+        /// `self < rhs`.
+        lt => Lt,
+        /// `self <= rhs`.
+        le => Le,
+        /// `self == rhs`.
+        eq => Eq,
+        /// `self != rhs`.
+        ne => Ne,
+        /// Logical and of truth values.
+        logical_and => And,
+        /// Logical or of truth values.
+        logical_or => Or,
+        /// Logical xor of truth values.
+        logical_xor => Xor,
+    }
+
+    /// `self ** p` with a weak float exponent.
+    #[track_caller]
+    pub fn powf(&self, p: f64) -> Array {
+        self.pow(p)
+    }
+    /// `self ** p` with a weak integer exponent.
+    #[track_caller]
+    pub fn powi(&self, p: i32) -> Array {
+        self.pow(p)
+    }
+    /// `minimum(maximum(self, lo), hi)` (NaN bounds propagate, as NumPy's `clip`).
+    #[track_caller]
+    pub fn clip(&self, lo: impl Into<Operand>, hi: impl Into<Operand>) -> Array {
+        self.maximum(lo).minimum(hi)
+    }
+}

@@ -1,0 +1,30 @@
+//! The NumPy-like surface: creation, elementwise ops and operators, movement (views).
+//! Only builds nodes and checks shapes/dtypes; never executes.
+
+pub(crate) mod creation;
+pub(crate) mod elementwise;
+pub(crate) mod movement;
+mod operators;
+
+use crate::graph::{Node, Op, Shape};
+use crate::{Array, Device};
+use lazyfuse_codegen::DType;
+use std::sync::Arc;
+
+/// Builds (or reuses, by hash-consing) a node.
+pub(crate) fn make(op: Op, dtype: DType, shape: Shape, device: &Device, inputs: &[&Array]) -> Array {
+    let inputs: Vec<Arc<Node>> = inputs.iter().map(|a| a.node.clone()).collect();
+    Array::from_node(Node::new(op, dtype, shape, device.clone(), inputs))
+}
+
+/// Panics at the caller's line unless all arrays share one device.
+#[track_caller]
+pub(crate) fn same_device(op: &str, arrays: &[&Array]) -> Device {
+    let d = arrays[0].node.device.clone();
+    for a in &arrays[1..] {
+        if a.node.device != d {
+            panic!("{op}: arrays on different devices ({d} and {})", a.node.device);
+        }
+    }
+    d
+}

@@ -1,0 +1,259 @@
+//! `Array`: the cheap-clone handle to a node of the lazy DAG; metadata, evaluation and
+//! readback.
+
+use crate::graph::{Node, Op, Shape};
+use crate::runtime::{self, Buffer};
+use crate::{Device, Element, Error, Result};
+use lazyfuse_codegen::{DType, Scalar};
+use std::sync::Arc;
+
+/// A lazy n-dimensional array on a device. Operations build new arrays without computing
+/// anything; [`Array::eval`] (or a readback) runs the fused plan.
+#[derive(Clone)]
+pub struct Array {
+    pub(crate) node: Arc<Node>,
+}
+
+impl Array {
+    pub(crate) fn from_node(node: Arc<Node>) -> Array {
+        Array { node }
+    }
+
+    /// The shape.
+    pub fn shape(&self) -> &[usize] {
+        &self.node.shape
+    }
+    /// Number of dimensions.
+    pub fn ndim(&self) -> usize {
+        self.node.shape.len()
+    }
+    /// Number of elements.
+    pub fn size(&self) -> usize {
+        self.node.size()
+    }
+    /// The element dtype.
+    pub fn dtype(&self) -> DType {
+        self.node.dtype
+    }
+    /// The device the array lives on.
+    pub fn device(&self) -> Device {
+        self.node.device.clone()
+    }
+    /// True once the array holds its computed buffer.
+    pub fn is_evaluated(&self) -> bool {
+        self.node.buffer().is_some()
+    }
+
+    // --- creation from host data ---
+
+    /// An array holding `data` (C order) with `shape`, on the default device.
+    pub fn from_vec<T: Element>(data: Vec<T>, shape: &[usize]) -> Result<Array> {
+        Array::from_vec_on(data, shape, &crate::default_device())
+    }
+
+    /// [`Array::from_vec`] on `dev`.
+    pub fn from_vec_on<T: Element>(data: Vec<T>, shape: &[usize], dev: &Device) -> Result<Array> {
+        let n: usize = shape.iter().product();
+        if n != data.len() {
+            return Err(Error::Shape {
+                op: "from_vec",
+                msg: format!("{} elements do not fill shape {shape:?}", data.len()),
+            });
+        }
+        let buf = runtime::upload(dev, T::into_host(data))?;
+        Ok(Array::from_node(Node::leaf(buf, shape.into(), dev.clone())))
+    }
+
+    /// An array copied from `data` (C order) with `shape`, on the default device.
+    pub fn from_slice<T: Element>(data: &[T], shape: &[usize]) -> Result<Array> {
+        Array::from_vec(data.to_vec(), shape)
+    }
+
+    /// [`Array::from_slice`] on `dev`.
+    pub fn from_slice_on<T: Element>(data: &[T], shape: &[usize], dev: &Device) -> Result<Array> {
+        Array::from_vec_on(data.to_vec(), shape, dev)
+    }
+
+    /// An array copied from an ndarray array (any memory layout), on the default device.
+    ///
+    /// # Panics
+    /// When the default device cannot take the data (a failed host-to-device copy); use
+    /// [`Array::from_ndarray_on`] to get the error.
+    #[track_caller]
+    pub fn from_ndarray<T: Element, D: ndarray::Dimension>(a: &ndarray::Array<T, D>) -> Array {
+        Array::from_ndarray_on(a, &crate::default_device())
+            .unwrap_or_else(|e| panic!("from_ndarray: {e}"))
+    }
+
+    /// [`Array::from_ndarray`] on `dev`, with the error as a `Result`.
+    pub fn from_ndarray_on<T: Element, D: ndarray::Dimension>(
+        a: &ndarray::Array<T, D>,
+        dev: &Device,
+    ) -> Result<Array> {
+        let data: Vec<T> = a.iter().copied().collect(); // logical (C) order for any layout
+        Array::from_vec_on(data, a.shape(), dev)
+    }
+
+    // --- evaluation ---
+
+    /// Materializes the array on its device. On CUDA this returns once the work is queued.
+    pub fn eval(&self) -> Result<()> {
+        crate::schedule::evaluate(std::slice::from_ref(&self.node))
+    }
+
+    /// The evaluated buffer (evaluating first when needed).
+    pub(crate) fn buffer(&self) -> Result<Arc<Buffer>> {
+        if let Some(b) = self.node.buffer() {
+            return Ok(b);
+        }
+        self.eval()?;
+        self.node
+            .buffer()
+            .ok_or_else(|| Error::internal("eval", "node not realized after eval"))
+    }
+
+    fn check_dtype<T: Element>(&self, op: &'static str) -> Result<()> {
+        if T::DTYPE != self.dtype() {
+            return Err(Error::DType {
+                op,
+                expected: self.dtype(),
+                got: T::DTYPE,
+            });
+        }
+        Ok(())
+    }
+
+    fn host_data<T: Element>(&self, op: &'static str) -> Result<Vec<T>> {
+        self.check_dtype::<T>(op)?;
+        let buf = self.buffer()?;
+        let host = runtime::download(&buf, 0, buf.len())?;
+        T::from_host(host).ok_or_else(|| Error::internal(op, "buffer dtype differs from node"))
+    }
+
+    /// Evaluates and copies to the host as an ndarray (waits for the device). `T` must
+    /// match the dtype.
+    pub fn to_host<T: Element>(&self) -> Result<ndarray::ArrayD<T>> {
+        let data = self.host_data::<T>("to_host")?;
+        ndarray::ArrayD::from_shape_vec(ndarray::IxDyn(self.shape()), data)
+            .map_err(|e| Error::internal("to_host", e))
+    }
+
+    /// Evaluates and copies to the host as a flat vector in C order.
+    pub fn to_vec<T: Element>(&self) -> Result<Vec<T>> {
+        self.host_data::<T>("to_vec")
+    }
+
+    /// The single element of a size-1 array. Reading an element of a view of an evaluated
+    /// array copies only that element.
+    pub fn item<T: Element>(&self) -> Result<T> {
+        self.check_dtype::<T>("item")?;
+        if self.size() != 1 {
+            return Err(Error::Shape {
+                op: "item",
+                msg: format!("item() needs exactly one element, shape is {:?}", self.shape()),
+            });
+        }
+        let (buf, offset) = match single_element(&self.node) {
+            Some(found) => found,
+            None => (self.buffer()?, 0),
+        };
+        let host = runtime::download(&buf, offset, 1)?;
+        let v = T::from_host(host).ok_or_else(|| Error::internal("item", "dtype"))?;
+        Ok(v[0])
+    }
+
+    /// A lazy copy of this array on `dev`.
+    pub fn to_device(&self, dev: &Device) -> Array {
+        if &self.node.device == dev {
+            return self.clone();
+        }
+        Array::from_node(Node::new(
+            Op::ToDevice,
+            self.dtype(),
+            self.node.shape.clone(),
+            dev.clone(),
+            vec![self.node.clone()],
+        ))
+    }
+
+    pub(crate) fn scalar_value(&self) -> Option<Scalar> {
+        match self.node.op {
+            Op::Const(s) => Some(s),
+            _ => None,
+        }
+    }
+}
+
+/// For a size-1 view chain (slice, reshape, permute, broadcast) over an evaluated buffer:
+/// the buffer and the element's offset, computed on the host.
+fn single_element(node: &Arc<Node>) -> Option<(Arc<Buffer>, usize)> {
+    // index of the element in the current node, as a multi-index
+    let mut idx: Shape = Shape::from_elem(0, node.shape.len());
+    let mut cur = node.clone();
+    loop {
+        if let Some(b) = cur.buffer() {
+            let strides = crate::shape::strides(&cur.shape);
+            let off = idx.iter().zip(strides.iter()).map(|(i, s)| i * s).sum();
+            return Some((b, off));
+        }
+        let inputs = cur.inputs();
+        let input = inputs.first()?.clone();
+        idx = match &cur.op {
+            Op::Reshape => {
+                let strides = crate::shape::strides(&cur.shape);
+                let lin: usize = idx.iter().zip(strides.iter()).map(|(i, s)| i * s).sum();
+                let istr = crate::shape::strides(&input.shape);
+                istr.iter()
+                    .zip(input.shape.iter())
+                    .map(|(s, n)| (lin / s) % n.max(&1))
+                    .collect()
+            }
+            Op::Permute(p) => {
+                let mut out = Shape::from_elem(0, p.len());
+                for (k, &pk) in p.iter().enumerate() {
+                    out[pk] = idx[k];
+                }
+                out
+            }
+            Op::Broadcast => {
+                let off = cur.shape.len() - input.shape.len();
+                (0..input.shape.len())
+                    .map(|j| if input.shape[j] == 1 { 0 } else { idx[j + off] })
+                    .collect()
+            }
+            Op::Slice(sl) => idx
+                .iter()
+                .zip(sl.iter())
+                .map(|(&i, &(start, step))| (start + i as isize * step) as usize)
+                .collect(),
+            _ => return None,
+        };
+        cur = input;
+    }
+}
+
+/// Materializes several arrays in one plan; shared subexpressions are computed once.
+pub fn eval(arrays: &[&Array]) -> Result<()> {
+    let nodes: Vec<Arc<Node>> = arrays.iter().map(|a| a.node.clone()).collect();
+    crate::schedule::evaluate(&nodes)
+}
+
+impl std::fmt::Debug for Array {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "Array({}, shape={:?}, {}{})",
+            self.dtype(),
+            self.shape(),
+            self.node.device,
+            if self.is_evaluated() { "" } else { ", lazy" }
+        )
+    }
+}
+
+impl<T: Element, D: ndarray::Dimension> From<ndarray::Array<T, D>> for Array {
+    #[track_caller]
+    fn from(a: ndarray::Array<T, D>) -> Array {
+        Array::from_ndarray(&a)
+    }
+}

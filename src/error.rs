@@ -1,0 +1,87 @@
+//! The one error enum of the crate; every variant names the operation it comes from.
+
+use crate::DType;
+
+/// Result type of every fallible call.
+pub type Result<T> = std::result::Result<T, Error>;
+
+/// Everything that can go wrong after a graph is built.
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    // --- user input ---
+    /// A host element type that does not match the array's dtype.
+    #[error("{op}: dtype mismatch: array is {expected}, requested {got}")]
+    DType {
+        /// The operation.
+        op: &'static str,
+        /// The array's dtype.
+        expected: DType,
+        /// The requested dtype.
+        got: DType,
+    },
+    /// A shape that does not fit the operation.
+    #[error("{op}: {msg}")]
+    Shape {
+        /// The operation.
+        op: &'static str,
+        /// What is wrong, with the shapes involved.
+        msg: String,
+    },
+    /// Arrays of one operation live on different devices.
+    #[error("{op}: arrays on different devices ({a} and {b})")]
+    DeviceMismatch {
+        /// The operation.
+        op: &'static str,
+        /// One device.
+        a: String,
+        /// The other device.
+        b: String,
+    },
+    /// An invalid setting (environment variable, argument).
+    #[error("{0}")]
+    Config(String),
+
+    // --- devices ---
+    /// CUDA is not usable: no driver, no GPU, or the `cuda` feature is off.
+    #[error("CUDA unavailable: {0}")]
+    NoCuda(String),
+    /// A CUDA driver/library call failed.
+    #[error("CUDA {op} failed: {msg}")]
+    Cuda {
+        /// The call.
+        op: &'static str,
+        /// The driver's message.
+        msg: String,
+    },
+    /// NVRTC rejected generated source.
+    #[error("NVRTC compile of kernel {kernel} failed (options {options:?}; source dumped to {source_path}):\n{log}")]
+    Compile {
+        /// Kernel entry name.
+        kernel: String,
+        /// Compiler options used.
+        options: Vec<String>,
+        /// The compiler log.
+        log: String,
+        /// Where the source was written.
+        source_path: String,
+    },
+
+    // --- internal ---
+    /// The generated kernel IR was malformed (a bug in lazyfuse).
+    #[error("internal error in {op}: {msg}")]
+    Internal {
+        /// The stage.
+        op: &'static str,
+        /// What happened.
+        msg: String,
+    },
+}
+
+impl Error {
+    pub(crate) fn internal(op: &'static str, msg: impl std::fmt::Display) -> Error {
+        Error::Internal {
+            op,
+            msg: msg.to_string(),
+        }
+    }
+}

@@ -1,0 +1,225 @@
+//! The expression DAG: hash-consed `Node`s behind `Arc`. A node, once evaluated, holds its
+//! buffer and drops its inputs, acting as a leaf from then on.
+
+mod display;
+
+use crate::runtime::Buffer;
+use crate::Device;
+use lazyfuse_codegen::{BinaryOp, DType, RandomKind, Scalar, UnaryOp};
+use smallvec::SmallVec;
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
+use std::sync::{Arc, Mutex, MutexGuard, Weak};
+
+/// An array shape.
+pub(crate) type Shape = SmallVec<[usize; 4]>;
+
+/// What a node computes. Elementwise ops take inputs of the node's own shape (the API
+/// inserts explicit `Broadcast` views); views map the node's indices to their input's.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub(crate) enum Op {
+    /// Data created on a device (always realized).
+    Buffer,
+    /// A 0-d constant; in kernels its value is a parameter.
+    Const(Scalar),
+    /// `0, 1, .., n-1` as I64 (1-D).
+    Iota,
+    /// Counter-based random numbers keyed by the seed and the element's linear index.
+    Random(RandomKind, u64),
+    Unary(UnaryOp),
+    Binary(BinaryOp),
+    /// `where(cond, a, b)`.
+    Where,
+    /// `astype(node.dtype)`.
+    Cast,
+    // --- views ---
+    /// Same elements in C order, new shape.
+    Reshape,
+    /// Axes reordered: output axis `k` is input axis `p[k]`.
+    Permute(SmallVec<[usize; 4]>),
+    /// NumPy broadcasting of the input to the node's shape.
+    Broadcast,
+    /// Per axis `(start, step)`: output index `i` reads input index `start + i * step`.
+    Slice(SmallVec<[(isize, isize); 4]>),
+    /// Constant padding `(before, after)` per axis with the given value.
+    Pad(SmallVec<[(usize, usize); 4]>, Scalar),
+    /// `roll` along `axis` by `shift` (normalized to `0..n`).
+    Roll { axis: usize, shift: usize },
+    /// Concatenation of the inputs along `axis`.
+    Concat(usize),
+    /// Copy of the input from another device.
+    ToDevice,
+}
+
+impl Op {
+    /// True for ops that only re-index their input(s).
+    #[allow(dead_code)]
+    pub(crate) fn is_view(&self) -> bool {
+        matches!(
+            self,
+            Op::Reshape
+                | Op::Permute(_)
+                | Op::Broadcast
+                | Op::Slice(_)
+                | Op::Pad(..)
+                | Op::Roll { .. }
+                | Op::Concat(_)
+        )
+    }
+    /// True for views that NumPy also makes without copying (fusion-off keeps them fused).
+    pub(crate) fn is_free_view(&self) -> bool {
+        matches!(self, Op::Reshape | Op::Permute(_) | Op::Broadcast | Op::Slice(_))
+    }
+    /// True for elementwise computations.
+    pub(crate) fn is_elementwise(&self) -> bool {
+        matches!(self, Op::Unary(_) | Op::Binary(_) | Op::Where | Op::Cast)
+    }
+    /// A short name for plans and messages.
+    pub(crate) fn name(&self) -> String {
+        match self {
+            Op::Unary(u) => u.name().to_string(),
+            Op::Binary(b) => b.name().to_string(),
+            Op::Random(k, _) => format!("random_{k:?}").to_lowercase(),
+            Op::Permute(p) => format!("permute{:?}", p.as_slice()),
+            Op::Roll { axis, shift } => format!("roll({shift}, axis={axis})"),
+            Op::Concat(a) => format!("concat(axis={a})"),
+            Op::Const(s) => format!("const({s:?})"),
+            other => format!("{other:?}").to_lowercase(),
+        }
+    }
+}
+
+pub(crate) struct NodeState {
+    pub(crate) inputs: Vec<Arc<Node>>,
+    pub(crate) buffer: Option<Arc<Buffer>>,
+}
+
+/// One node of the DAG.
+pub(crate) struct Node {
+    pub(crate) id: u64,
+    pub(crate) op: Op,
+    pub(crate) dtype: DType,
+    pub(crate) shape: Shape,
+    pub(crate) device: Device,
+    state: Mutex<NodeState>,
+}
+
+#[derive(PartialEq, Eq, Hash)]
+struct Key {
+    op: Op,
+    dtype: DType,
+    shape: Shape,
+    device: Device,
+    inputs: SmallVec<[u64; 3]>,
+}
+
+struct Table {
+    map: HashMap<Key, Weak<Node>>,
+    sweep_at: usize,
+}
+
+static TABLE: Mutex<Option<Table>> = Mutex::new(None);
+static NEXT_ID: AtomicU64 = AtomicU64::new(1);
+
+impl Node {
+    /// The node for `op` over `inputs`: an existing equal node when one is alive
+    /// (hash-consing), else a new one.
+    pub(crate) fn new(
+        op: Op,
+        dtype: DType,
+        shape: Shape,
+        device: Device,
+        inputs: Vec<Arc<Node>>,
+    ) -> Arc<Node> {
+        let key = Key {
+            op: op.clone(),
+            dtype,
+            shape: shape.clone(),
+            device: device.clone(),
+            inputs: inputs.iter().map(|n| n.id).collect(),
+        };
+        let mut guard = TABLE.lock().unwrap_or_else(|e| e.into_inner());
+        let table = guard.get_or_insert_with(|| Table {
+            map: HashMap::new(),
+            sweep_at: 1024,
+        });
+        if let Some(n) = table.map.get(&key).and_then(Weak::upgrade) {
+            return n;
+        }
+        let node = Arc::new(Node {
+            id: NEXT_ID.fetch_add(1, Relaxed),
+            op,
+            dtype,
+            shape,
+            device,
+            state: Mutex::new(NodeState {
+                inputs,
+                buffer: None,
+            }),
+        });
+        table.map.insert(key, Arc::downgrade(&node));
+        if table.map.len() >= table.sweep_at {
+            table.map.retain(|_, w| w.strong_count() > 0);
+            table.sweep_at = (table.map.len() * 2).max(1024);
+        }
+        node
+    }
+
+    /// A realized leaf holding `buffer` (never shared by hash-consing).
+    pub(crate) fn leaf(buffer: Buffer, shape: Shape, device: Device) -> Arc<Node> {
+        Arc::new(Node {
+            id: NEXT_ID.fetch_add(1, Relaxed),
+            op: Op::Buffer,
+            dtype: buffer.dtype(),
+            shape,
+            device,
+            state: Mutex::new(NodeState {
+                inputs: Vec::new(),
+                buffer: Some(Arc::new(buffer)),
+            }),
+        })
+    }
+
+    pub(crate) fn state(&self) -> MutexGuard<'_, NodeState> {
+        self.state.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// The buffer, when realized.
+    pub(crate) fn buffer(&self) -> Option<Arc<Buffer>> {
+        self.state().buffer.clone()
+    }
+
+    /// The inputs (empty once realized).
+    pub(crate) fn inputs(&self) -> Vec<Arc<Node>> {
+        self.state().inputs.clone()
+    }
+
+    /// Stores the node's value; from now on it is a leaf and its inputs are released.
+    pub(crate) fn realize(&self, buffer: Arc<Buffer>) {
+        let old = {
+            let mut s = self.state();
+            s.buffer = Some(buffer);
+            std::mem::take(&mut s.inputs)
+        };
+        drop(old); // dropped outside the lock: may cascade into other nodes
+    }
+
+    /// Number of elements.
+    pub(crate) fn size(&self) -> usize {
+        self.shape.iter().product()
+    }
+}
+
+impl Drop for Node {
+    fn drop(&mut self) {
+        // Release long input chains iteratively so dropping a deep graph cannot overflow
+        // the stack.
+        let mut stack = std::mem::take(&mut self.state.get_mut().unwrap_or_else(|e| e.into_inner()).inputs);
+        while let Some(n) = stack.pop() {
+            if let Ok(mut inner) = Arc::try_unwrap(n) {
+                let s = inner.state.get_mut().unwrap_or_else(|e| e.into_inner());
+                stack.append(&mut s.inputs);
+            }
+        }
+    }
+}

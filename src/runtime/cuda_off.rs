@@ -1,0 +1,82 @@
+//! Stand-in for the CUDA backend when the `cuda` feature is off: same API, every call
+//! returns `Error::NoCuda`.
+
+use crate::{Error, Result};
+use lazyfuse_codegen::{DType, HostBuf, Kernel, LaunchArgs};
+use std::sync::Arc;
+
+fn off<T>() -> Result<T> {
+    Err(Error::NoCuda("lazyfuse was built without the `cuda` feature".into()))
+}
+
+/// A CUDA device (never constructed without the `cuda` feature).
+#[derive(Debug)]
+pub struct CudaDevice {
+    _never: std::convert::Infallible,
+}
+
+/// A device buffer (never constructed without the `cuda` feature).
+#[derive(Debug)]
+pub struct CudaBuffer {
+    _never: std::convert::Infallible,
+}
+
+impl CudaBuffer {
+    /// Element dtype.
+    pub fn dtype(&self) -> DType {
+        match self._never {}
+    }
+    /// Element count.
+    pub fn len(&self) -> usize {
+        match self._never {}
+    }
+    /// The owning device.
+    pub fn device(&self) -> &Arc<CudaDevice> {
+        match self._never {}
+    }
+}
+
+impl CudaDevice {
+    /// Always false.
+    pub fn available() -> bool {
+        false
+    }
+    /// Always an error.
+    pub fn open(_ordinal: usize) -> Result<Arc<CudaDevice>> {
+        off()
+    }
+    /// Unreachable.
+    pub fn ordinal(&self) -> usize {
+        match self._never {}
+    }
+    /// Unreachable.
+    pub fn name(&self) -> &str {
+        match self._never {}
+    }
+    /// Unreachable.
+    pub fn synchronize(&self) -> Result<()> {
+        match self._never {}
+    }
+    /// Unreachable.
+    pub fn upload(&self, _h: &HostBuf) -> Result<CudaBuffer> {
+        match self._never {}
+    }
+    /// Unreachable.
+    pub fn download(&self, _b: &CudaBuffer, _start: usize, _len: usize) -> Result<HostBuf> {
+        match self._never {}
+    }
+    /// Unreachable.
+    pub fn run_kernel(
+        &self,
+        _k: &Kernel,
+        _i: &[&CudaBuffer],
+        _a: &LaunchArgs,
+    ) -> Result<Vec<CudaBuffer>> {
+        match self._never {}
+    }
+}
+
+/// NVRTC is never present without the `cuda` feature.
+pub fn nvrtc_check(_kernel: &Kernel) -> Result<bool> {
+    Ok(false)
+}

@@ -1,0 +1,105 @@
+//! Runs schedules on a backend: buffers, transfers and kernel launches, dispatched on the
+//! closed `Device` enum to the CPU backend or the CUDA backend.
+
+pub(crate) mod cpu;
+#[cfg(feature = "cuda")]
+pub mod cuda;
+#[cfg(not(feature = "cuda"))]
+#[path = "cuda_off.rs"]
+pub mod cuda;
+
+use crate::{Device, Result};
+use lazyfuse_codegen::{DType, HostBuf, Kernel, LaunchArgs};
+
+/// Storage of one materialized array: contiguous, C order, immutable once written.
+#[derive(Debug)]
+pub(crate) enum Buffer {
+    Host(HostBuf),
+    Cuda(cuda::CudaBuffer),
+}
+
+impl Buffer {
+    pub(crate) fn dtype(&self) -> DType {
+        match self {
+            Buffer::Host(h) => h.dtype(),
+            Buffer::Cuda(c) => c.dtype(),
+        }
+    }
+    pub(crate) fn len(&self) -> usize {
+        match self {
+            Buffer::Host(h) => h.len(),
+            Buffer::Cuda(c) => c.len(),
+        }
+    }
+}
+
+/// Copies host data to `dev`.
+pub(crate) fn upload(dev: &Device, host: HostBuf) -> Result<Buffer> {
+    match dev {
+        Device::Cpu => Ok(Buffer::Host(host)),
+        Device::Cuda(d) => {
+            crate::stats::bump::bytes_h2d(host.as_bytes().len() as u64);
+            Ok(Buffer::Cuda(d.upload(&host)?))
+        }
+    }
+}
+
+/// Copies elements `start..start+len` of `buf` to the host (waits for queued work).
+pub(crate) fn download(buf: &Buffer, start: usize, len: usize) -> Result<HostBuf> {
+    match buf {
+        Buffer::Host(h) => Ok(cpu::copy_range(h, start, len)),
+        Buffer::Cuda(c) => {
+            let out = c.device().download(c, start, len)?;
+            crate::stats::bump::bytes_d2h(out.as_bytes().len() as u64);
+            Ok(out)
+        }
+    }
+}
+
+/// Runs one fused kernel on `dev`, returning its freshly allocated outputs.
+pub(crate) fn run_kernel(
+    dev: &Device,
+    kernel: &Kernel,
+    inputs: &[&Buffer],
+    args: &LaunchArgs,
+) -> Result<Vec<Buffer>> {
+    crate::stats::bump::kernels_launched(1);
+    match dev {
+        Device::Cpu => {
+            if nvrtc_check_enabled() {
+                cuda::nvrtc_check(kernel)?;
+            }
+            let ins: Vec<&HostBuf> = inputs
+                .iter()
+                .map(|b| match b {
+                    Buffer::Host(h) => Ok(h),
+                    _ => Err(crate::Error::internal("run_kernel", "CUDA buffer given to the CPU")),
+                })
+                .collect::<Result<_>>()?;
+            Ok(cpu::run_kernel(kernel, &ins, args)?
+                .into_iter()
+                .map(Buffer::Host)
+                .collect())
+        }
+        Device::Cuda(d) => {
+            let ins: Vec<&cuda::CudaBuffer> = inputs
+                .iter()
+                .map(|b| match b {
+                    Buffer::Cuda(c) => Ok(c),
+                    _ => Err(crate::Error::internal("run_kernel", "host buffer given to CUDA")),
+                })
+                .collect::<Result<_>>()?;
+            Ok(d.run_kernel(kernel, &ins, args)?
+                .into_iter()
+                .map(Buffer::Cuda)
+                .collect())
+        }
+    }
+}
+
+/// `LAZYFUSE_NVRTC_CHECK=1`: compile every kernel the CPU runs with NVRTC too (for sm_90),
+/// so a codegen error fails the CPU test suite on a machine without a GPU.
+fn nvrtc_check_enabled() -> bool {
+    static ON: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
+    *ON.get_or_init(|| std::env::var("LAZYFUSE_NVRTC_CHECK").is_ok_and(|v| v == "1"))
+}

@@ -1,0 +1,468 @@
+//! Lowering: turns groups of materialized nodes into kernel IR (`lazyfuse_codegen::Kernel`)
+//! plus launch arguments, and reports computations read in more than one index context
+//! (which the planner then materializes).
+
+use super::Step;
+use crate::config;
+use crate::graph::{Node, Op};
+use crate::{Error, Result};
+use lazyfuse_codegen::{BinaryOp, Builder, DType, Inst, LaunchArgs, Scalar, ValueId};
+use smallvec::SmallVec;
+use std::collections::{HashMap, HashSet};
+use std::sync::Arc;
+
+/// Most bytes of scalar arguments one kernel may take before the planner splits it (the
+/// CUDA argument struct must stay under 4 KB).
+const MAX_ARG_BYTES: usize = 3500;
+
+type Axes = SmallVec<[ValueId; 4]>;
+
+/// An index into a node: its linear index and/or its multi-index, and the condition under
+/// which it is in bounds (from padding or concatenation).
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+struct Idx {
+    lin: Option<ValueId>,
+    axes: Option<Axes>,
+    guard: Option<ValueId>,
+}
+
+impl Idx {
+    /// The identity of the index for "same index" decisions.
+    fn key(&self) -> Idx {
+        match self.lin {
+            Some(_) => Idx {
+                lin: self.lin,
+                axes: None,
+                guard: self.guard,
+            },
+            None => self.clone(),
+        }
+    }
+}
+
+#[derive(Clone, Copy, PartialEq, Eq, Hash)]
+enum Role {
+    Stride(usize),
+    Size(usize),
+    Start(usize),
+    Step(usize),
+    Before(usize),
+    Offset(usize),
+    Value,
+    Seed,
+}
+
+struct Lowerer<'a> {
+    b: Builder,
+    params: Vec<Scalar>,
+    param_memo: HashMap<(u64, Role), ValueId>,
+    inputs: Vec<Arc<Node>>,
+    input_slot: HashMap<u64, u32>,
+    memo: HashMap<(u64, Idx), ValueId>,
+    mat: &'a HashSet<u64>,
+    group: usize,
+    contexts: &'a mut HashMap<u64, (usize, Idx)>,
+    extra: &'a mut HashSet<u64>,
+}
+
+impl Lowerer<'_> {
+    fn param(&mut self, node: u64, role: Role, value: Scalar) -> ValueId {
+        if let Some(&v) = self.param_memo.get(&(node, role)) {
+            return v;
+        }
+        let v = self.b.param(value.dtype());
+        self.params.push(value);
+        self.param_memo.insert((node, role), v);
+        v
+    }
+    fn iparam(&mut self, node: u64, role: Role, value: usize) -> ValueId {
+        self.param(node, role, Scalar::I64(value as i64))
+    }
+    fn c(&mut self, x: i64) -> ValueId {
+        self.b.const_i64(x)
+    }
+    fn and(&mut self, a: Option<ValueId>, b: ValueId) -> ValueId {
+        match a {
+            Some(a) => self.b.binary(BinaryOp::And, a, b),
+            None => b,
+        }
+    }
+
+    /// The linear (C-order) index into `node` for `idx`.
+    fn linear(&mut self, idx: &Idx, node: &Node) -> ValueId {
+        if let Some(l) = idx.lin {
+            return l;
+        }
+        let axes = idx.axes.as_ref().expect("an index has a linear or a multi-index form");
+        let strides = crate::shape::strides(&node.shape);
+        let mut acc: Option<ValueId> = None;
+        for (k, &a) in axes.iter().enumerate() {
+            if node.shape[k] == 1 {
+                continue;
+            }
+            let term = if k + 1 == axes.len() {
+                a
+            } else {
+                let s = self.iparam(node.id, Role::Stride(k), strides[k]);
+                self.b.binary(BinaryOp::Mul, a, s)
+            };
+            acc = Some(match acc {
+                Some(x) => self.b.binary(BinaryOp::Add, x, term),
+                None => term,
+            });
+        }
+        acc.unwrap_or_else(|| self.c(0))
+    }
+
+    /// The multi-index into `node` for `idx`.
+    fn axes(&mut self, idx: &Idx, node: &Node) -> Axes {
+        if let Some(a) = &idx.axes {
+            return a.clone();
+        }
+        let lin = idx.lin.expect("an index has a linear or a multi-index form");
+        let strides = crate::shape::strides(&node.shape);
+        let first = node.shape.iter().position(|&n| n != 1);
+        (0..node.shape.len())
+            .map(|k| {
+                if node.shape[k] == 1 {
+                    return self.c(0);
+                }
+                let q = if k + 1 == node.shape.len() {
+                    lin
+                } else {
+                    let s = self.iparam(node.id, Role::Stride(k), strides[k]);
+                    self.b.binary(BinaryOp::IdxDiv, lin, s)
+                };
+                if Some(k) == first {
+                    q // the outermost non-trivial axis needs no modulo
+                } else {
+                    let n = self.iparam(node.id, Role::Size(k), node.shape[k]);
+                    self.b.binary(BinaryOp::IdxMod, q, n)
+                }
+            })
+            .collect()
+    }
+
+    fn load(&mut self, node: &Arc<Node>, idx: &Idx) -> ValueId {
+        let slot = match self.input_slot.get(&node.id) {
+            Some(&s) => s,
+            None => {
+                let s = self.b.input(node.dtype);
+                self.inputs.push(node.clone());
+                self.input_slot.insert(node.id, s);
+                s
+            }
+        };
+        let off = self.linear(idx, node);
+        self.b.push(
+            Inst::Load {
+                input: slot,
+                index: off,
+                guard: idx.guard,
+            },
+            node.dtype,
+        )
+    }
+
+    fn lower(&mut self, node: &Arc<Node>, idx: &Idx, computing: u64) -> Result<ValueId> {
+        let key = (node.id, idx.key());
+        if let Some(&v) = self.memo.get(&key) {
+            return Ok(v);
+        }
+        let materialized = node.buffer().is_some() || (self.mat.contains(&node.id) && node.id != computing);
+        let v = if materialized {
+            self.load(node, idx)
+        } else {
+            if node.op.is_elementwise() {
+                let ctx = (self.group, idx.key());
+                match self.contexts.get(&node.id) {
+                    Some(prev) if *prev != ctx => {
+                        self.extra.insert(node.id);
+                    }
+                    Some(_) => {}
+                    None => {
+                        self.contexts.insert(node.id, ctx);
+                    }
+                }
+            }
+            self.compute(node, idx, computing)?
+        };
+        self.memo.insert(key, v);
+        Ok(v)
+    }
+
+    fn compute(&mut self, node: &Arc<Node>, idx: &Idx, computing: u64) -> Result<ValueId> {
+        let inputs = node.inputs();
+        let input = |k: usize| -> Result<Arc<Node>> {
+            inputs
+                .get(k)
+                .cloned()
+                .ok_or_else(|| Error::internal("lower", format!("{node:?} lacks input {k}")))
+        };
+        Ok(match &node.op {
+            Op::Const(s) => self.param(node.id, Role::Value, *s),
+            Op::Iota => self.linear(idx, node),
+            Op::Random(kind, seed) => {
+                let ctr = self.linear(idx, node);
+                let s = self.param(node.id, Role::Seed, Scalar::I64(*seed as i64));
+                self.b.push(Inst::Random(*kind, ctr, s), node.dtype)
+            }
+            Op::Unary(op) => {
+                let a = self.lower(&input(0)?, idx, computing)?;
+                self.b.unary(*op, a)
+            }
+            Op::Binary(op) => {
+                let a = self.lower(&input(0)?, idx, computing)?;
+                let b = self.lower(&input(1)?, idx, computing)?;
+                self.b.binary(*op, a, b)
+            }
+            Op::Where => {
+                let c = self.lower(&input(0)?, idx, computing)?;
+                let a = self.lower(&input(1)?, idx, computing)?;
+                let b = self.lower(&input(2)?, idx, computing)?;
+                self.b.select(c, a, b)
+            }
+            Op::Cast => {
+                let a = self.lower(&input(0)?, idx, computing)?;
+                self.b.cast(a, node.dtype)
+            }
+            Op::Reshape => {
+                let lin = self.linear(idx, node);
+                let x = Idx { lin: Some(lin), axes: None, guard: idx.guard };
+                self.lower(&input(0)?, &x, computing)?
+            }
+            Op::Permute(p) => {
+                let a = self.axes(idx, node);
+                let mut xa: Axes = a.clone();
+                for (k, &pk) in p.iter().enumerate() {
+                    xa[pk] = a[k];
+                }
+                let x = Idx { lin: None, axes: Some(xa), guard: idx.guard };
+                self.lower(&input(0)?, &x, computing)?
+            }
+            Op::Broadcast => {
+                let src = input(0)?;
+                let x = self.broadcast_idx(idx, node, &src);
+                self.lower(&src, &x, computing)?
+            }
+            Op::Slice(sl) => {
+                let a = self.axes(idx, node);
+                let mut xa = Axes::new();
+                for (k, &(start, step)) in sl.iter().enumerate() {
+                    xa.push(if start == 0 && step == 1 {
+                        a[k]
+                    } else {
+                        let st = self.param(node.id, Role::Step(k), Scalar::I64(step as i64));
+                        let s0 = self.param(node.id, Role::Start(k), Scalar::I64(start as i64));
+                        let m = self.b.binary(BinaryOp::Mul, a[k], st);
+                        self.b.binary(BinaryOp::Add, m, s0)
+                    });
+                }
+                let x = Idx { lin: None, axes: Some(xa), guard: idx.guard };
+                self.lower(&input(0)?, &x, computing)?
+            }
+            Op::Pad(w, value) => {
+                let src = input(0)?;
+                let a = self.axes(idx, node);
+                let mut xa = Axes::new();
+                let mut valid: Option<ValueId> = None;
+                for (k, &(before, after)) in w.iter().enumerate() {
+                    if before == 0 && after == 0 {
+                        xa.push(a[k]);
+                        continue;
+                    }
+                    let j = if before > 0 {
+                        let b0 = self.iparam(node.id, Role::Before(k), before);
+                        self.b.binary(BinaryOp::Sub, a[k], b0)
+                    } else {
+                        a[k]
+                    };
+                    let n = self.iparam(node.id, Role::Size(k), src.shape[k]);
+                    let lt = self.b.binary(BinaryOp::Lt, j, n);
+                    let ok = if before > 0 {
+                        let zero = self.c(0);
+                        let ge = self.b.binary(BinaryOp::Ge, j, zero);
+                        self.b.binary(BinaryOp::And, ge, lt)
+                    } else {
+                        lt
+                    };
+                    valid = Some(self.and(valid, ok));
+                    xa.push(j);
+                }
+                let valid = valid.ok_or_else(|| Error::internal("lower", "pad without padding"))?;
+                let guard = Some(self.and(idx.guard, valid));
+                let inner = self.lower(&src, &Idx { lin: None, axes: Some(xa), guard }, computing)?;
+                let fill = self.param(node.id, Role::Value, *value);
+                self.b.select(valid, inner, fill)
+            }
+            Op::Roll { axis, shift } => {
+                let n = node.shape[*axis];
+                let mut xa = self.axes(idx, node);
+                let r = self.iparam(node.id, Role::Offset(0), n - shift);
+                let np = self.iparam(node.id, Role::Size(*axis), n);
+                let s = self.b.binary(BinaryOp::Add, xa[*axis], r);
+                xa[*axis] = self.b.binary(BinaryOp::IdxMod, s, np);
+                let x = Idx { lin: None, axes: Some(xa), guard: idx.guard };
+                self.lower(&input(0)?, &x, computing)?
+            }
+            Op::Concat(axis) => self.concat(node, &inputs, *axis, idx, computing)?,
+            Op::Buffer | Op::ToDevice => {
+                return Err(Error::internal("lower", format!("{node:?} should be materialized")))
+            }
+        })
+    }
+
+    fn broadcast_idx(&mut self, idx: &Idx, node: &Node, src: &Node) -> Idx {
+        let off = node.shape.len() - src.shape.len();
+        if src.size() == 1 {
+            let z = self.c(0);
+            return Idx { lin: Some(z), axes: None, guard: idx.guard };
+        }
+        if let (Some(lin), true) = (idx.lin, node.shape[off..] == src.shape[..]) {
+            // broadcasting only adds leading axes: one modulo by the source's size
+            let n = self.iparam(node.id, Role::Size(0), src.size());
+            let l = self.b.binary(BinaryOp::IdxMod, lin, n);
+            return Idx { lin: Some(l), axes: None, guard: idx.guard };
+        }
+        let a = self.axes(idx, node);
+        let xa = (0..src.shape.len())
+            .map(|j| if src.shape[j] == 1 { self.c(0) } else { a[j + off] })
+            .collect();
+        Idx { lin: None, axes: Some(xa), guard: idx.guard }
+    }
+
+    fn concat(
+        &mut self,
+        node: &Arc<Node>,
+        inputs: &[Arc<Node>],
+        axis: usize,
+        idx: &Idx,
+        computing: u64,
+    ) -> Result<ValueId> {
+        let a = self.axes(idx, node);
+        let i = a[axis];
+        let m = inputs.len();
+        let mut values = Vec::with_capacity(m);
+        let mut conds = Vec::with_capacity(m);
+        let mut offset = 0usize;
+        for (t, x) in inputs.iter().enumerate() {
+            let lo = (t > 0).then(|| self.iparam(node.id, Role::Offset(t), offset));
+            offset += x.shape[axis];
+            let lt = (t + 1 < m).then(|| {
+                let hi = self.iparam(node.id, Role::Offset(t + 1), offset);
+                self.b.binary(BinaryOp::Lt, i, hi)
+            });
+            let mut guard = idx.guard;
+            let mut xa = a.clone();
+            if let Some(lo) = lo {
+                let ge = self.b.binary(BinaryOp::Ge, i, lo);
+                guard = Some(self.and(guard, ge));
+                xa[axis] = self.b.binary(BinaryOp::Sub, i, lo);
+            }
+            if let Some(lt) = lt {
+                guard = Some(self.and(guard, lt));
+            }
+            values.push(self.lower(x, &Idx { lin: None, axes: Some(xa), guard }, computing)?);
+            conds.push(lt);
+        }
+        let mut r = values[m - 1];
+        for t in (0..m - 1).rev() {
+            let c = conds[t].ok_or_else(|| Error::internal("lower", "concat condition"))?;
+            r = self.b.select(c, values[t], r);
+        }
+        Ok(r)
+    }
+}
+
+/// Materialized nodes a target depends on (through nodes computed inside its kernel).
+fn deps(target: &Arc<Node>, mat: &HashSet<u64>) -> Vec<u64> {
+    let mut out = Vec::new();
+    let mut seen = HashSet::new();
+    let mut stack = target.inputs();
+    while let Some(n) = stack.pop() {
+        if !seen.insert(n.id) || n.buffer().is_some() {
+            continue;
+        }
+        if mat.contains(&n.id) {
+            out.push(n.id);
+        } else {
+            stack.extend(n.inputs());
+        }
+    }
+    out
+}
+
+/// Builds the steps for the materialized set `mat`; the second result lists computations
+/// that must be materialized too (read in several index contexts, or split for limits).
+pub(super) fn build(nodes: &[Arc<Node>], mat: &HashSet<u64>) -> Result<(Vec<Step>, HashSet<u64>)> {
+    // levels: a target runs after every target it reads
+    let mut level: HashMap<u64, usize> = HashMap::new();
+    let mut groups: Vec<((usize, bool, Vec<usize>, crate::Device), Vec<Arc<Node>>)> = Vec::new();
+    for n in nodes.iter().filter(|n| mat.contains(&n.id)) {
+        let l = deps(n, mat).iter().map(|d| level.get(d).map_or(0, |l| l + 1)).max().unwrap_or(0);
+        level.insert(n.id, l);
+        let key = (l, n.op == Op::ToDevice, n.shape.to_vec(), n.device.clone());
+        match groups.iter_mut().find(|(k, _)| *k == key && !key.1) {
+            Some((_, g)) => g.push(n.clone()),
+            None => groups.push((key, vec![n.clone()])),
+        }
+    }
+    groups.sort_by_key(|((l, ..), _)| *l);
+    let mut steps = Vec::new();
+    let mut contexts = HashMap::new();
+    let mut extra = HashSet::new();
+    for (gi, ((_, is_copy, shape, _), targets)) in groups.into_iter().enumerate() {
+        if is_copy {
+            let src = targets[0].inputs().first().cloned().ok_or_else(|| Error::internal("plan", "copy without input"))?;
+            steps.push(Step::Copy { src, dst: targets[0].clone() });
+            continue;
+        }
+        let mut lw = Lowerer {
+            b: Builder::new(shape.len()),
+            params: Vec::new(),
+            param_memo: HashMap::new(),
+            inputs: Vec::new(),
+            input_slot: HashMap::new(),
+            memo: HashMap::new(),
+            mat,
+            group: gi,
+            contexts: &mut contexts,
+            extra: &mut extra,
+        };
+        let index = lw.b.push(Inst::Index, DType::I64);
+        let axes: Axes = (0..shape.len()).map(|k| lw.b.push(Inst::Axis(k as u8), DType::I64)).collect();
+        let root = Idx { lin: Some(index), axes: Some(axes), guard: None };
+        for t in &targets {
+            let v = lw.lower(t, &root, t.id)?;
+            let v = lw.b.cast(v, t.dtype);
+            lw.b.store(v);
+        }
+        let arg_bytes = lw.params.len() * 16 + (lw.inputs.len() + targets.len()) * 8;
+        if arg_bytes > MAX_ARG_BYTES {
+            // split: materialize the computations the targets read directly
+            let mut split = false;
+            for t in &targets {
+                for i in t.inputs() {
+                    if i.op.is_elementwise() && !mat.contains(&i.id) && i.buffer().is_none() {
+                        lw.extra.insert(i.id);
+                        split = true;
+                    }
+                }
+            }
+            config::debug_log!(2, "splitting a kernel: {arg_bytes} argument bytes exceed {MAX_ARG_BYTES}");
+            if !split {
+                return Err(Error::internal("plan", format!("kernel arguments of {arg_bytes} bytes cannot be split")));
+            }
+        }
+        let Lowerer { b, params, inputs, .. } = lw;
+        let kernel = b.finish();
+        kernel.validate().map_err(|e| Error::internal("lower", e))?;
+        steps.push(Step::Kernel {
+            kernel: Arc::new(kernel),
+            inputs,
+            outputs: targets,
+            args: LaunchArgs { shape, params },
+        });
+    }
+    Ok((steps, extra))
+}

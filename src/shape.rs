@@ -1,0 +1,48 @@
+//! Shape arithmetic: broadcasting, axis normalization, C-order strides.
+
+use crate::graph::Shape;
+
+/// NumPy broadcasting of two shapes, or `None` when incompatible.
+pub(crate) fn broadcast_shapes(a: &[usize], b: &[usize]) -> Option<Shape> {
+    let n = a.len().max(b.len());
+    let mut out = Shape::from_elem(0, n);
+    for i in 0..n {
+        let da = if i + a.len() >= n { a[i + a.len() - n] } else { 1 };
+        let db = if i + b.len() >= n { b[i + b.len() - n] } else { 1 };
+        out[i] = if da == db || db == 1 {
+            da
+        } else if da == 1 {
+            db
+        } else {
+            return None;
+        };
+    }
+    Some(out)
+}
+
+/// True when `from` broadcasts to `to`.
+pub(crate) fn can_broadcast(from: &[usize], to: &[usize]) -> bool {
+    from.len() <= to.len()
+        && from
+            .iter()
+            .rev()
+            .zip(to.iter().rev())
+            .all(|(&f, &t)| f == t || f == 1)
+}
+
+/// Normalizes a possibly negative axis for an array of rank `ndim` (`ndim + 1` slots when
+/// `extra` is set, as `expand_dims` needs); `None` when out of range.
+pub(crate) fn norm_axis(axis: isize, ndim: usize, extra: bool) -> Option<usize> {
+    let n = (ndim + extra as usize) as isize;
+    let a = if axis < 0 { axis + n } else { axis };
+    (0..n).contains(&a).then_some(a as usize)
+}
+
+/// C-order strides (in elements) of a shape.
+pub(crate) fn strides(shape: &[usize]) -> Shape {
+    let mut s = Shape::from_elem(1, shape.len());
+    for i in (0..shape.len().saturating_sub(1)).rev() {
+        s[i] = s[i + 1] * shape[i + 1];
+    }
+    s
+}

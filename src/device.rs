@@ -124,8 +124,31 @@ pub fn set_default_device(dev: &Device) {
     *DEFAULT.write().unwrap_or_else(|e| e.into_inner()) = Some(dev.clone());
 }
 
-/// The device creation functions use (initialized from [`Device::default`] on first use).
+thread_local! {
+    static SCOPED: std::cell::RefCell<Vec<Device>> = const { std::cell::RefCell::new(Vec::new()) };
+}
+
+/// Runs `f` with `dev` as the default device of the current thread (other threads keep
+/// the process-wide default); restores the previous default afterwards, even on panic.
+pub fn with_default_device<R>(dev: &Device, f: impl FnOnce() -> R) -> R {
+    struct Pop;
+    impl Drop for Pop {
+        fn drop(&mut self) {
+            SCOPED.with(|s| s.borrow_mut().pop());
+        }
+    }
+    SCOPED.with(|s| s.borrow_mut().push(dev.clone()));
+    let _pop = Pop;
+    f()
+}
+
+/// The device creation functions use: the innermost [`with_default_device`] of this
+/// thread, else the process-wide default (initialized from [`Device::default`] on first
+/// use).
 pub fn default_device() -> Device {
+    if let Some(d) = SCOPED.with(|s| s.borrow().last().cloned()) {
+        return d;
+    }
     if let Some(d) = DEFAULT.read().unwrap_or_else(|e| e.into_inner()).as_ref() {
         return d.clone();
     }

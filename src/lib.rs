@@ -39,11 +39,11 @@ pub use api::elementwise::{complex, where_, Operand};
 pub use api::movement::{concatenate, stack};
 pub use array::{eval, Array};
 pub use config::{fusion_enabled, set_fusion};
-pub use device::{default_device, set_default_device, Device};
+pub use device::{default_device, set_default_device, with_default_device, Device};
 pub use element::Element;
 pub use error::{Error, Result};
 pub use lazyfuse_codegen::DType;
-pub use ndarray::s;
+pub use ndarray::{s, NewAxis};
 pub use promote::result_type;
 pub use stats::{reset_stats, stats, Stats};
 

@@ -42,7 +42,8 @@ counters! {
     bytes_h2d: "Bytes copied host to device.",
     bytes_d2h: "Bytes copied device to host.",
     evals: "Evaluations (`eval`, `lf::eval`, `to_host`, ...) that planned work.",
-    plans: "Schedules planned.",
+    plans: "Plans made (plan-cache misses).",
+    plan_cache_hits: "Evaluations whose plan came from the plan cache.",
     compile_time_ns: "Nanoseconds spent compiling kernels.",
     buffers_allocated: "Device buffers allocated.",
 }

@@ -2,11 +2,11 @@
 //! plus launch arguments, and reports computations read in more than one index context
 //! (which the planner then materializes).
 
-use super::Step;
+use super::{ParamSrc, TStep};
 use crate::config;
 use crate::graph::{Node, Op};
 use crate::{Error, Result};
-use lazyfuse_codegen::{BinaryOp, Builder, DType, Inst, LaunchArgs, Scalar, ValueId};
+use lazyfuse_codegen::{BinaryOp, Builder, DType, Inst, Scalar, ValueId};
 use smallvec::SmallVec;
 use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
@@ -54,7 +54,8 @@ enum Role {
 
 struct Lowerer<'a> {
     b: Builder,
-    params: Vec<Scalar>,
+    params: Vec<ParamSrc>,
+    pos: &'a HashMap<u64, usize>,
     param_memo: HashMap<(u64, Role), ValueId>,
     inputs: Vec<Arc<Node>>,
     input_slot: HashMap<u64, u32>,
@@ -71,7 +72,13 @@ impl Lowerer<'_> {
             return v;
         }
         let v = self.b.param(value.dtype());
-        self.params.push(value);
+        // values that can change without changing the plan's structure are re-read from
+        // the node at every bind; everything else is fixed by the structure
+        let src = match (role, self.pos.get(&node)) {
+            (Role::Value | Role::Seed, Some(&p)) => ParamSrc::Node(p),
+            _ => ParamSrc::Fixed(value),
+        };
+        self.params.push(src);
         self.param_memo.insert((node, role), v);
         v
     }
@@ -394,11 +401,15 @@ fn deps(target: &Arc<Node>, mat: &HashSet<u64>) -> Vec<u64> {
 
 /// Builds the steps for the materialized set `mat`; the second result lists computations
 /// that must be materialized too (read in several index contexts, or split for limits).
-pub(super) fn build(nodes: &[Arc<Node>], mat: &HashSet<u64>) -> Result<(Vec<Step>, HashSet<u64>)> {
+pub(super) fn build(
+    nodes: &[Arc<Node>],
+    pos: &HashMap<u64, usize>,
+    mat: &HashSet<u64>,
+) -> Result<(Vec<TStep>, HashSet<u64>)> {
     // levels: a target runs after every target it reads
     let mut level: HashMap<u64, usize> = HashMap::new();
     let mut groups: Vec<((usize, bool, Vec<usize>, crate::Device), Vec<Arc<Node>>)> = Vec::new();
-    for n in nodes.iter().filter(|n| mat.contains(&n.id)) {
+    for n in nodes.iter().filter(|n| mat.contains(&n.id) && n.buffer().is_none()) {
         let l = deps(n, mat).iter().map(|d| level.get(d).map_or(0, |l| l + 1)).max().unwrap_or(0);
         level.insert(n.id, l);
         let key = (l, n.op == Op::ToDevice, n.shape.to_vec(), n.device.clone());
@@ -414,12 +425,13 @@ pub(super) fn build(nodes: &[Arc<Node>], mat: &HashSet<u64>) -> Result<(Vec<Step
     for (gi, ((_, is_copy, shape, _), targets)) in groups.into_iter().enumerate() {
         if is_copy {
             let src = targets[0].inputs().first().cloned().ok_or_else(|| Error::internal("plan", "copy without input"))?;
-            steps.push(Step::Copy { src, dst: targets[0].clone() });
+            steps.push(TStep::Copy { src: pos[&src.id], dst: pos[&targets[0].id] });
             continue;
         }
         let mut lw = Lowerer {
             b: Builder::new(shape.len()),
             params: Vec::new(),
+            pos,
             param_memo: HashMap::new(),
             inputs: Vec::new(),
             input_slot: HashMap::new(),
@@ -457,11 +469,12 @@ pub(super) fn build(nodes: &[Arc<Node>], mat: &HashSet<u64>) -> Result<(Vec<Step
         let Lowerer { b, params, inputs, .. } = lw;
         let kernel = b.finish();
         kernel.validate().map_err(|e| Error::internal("lower", e))?;
-        steps.push(Step::Kernel {
+        steps.push(TStep::Kernel {
             kernel: Arc::new(kernel),
-            inputs,
-            outputs: targets,
-            args: LaunchArgs { shape, params },
+            inputs: inputs.iter().map(|n| pos[&n.id]).collect(),
+            outputs: targets.iter().map(|n| pos[&n.id]).collect(),
+            shape,
+            params,
         });
     }
     Ok((steps, extra))

@@ -13,12 +13,43 @@ mod lower;
 use crate::graph::{Node, Op};
 use crate::runtime::{self, Buffer};
 use crate::{config, Device, Error, Result};
-use lazyfuse_codegen::{Kernel, LaunchArgs};
-use std::collections::HashSet;
+use lazyfuse_codegen::{Kernel, LaunchArgs, Scalar};
+use std::collections::{HashMap, HashSet};
+use std::hash::{Hash, Hasher};
+use std::sync::Mutex;
 use std::fmt;
 use std::sync::Arc;
 
-/// One unit of work.
+/// Where a kernel's scalar argument comes from when a plan is bound to a DAG.
+#[derive(Clone, Debug)]
+pub(crate) enum ParamSrc {
+    /// Fixed by the plan's structure (sizes, strides, offsets, pad values).
+    Fixed(Scalar),
+    /// The value of the node at this position (a constant's value, a random seed).
+    Node(usize),
+}
+
+/// One unit of work of a plan, with nodes named by their position in the DAG walk.
+pub(crate) enum TStep {
+    Kernel {
+        kernel: Arc<Kernel>,
+        inputs: Vec<usize>,
+        outputs: Vec<usize>,
+        shape: Vec<usize>,
+        params: Vec<ParamSrc>,
+    },
+    Copy {
+        src: usize,
+        dst: usize,
+    },
+}
+
+/// A plan for every DAG of one structure: cached, then bound to each new DAG.
+pub(crate) struct Template {
+    steps: Vec<TStep>,
+}
+
+/// One unit of work, bound to nodes.
 pub(crate) enum Step {
     /// A fused kernel: reads `inputs`' buffers, computes `outputs`.
     Kernel {
@@ -70,8 +101,9 @@ impl fmt::Display for Schedule {
     }
 }
 
-/// All unrealized nodes reachable from `roots`, inputs before users.
-fn topo(roots: &[Arc<Node>]) -> Vec<Arc<Node>> {
+/// Every node reachable from `roots` (realized nodes included, not walked through),
+/// inputs before users, in a deterministic order.
+fn walk(roots: &[Arc<Node>]) -> Vec<Arc<Node>> {
     let mut order = Vec::new();
     let mut seen = HashSet::new();
     let mut stack: Vec<(Arc<Node>, bool)> = roots.iter().rev().map(|r| (r.clone(), false)).collect();
@@ -80,11 +112,12 @@ fn topo(roots: &[Arc<Node>]) -> Vec<Arc<Node>> {
             order.push(n);
             continue;
         }
-        if !seen.insert(n.id) || n.buffer().is_some() {
+        if !seen.insert(n.id) {
             continue;
         }
-        stack.push((n.clone(), true));
-        for i in n.inputs().into_iter().rev() {
+        let inputs = if n.buffer().is_some() { Vec::new() } else { n.inputs() };
+        stack.push((n, true));
+        for i in inputs.into_iter().rev() {
             if !seen.contains(&i.id) {
                 stack.push((i, false));
             }
@@ -93,9 +126,63 @@ fn topo(roots: &[Arc<Node>]) -> Vec<Arc<Node>> {
     order
 }
 
-/// Plans the evaluation of `roots` (already-realized roots need nothing).
+/// The structural key of a walked DAG: ops (without constants' values and seeds),
+/// dtypes, shapes, realized-ness, wiring, roots and the fusion switch.
+fn structure_key(nodes: &[Arc<Node>], pos: &HashMap<u64, usize>, roots: &[Arc<Node>]) -> Vec<u64> {
+    let mut key = Vec::with_capacity(nodes.len() + roots.len() + 1);
+    key.push(config::fusion_enabled() as u64);
+    for n in nodes {
+        let mut h = std::collections::hash_map::DefaultHasher::new();
+        match (&n.op, n.buffer().is_some()) {
+            (_, true) => 0u8.hash(&mut h),
+            (Op::Const(_), _) => 1u8.hash(&mut h),
+            (Op::Random(kind, _), _) => (2u8, kind).hash(&mut h),
+            (op, _) => (3u8, op).hash(&mut h),
+        }
+        (n.dtype, &n.shape, &n.device).hash(&mut h);
+        if n.buffer().is_none() {
+            for i in n.inputs() {
+                pos[&i.id].hash(&mut h);
+            }
+        }
+        key.push(h.finish());
+    }
+    key.extend(roots.iter().map(|r| pos[&r.id] as u64));
+    key
+}
+
+type PlanCache = HashMap<Vec<u64>, Arc<Template>>;
+static PLANS: Mutex<Option<PlanCache>> = Mutex::new(None);
+const PLAN_CACHE_MAX: usize = 4096;
+
+/// Plans the evaluation of `roots`: a cached plan of the same structure when there is one.
 pub(crate) fn plan(roots: &[Arc<Node>]) -> Result<Schedule> {
-    let nodes = topo(roots);
+    let nodes = walk(roots);
+    let pos: HashMap<u64, usize> = nodes.iter().enumerate().map(|(i, n)| (n.id, i)).collect();
+    let key = structure_key(&nodes, &pos, roots);
+    let cached = PLANS.lock().unwrap_or_else(|e| e.into_inner()).as_ref().and_then(|c| c.get(&key).cloned());
+    let template = match cached {
+        Some(t) => {
+            crate::stats::bump::plan_cache_hits(1);
+            t
+        }
+        None => {
+            let t = Arc::new(make_template(&nodes, &pos, roots)?);
+            let mut guard = PLANS.lock().unwrap_or_else(|e| e.into_inner());
+            let cache = guard.get_or_insert_with(HashMap::new);
+            if cache.len() >= PLAN_CACHE_MAX {
+                cache.clear();
+            }
+            cache.insert(key, t.clone());
+            t
+        }
+    };
+    let sched = bind(&template, &nodes)?;
+    config::debug_log!(3, "{sched}");
+    Ok(sched)
+}
+
+fn make_template(nodes: &[Arc<Node>], pos: &HashMap<u64, usize>, roots: &[Arc<Node>]) -> Result<Template> {
     let fuse = config::fusion_enabled();
     let mut mat: HashSet<u64> = HashSet::new();
     for r in roots {
@@ -103,7 +190,7 @@ pub(crate) fn plan(roots: &[Arc<Node>]) -> Result<Schedule> {
             mat.insert(r.id);
         }
     }
-    for n in &nodes {
+    for n in nodes.iter().filter(|n| n.buffer().is_none()) {
         let is_op = !matches!(n.op, Op::Const(_)) && !(n.op.is_free_view());
         if n.op == Op::ToDevice || (!fuse && is_op) {
             mat.insert(n.id);
@@ -118,18 +205,61 @@ pub(crate) fn plan(roots: &[Arc<Node>]) -> Result<Schedule> {
     }
     // Grow the materialized set until no computation is read in two index contexts.
     loop {
-        let (steps, extra) = lower::build(&nodes, &mat)?;
+        let (steps, extra) = lower::build(nodes, pos, &mat)?;
         if extra.is_empty() {
-            let sched = Schedule { steps };
             crate::stats::bump::plans(1);
-            config::debug_log!(3, "{sched}");
-            return Ok(sched);
+            return Ok(Template { steps });
         }
         for id in extra {
-            config::debug_log!(3, "materializing #{id}: read at several indices");
+            config::debug_log!(3, "materializing #{id}: read at several indices or split");
             mat.insert(id);
         }
     }
+}
+
+/// The template's steps with this DAG's nodes and values.
+fn bind(t: &Template, nodes: &[Arc<Node>]) -> Result<Schedule> {
+    let value = |p: usize| -> Result<Scalar> {
+        match nodes[p].op {
+            Op::Const(s) => Ok(s),
+            Op::Random(_, seed) => Ok(Scalar::I64(seed as i64)),
+            _ => Err(Error::internal("bind", "parameter source is not a constant")),
+        }
+    };
+    let steps = t
+        .steps
+        .iter()
+        .map(|s| {
+            Ok(match s {
+                TStep::Kernel {
+                    kernel,
+                    inputs,
+                    outputs,
+                    shape,
+                    params,
+                } => Step::Kernel {
+                    kernel: kernel.clone(),
+                    inputs: inputs.iter().map(|&p| nodes[p].clone()).collect(),
+                    outputs: outputs.iter().map(|&p| nodes[p].clone()).collect(),
+                    args: LaunchArgs {
+                        shape: shape.clone(),
+                        params: params
+                            .iter()
+                            .map(|p| match p {
+                                ParamSrc::Fixed(v) => Ok(*v),
+                                ParamSrc::Node(i) => value(*i),
+                            })
+                            .collect::<Result<_>>()?,
+                    },
+                },
+                TStep::Copy { src, dst } => Step::Copy {
+                    src: nodes[*src].clone(),
+                    dst: nodes[*dst].clone(),
+                },
+            })
+        })
+        .collect::<Result<_>>()?;
+    Ok(Schedule { steps })
 }
 
 /// Plans and runs the evaluation of `roots`.

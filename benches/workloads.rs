@@ -76,7 +76,7 @@ fn run_chain(dev: &Device, quick: bool) -> lf::Result<()> {
                 chain(x, y).eval().expect("eval");
             });
             let sys = if fused { "lazyfuse-fused" } else { "lazyfuse-unfused" };
-            row("chain", n, sys, t, &format!("{:.0} GB/s", bytes / t / 1e9));
+            row("chain", n, sys, t, &format!("{:.1} GB/s", bytes / t / 1e9));
         }
         lf::set_fusion(true);
         if !dev.is_cuda() {
@@ -85,7 +85,7 @@ fn run_chain(dev: &Device, quick: bool) -> lf::Result<()> {
             let t = bench(dev, 1.max(iters / 4), 3, |_| {
                 std::hint::black_box(chain_naive(&xh, &yh));
             });
-            row("chain", n, "naive-ndarray", t, &format!("{:.0} GB/s", bytes / t / 1e9));
+            row("chain", n, "naive-ndarray", t, &format!("{:.1} GB/s", bytes / t / 1e9));
         }
     }
     Ok(())

@@ -49,6 +49,7 @@ enum Role {
     Before(usize),
     Offset(usize),
     Value,
+    Fill,
     Seed,
 }
 
@@ -299,7 +300,7 @@ impl Lowerer<'_> {
                 let valid = valid.ok_or_else(|| Error::internal("lower", "pad without padding"))?;
                 let guard = Some(self.and(idx.guard, valid));
                 let inner = self.lower(&src, &Idx { lin: None, axes: Some(xa), guard }, computing)?;
-                let fill = self.param(node.id, Role::Value, *value);
+                let fill = self.param(node.id, Role::Fill, *value);
                 self.b.select(valid, inner, fill)
             }
             Op::Roll { axis, shift } => {

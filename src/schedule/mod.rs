@@ -210,11 +210,31 @@ fn make_template(nodes: &[Arc<Node>], pos: &HashMap<u64, usize>, roots: &[Arc<No
             crate::stats::bump::plans(1);
             return Ok(Template { steps });
         }
-        for id in extra {
+        // Materialize only the outermost of the reported nodes: the ones below them may be
+        // read in a single context once these are buffers.
+        let below = descendants(nodes, &extra, &mat);
+        for id in extra.into_iter().filter(|id| !below.contains(id)) {
             config::debug_log!(3, "materializing #{id}: read at several indices or split");
             mat.insert(id);
         }
     }
+}
+
+/// Nodes computed beneath any of `tops` (walking inputs, stopping at materialized nodes).
+fn descendants(nodes: &[Arc<Node>], tops: &HashSet<u64>, mat: &HashSet<u64>) -> HashSet<u64> {
+    let mut below = HashSet::new();
+    let mut stack: Vec<Arc<Node>> = nodes
+        .iter()
+        .filter(|n| tops.contains(&n.id))
+        .flat_map(|n| n.inputs())
+        .collect();
+    while let Some(n) = stack.pop() {
+        if mat.contains(&n.id) || n.buffer().is_some() || !below.insert(n.id) {
+            continue;
+        }
+        stack.extend(n.inputs());
+    }
+    below
 }
 
 /// The template's steps with this DAG's nodes and values.

@@ -41,11 +41,17 @@ fn chain(x: &Array, y: &Array) -> Array {
 /// The chain evaluated op by op on ndarray: the naive baseline (and the shape of NumPy).
 fn chain_naive(x: &ndarray::ArrayD<f32>, y: &ndarray::ArrayD<f32>) -> ndarray::ArrayD<f32> {
     let r = (x * x + y * y).mapv(f32::sqrt);
-    let t = ndarray::Zip::from(y).and(x).map_collect(|&b, &a| b.atan2(a));
+    let t = ndarray::Zip::from(y)
+        .and(x)
+        .map_collect(|&b, &a| b.atan2(a));
     let z = &r * &t.mapv(f32::cos) + &(&r * -0.5f32).mapv(f32::exp) * &t.mapv(f32::sin);
     let gt = z.mapv(|v| v > 0.0);
     let tenth = &z * 0.1f32;
-    ndarray::Zip::from(&gt).and(&z).and(&tenth).map_collect(|&c, &a, &b| if c { a } else { b }) + 1.0f32
+    ndarray::Zip::from(&gt)
+        .and(&z)
+        .and(&tenth)
+        .map_collect(|&c, &a, &b| if c { a } else { b })
+        + 1.0f32
 }
 
 fn sizes_for(dev: &Device, quick: bool) -> Vec<usize> {
@@ -75,7 +81,11 @@ fn run_chain(dev: &Device, quick: bool) -> lf::Result<()> {
                 let (x, y) = &inputs[i % sets];
                 chain(x, y).eval().expect("eval");
             });
-            let sys = if fused { "lazyfuse-fused" } else { "lazyfuse-unfused" };
+            let sys = if fused {
+                "lazyfuse-fused"
+            } else {
+                "lazyfuse-unfused"
+            };
             row("chain", n, sys, t, &format!("{:.1} GB/s", bytes / t / 1e9));
         }
         lf::set_fusion(true);
@@ -85,7 +95,13 @@ fn run_chain(dev: &Device, quick: bool) -> lf::Result<()> {
             let t = bench(dev, 1.max(iters / 4), 3, |_| {
                 std::hint::black_box(chain_naive(&xh, &yh));
             });
-            row("chain", n, "naive-ndarray", t, &format!("{:.1} GB/s", bytes / t / 1e9));
+            row(
+                "chain",
+                n,
+                "naive-ndarray",
+                t,
+                &format!("{:.1} GB/s", bytes / t / 1e9),
+            );
         }
     }
     Ok(())
@@ -98,7 +114,11 @@ fn run_bcast(dev: &Device) -> lf::Result<()> {
     for fused in [true, false] {
         lf::set_fusion(fused);
         let t = bench(dev, 20, 7, |_| (&a * &b).eval().expect("eval"));
-        let sys = if fused { "lazyfuse-kernel" } else { "lazyfuse-unfused-kernel" };
+        let sys = if fused {
+            "lazyfuse-kernel"
+        } else {
+            "lazyfuse-unfused-kernel"
+        };
         row("bcast", "100x4000x5", sys, t, "");
     }
     lf::set_fusion(true);
@@ -119,16 +139,24 @@ fn run_latency(dev: &Device) -> lf::Result<()> {
     let t = bench(dev, 1000, 7, |_| (&a + &b).eval().expect("eval"));
     row("latency", 1, "lazyfuse a+b (eval, async)", t, "");
     // a cached 10-op expression: per-eval host overhead (graph build + plan + launch)
-    let ten = |a: &Array, b: &Array| ((((a + b) * 2.0 - 1.0).sin() * b).exp() + a).sqrt().abs() * 3.0 - b;
+    let ten =
+        |a: &Array, b: &Array| ((((a + b) * 2.0 - 1.0).sin() * b).exp() + a).sqrt().abs() * 3.0 - b;
     let t = bench(dev, 1000, 7, |_| ten(&a, &b).eval().expect("eval"));
     row("latency", 1, "lazyfuse 10-op expr (eval, async)", t, "");
     Ok(())
 }
 
 fn main() -> lf::Result<()> {
-    let args: Vec<String> = std::env::args().skip(1).filter(|a| a != "--bench").collect();
+    let args: Vec<String> = std::env::args()
+        .skip(1)
+        .filter(|a| a != "--bench")
+        .collect();
     let quick = args.iter().any(|a| a == "--quick");
-    let only: Vec<&str> = args.iter().filter(|a| !a.starts_with("--")).map(|s| s.as_str()).collect();
+    let only: Vec<&str> = args
+        .iter()
+        .filter(|a| !a.starts_with("--"))
+        .map(|s| s.as_str())
+        .collect();
     let want = |w: &str| only.is_empty() || only.contains(&w);
     let dev = Device::try_default()?;
     lf::set_default_device(&dev);

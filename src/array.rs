@@ -150,7 +150,10 @@ impl Array {
         if self.size() != 1 {
             return Err(Error::Shape {
                 op: "item",
-                msg: format!("item() needs exactly one element, shape is {:?}", self.shape()),
+                msg: format!(
+                    "item() needs exactly one element, shape is {:?}",
+                    self.shape()
+                ),
             });
         }
         let (buf, offset) = match single_element(&self.node) {

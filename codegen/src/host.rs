@@ -20,7 +20,11 @@ macro_rules! per_dtype {
     };
 }
 macro_rules! owned { ($t:ty) => { Vec<$t> }; }
-macro_rules! borrowed { ($t:ty, $lt:lifetime) => { &$lt [$t] }; }
+macro_rules! borrowed {
+    ($t:ty, $lt:lifetime) => {
+        &$lt[$t]
+    };
+}
 macro_rules! borrowed_mut { ($t:ty, $lt:lifetime) => { &$lt mut [$t] }; }
 
 per_dtype!(
@@ -168,13 +172,34 @@ impl<'a> SliceMut<'a> {
     /// Splits at `mid` like `split_at_mut`.
     pub fn split_at(self, mid: usize) -> (SliceMut<'a>, SliceMut<'a>) {
         match self {
-            SliceMut::Bool(v) => { let (a, b) = v.split_at_mut(mid); (SliceMut::Bool(a), SliceMut::Bool(b)) }
-            SliceMut::I32(v) => { let (a, b) = v.split_at_mut(mid); (SliceMut::I32(a), SliceMut::I32(b)) }
-            SliceMut::I64(v) => { let (a, b) = v.split_at_mut(mid); (SliceMut::I64(a), SliceMut::I64(b)) }
-            SliceMut::F32(v) => { let (a, b) = v.split_at_mut(mid); (SliceMut::F32(a), SliceMut::F32(b)) }
-            SliceMut::F64(v) => { let (a, b) = v.split_at_mut(mid); (SliceMut::F64(a), SliceMut::F64(b)) }
-            SliceMut::C64(v) => { let (a, b) = v.split_at_mut(mid); (SliceMut::C64(a), SliceMut::C64(b)) }
-            SliceMut::C128(v) => { let (a, b) = v.split_at_mut(mid); (SliceMut::C128(a), SliceMut::C128(b)) }
+            SliceMut::Bool(v) => {
+                let (a, b) = v.split_at_mut(mid);
+                (SliceMut::Bool(a), SliceMut::Bool(b))
+            }
+            SliceMut::I32(v) => {
+                let (a, b) = v.split_at_mut(mid);
+                (SliceMut::I32(a), SliceMut::I32(b))
+            }
+            SliceMut::I64(v) => {
+                let (a, b) = v.split_at_mut(mid);
+                (SliceMut::I64(a), SliceMut::I64(b))
+            }
+            SliceMut::F32(v) => {
+                let (a, b) = v.split_at_mut(mid);
+                (SliceMut::F32(a), SliceMut::F32(b))
+            }
+            SliceMut::F64(v) => {
+                let (a, b) = v.split_at_mut(mid);
+                (SliceMut::F64(a), SliceMut::F64(b))
+            }
+            SliceMut::C64(v) => {
+                let (a, b) = v.split_at_mut(mid);
+                (SliceMut::C64(a), SliceMut::C64(b))
+            }
+            SliceMut::C128(v) => {
+                let (a, b) = v.split_at_mut(mid);
+                (SliceMut::C128(a), SliceMut::C128(b))
+            }
         }
     }
 }

@@ -1,9 +1,44 @@
 //! Host interpreter of the kernel IR, used by the CPU backend.
+//!
+//! The interpreter works column-wise over tiles of [`TILE`] elements: every SSA value of a
+//! tile is a typed column (a `Vec` of its dtype, allocated once per call and reused by every
+//! tile and, once dead, by later values of the same dtype). The `match` on op and dtype
+//! happens once per value per tile; the inner loops are monomorphized closures over slices
+//! that the compiler vectorizes.
+//!
+//! Before the tile loop, a plan (per call, so it sees the runtime params) removes work:
+//! * values that do not depend on the element (params, constants and everything computed
+//!   only from them) are evaluated once and used as broadcast scalars;
+//! * loads at `Index + c` (`c` uniform) read the input slice in place, with one bounds check;
+//! * identities (`x * 1`, `x + 0`, `x // 1` on integers, `x * 0 = 0`, `where` with a uniform
+//!   condition, a cast to the same dtype) become aliases of their operand;
+//! * a value stored once and read by nothing else is computed straight into its output.
+//!
+//! A load that the plan finds out of bounds is an error only if a store needs it (a uniform
+//! `where` may discard it).
+//!
+//! The arithmetic follows NumPy exactly, through the helpers of [`crate::semantics`].
+//! Operations NumPy does not define on a dtype but the IR accepts are documented where
+//! they are implemented: on `Bool`, `Add` is `or`, `Mul` is `and` and `Sub` is `xor`;
+//! integer `Div` is floor division (as `FloorDiv`).
 
-use crate::{IrError, Kernel, LaunchArgs, Slice, SliceMut};
+use crate::ir::Inst;
+use crate::ops::{BinaryOp, RandomKind, UnaryOp};
+use crate::semantics as sem;
+use crate::{DType, IrError, Kernel, LaunchArgs, Scalar, Slice, SliceMut, ValueId};
+use num_complex::{Complex32, Complex64};
+use std::ops::{Add, Div, Mul, Neg, Sub};
+
+/// Number of elements evaluated together (the length of every column).
+pub const TILE: usize = 2048;
 
 /// Computes elements `start .. start + len` of `kernel` (where `len` is the length of every
 /// output slice), reading `inputs` and writing `outputs[o][j]` for element `start + j`.
+///
+/// Checks the kernel (`Kernel::validate`) and the arguments (counts, dtypes, lengths, the
+/// launch shape and the parameters) first; an unguarded load (or a load under a true guard)
+/// outside its input is an error, never a panic. Each call plans the kernel and allocates
+/// a few columns of [`TILE`] elements, so call it on ranges of many tiles.
 pub fn run(
     kernel: &Kernel,
     inputs: &[Slice<'_>],
@@ -11,6 +46,1557 @@ pub fn run(
     args: &LaunchArgs,
     start: usize,
 ) -> Result<(), IrError> {
-    let _ = (kernel, inputs, outputs, args, start);
-    Err(IrError("interpreter not written yet".into()))
+    kernel.validate()?;
+    let len = check_args(kernel, inputs, outputs, args, start)?;
+    if len == 0 {
+        return Ok(());
+    }
+    let end = start + len;
+    let mut ctx = Ctx::new(kernel, inputs, args, start, len)?;
+    let mut i0 = start;
+    while i0 < end {
+        let t = Tile {
+            i0,
+            n: TILE.min(end - i0),
+        };
+        let off = i0 - start;
+        for k in 0..ctx.order.len() {
+            let v = ctx.order[k];
+            match ctx.locs[v] {
+                Loc::Slot(s) => {
+                    let mut col = std::mem::take(&mut ctx.slots[s]);
+                    let r = ctx.eval(v, col.view(t.n), t);
+                    ctx.slots[s] = col;
+                    r?;
+                }
+                Loc::Direct(o) => ctx.eval(v, sub(&mut outputs[o], off, t.n), t)?,
+                _ => return Err(internal("evaluated value has no column")),
+            }
+        }
+        for st in &kernel.stores {
+            if !matches!(ctx.locs[st.value as usize], Loc::Direct(_)) {
+                ctx.store(st.value, &mut outputs[st.output as usize], off, t);
+            }
+        }
+        i0 += t.n;
+    }
+    Ok(())
+}
+
+/// Checks the arguments against the kernel's signature; returns the number of elements.
+fn check_args(
+    kernel: &Kernel,
+    inputs: &[Slice<'_>],
+    outputs: &[SliceMut<'_>],
+    args: &LaunchArgs,
+    start: usize,
+) -> Result<usize, IrError> {
+    let err = |m: String| Err(IrError(m));
+    if inputs.len() != kernel.inputs.len() {
+        return err(format!(
+            "kernel has {} inputs, {} given",
+            kernel.inputs.len(),
+            inputs.len()
+        ));
+    }
+    for (k, (s, &d)) in inputs.iter().zip(&kernel.inputs).enumerate() {
+        if s.dtype() != d {
+            return err(format!("input {k} is {}, kernel expects {d}", s.dtype()));
+        }
+    }
+    if outputs.len() != kernel.outputs.len() {
+        return err(format!(
+            "kernel has {} outputs, {} given",
+            kernel.outputs.len(),
+            outputs.len()
+        ));
+    }
+    let len = outputs.first().map_or(0, |o| o.len());
+    for (k, (s, &d)) in outputs.iter().zip(&kernel.outputs).enumerate() {
+        let sd = slice_mut_dtype(s);
+        if sd != d {
+            return err(format!("output {k} is {sd}, kernel expects {d}"));
+        }
+        if s.len() != len {
+            return err(format!(
+                "output {k} has length {}, output 0 has {len}",
+                s.len()
+            ));
+        }
+    }
+    if args.shape.len() != kernel.rank as usize {
+        return err(format!(
+            "launch shape {:?} does not have rank {}",
+            args.shape, kernel.rank
+        ));
+    }
+    if args.params.len() != kernel.params.len() {
+        return err(format!(
+            "kernel has {} params, {} given",
+            kernel.params.len(),
+            args.params.len()
+        ));
+    }
+    for (k, (p, &d)) in args.params.iter().zip(&kernel.params).enumerate() {
+        if p.dtype() != d {
+            return err(format!("param {k} is {}, kernel expects {d}", p.dtype()));
+        }
+    }
+    let total = args
+        .shape
+        .iter()
+        .try_fold(1usize, |a, &d| a.checked_mul(d))
+        .ok_or_else(|| IrError(format!("launch shape {:?} overflows", args.shape)))?;
+    match start.checked_add(len) {
+        Some(e) if e <= total => Ok(len),
+        _ => err(format!(
+            "elements {start}..{start}+{len} exceed the launch size {total}"
+        )),
+    }
+}
+
+fn slice_mut_dtype(s: &SliceMut<'_>) -> DType {
+    match s {
+        SliceMut::Bool(_) => DType::Bool,
+        SliceMut::I32(_) => DType::I32,
+        SliceMut::I64(_) => DType::I64,
+        SliceMut::F32(_) => DType::F32,
+        SliceMut::F64(_) => DType::F64,
+        SliceMut::C64(_) => DType::C64,
+        SliceMut::C128(_) => DType::C128,
+    }
+}
+
+fn internal(m: &str) -> IrError {
+    IrError(format!("interpreter invariant broken: {m}"))
+}
+
+fn unsupported(name: &str, d: DType) -> IrError {
+    IrError(format!("{name} is not defined on {d}"))
+}
+
+/// Runs `$body` with `$T` bound to the element type of dtype `$dt`.
+macro_rules! with_type {
+    ($dt:expr, $T:ident => $body:expr) => {
+        match $dt {
+            DType::Bool => {
+                type $T = bool;
+                $body
+            }
+            DType::I32 => {
+                type $T = i32;
+                $body
+            }
+            DType::I64 => {
+                type $T = i64;
+                $body
+            }
+            DType::F32 => {
+                type $T = f32;
+                $body
+            }
+            DType::F64 => {
+                type $T = f64;
+                $body
+            }
+            DType::C64 => {
+                type $T = Complex32;
+                $body
+            }
+            DType::C128 => {
+                type $T = Complex64;
+                $body
+            }
+        }
+    };
+}
+
+// ---------------------------------------------------------------------------------------
+// Columns and element types
+// ---------------------------------------------------------------------------------------
+
+/// One typed column of a tile.
+enum Col {
+    Bool(Vec<bool>),
+    I32(Vec<i32>),
+    I64(Vec<i64>),
+    F32(Vec<f32>),
+    F64(Vec<f64>),
+    C64(Vec<Complex32>),
+    C128(Vec<Complex64>),
+}
+
+impl Default for Col {
+    fn default() -> Col {
+        Col::Bool(Vec::new())
+    }
+}
+
+impl Col {
+    fn new(dtype: DType, n: usize) -> Col {
+        with_type!(dtype, T => T::wrap(vec![T::default(); n]))
+    }
+    /// The first `n` elements, writable.
+    fn view(&mut self, n: usize) -> SliceMut<'_> {
+        match self {
+            Col::Bool(v) => SliceMut::Bool(&mut v[..n]),
+            Col::I32(v) => SliceMut::I32(&mut v[..n]),
+            Col::I64(v) => SliceMut::I64(&mut v[..n]),
+            Col::F32(v) => SliceMut::F32(&mut v[..n]),
+            Col::F64(v) => SliceMut::F64(&mut v[..n]),
+            Col::C64(v) => SliceMut::C64(&mut v[..n]),
+            Col::C128(v) => SliceMut::C128(&mut v[..n]),
+        }
+    }
+    /// The first element as a scalar.
+    fn first(&self) -> Scalar {
+        match self {
+            Col::Bool(v) => Scalar::Bool(v[0]),
+            Col::I32(v) => Scalar::I32(v[0]),
+            Col::I64(v) => Scalar::I64(v[0]),
+            Col::F32(v) => Scalar::F32(v[0]),
+            Col::F64(v) => Scalar::F64(v[0]),
+            Col::C64(v) => Scalar::C64(v[0]),
+            Col::C128(v) => Scalar::C128(v[0]),
+        }
+    }
+}
+
+/// An operand: a column of the tile or one value broadcast over it.
+#[derive(Clone, Copy)]
+enum Src<'a, T> {
+    Col(&'a [T]),
+    Uni(T),
+}
+
+/// The seven element types: access to their column, buffer and scalar variants, and the
+/// NumPy `astype` conversions between them (`from_*`).
+trait Elem: Copy + Default + PartialEq + 'static {
+    fn wrap(v: Vec<Self>) -> Col;
+    fn col(c: &Col) -> &[Self];
+    fn input<'a>(s: &Slice<'a>) -> &'a [Self];
+    fn output(s: SliceMut<'_>) -> &mut [Self];
+    fn from_scalar(s: Scalar) -> Self;
+    fn cast<D: Elem>(self) -> D;
+    fn from_bool(x: bool) -> Self;
+    fn from_i32(x: i32) -> Self;
+    fn from_i64(x: i64) -> Self;
+    fn from_f32(x: f32) -> Self;
+    fn from_f64(x: f64) -> Self;
+    fn from_c64(x: Complex32) -> Self;
+    fn from_c128(x: Complex64) -> Self;
+}
+
+macro_rules! elem {
+    ($t:ty, $v:ident, $cast:ident; $($from:ident($x:ident: $xt:ty) => $e:expr),* $(,)?) => {
+        impl Elem for $t {
+            fn wrap(v: Vec<Self>) -> Col {
+                Col::$v(v)
+            }
+            #[inline]
+            fn col(c: &Col) -> &[Self] {
+                match c {
+                    Col::$v(v) => v,
+                    _ => unreachable!("column dtype mismatch (validated)"),
+                }
+            }
+            #[inline]
+            fn input<'a>(s: &Slice<'a>) -> &'a [Self] {
+                match s {
+                    Slice::$v(v) => v,
+                    _ => unreachable!("input dtype mismatch (checked)"),
+                }
+            }
+            #[inline]
+            fn output(s: SliceMut<'_>) -> &mut [Self] {
+                match s {
+                    SliceMut::$v(v) => v,
+                    _ => unreachable!("output dtype mismatch (checked)"),
+                }
+            }
+            #[inline]
+            fn from_scalar(s: Scalar) -> Self {
+                match s {
+                    Scalar::$v(x) => x,
+                    _ => unreachable!("scalar dtype mismatch (validated)"),
+                }
+            }
+            #[inline(always)]
+            fn cast<D: Elem>(self) -> D {
+                D::$cast(self)
+            }
+            $(
+                #[inline(always)]
+                fn $from($x: $xt) -> Self {
+                    $e
+                }
+            )*
+        }
+    };
+}
+
+elem!(bool, Bool, from_bool;
+    from_bool(x: bool) => x,
+    from_i32(x: i32) => x != 0,
+    from_i64(x: i64) => x != 0,
+    from_f32(x: f32) => x != 0.0,
+    from_f64(x: f64) => x != 0.0,
+    from_c64(x: Complex32) => x.re != 0.0 || x.im != 0.0,
+    from_c128(x: Complex64) => x.re != 0.0 || x.im != 0.0,
+);
+elem!(i32, I32, from_i32;
+    from_bool(x: bool) => x as i32,
+    from_i32(x: i32) => x,
+    from_i64(x: i64) => x as i32,
+    from_f32(x: f32) => sem::f32_to_i32(x),
+    from_f64(x: f64) => sem::f64_to_i32(x),
+    from_c64(x: Complex32) => sem::f32_to_i32(x.re),
+    from_c128(x: Complex64) => sem::f64_to_i32(x.re),
+);
+elem!(i64, I64, from_i64;
+    from_bool(x: bool) => x as i64,
+    from_i32(x: i32) => x as i64,
+    from_i64(x: i64) => x,
+    from_f32(x: f32) => sem::f32_to_i64(x),
+    from_f64(x: f64) => sem::f64_to_i64(x),
+    from_c64(x: Complex32) => sem::f32_to_i64(x.re),
+    from_c128(x: Complex64) => sem::f64_to_i64(x.re),
+);
+elem!(f32, F32, from_f32;
+    from_bool(x: bool) => x as u8 as f32,
+    from_i32(x: i32) => x as f32,
+    from_i64(x: i64) => x as f32,
+    from_f32(x: f32) => x,
+    from_f64(x: f64) => x as f32,
+    from_c64(x: Complex32) => x.re,
+    from_c128(x: Complex64) => x.re as f32,
+);
+elem!(f64, F64, from_f64;
+    from_bool(x: bool) => x as u8 as f64,
+    from_i32(x: i32) => x as f64,
+    from_i64(x: i64) => x as f64,
+    from_f32(x: f32) => x as f64,
+    from_f64(x: f64) => x,
+    from_c64(x: Complex32) => x.re as f64,
+    from_c128(x: Complex64) => x.re,
+);
+elem!(Complex32, C64, from_c64;
+    from_bool(x: bool) => Complex32::new(x as u8 as f32, 0.0),
+    from_i32(x: i32) => Complex32::new(x as f32, 0.0),
+    from_i64(x: i64) => Complex32::new(x as f32, 0.0),
+    from_f32(x: f32) => Complex32::new(x, 0.0),
+    from_f64(x: f64) => Complex32::new(x as f32, 0.0),
+    from_c64(x: Complex32) => x,
+    from_c128(x: Complex64) => Complex32::new(x.re as f32, x.im as f32),
+);
+elem!(Complex64, C128, from_c128;
+    from_bool(x: bool) => Complex64::new(x as u8 as f64, 0.0),
+    from_i32(x: i32) => Complex64::new(x as f64, 0.0),
+    from_i64(x: i64) => Complex64::new(x as f64, 0.0),
+    from_f32(x: f32) => Complex64::new(x as f64, 0.0),
+    from_f64(x: f64) => Complex64::new(x, 0.0),
+    from_c64(x: Complex32) => Complex64::new(x.re as f64, x.im as f64),
+    from_c128(x: Complex64) => x,
+);
+
+/// The typed destination of an op.
+#[inline]
+fn out<T: Elem>(o: SliceMut<'_>) -> &mut [T] {
+    T::output(o)
+}
+
+/// Elements `off .. off + n` of `s`.
+fn sub<'s>(s: &'s mut SliceMut<'_>, off: usize, n: usize) -> SliceMut<'s> {
+    match s {
+        SliceMut::Bool(v) => SliceMut::Bool(&mut v[off..off + n]),
+        SliceMut::I32(v) => SliceMut::I32(&mut v[off..off + n]),
+        SliceMut::I64(v) => SliceMut::I64(&mut v[off..off + n]),
+        SliceMut::F32(v) => SliceMut::F32(&mut v[off..off + n]),
+        SliceMut::F64(v) => SliceMut::F64(&mut v[off..off + n]),
+        SliceMut::C64(v) => SliceMut::C64(&mut v[off..off + n]),
+        SliceMut::C128(v) => SliceMut::C128(&mut v[off..off + n]),
+    }
+}
+
+/// The integer element types.
+trait Int: Elem + Ord {
+    fn wadd(self, b: Self) -> Self;
+    fn wsub(self, b: Self) -> Self;
+    fn wmul(self, b: Self) -> Self;
+    fn wneg(self) -> Self;
+    fn wabs(self) -> Self;
+    fn sign(self) -> Self;
+    fn floordiv(self, b: Self) -> Self;
+    fn rem(self, b: Self) -> Self;
+    fn pow(self, b: Self) -> Self;
+    fn idx_div(self, b: Self) -> Self;
+    fn idx_mod(self, b: Self) -> Self;
+}
+
+macro_rules! int {
+    ($t:ident, $fd:ident, $rem:ident, $pow:ident) => {
+        impl Int for $t {
+            #[inline(always)]
+            fn wadd(self, b: Self) -> Self {
+                self.wrapping_add(b)
+            }
+            #[inline(always)]
+            fn wsub(self, b: Self) -> Self {
+                self.wrapping_sub(b)
+            }
+            #[inline(always)]
+            fn wmul(self, b: Self) -> Self {
+                self.wrapping_mul(b)
+            }
+            #[inline(always)]
+            fn wneg(self) -> Self {
+                self.wrapping_neg()
+            }
+            #[inline(always)]
+            fn wabs(self) -> Self {
+                self.wrapping_abs()
+            }
+            #[inline(always)]
+            fn sign(self) -> Self {
+                self.signum()
+            }
+            #[inline(always)]
+            fn floordiv(self, b: Self) -> Self {
+                sem::$fd(self, b)
+            }
+            #[inline(always)]
+            fn rem(self, b: Self) -> Self {
+                sem::$rem(self, b)
+            }
+            #[inline(always)]
+            fn pow(self, b: Self) -> Self {
+                sem::$pow(self, b)
+            }
+            #[inline(always)]
+            fn idx_div(self, b: Self) -> Self {
+                self.checked_div(b).unwrap_or(0)
+            }
+            #[inline(always)]
+            fn idx_mod(self, b: Self) -> Self {
+                self.checked_rem(b).unwrap_or(0)
+            }
+        }
+    };
+}
+int!(i32, floor_divide_i32, remainder_i32, power_i32);
+int!(i64, floor_divide_i64, remainder_i64, power_i64);
+
+/// The real float element types.
+trait Real:
+    Elem
+    + PartialOrd
+    + Add<Output = Self>
+    + Sub<Output = Self>
+    + Mul<Output = Self>
+    + Div<Output = Self>
+    + Neg<Output = Self>
+{
+    type C: Elem;
+    const ZERO: Self;
+    const ONE: Self;
+    fn sqrt(self) -> Self;
+    fn exp(self) -> Self;
+    fn exp_m1(self) -> Self;
+    fn ln(self) -> Self;
+    fn ln_1p(self) -> Self;
+    fn log2(self) -> Self;
+    fn log10(self) -> Self;
+    fn sin(self) -> Self;
+    fn cos(self) -> Self;
+    fn tan(self) -> Self;
+    fn asin(self) -> Self;
+    fn acos(self) -> Self;
+    fn atan(self) -> Self;
+    fn sinh(self) -> Self;
+    fn cosh(self) -> Self;
+    fn tanh(self) -> Self;
+    fn floor(self) -> Self;
+    fn ceil(self) -> Self;
+    fn trunc(self) -> Self;
+    fn abs(self) -> Self;
+    fn round(self) -> Self;
+    fn sign(self) -> Self;
+    fn is_nan(self) -> bool;
+    fn is_infinite(self) -> bool;
+    fn is_finite(self) -> bool;
+    fn powf(self, b: Self) -> Self;
+    fn atan2(self, b: Self) -> Self;
+    fn hypot(self, b: Self) -> Self;
+    fn floordiv(self, b: Self) -> Self;
+    fn rem(self, b: Self) -> Self;
+    fn maximum(self, b: Self) -> Self;
+    fn minimum(self, b: Self) -> Self;
+    fn complex(self, im: Self) -> Self::C;
+}
+
+macro_rules! forward {
+    ($t:ident; $($m:ident),*) => {
+        $(
+            #[inline(always)]
+            fn $m(self) -> Self {
+                $t::$m(self)
+            }
+        )*
+    };
+}
+
+macro_rules! real {
+    ($t:ident, $c:ident, $fd:ident, $rem:ident, $max:ident, $min:ident, $sign:ident, $round:ident) => {
+        impl Real for $t {
+            type C = $c;
+            const ZERO: Self = 0.0;
+            const ONE: Self = 1.0;
+            forward!($t; sqrt, exp, exp_m1, ln, ln_1p, log2, log10, sin, cos, tan, asin, acos,
+                atan, sinh, cosh, tanh, floor, ceil, trunc, abs);
+            #[inline(always)]
+            fn round(self) -> Self {
+                sem::$round(self)
+            }
+            #[inline(always)]
+            fn sign(self) -> Self {
+                sem::$sign(self)
+            }
+            #[inline(always)]
+            fn is_nan(self) -> bool {
+                $t::is_nan(self)
+            }
+            #[inline(always)]
+            fn is_infinite(self) -> bool {
+                $t::is_infinite(self)
+            }
+            #[inline(always)]
+            fn is_finite(self) -> bool {
+                $t::is_finite(self)
+            }
+            #[inline(always)]
+            fn powf(self, b: Self) -> Self {
+                $t::powf(self, b)
+            }
+            #[inline(always)]
+            fn atan2(self, b: Self) -> Self {
+                $t::atan2(self, b)
+            }
+            #[inline(always)]
+            fn hypot(self, b: Self) -> Self {
+                $t::hypot(self, b)
+            }
+            #[inline(always)]
+            fn floordiv(self, b: Self) -> Self {
+                sem::$fd(self, b)
+            }
+            #[inline(always)]
+            fn rem(self, b: Self) -> Self {
+                sem::$rem(self, b)
+            }
+            #[inline(always)]
+            fn maximum(self, b: Self) -> Self {
+                sem::$max(self, b)
+            }
+            #[inline(always)]
+            fn minimum(self, b: Self) -> Self {
+                sem::$min(self, b)
+            }
+            #[inline(always)]
+            fn complex(self, im: Self) -> $c {
+                $c::new(self, im)
+            }
+        }
+    };
+}
+real!(
+    f32,
+    Complex32,
+    floor_divide_f32,
+    remainder_f32,
+    maximum_f32,
+    minimum_f32,
+    sign_f32,
+    round_f32
+);
+real!(
+    f64,
+    Complex64,
+    floor_divide_f64,
+    remainder_f64,
+    maximum_f64,
+    minimum_f64,
+    sign_f64,
+    round_f64
+);
+
+/// The complex element types.
+trait Cplx:
+    Elem + Add<Output = Self> + Sub<Output = Self> + Mul<Output = Self> + Neg<Output = Self>
+{
+    type R: Elem;
+    fn sqrt(self) -> Self;
+    fn exp(self) -> Self;
+    fn ln(self) -> Self;
+    fn sin(self) -> Self;
+    fn cos(self) -> Self;
+    fn tan(self) -> Self;
+    fn asin(self) -> Self;
+    fn acos(self) -> Self;
+    fn atan(self) -> Self;
+    fn sinh(self) -> Self;
+    fn cosh(self) -> Self;
+    fn tanh(self) -> Self;
+    fn conj(self) -> Self;
+    fn cdiv(self, b: Self) -> Self;
+    fn cpow(self, b: Self) -> Self;
+    fn recip(self) -> Self;
+    fn sign(self) -> Self;
+    fn expm1(self) -> Self;
+    fn log1p(self) -> Self;
+    fn log2(self) -> Self;
+    fn log10(self) -> Self;
+    fn re(self) -> Self::R;
+    fn im(self) -> Self::R;
+    fn abs(self) -> Self::R;
+    fn angle(self) -> Self::R;
+    fn is_nan(self) -> bool;
+    fn is_inf(self) -> bool;
+    fn is_finite(self) -> bool;
+}
+
+macro_rules! cplx {
+    ($c:ident, $r:ident, $sfx:ident) => {
+        impl Cplx for $c {
+            type R = $r;
+            forward!($c; sqrt, exp, ln, sin, cos, tan, asin, acos, atan, sinh, cosh, tanh);
+            #[inline(always)]
+            fn conj(self) -> Self {
+                $c::conj(&self)
+            }
+            #[inline(always)]
+            fn re(self) -> $r {
+                self.re
+            }
+            #[inline(always)]
+            fn im(self) -> $r {
+                self.im
+            }
+            cplx!(@sem $c, $r, $sfx);
+        }
+    };
+    (@sem $c:ident, $r:ident, c64) => {
+        cplx!(@fns $c, $r, divide_c64, power_c64, reciprocal_c64, sign_c64, expm1_c64,
+            log1p_c64, log2_c64, log10_c64, abs_c64, angle_c64, isnan_c64, isinf_c64,
+            isfinite_c64);
+    };
+    (@sem $c:ident, $r:ident, c128) => {
+        cplx!(@fns $c, $r, divide_c128, power_c128, reciprocal_c128, sign_c128, expm1_c128,
+            log1p_c128, log2_c128, log10_c128, abs_c128, angle_c128, isnan_c128, isinf_c128,
+            isfinite_c128);
+    };
+    (@fns $c:ident, $r:ident, $div:ident, $pow:ident, $recip:ident, $sign:ident,
+        $expm1:ident, $log1p:ident, $log2:ident, $log10:ident, $abs:ident, $angle:ident,
+        $isnan:ident, $isinf:ident, $isfinite:ident) => {
+        #[inline(always)]
+        fn cdiv(self, b: Self) -> Self {
+            sem::$div(self, b)
+        }
+        #[inline(always)]
+        fn cpow(self, b: Self) -> Self {
+            sem::$pow(self, b)
+        }
+        #[inline(always)]
+        fn recip(self) -> Self {
+            sem::$recip(self)
+        }
+        #[inline(always)]
+        fn sign(self) -> Self {
+            sem::$sign(self)
+        }
+        #[inline(always)]
+        fn expm1(self) -> Self {
+            sem::$expm1(self)
+        }
+        #[inline(always)]
+        fn log1p(self) -> Self {
+            sem::$log1p(self)
+        }
+        #[inline(always)]
+        fn log2(self) -> Self {
+            sem::$log2(self)
+        }
+        #[inline(always)]
+        fn log10(self) -> Self {
+            sem::$log10(self)
+        }
+        #[inline(always)]
+        fn abs(self) -> $r {
+            sem::$abs(self)
+        }
+        #[inline(always)]
+        fn angle(self) -> $r {
+            sem::$angle(self)
+        }
+        #[inline(always)]
+        fn is_nan(self) -> bool {
+            sem::$isnan(self)
+        }
+        #[inline(always)]
+        fn is_inf(self) -> bool {
+            sem::$isinf(self)
+        }
+        #[inline(always)]
+        fn is_finite(self) -> bool {
+            sem::$isfinite(self)
+        }
+    };
+}
+cplx!(Complex32, f32, c64);
+cplx!(Complex64, f64, c128);
+
+// ---------------------------------------------------------------------------------------
+// Loops
+// ---------------------------------------------------------------------------------------
+
+#[inline(always)]
+fn map1<A: Copy, R: Copy>(a: Src<'_, A>, out: &mut [R], f: impl Fn(A) -> R) {
+    match a {
+        Src::Col(a) => {
+            for (o, &x) in out.iter_mut().zip(a) {
+                *o = f(x);
+            }
+        }
+        Src::Uni(x) => out.fill(f(x)),
+    }
+}
+
+#[inline(always)]
+fn map2<A: Copy, B: Copy, R: Copy>(
+    a: Src<'_, A>,
+    b: Src<'_, B>,
+    out: &mut [R],
+    f: impl Fn(A, B) -> R,
+) {
+    match (a, b) {
+        (Src::Col(a), Src::Col(b)) => {
+            for ((o, &x), &y) in out.iter_mut().zip(a).zip(b) {
+                *o = f(x, y);
+            }
+        }
+        (Src::Col(a), Src::Uni(y)) => {
+            for (o, &x) in out.iter_mut().zip(a) {
+                *o = f(x, y);
+            }
+        }
+        (Src::Uni(x), Src::Col(b)) => {
+            for (o, &y) in out.iter_mut().zip(b) {
+                *o = f(x, y);
+            }
+        }
+        (Src::Uni(x), Src::Uni(y)) => out.fill(f(x, y)),
+    }
+}
+
+#[inline]
+fn copy_src<T: Copy>(a: Src<'_, T>, out: &mut [T]) {
+    match a {
+        Src::Col(a) => out.copy_from_slice(&a[..out.len()]),
+        Src::Uni(x) => out.fill(x),
+    }
+}
+
+fn select<T: Copy>(c: Src<'_, bool>, a: Src<'_, T>, b: Src<'_, T>, out: &mut [T]) {
+    let c = match c {
+        Src::Uni(c) => return copy_src(if c { a } else { b }, out),
+        Src::Col(c) => c,
+    };
+    match (a, b) {
+        (Src::Col(a), Src::Col(b)) => {
+            for (((o, &c), &x), &y) in out.iter_mut().zip(c).zip(a).zip(b) {
+                *o = if c { x } else { y };
+            }
+        }
+        (Src::Col(a), Src::Uni(y)) => {
+            for ((o, &c), &x) in out.iter_mut().zip(c).zip(a) {
+                *o = if c { x } else { y };
+            }
+        }
+        (Src::Uni(x), Src::Col(b)) => {
+            for ((o, &c), &y) in out.iter_mut().zip(c).zip(b) {
+                *o = if c { x } else { y };
+            }
+        }
+        (Src::Uni(x), Src::Uni(y)) => {
+            for (o, &c) in out.iter_mut().zip(c) {
+                *o = if c { x } else { y };
+            }
+        }
+    }
+}
+
+/// Gathers `inp[idx]` where `guard` holds (zero elsewhere). Returns the first offending
+/// index when a load outside `inp` would happen.
+///
+/// The loops are branch-free: every index is clamped into `inp` (so that no bounds check
+/// can fail) and a separate flag records whether any real load was out of bounds.
+fn gather<T: Elem>(
+    inp: &[T],
+    idx: Src<'_, i64>,
+    guard: Option<Src<'_, bool>>,
+    out: &mut [T],
+) -> Result<(), i64> {
+    let zero = T::default();
+    let len = inp.len() as u64;
+    let in_bounds = |ix: i64| (ix as u64) < len;
+    let first_bad = |ix: &[i64], g: Option<&[bool]>| {
+        let bad = ix
+            .iter()
+            .enumerate()
+            .find(|&(j, &i)| g.is_none_or(|g| g[j]) && !in_bounds(i));
+        Err(bad.map_or(-1, |(_, &i)| i))
+    };
+    let guard = match guard {
+        Some(Src::Uni(false)) => {
+            out.fill(zero);
+            return Ok(());
+        }
+        Some(Src::Uni(true)) | None => None,
+        Some(Src::Col(g)) => Some(g),
+    };
+    let Some(last) = inp.len().checked_sub(1) else {
+        // An empty input: any load at all is out of bounds.
+        return match (guard, idx) {
+            (None, Src::Uni(ix)) => Err(ix),
+            (None, Src::Col(ix)) => first_bad(ix, None),
+            (Some(g), Src::Uni(ix)) if g.iter().any(|&g| g) => Err(ix),
+            (Some(g), Src::Col(ix)) if g.iter().any(|&g| g) => first_bad(ix, Some(g)),
+            _ => {
+                out.fill(zero);
+                Ok(())
+            }
+        };
+    };
+    let at = |ix: i64| inp[(ix as u64).min(last as u64) as usize];
+    match (guard, idx) {
+        (None, Src::Uni(ix)) => {
+            if !in_bounds(ix) {
+                return Err(ix);
+            }
+            out.fill(at(ix));
+        }
+        (None, Src::Col(ix)) => {
+            let mut bad = false;
+            for (o, &i) in out.iter_mut().zip(ix) {
+                bad |= !in_bounds(i);
+                *o = at(i);
+            }
+            if bad {
+                return first_bad(ix, None);
+            }
+        }
+        (Some(g), Src::Uni(ix)) => {
+            if !in_bounds(ix) && g.iter().any(|&g| g) {
+                return Err(ix);
+            }
+            let x = at(ix);
+            for (o, &g) in out.iter_mut().zip(g) {
+                *o = if g { x } else { zero };
+            }
+        }
+        (Some(g), Src::Col(ix)) => {
+            let mut bad = false;
+            for ((o, &g), &i) in out.iter_mut().zip(g).zip(ix) {
+                bad |= g & !in_bounds(i);
+                let x = at(i);
+                *o = if g { x } else { zero };
+            }
+            if bad {
+                return first_bad(ix, Some(g));
+            }
+        }
+    }
+    Ok(())
+}
+
+/// Fills `out` with component `k` of the multi-index of `i0, i0 + 1, ...` where the axis
+/// has extent `dim` and the axes after it `inner` elements in all.
+fn fill_axis(out: &mut [i64], i0: usize, dim: usize, inner: usize) {
+    let n = out.len();
+    let mut a = (i0 / inner) % dim;
+    let mut j = 0;
+    if inner == 1 {
+        // Runs of 0, 1, ..., dim - 1.
+        while j < n {
+            let run = (dim - a).min(n - j);
+            for (t, o) in out[j..j + run].iter_mut().enumerate() {
+                *o = (a + t) as i64;
+            }
+            j += run;
+            a = 0;
+        }
+        return;
+    }
+    // Runs of `inner` equal values.
+    let mut r = i0 % inner;
+    while j < n {
+        let run = (inner - r).min(n - j);
+        out[j..j + run].fill(a as i64);
+        j += run;
+        r = 0;
+        a += 1;
+        if a == dim {
+            a = 0;
+        }
+    }
+}
+
+// ---------------------------------------------------------------------------------------
+// Ops per dtype family
+// ---------------------------------------------------------------------------------------
+
+fn unary_bool(op: UnaryOp, a: Src<'_, bool>, o: SliceMut<'_>) -> Result<(), IrError> {
+    use UnaryOp::*;
+    let o = out::<bool>(o);
+    match op {
+        Not => map1(a, o, |x| !x),
+        Conj => map1(a, o, |x| x),
+        IsNan | IsInf => map1(a, o, |_| false),
+        IsFinite => map1(a, o, |_| true),
+        _ => return Err(unsupported(op.name(), DType::Bool)),
+    }
+    Ok(())
+}
+
+fn unary_int<T: Int>(op: UnaryOp, a: Src<'_, T>, o: SliceMut<'_>) -> Result<(), IrError> {
+    use UnaryOp::*;
+    match op {
+        Neg => map1(a, out(o), T::wneg),
+        Abs => map1(a, out(o), T::wabs),
+        Sign => map1(a, out(o), T::sign),
+        Square => map1(a, out(o), |x: T| x.wmul(x)),
+        Real | Conj => map1(a, out(o), |x: T| x),
+        Imag => map1(a, out(o), |_: T| T::default()),
+        IsNan | IsInf => map1(a, out(o), |_: T| false),
+        IsFinite => map1(a, out(o), |_: T| true),
+        _ => return Err(unsupported(op.name(), DType::I64)),
+    }
+    Ok(())
+}
+
+fn unary_float<T: Real>(op: UnaryOp, a: Src<'_, T>, o: SliceMut<'_>) -> Result<(), IrError> {
+    use UnaryOp::*;
+    match op {
+        Neg => map1(a, out(o), |x: T| -x),
+        Abs => map1(a, out(o), T::abs),
+        Sqrt => map1(a, out(o), T::sqrt),
+        Rsqrt => map1(a, out(o), |x: T| T::ONE / x.sqrt()),
+        Exp => map1(a, out(o), T::exp),
+        Expm1 => map1(a, out(o), T::exp_m1),
+        Log => map1(a, out(o), T::ln),
+        Log1p => map1(a, out(o), T::ln_1p),
+        Log2 => map1(a, out(o), T::log2),
+        Log10 => map1(a, out(o), T::log10),
+        Sin => map1(a, out(o), T::sin),
+        Cos => map1(a, out(o), T::cos),
+        Tan => map1(a, out(o), T::tan),
+        Asin => map1(a, out(o), T::asin),
+        Acos => map1(a, out(o), T::acos),
+        Atan => map1(a, out(o), T::atan),
+        Sinh => map1(a, out(o), T::sinh),
+        Cosh => map1(a, out(o), T::cosh),
+        Tanh => map1(a, out(o), T::tanh),
+        Floor => map1(a, out(o), T::floor),
+        Ceil => map1(a, out(o), T::ceil),
+        Round => map1(a, out(o), T::round),
+        Trunc => map1(a, out(o), T::trunc),
+        Sign => map1(a, out(o), T::sign),
+        Square => map1(a, out(o), |x: T| x * x),
+        Reciprocal => map1(a, out(o), |x: T| T::ONE / x),
+        Real | Conj => map1(a, out(o), |x: T| x),
+        Imag => map1(a, out(o), |_: T| T::ZERO),
+        Angle => map1(a, out(o), |x: T| T::ZERO.atan2(x)),
+        IsNan => map1(a, out(o), T::is_nan),
+        IsInf => map1(a, out(o), T::is_infinite),
+        IsFinite => map1(a, out(o), T::is_finite),
+        Not => return Err(unsupported(op.name(), DType::F64)),
+    }
+    Ok(())
+}
+
+fn unary_complex<C: Cplx>(op: UnaryOp, a: Src<'_, C>, o: SliceMut<'_>) -> Result<(), IrError> {
+    use UnaryOp::*;
+    match op {
+        Neg => map1(a, out(o), |x: C| -x),
+        Abs => map1(a, out(o), C::abs),
+        Sqrt => map1(a, out(o), C::sqrt),
+        Rsqrt => map1(a, out(o), |x: C| x.sqrt().recip()),
+        Exp => map1(a, out(o), C::exp),
+        Expm1 => map1(a, out(o), C::expm1),
+        Log => map1(a, out(o), C::ln),
+        Log1p => map1(a, out(o), C::log1p),
+        Log2 => map1(a, out(o), C::log2),
+        Log10 => map1(a, out(o), C::log10),
+        Sin => map1(a, out(o), C::sin),
+        Cos => map1(a, out(o), C::cos),
+        Tan => map1(a, out(o), C::tan),
+        Asin => map1(a, out(o), C::asin),
+        Acos => map1(a, out(o), C::acos),
+        Atan => map1(a, out(o), C::atan),
+        Sinh => map1(a, out(o), C::sinh),
+        Cosh => map1(a, out(o), C::cosh),
+        Tanh => map1(a, out(o), C::tanh),
+        Sign => map1(a, out(o), C::sign),
+        Square => map1(a, out(o), |x: C| x * x),
+        Reciprocal => map1(a, out(o), C::recip),
+        Real => map1(a, out(o), C::re),
+        Imag => map1(a, out(o), C::im),
+        Conj => map1(a, out(o), C::conj),
+        Angle => map1(a, out(o), C::angle),
+        IsNan => map1(a, out(o), C::is_nan),
+        IsInf => map1(a, out(o), C::is_inf),
+        IsFinite => map1(a, out(o), C::is_finite),
+        Not | Floor | Ceil | Round | Trunc => return Err(unsupported(op.name(), DType::C128)),
+    }
+    Ok(())
+}
+
+/// The comparisons, shared by every ordered dtype (`Eq`/`Ne` also by complex).
+fn compare<T: Elem + PartialOrd>(op: BinaryOp, a: Src<'_, T>, b: Src<'_, T>, o: SliceMut<'_>) {
+    use BinaryOp::*;
+    let o = out::<bool>(o);
+    match op {
+        Eq => map2(a, b, o, |x, y| x == y),
+        Ne => map2(a, b, o, |x, y| x != y),
+        Lt => map2(a, b, o, |x, y| x < y),
+        Le => map2(a, b, o, |x, y| x <= y),
+        Gt => map2(a, b, o, |x, y| x > y),
+        _ => map2(a, b, o, |x, y| x >= y),
+    }
+}
+
+fn binary_bool(
+    op: BinaryOp,
+    a: Src<'_, bool>,
+    b: Src<'_, bool>,
+    o: SliceMut<'_>,
+) -> Result<(), IrError> {
+    use BinaryOp::*;
+    if op.is_comparison() {
+        compare(op, a, b, o);
+        return Ok(());
+    }
+    let o = out::<bool>(o);
+    match op {
+        Add | Or => map2(a, b, o, |x, y| x | y),
+        Mul | And => map2(a, b, o, |x, y| x & y),
+        Sub | Xor => map2(a, b, o, |x, y| x ^ y),
+        _ => return Err(unsupported(op.name(), DType::Bool)),
+    }
+    Ok(())
+}
+
+fn binary_int<T: Int>(
+    op: BinaryOp,
+    a: Src<'_, T>,
+    b: Src<'_, T>,
+    o: SliceMut<'_>,
+) -> Result<(), IrError> {
+    use BinaryOp::*;
+    if op.is_comparison() {
+        compare(op, a, b, o);
+        return Ok(());
+    }
+    let o = out::<T>(o);
+    match op {
+        Add => map2(a, b, o, T::wadd),
+        Sub => map2(a, b, o, T::wsub),
+        Mul => map2(a, b, o, T::wmul),
+        Div | FloorDiv => map2(a, b, o, T::floordiv),
+        Mod => map2(a, b, o, T::rem),
+        Pow => map2(a, b, o, T::pow),
+        Maximum => map2(a, b, o, T::max),
+        Minimum => map2(a, b, o, T::min),
+        IdxDiv => map2(a, b, o, T::idx_div),
+        IdxMod => map2(a, b, o, T::idx_mod),
+        _ => return Err(unsupported(op.name(), DType::I64)),
+    }
+    Ok(())
+}
+
+fn binary_float<T: Real>(
+    op: BinaryOp,
+    a: Src<'_, T>,
+    b: Src<'_, T>,
+    o: SliceMut<'_>,
+) -> Result<(), IrError> {
+    use BinaryOp::*;
+    if op.is_comparison() {
+        compare(op, a, b, o);
+        return Ok(());
+    }
+    if op == Complex {
+        map2(a, b, out(o), T::complex);
+        return Ok(());
+    }
+    let o = out::<T>(o);
+    match op {
+        Add => map2(a, b, o, |x, y| x + y),
+        Sub => map2(a, b, o, |x, y| x - y),
+        Mul => map2(a, b, o, |x, y| x * y),
+        Div => map2(a, b, o, |x, y| x / y),
+        FloorDiv => map2(a, b, o, T::floordiv),
+        Mod => map2(a, b, o, T::rem),
+        Pow => map2(a, b, o, T::powf),
+        Atan2 => map2(a, b, o, T::atan2),
+        Maximum => map2(a, b, o, T::maximum),
+        Minimum => map2(a, b, o, T::minimum),
+        Hypot => map2(a, b, o, T::hypot),
+        _ => return Err(unsupported(op.name(), DType::F64)),
+    }
+    Ok(())
+}
+
+fn binary_complex<C: Cplx>(
+    op: BinaryOp,
+    a: Src<'_, C>,
+    b: Src<'_, C>,
+    o: SliceMut<'_>,
+) -> Result<(), IrError> {
+    use BinaryOp::*;
+    match op {
+        Eq => map2(a, b, out(o), |x: C, y: C| x == y),
+        Ne => map2(a, b, out(o), |x: C, y: C| x != y),
+        Add => map2(a, b, out(o), |x: C, y: C| x + y),
+        Sub => map2(a, b, out(o), |x: C, y: C| x - y),
+        Mul => map2(a, b, out(o), |x: C, y: C| x * y),
+        Div => map2(a, b, out(o), C::cdiv),
+        Pow => map2(a, b, out(o), C::cpow),
+        _ => return Err(unsupported(op.name(), DType::C128)),
+    }
+    Ok(())
+}
+
+fn cast_from<S: Elem>(a: Src<'_, S>, dst: DType, o: SliceMut<'_>) {
+    with_type!(dst, D => map1(a, out::<D>(o), |x: S| x.cast::<D>()))
+}
+
+// ---------------------------------------------------------------------------------------
+// The evaluation plan
+// ---------------------------------------------------------------------------------------
+
+/// Where a value lives during the tile loop.
+#[derive(Clone, Copy, Debug)]
+enum Loc {
+    /// Not needed by any store.
+    Skip,
+    /// Needed; not classified yet (after planning: not needed after all).
+    Pending,
+    /// The same for every element.
+    Uni(Scalar),
+    /// A column of `Ctx::slots`.
+    Slot(usize),
+    /// Computed straight into output `.0` (stored once, read by no other value).
+    Direct(usize),
+    /// Input buffer `.0` read at the linear index plus `.1` (a contiguous load).
+    Input(usize, i64),
+    /// Equal to an earlier value (`x * 1`, `x + 0`, `where` with a uniform condition, ...);
+    /// only during planning.
+    Alias(usize),
+}
+
+/// The elements of one tile: `i0 .. i0 + n`.
+#[derive(Clone, Copy)]
+struct Tile {
+    i0: usize,
+    n: usize,
+}
+
+struct Ctx<'a, 'b> {
+    kernel: &'a Kernel,
+    inputs: &'a [Slice<'b>],
+    shape: &'a [usize],
+    /// `inner[k]`: product of the launch shape after axis `k`.
+    inner: Vec<usize>,
+    locs: Vec<Loc>,
+    slots: Vec<Col>,
+    /// The values evaluated per tile, in order.
+    order: Vec<usize>,
+}
+
+/// The integer value of a uniform location, if it is one.
+fn uni_int(l: Loc) -> Option<i64> {
+    match l {
+        Loc::Uni(Scalar::I32(x)) => Some(x as i64),
+        Loc::Uni(Scalar::I64(x)) => Some(x),
+        _ => None,
+    }
+}
+
+impl<'a, 'b> Ctx<'a, 'b> {
+    /// Plans the evaluation of `start .. start + len` (`len > 0`): finds the needed values,
+    /// evaluates the uniform ones, turns loads at `Index + c` into reads of the input in
+    /// place, removes identities, and assigns columns to the rest.
+    fn new(
+        kernel: &'a Kernel,
+        inputs: &'a [Slice<'b>],
+        args: &'a LaunchArgs,
+        start: usize,
+        len: usize,
+    ) -> Result<Ctx<'a, 'b>, IrError> {
+        let nv = kernel.values.len();
+        let shape = &args.shape[..];
+        let inner = (0..shape.len())
+            .map(|k| shape[k + 1..].iter().product())
+            .collect();
+        // Needed values (conservatively: every operand of a needed value).
+        let mut locs = vec![Loc::Skip; nv];
+        for s in &kernel.stores {
+            locs[s.value as usize] = Loc::Pending;
+        }
+        for v in (0..nv).rev() {
+            if matches!(locs[v], Loc::Pending) {
+                for o in kernel.values[v].inst.operands() {
+                    locs[o as usize] = Loc::Pending;
+                }
+            }
+        }
+        let mut ctx = Ctx {
+            kernel,
+            inputs,
+            shape,
+            inner,
+            locs,
+            slots: Vec::new(),
+            order: Vec::new(),
+        };
+        // Classification, in order. `affine[v] = Some(c)`: value v is `Index + c`.
+        let mut affine: Vec<Option<i64>> = vec![None; nv];
+        let root = |locs: &[Loc], v: usize| match locs[v] {
+            Loc::Alias(r) => r,
+            _ => v,
+        };
+        // A value whose computation fails at planning time (a uniform or shifted load out of
+        // bounds) is an error only if a store needs it: it is "poisoned" until then.
+        let mut poison: Vec<Option<IrError>> = vec![None; nv];
+        for v in 0..nv {
+            if !matches!(ctx.locs[v], Loc::Pending) {
+                continue;
+            }
+            let val = kernel.values[v];
+            let loc = |o: ValueId| ctx.locs[o as usize];
+            let rooted = |o: ValueId| root(&ctx.locs, o as usize);
+            let clean = |o: ValueId| poison[rooted(o)].is_none();
+            // `where` with a uniform condition and a load under a uniform false guard
+            // read only some of their operands.
+            let partial = match val.inst {
+                Inst::Where(c, ..) => matches!(loc(c), Loc::Uni(_)) && clean(c),
+                Inst::Load { guard: Some(g), .. } => {
+                    matches!(loc(g), Loc::Uni(Scalar::Bool(false))) && clean(g)
+                }
+                _ => false,
+            };
+            let bad = val.inst.operands().find_map(|o| poison[rooted(o)].clone());
+            let any_bad = bad.is_some();
+            if let (Some(e), false) = (bad, partial) {
+                poison[v] = Some(e);
+                ctx.locs[v] = Loc::Uni(Scalar::zero(val.dtype));
+                continue;
+            }
+            let mut err = None;
+            let l = match val.inst {
+                Inst::Param(k) => Loc::Uni(args.params[k as usize]),
+                Inst::Const(s) => Loc::Uni(s),
+                Inst::Index => {
+                    affine[v] = Some(0);
+                    Loc::Pending
+                }
+                Inst::Axis(_) => Loc::Pending,
+                inst if !any_bad && inst.operands().all(|o| matches!(loc(o), Loc::Uni(_))) => {
+                    let mut col = Col::new(val.dtype, 1);
+                    match ctx.eval(v, col.view(1), Tile { i0: 0, n: 1 }) {
+                        Ok(()) => Loc::Uni(col.first()),
+                        Err(e) => {
+                            err = Some(e);
+                            Loc::Uni(Scalar::zero(val.dtype))
+                        }
+                    }
+                }
+                Inst::Load {
+                    input,
+                    index,
+                    guard,
+                } => {
+                    let g = guard.map(loc);
+                    let always = matches!(g, None | Some(Loc::Uni(Scalar::Bool(true))));
+                    let never = matches!(g, Some(Loc::Uni(Scalar::Bool(false))));
+                    match affine[rooted(index)] {
+                        _ if never => Loc::Uni(Scalar::zero(val.dtype)),
+                        Some(c) if always => {
+                            let have = inputs[input as usize].len() as i128;
+                            let lo = start as i128 + c as i128;
+                            let hi = (start + len) as i128 + c as i128;
+                            if lo < 0 || hi > have {
+                                err = Some(IrError(format!(
+                                    "value {v}: load from input {input} at indices {lo}..{hi} \
+                                     is out of bounds (length {have})"
+                                )));
+                                Loc::Uni(Scalar::zero(val.dtype))
+                            } else {
+                                Loc::Input(input as usize, c)
+                            }
+                        }
+                        _ => Loc::Pending,
+                    }
+                }
+                Inst::Where(c, a, b) => match loc(c) {
+                    Loc::Uni(Scalar::Bool(c)) => Loc::Alias(rooted(if c { a } else { b })),
+                    _ => Loc::Pending,
+                },
+                Inst::Cast(a) if kernel.values[a as usize].dtype == val.dtype => {
+                    Loc::Alias(rooted(a))
+                }
+                Inst::Binary(op, a, b) if val.dtype.is_int() => {
+                    use BinaryOp::*;
+                    let (ua, ub) = (uni_int(loc(a)), uni_int(loc(b)));
+                    match (op, ua, ub) {
+                        (Add, _, Some(0)) | (Sub, _, Some(0)) | (Mul, _, Some(1)) => {
+                            Loc::Alias(rooted(a))
+                        }
+                        (Div | FloorDiv | IdxDiv, _, Some(1)) => Loc::Alias(rooted(a)),
+                        (Add, Some(0), _) | (Mul, Some(1), _) => Loc::Alias(rooted(b)),
+                        (Mul, Some(0), _) | (Mul, _, Some(0)) => Loc::Uni(Scalar::zero(val.dtype)),
+                        (Add, _, Some(d)) if val.dtype == DType::I64 => {
+                            affine[v] = affine[rooted(a)].map(|c| c.wrapping_add(d));
+                            Loc::Pending
+                        }
+                        (Add, Some(d), _) if val.dtype == DType::I64 => {
+                            affine[v] = affine[rooted(b)].map(|c| c.wrapping_add(d));
+                            Loc::Pending
+                        }
+                        (Sub, _, Some(d)) if val.dtype == DType::I64 => {
+                            affine[v] = affine[rooted(a)].map(|c| c.wrapping_sub(d));
+                            Loc::Pending
+                        }
+                        _ => Loc::Pending,
+                    }
+                }
+                _ => Loc::Pending,
+            };
+            if err.is_some() {
+                poison[v] = err;
+                ctx.locs[v] = l;
+                continue;
+            }
+            if let Loc::Alias(r) = l {
+                affine[v] = affine[r];
+                poison[v] = poison[r].clone();
+                // An alias of a uniform value or an input is that location itself.
+                if !matches!(ctx.locs[r], Loc::Pending) {
+                    ctx.locs[v] = ctx.locs[r];
+                    continue;
+                }
+            }
+            ctx.locs[v] = l;
+        }
+        // Values still to be computed per tile: those reachable from the stores through
+        // pending values and aliases.
+        let mut live = vec![false; nv];
+        for s in &kernel.stores {
+            live[root(&ctx.locs, s.value as usize)] = true;
+        }
+        for v in (0..nv).rev() {
+            if !live[v] {
+                continue;
+            }
+            if let Some(e) = poison[v].take() {
+                return Err(e);
+            }
+            if matches!(ctx.locs[v], Loc::Pending) {
+                for o in kernel.values[v].inst.operands() {
+                    live[root(&ctx.locs, o as usize)] = true;
+                }
+            }
+        }
+        // Columns, reused once their last reader has run.
+        let computed: Vec<usize> = (0..nv)
+            .filter(|&v| live[v] && matches!(ctx.locs[v], Loc::Pending))
+            .collect();
+        let mut last_use = vec![0usize; nv];
+        for &v in &computed {
+            for o in kernel.values[v].inst.operands() {
+                last_use[root(&ctx.locs, o as usize)] = v;
+            }
+        }
+        for s in &kernel.stores {
+            last_use[root(&ctx.locs, s.value as usize)] = usize::MAX;
+        }
+        // A computed value stored once and read by no other value is computed straight
+        // into its output.
+        let mut readers = vec![0usize; nv];
+        for &v in &computed {
+            for o in kernel.values[v].inst.operands() {
+                readers[root(&ctx.locs, o as usize)] += 1;
+            }
+        }
+        let mut stores = vec![0usize; nv];
+        for s in &kernel.stores {
+            stores[root(&ctx.locs, s.value as usize)] += 1;
+        }
+        for s in &kernel.stores {
+            let r = root(&ctx.locs, s.value as usize);
+            if stores[r] == 1 && readers[r] == 0 && matches!(ctx.locs[r], Loc::Pending) {
+                ctx.locs[r] = Loc::Direct(s.output as usize);
+            }
+        }
+        let tile_n = TILE.min(len);
+        let mut free: Vec<Vec<usize>> = vec![Vec::new(); DType::ALL.len()];
+        let dix = |d: DType| DType::ALL.iter().position(|&x| x == d).unwrap_or(0);
+        for &v in &computed {
+            ctx.order.push(v);
+            if matches!(ctx.locs[v], Loc::Pending) {
+                let d = kernel.values[v].dtype;
+                let s = match free[dix(d)].pop() {
+                    Some(s) => s,
+                    None => {
+                        ctx.slots.push(Col::new(d, tile_n));
+                        ctx.slots.len() - 1
+                    }
+                };
+                ctx.locs[v] = Loc::Slot(s);
+            }
+            let ops: Vec<usize> = kernel.values[v]
+                .inst
+                .operands()
+                .map(|o| root(&ctx.locs, o as usize))
+                .collect();
+            for (k, &o) in ops.iter().enumerate() {
+                if ops[..k].contains(&o) || last_use[o] != v {
+                    continue;
+                }
+                if let Loc::Slot(so) = ctx.locs[o] {
+                    free[dix(kernel.values[o].dtype)].push(so);
+                }
+            }
+        }
+        // Aliases take their root's final location.
+        for v in 0..nv {
+            if let Loc::Alias(r) = ctx.locs[v] {
+                ctx.locs[v] = ctx.locs[r];
+            }
+        }
+        Ok(ctx)
+    }
+
+    fn dtype(&self, v: ValueId) -> DType {
+        self.kernel.values[v as usize].dtype
+    }
+
+    /// Value `v` over tile `t`.
+    #[inline]
+    fn src<T: Elem>(&self, v: ValueId, t: Tile) -> Src<'_, T> {
+        match self.locs[v as usize] {
+            Loc::Uni(s) => Src::Uni(T::from_scalar(s)),
+            Loc::Slot(k) => Src::Col(&T::col(&self.slots[k])[..t.n]),
+            Loc::Input(k, c) => {
+                let lo = (t.i0 as i64).wrapping_add(c) as usize;
+                Src::Col(&T::input(&self.inputs[k])[lo..lo + t.n])
+            }
+            Loc::Skip | Loc::Pending | Loc::Alias(_) | Loc::Direct(_) => {
+                unreachable!("operand evaluated before its user")
+            }
+        }
+    }
+
+    /// Evaluates value `v` over tile `t` into `o`.
+    fn eval(&self, v: usize, o: SliceMut<'_>, t: Tile) -> Result<(), IrError> {
+        let val = self.kernel.values[v];
+        match val.inst {
+            Inst::Index => {
+                for (j, x) in out::<i64>(o).iter_mut().enumerate() {
+                    *x = (t.i0 + j) as i64;
+                }
+            }
+            Inst::Axis(k) => {
+                let k = k as usize;
+                fill_axis(out(o), t.i0, self.shape[k], self.inner[k]);
+            }
+            Inst::Param(_) | Inst::Const(_) => {
+                let Loc::Uni(s) = self.locs[v] else {
+                    return Err(internal("scalar value without its scalar"));
+                };
+                with_type!(val.dtype, T => out::<T>(o).fill(T::from_scalar(s)));
+            }
+            Inst::Load {
+                input,
+                index,
+                guard,
+            } => {
+                let idx = self.src::<i64>(index, t);
+                let g = guard.map(|g| self.src::<bool>(g, t));
+                let r = with_type!(val.dtype, T => {
+                    gather(T::input(&self.inputs[input as usize]), idx, g, out::<T>(o))
+                });
+                if let Err(ix) = r {
+                    return Err(IrError(format!(
+                        "value {v}: load from input {input} at index {ix} is out of bounds \
+                         (length {})",
+                        self.inputs[input as usize].len()
+                    )));
+                }
+            }
+            Inst::Unary(op, a) => match self.dtype(a) {
+                DType::Bool => unary_bool(op, self.src(a, t), o)?,
+                DType::I32 => unary_int::<i32>(op, self.src(a, t), o)?,
+                DType::I64 => unary_int::<i64>(op, self.src(a, t), o)?,
+                DType::F32 => unary_float::<f32>(op, self.src(a, t), o)?,
+                DType::F64 => unary_float::<f64>(op, self.src(a, t), o)?,
+                DType::C64 => unary_complex::<Complex32>(op, self.src(a, t), o)?,
+                DType::C128 => unary_complex::<Complex64>(op, self.src(a, t), o)?,
+            },
+            Inst::Binary(op, a, b) => match self.dtype(a) {
+                DType::Bool => binary_bool(op, self.src(a, t), self.src(b, t), o)?,
+                DType::I32 => binary_int::<i32>(op, self.src(a, t), self.src(b, t), o)?,
+                DType::I64 => binary_int::<i64>(op, self.src(a, t), self.src(b, t), o)?,
+                DType::F32 => binary_float::<f32>(op, self.src(a, t), self.src(b, t), o)?,
+                DType::F64 => binary_float::<f64>(op, self.src(a, t), self.src(b, t), o)?,
+                DType::C64 => binary_complex::<Complex32>(op, self.src(a, t), self.src(b, t), o)?,
+                DType::C128 => binary_complex::<Complex64>(op, self.src(a, t), self.src(b, t), o)?,
+            },
+            Inst::Where(c, a, b) => {
+                let c = self.src::<bool>(c, t);
+                with_type!(val.dtype, T => {
+                    select(c, self.src::<T>(a, t), self.src::<T>(b, t), out::<T>(o))
+                });
+            }
+            Inst::Cast(a) => {
+                with_type!(self.dtype(a), S => cast_from::<S>(self.src(a, t), val.dtype, o));
+            }
+            Inst::Random(kind, c, s) => {
+                let (c, s) = (self.src::<i64>(c, t), self.src::<i64>(s, t));
+                match (kind, val.dtype) {
+                    (RandomKind::Uniform, DType::F32) => {
+                        map2(c, s, out(o), |c, s| sem::uniform_f32(c as u64, s as u64))
+                    }
+                    (RandomKind::Uniform, DType::F64) => {
+                        map2(c, s, out(o), |c, s| sem::uniform_f64(c as u64, s as u64))
+                    }
+                    (RandomKind::Normal, DType::F32) => map2(c, s, out(o), |c, s| {
+                        sem::normal_f64(c as u64, s as u64) as f32
+                    }),
+                    (RandomKind::Normal, DType::F64) => {
+                        map2(c, s, out(o), |c, s| sem::normal_f64(c as u64, s as u64))
+                    }
+                    (_, d) => return Err(unsupported("random", d)),
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// Writes value `v` over tile `t` to `dst[off .. off + t.n]`.
+    fn store(&self, v: ValueId, dst: &mut SliceMut<'_>, off: usize, t: Tile) {
+        with_type!(self.dtype(v), T => {
+            copy_src(self.src::<T>(v, t), T::output(sub(dst, off, t.n)))
+        })
+    }
 }

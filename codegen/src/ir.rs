@@ -184,7 +184,12 @@ impl Kernel {
             },
             Inst::Binary(op, a, b) => match op.result_dtype(d(a), d(b)) {
                 Some(r) if r == dtype => Ok(()),
-                _ => err(format!("{}({}, {}) cannot give {dtype}", op.name(), d(a), d(b))),
+                _ => err(format!(
+                    "{}({}, {}) cannot give {dtype}",
+                    op.name(),
+                    d(a),
+                    d(b)
+                )),
             },
             Inst::Where(c, a, b) => {
                 if d(c) != DType::Bool || d(a) != dtype || d(b) != dtype {
@@ -299,9 +304,9 @@ impl Kernel {
     pub fn all_loads_contiguous(&self) -> bool {
         let index = self.values.iter().position(|v| v.inst == Inst::Index);
         self.values.iter().all(|v| match v.inst {
-            Inst::Load { index: ix, guard, .. } => {
-                guard.is_none() && Some(ix as usize) == index
-            }
+            Inst::Load {
+                index: ix, guard, ..
+            } => guard.is_none() && Some(ix as usize) == index,
             _ => true,
         })
     }

@@ -1,22 +1,25 @@
 //! NumPy's scalar semantics on the host: casts, integer division, rounding and the
 //! counter-based random generator. The CUDA renderer emits the same rules as C.
 
+use num_complex::{Complex32, Complex64};
+
 /// NumPy's float -> int64 cast: NaN, infinities and out-of-range values give `i64::MIN`
 /// (what x86 NumPy does), others truncate toward zero.
 pub fn f64_to_i64(x: f64) -> i64 {
-    if x.is_nan() || x >= 9.223_372_036_854_775_807e18 || x < -9.223_372_036_854_775_808e18 {
-        i64::MIN
-    } else {
+    const LIM: f64 = 9.223_372_036_854_776e18; // 2^63, exact
+    if (-LIM..LIM).contains(&x) {
         x as i64
+    } else {
+        i64::MIN
     }
 }
 
 /// NumPy's float -> int32 cast: NaN, infinities and out-of-range values give `i32::MIN`.
 pub fn f64_to_i32(x: f64) -> i32 {
-    if x.is_nan() || x >= 2_147_483_648.0 || x < -2_147_483_648.0 {
-        i32::MIN
-    } else {
+    if (-2_147_483_648.0..2_147_483_648.0).contains(&x) {
         x as i32
+    } else {
+        i32::MIN
     }
 }
 
@@ -70,3 +73,409 @@ pub fn normal_f64(counter: u64, seed: u64) -> f64 {
     let u2 = b as f64 * (1.0 / 9_007_199_254_740_992.0);
     (-2.0 * u1.ln()).sqrt() * (2.0 * std::f64::consts::PI * u2).cos()
 }
+
+/// NumPy's float32 -> int32 cast (through `f64`, which is exact): NaN, infinities and
+/// out-of-range values give `i32::MIN`, others truncate toward zero.
+pub fn f32_to_i32(x: f32) -> i32 {
+    f64_to_i32(x as f64)
+}
+
+/// NumPy's float32 -> int64 cast (through `f64`, which is exact): NaN, infinities and
+/// out-of-range values give `i64::MIN`, others truncate toward zero.
+pub fn f32_to_i64(x: f32) -> i64 {
+    f64_to_i64(x as f64)
+}
+
+macro_rules! int_helpers {
+    ($t:ident, $floordiv:ident, $rem:ident, $pow:ident) => {
+        #[doc = concat!("NumPy `floor_divide` on `", stringify!($t), "`: the quotient rounded ")]
+        #[doc = "toward negative infinity; `x // 0 = 0` and `MIN // -1 = MIN` (wrapping), as"]
+        #[doc = "NumPy gives (with a warning NumPy prints and we do not)."]
+        pub fn $floordiv(a: $t, b: $t) -> $t {
+            if b == 0 {
+                return 0;
+            }
+            if b == -1 {
+                return a.wrapping_neg();
+            }
+            let q = a / b;
+            let r = a % b;
+            if r != 0 && ((r < 0) != (b < 0)) {
+                q - 1
+            } else {
+                q
+            }
+        }
+
+        #[doc = concat!("NumPy `remainder` (`%`) on `", stringify!($t), "`: the result has the ")]
+        #[doc = "sign of the divisor (`-7 % 2 = 1`); `x % 0 = 0` and `MIN % -1 = 0`."]
+        pub fn $rem(a: $t, b: $t) -> $t {
+            if b == 0 || b == -1 {
+                return 0;
+            }
+            let r = a % b;
+            if r != 0 && ((r < 0) != (b < 0)) {
+                r + b
+            } else {
+                r
+            }
+        }
+
+        #[doc = concat!("NumPy `power` on `", stringify!($t), "`: exponentiation by squaring ")]
+        #[doc = "with two's-complement wrapping (`x ** 0 = 1`, also for `x = 0`). NumPy raises"]
+        #[doc = "an error for a negative exponent; we return the exact integer part of the real"]
+        #[doc = "result instead: `1` for base `1`, `(-1)^e` for base `-1`, `0` otherwise (also"]
+        #[doc = "for base `0`, where the real result would be infinite)."]
+        pub fn $pow(base: $t, exp: $t) -> $t {
+            if exp < 0 {
+                return match base {
+                    1 => 1,
+                    -1 => {
+                        if exp & 1 == 0 {
+                            1
+                        } else {
+                            -1
+                        }
+                    }
+                    _ => 0,
+                };
+            }
+            let mut result: $t = 1;
+            let mut b = base;
+            let mut e = exp;
+            while e > 0 {
+                if e & 1 == 1 {
+                    result = result.wrapping_mul(b);
+                }
+                e >>= 1;
+                if e > 0 {
+                    b = b.wrapping_mul(b);
+                }
+            }
+            result
+        }
+    };
+}
+
+int_helpers!(i32, floor_divide_i32, remainder_i32, power_i32);
+int_helpers!(i64, floor_divide_i64, remainder_i64, power_i64);
+
+macro_rules! float_helpers {
+    ($t:ident, $floordiv:ident, $rem:ident, $max:ident, $min:ident, $sign:ident, $round:ident) => {
+        #[doc = concat!("NumPy `floor_divide` on `", stringify!($t), "` (`npy_floor_divide`): ")]
+        #[doc = "`b == 0` gives `a / b`; otherwise `div = (a - fmod(a, b)) / b`, lowered by"]
+        #[doc = "one when the remainder's sign differs from `b`'s, then snapped to the nearest"]
+        #[doc = "integer (`floor`, plus one when the fraction exceeds 0.5); a zero quotient"]
+        #[doc = "takes the sign of `a / b`. NaN in gives NaN; `inf // x` is NaN."]
+        pub fn $floordiv(a: $t, b: $t) -> $t {
+            if b == 0.0 {
+                return a / b;
+            }
+            let m = a % b;
+            let mut div = (a - m) / b;
+            if m != 0.0 && ((b < 0.0) != (m < 0.0)) {
+                div -= 1.0;
+            }
+            if div != 0.0 {
+                let mut fd = div.floor();
+                if div - fd > 0.5 {
+                    fd += 1.0;
+                }
+                fd
+            } else {
+                (0.0 as $t).copysign(a / b)
+            }
+        }
+
+        #[doc = concat!("NumPy `remainder` (`%`) on `", stringify!($t), "` (`npy_remainder`): ")]
+        #[doc = "`r = fmod(a, b)`, plus `b` when `r` is nonzero and its sign differs from"]
+        #[doc = "`b`'s; a zero result takes the sign of `b`. `x % 0.0` is NaN (`-7.0 % 3.0 = 2.0`)."]
+        pub fn $rem(a: $t, b: $t) -> $t {
+            let m = a % b;
+            if b == 0.0 {
+                return m;
+            }
+            if m != 0.0 {
+                if (b < 0.0) != (m < 0.0) {
+                    m + b
+                } else {
+                    m
+                }
+            } else {
+                (0.0 as $t).copysign(b)
+            }
+        }
+
+        #[doc = concat!("NumPy `maximum` on `", stringify!($t), "`: NaN-propagating ")]
+        #[doc = "(`a >= b || isnan(a) ? a : b`), unlike C `fmax`."]
+        #[inline]
+        pub fn $max(a: $t, b: $t) -> $t {
+            if a >= b || a.is_nan() {
+                a
+            } else {
+                b
+            }
+        }
+
+        #[doc = concat!("NumPy `minimum` on `", stringify!($t), "`: NaN-propagating ")]
+        #[doc = "(`a <= b || isnan(a) ? a : b`), unlike C `fmin`."]
+        #[inline]
+        pub fn $min(a: $t, b: $t) -> $t {
+            if a <= b || a.is_nan() {
+                a
+            } else {
+                b
+            }
+        }
+
+        #[doc = concat!("NumPy `sign` on `", stringify!($t), "`: `-1`, `+0` (for both zeros) ")]
+        #[doc = "or `1`; NaN stays NaN."]
+        #[inline]
+        pub fn $sign(x: $t) -> $t {
+            if x > 0.0 {
+                1.0
+            } else if x < 0.0 {
+                -1.0
+            } else if x == 0.0 {
+                0.0
+            } else {
+                x
+            }
+        }
+
+        #[doc = concat!("NumPy `round` on `", stringify!($t), "`: half to even ")]
+        #[doc = "(`round(2.5) = 2`, `round(-0.5) = -0`), not C `round`."]
+        #[inline]
+        pub fn $round(x: $t) -> $t {
+            x.round_ties_even()
+        }
+    };
+}
+
+float_helpers!(
+    f32,
+    floor_divide_f32,
+    remainder_f32,
+    maximum_f32,
+    minimum_f32,
+    sign_f32,
+    round_f32
+);
+float_helpers!(
+    f64,
+    floor_divide_f64,
+    remainder_f64,
+    maximum_f64,
+    minimum_f64,
+    sign_f64,
+    round_f64
+);
+
+macro_rules! complex_helpers {
+    (
+        $c:ident, $t:ident, $div:ident, $recip:ident, $sign:ident, $pow:ident, $expm1:ident,
+        $log1p:ident, $log2:ident, $log10:ident, $abs:ident, $angle:ident, $isnan:ident,
+        $isinf:ident, $isfinite:ident
+    ) => {
+        #[doc = concat!("NumPy complex division on `", stringify!($c), "` (Smith's algorithm, ")]
+        #[doc = "as NumPy's loop does it); dividing by `0` gives `(a.re / 0, a.im / 0)`."]
+        pub fn $div(a: $c, b: $c) -> $c {
+            let (abr, abi) = (b.re.abs(), b.im.abs());
+            if abr >= abi {
+                if abr == 0.0 && abi == 0.0 {
+                    return $c::new(a.re / abr, a.im / abi);
+                }
+                let rat = b.im / b.re;
+                let scl = 1.0 / (b.re + b.im * rat);
+                $c::new((a.re + a.im * rat) * scl, (a.im - a.re * rat) * scl)
+            } else {
+                let rat = b.re / b.im;
+                let scl = 1.0 / (b.im + b.re * rat);
+                $c::new((a.re * rat + a.im) * scl, (a.im * rat - a.re) * scl)
+            }
+        }
+
+        #[doc = concat!("NumPy `reciprocal` on `", stringify!($c), "` (NumPy's loop; `1/0` is NaN).")]
+        pub fn $recip(z: $c) -> $c {
+            if z.im.abs() <= z.re.abs() {
+                let r = z.im / z.re;
+                let d = z.re + z.im * r;
+                $c::new(1.0 / d, -r / d)
+            } else {
+                let r = z.re / z.im;
+                let d = z.re * r + z.im;
+                $c::new(r / d, -1.0 / d)
+            }
+        }
+
+        #[doc = concat!("NumPy 2 `sign` on `", stringify!($c), "`: `z / |z|`, `0` for `0`, ")]
+        #[doc = "NaN (both parts) when a part is NaN or both are infinite; `(±1, 0)` or"]
+        #[doc = "`(0, ±1)` when exactly one part is infinite."]
+        pub fn $sign(z: $c) -> $c {
+            let a = z.re.hypot(z.im);
+            if a.is_nan() {
+                $c::new($t::NAN, $t::NAN)
+            } else if a.is_infinite() {
+                if z.re.is_infinite() {
+                    if z.im.is_infinite() {
+                        $c::new($t::NAN, $t::NAN)
+                    } else {
+                        $c::new(if z.re > 0.0 { 1.0 } else { -1.0 }, 0.0)
+                    }
+                } else {
+                    $c::new(0.0, if z.im > 0.0 { 1.0 } else { -1.0 })
+                }
+            } else if a == 0.0 {
+                $c::new(0.0, 0.0)
+            } else {
+                $c::new(z.re / a, z.im / a)
+            }
+        }
+
+        #[doc = concat!("NumPy `power` on `", stringify!($c), "` (`npy_cpow`): `z ** 0 = 1`; ")]
+        #[doc = "`0 ** b` is `0` when `b.re > 0`, else NaN; integer real exponents below 100 in"]
+        #[doc = "magnitude use repeated multiplication (and a reciprocal for negative ones);"]
+        #[doc = "everything else is `exp(b * ln(a))`."]
+        pub fn $pow(a: $c, b: $c) -> $c {
+            if b.re == 0.0 && b.im == 0.0 {
+                return $c::new(1.0, 0.0);
+            }
+            if a.re == 0.0 && a.im == 0.0 {
+                return if b.re > 0.0 {
+                    $c::new(0.0, 0.0)
+                } else {
+                    $c::new($t::NAN, $t::NAN)
+                };
+            }
+            if b.im == 0.0 && b.re == b.re.trunc() && b.re.abs() < 100.0 {
+                let n = b.re as i32;
+                match n {
+                    1 => return a,
+                    2 => return a * a,
+                    3 => return a * (a * a),
+                    _ => {
+                        let mut m = n.unsigned_abs();
+                        let mut acc = $c::new(1.0, 0.0);
+                        let mut p = a;
+                        loop {
+                            if m & 1 == 1 {
+                                acc *= p;
+                            }
+                            m >>= 1;
+                            if m == 0 {
+                                break;
+                            }
+                            p = p * p;
+                        }
+                        return if n < 0 {
+                            $div($c::new(1.0, 0.0), acc)
+                        } else {
+                            acc
+                        };
+                    }
+                }
+            }
+            (b * a.ln()).exp()
+        }
+
+        #[doc = concat!("NumPy `expm1` on `", stringify!($c), "`: ")]
+        #[doc = "`(expm1(re) cos(im) - 2 sin(im/2)^2, exp(re) sin(im))`."]
+        pub fn $expm1(z: $c) -> $c {
+            let s = (z.im / 2.0).sin();
+            $c::new(
+                z.re.exp_m1() * z.im.cos() - 2.0 * s * s,
+                z.re.exp() * z.im.sin(),
+            )
+        }
+
+        #[doc = concat!("NumPy `log1p` on `", stringify!($c), "`: ")]
+        #[doc = "`(ln(hypot(re + 1, im)), atan2(im, re + 1))`."]
+        pub fn $log1p(z: $c) -> $c {
+            let r = z.re + 1.0;
+            $c::new(r.hypot(z.im).ln(), z.im.atan2(r))
+        }
+
+        #[doc = concat!("NumPy `log2` on `", stringify!($c), "`: `ln(z) * log2(e)`.")]
+        pub fn $log2(z: $c) -> $c {
+            let l = z.ln();
+            $c::new(
+                l.re * std::$t::consts::LOG2_E,
+                l.im * std::$t::consts::LOG2_E,
+            )
+        }
+
+        #[doc = concat!("NumPy `log10` on `", stringify!($c), "`: `ln(z) * log10(e)`.")]
+        pub fn $log10(z: $c) -> $c {
+            let l = z.ln();
+            $c::new(
+                l.re * std::$t::consts::LOG10_E,
+                l.im * std::$t::consts::LOG10_E,
+            )
+        }
+
+        #[doc = concat!("NumPy `abs` on `", stringify!($c), "`: `hypot(re, im)`.")]
+        #[inline]
+        pub fn $abs(z: $c) -> $t {
+            z.re.hypot(z.im)
+        }
+
+        #[doc = concat!("NumPy `angle` on `", stringify!($c), "`: `atan2(im, re)`.")]
+        #[inline]
+        pub fn $angle(z: $c) -> $t {
+            z.im.atan2(z.re)
+        }
+
+        #[doc = concat!("NumPy `isnan` on `", stringify!($c), "`: either part is NaN.")]
+        #[inline]
+        pub fn $isnan(z: $c) -> bool {
+            z.re.is_nan() || z.im.is_nan()
+        }
+
+        #[doc = concat!("NumPy `isinf` on `", stringify!($c), "`: either part is infinite.")]
+        #[inline]
+        pub fn $isinf(z: $c) -> bool {
+            z.re.is_infinite() || z.im.is_infinite()
+        }
+
+        #[doc = concat!("NumPy `isfinite` on `", stringify!($c), "`: both parts are finite.")]
+        #[inline]
+        pub fn $isfinite(z: $c) -> bool {
+            z.re.is_finite() && z.im.is_finite()
+        }
+    };
+}
+
+complex_helpers!(
+    Complex32,
+    f32,
+    divide_c64,
+    reciprocal_c64,
+    sign_c64,
+    power_c64,
+    expm1_c64,
+    log1p_c64,
+    log2_c64,
+    log10_c64,
+    abs_c64,
+    angle_c64,
+    isnan_c64,
+    isinf_c64,
+    isfinite_c64
+);
+complex_helpers!(
+    Complex64,
+    f64,
+    divide_c128,
+    reciprocal_c128,
+    sign_c128,
+    power_c128,
+    expm1_c128,
+    log1p_c128,
+    log2_c128,
+    log10_c128,
+    abs_c128,
+    angle_c128,
+    isnan_c128,
+    isinf_c128,
+    isfinite_c128
+);

@@ -101,7 +101,7 @@ impl Array {
     /// [`Array::eye`] on `dev`.
     pub fn eye_on(n: usize, dtype: DType, dev: &Device) -> Array {
         let i = Array::iota_on(n, dev);
-        i.reshape(&[-1, 1]).eq(&i.reshape(&[1, -1])).astype(dtype)
+        i.reshape(&[-1, 1]).eq(i.reshape(&[1, -1])).astype(dtype)
     }
 }
 
@@ -141,7 +141,13 @@ pub mod random {
     /// Uniform numbers in `[0, 1)` (Philox4x32-10 keyed by `seed`, counter = element index).
     #[track_caller]
     pub fn uniform(shape: &[usize], dtype: DType, seed: u64) -> Array {
-        random(shape, dtype, seed, RandomKind::Uniform, &crate::default_device())
+        random(
+            shape,
+            dtype,
+            seed,
+            RandomKind::Uniform,
+            &crate::default_device(),
+        )
     }
     /// [`uniform`] on `dev`.
     #[track_caller]
@@ -151,7 +157,13 @@ pub mod random {
     /// Standard normal numbers (Box-Muller on Philox4x32-10).
     #[track_caller]
     pub fn normal(shape: &[usize], dtype: DType, seed: u64) -> Array {
-        random(shape, dtype, seed, RandomKind::Normal, &crate::default_device())
+        random(
+            shape,
+            dtype,
+            seed,
+            RandomKind::Normal,
+            &crate::default_device(),
+        )
     }
     /// [`normal`] on `dev`.
     #[track_caller]

@@ -135,14 +135,21 @@ pub(crate) fn binary(op: BinaryOp, a: Operand, b: Operand) -> Array {
     let (op, t) = match op {
         Add if t.is_bool() => (Or, t),
         Mul if t.is_bool() => (And, t),
-        Sub if t.is_bool() => panic!("subtract: numpy boolean subtract is not supported, use logical_xor"),
+        Sub if t.is_bool() => {
+            panic!("subtract: numpy boolean subtract is not supported, use logical_xor")
+        }
         Div if !t.is_inexact() => (Div, DType::F64),
         FloorDiv | Mod | Pow if t.is_bool() => (op, DType::I32),
         Atan2 | Hypot => (op, promote::float_dtype(t)),
         And | Or | Xor => (op, DType::Bool),
         _ => (op, t),
     };
-    if t.is_complex() && matches!(op, FloorDiv | Mod | Atan2 | Hypot | Maximum | Minimum | Lt | Le | Gt | Ge) {
+    if t.is_complex()
+        && matches!(
+            op,
+            FloorDiv | Mod | Atan2 | Hypot | Maximum | Minimum | Lt | Le | Gt | Ge
+        )
+    {
         panic!("{name}: not supported for complex dtype {t}");
     }
     let dev = operands_device(name, &[&a, &b]);
@@ -189,7 +196,11 @@ pub fn where_(cond: &Array, a: impl Into<Operand>, b: impl Into<Operand>) -> Arr
 pub fn complex(re: &Array, im: &Array) -> Array {
     let t = promote::float_dtype(promote::result_type(re.dtype(), im.dtype()));
     if t.is_complex() {
-        panic!("complex: inputs must be real, got {} and {}", re.dtype(), im.dtype());
+        panic!(
+            "complex: inputs must be real, got {} and {}",
+            re.dtype(),
+            im.dtype()
+        );
     }
     binary_same(BinaryOp::Complex, t, t.to_complex(), re, im)
 }
@@ -198,7 +209,12 @@ pub fn complex(re: &Array, im: &Array) -> Array {
 fn binary_same(op: BinaryOp, t: DType, out: DType, a: &Array, b: &Array) -> Array {
     let dev = same_device(op.name(), &[a, b]);
     let shape = crate::shape::broadcast_shapes(a.shape(), b.shape()).unwrap_or_else(|| {
-        panic!("{}: shapes {:?} and {:?} cannot be broadcast together", op.name(), a.shape(), b.shape())
+        panic!(
+            "{}: shapes {:?} and {:?} cannot be broadcast together",
+            op.name(),
+            a.shape(),
+            b.shape()
+        )
     });
     let x = a.astype(t).broadcast_to(&shape);
     let y = b.astype(t).broadcast_to(&shape);
@@ -229,11 +245,18 @@ impl Array {
         let out = op
             .result_dtype(self.dtype())
             .unwrap_or_else(|| panic!("{}: not supported for dtype {}", op.name(), self.dtype()));
-        make(Op::Unary(op), out, self.node.shape.clone(), &self.node.device, &[self])
+        make(
+            Op::Unary(op),
+            out,
+            self.node.shape.clone(),
+            &self.node.device,
+            &[self],
+        )
     }
 
     fn float_unary(&self, op: UnaryOp) -> Array {
-        self.astype(promote::float_dtype(self.dtype())).unary_node(op)
+        self.astype(promote::float_dtype(self.dtype()))
+            .unary_node(op)
     }
 
     /// A 0-d constant of the scalar's own dtype on `dev`.
@@ -249,7 +272,13 @@ impl Array {
         if let Some(s) = self.scalar_value() {
             return Array::scalar_on_dtype(s.cast(dtype), &self.node.device);
         }
-        make(Op::Cast, dtype, self.node.shape.clone(), &self.node.device, &[self])
+        make(
+            Op::Cast,
+            dtype,
+            self.node.shape.clone(),
+            &self.node.device,
+            &[self],
+        )
     }
 
     float_unary! {

@@ -3,6 +3,7 @@
 
 pub(crate) mod creation;
 pub(crate) mod elementwise;
+pub mod fft;
 pub(crate) mod movement;
 mod operators;
 
@@ -12,7 +13,13 @@ use lazyfuse_codegen::DType;
 use std::sync::Arc;
 
 /// Builds (or reuses, by hash-consing) a node.
-pub(crate) fn make(op: Op, dtype: DType, shape: Shape, device: &Device, inputs: &[&Array]) -> Array {
+pub(crate) fn make(
+    op: Op,
+    dtype: DType,
+    shape: Shape,
+    device: &Device,
+    inputs: &[&Array],
+) -> Array {
     let inputs: Vec<Arc<Node>> = inputs.iter().map(|a| a.node.clone()).collect();
     Array::from_node(Node::new(op, dtype, shape, device.clone(), inputs))
 }
@@ -23,7 +30,10 @@ pub(crate) fn same_device(op: &str, arrays: &[&Array]) -> Device {
     let d = arrays[0].node.device.clone();
     for a in &arrays[1..] {
         if a.node.device != d {
-            panic!("{op}: arrays on different devices ({d} and {})", a.node.device);
+            panic!(
+                "{op}: arrays on different devices ({d} and {})",
+                a.node.device
+            );
         }
     }
     d

@@ -21,7 +21,11 @@ impl Array {
     #[track_caller]
     pub fn reshape(&self, shape: &[isize]) -> Array {
         let size = self.size();
-        let known: usize = shape.iter().filter(|&&d| d >= 0).map(|&d| d as usize).product();
+        let known: usize = shape
+            .iter()
+            .filter(|&&d| d >= 0)
+            .map(|&d| d as usize)
+            .product();
         let infer = shape.iter().filter(|&&d| d < 0).count();
         if infer > 1 || shape.iter().any(|&d| d < -1) {
             panic!("reshape: invalid shape {shape:?}");
@@ -31,15 +35,18 @@ impl Array {
             .map(|&d| {
                 if d >= 0 {
                     d as usize
-                } else if known == 0 {
-                    panic!("reshape: cannot infer -1 in {shape:?} with a zero-size dimension")
                 } else {
-                    size / known
+                    size.checked_div(known).unwrap_or_else(|| {
+                        panic!("reshape: cannot infer -1 in {shape:?} with a zero-size dimension")
+                    })
                 }
             })
             .collect();
         if new.iter().product::<usize>() != size {
-            panic!("reshape: cannot reshape array of shape {:?} into {shape:?}", self.shape());
+            panic!(
+                "reshape: cannot reshape array of shape {:?} into {shape:?}",
+                self.shape()
+            );
         }
         self.reshape_to(new)
     }
@@ -62,20 +69,36 @@ impl Array {
     pub fn permute(&self, axes: &[usize]) -> Array {
         let n = self.ndim();
         let mut seen = vec![false; n];
-        if axes.len() != n || axes.iter().any(|&a| a >= n || std::mem::replace(&mut seen[a], true)) {
-            panic!("permute: {axes:?} is not a permutation of the {n} axes of shape {:?}", self.shape());
+        if axes.len() != n
+            || axes
+                .iter()
+                .any(|&a| a >= n || std::mem::replace(&mut seen[a], true))
+        {
+            panic!(
+                "permute: {axes:?} is not a permutation of the {n} axes of shape {:?}",
+                self.shape()
+            );
         }
         if axes.iter().enumerate().all(|(i, &a)| i == a) {
             return self.clone();
         }
         let shape: Shape = axes.iter().map(|&a| self.shape()[a]).collect();
-        make(Op::Permute(axes.into()), self.dtype(), shape, &self.node.device, &[self])
+        make(
+            Op::Permute(axes.into()),
+            self.dtype(),
+            shape,
+            &self.node.device,
+            &[self],
+        )
     }
 
     /// Exchanges two axes.
     #[track_caller]
     pub fn swapaxes(&self, a: isize, b: isize) -> Array {
-        let (a, b) = (axis_of("swapaxes", a, self.ndim()), axis_of("swapaxes", b, self.ndim()));
+        let (a, b) = (
+            axis_of("swapaxes", a, self.ndim()),
+            axis_of("swapaxes", b, self.ndim()),
+        );
         let mut p: Vec<usize> = (0..self.ndim()).collect();
         p.swap(a, b);
         self.permute(&p)
@@ -88,16 +111,29 @@ impl Array {
             return self.clone();
         }
         if !can_broadcast(self.shape(), shape) {
-            panic!("broadcast_to: cannot broadcast shape {:?} to {shape:?}", self.shape());
+            panic!(
+                "broadcast_to: cannot broadcast shape {:?} to {shape:?}",
+                self.shape()
+            );
         }
-        make(Op::Broadcast, self.dtype(), shape.into(), &self.node.device, &[self])
+        make(
+            Op::Broadcast,
+            self.dtype(),
+            shape.into(),
+            &self.node.device,
+            &[self],
+        )
     }
 
     /// Inserts an axis of length 1 at `axis`.
     #[track_caller]
     pub fn expand_dims(&self, axis: isize) -> Array {
-        let a = norm_axis(axis, self.ndim(), true)
-            .unwrap_or_else(|| panic!("expand_dims: axis {axis} out of range for rank {}", self.ndim()));
+        let a = norm_axis(axis, self.ndim(), true).unwrap_or_else(|| {
+            panic!(
+                "expand_dims: axis {axis} out of range for rank {}",
+                self.ndim()
+            )
+        });
         let mut s: Shape = self.node.shape.clone();
         s.insert(a, 1);
         self.reshape_to(s)
@@ -108,7 +144,10 @@ impl Array {
     pub fn squeeze(&self, axis: isize) -> Array {
         let a = axis_of("squeeze", axis, self.ndim());
         if self.shape()[a] != 1 {
-            panic!("squeeze: axis {axis} of shape {:?} does not have length 1", self.shape());
+            panic!(
+                "squeeze: axis {axis} of shape {:?} does not have length 1",
+                self.shape()
+            );
         }
         let mut s: Shape = self.node.shape.clone();
         s.remove(a);
@@ -122,9 +161,15 @@ impl Array {
     #[track_caller]
     pub fn slice<I: AsRef<[SliceInfoElem]>>(&self, info: I) -> Array {
         let elems = info.as_ref();
-        let n_axes = elems.iter().filter(|e| !matches!(e, SliceInfoElem::NewAxis)).count();
+        let n_axes = elems
+            .iter()
+            .filter(|e| !matches!(e, SliceInfoElem::NewAxis))
+            .count();
         if n_axes > self.ndim() {
-            panic!("slice: {n_axes} indices for an array of rank {}", self.ndim());
+            panic!(
+                "slice: {n_axes} indices for an array of rank {}",
+                self.ndim()
+            );
         }
         let mut sl: SmallVec<[(isize, isize); 4]> = SmallVec::new();
         let mut mid: Shape = Shape::new();
@@ -140,7 +185,11 @@ impl Array {
                     let clip = |v: isize| (if v < 0 { v + n } else { v }).clamp(0, n);
                     let s = clip(start);
                     let e = end.map_or(n, clip);
-                    let len = if e > s { (e - s + step.abs() - 1) / step.abs() } else { 0 };
+                    let len = if e > s {
+                        (e - s + step.abs() - 1) / step.abs()
+                    } else {
+                        0
+                    };
                     let first = if step > 0 || len == 0 { s } else { e - 1 };
                     sl.push((first, step));
                     mid.push(len as usize);
@@ -165,7 +214,11 @@ impl Array {
             mid.push(self.shape()[a]);
             fin.push(self.shape()[a]);
         }
-        let identity = sl.iter().zip(mid.iter()).zip(self.shape()).all(|((&(s, st), &m), &n)| s == 0 && st == 1 && m == n);
+        let identity = sl
+            .iter()
+            .zip(mid.iter())
+            .zip(self.shape())
+            .all(|((&(s, st), &m), &n)| s == 0 && st == 1 && m == n);
         let sliced = if identity {
             self.clone()
         } else {
@@ -182,8 +235,16 @@ impl Array {
         if n <= 1 {
             return self.clone();
         }
-        let sl = (0..self.ndim()).map(|k| if k == a { (n as isize - 1, -1) } else { (0, 1) }).collect();
-        make(Op::Slice(sl), self.dtype(), self.node.shape.clone(), &self.node.device, &[self])
+        let sl = (0..self.ndim())
+            .map(|k| if k == a { (n as isize - 1, -1) } else { (0, 1) })
+            .collect();
+        make(
+            Op::Slice(sl),
+            self.dtype(),
+            self.node.shape.clone(),
+            &self.node.device,
+            &[self],
+        )
     }
 
     /// Constant padding: `widths[k] = (before, after)` for each axis (one pair applies to
@@ -193,14 +254,28 @@ impl Array {
         let w: SmallVec<[(usize, usize); 4]> = match widths.len() {
             1 => std::iter::repeat_n(widths[0], self.ndim()).collect(),
             n if n == self.ndim() => widths.into(),
-            n => panic!("pad: {n} (before, after) pairs for an array of rank {}", self.ndim()),
+            n => panic!(
+                "pad: {n} (before, after) pairs for an array of rank {}",
+                self.ndim()
+            ),
         };
         if w.iter().all(|&(b, a)| b == 0 && a == 0) {
             return self.clone();
         }
-        let shape: Shape = self.shape().iter().zip(&w).map(|(&n, &(b, a))| n + b + a).collect();
+        let shape: Shape = self
+            .shape()
+            .iter()
+            .zip(&w)
+            .map(|(&n, &(b, a))| n + b + a)
+            .collect();
         let v = Scalar::F64(value).cast(self.dtype());
-        make(Op::Pad(w, v), self.dtype(), shape, &self.node.device, &[self])
+        make(
+            Op::Pad(w, v),
+            self.dtype(),
+            shape,
+            &self.node.device,
+            &[self],
+        )
     }
 
     /// Rotates elements along `axis` by `shift` (positive shifts move elements to higher
@@ -216,21 +291,33 @@ impl Array {
         if s == 0 {
             return self.clone();
         }
-        make(Op::Roll { axis: a, shift: s }, self.dtype(), self.node.shape.clone(), &self.node.device, &[self])
+        make(
+            Op::Roll { axis: a, shift: s },
+            self.dtype(),
+            self.node.shape.clone(),
+            &self.node.device,
+            &[self],
+        )
     }
 }
 
 /// Joins arrays along an existing axis (dtypes promote as NumPy's `concatenate`).
 #[track_caller]
 pub fn concatenate(arrays: &[&Array], axis: isize) -> Array {
-    let first = arrays.first().unwrap_or_else(|| panic!("concatenate: no arrays given"));
+    let first = arrays
+        .first()
+        .unwrap_or_else(|| panic!("concatenate: no arrays given"));
     let nd = first.ndim();
     if nd == 0 {
         panic!("concatenate: zero-dimensional arrays cannot be concatenated");
     }
     let a = axis_of("concatenate", axis, nd);
     let dev = same_device("concatenate", arrays);
-    let dtype = arrays.iter().map(|x| x.dtype()).reduce(promote::result_type).unwrap_or(first.dtype());
+    let dtype = arrays
+        .iter()
+        .map(|x| x.dtype())
+        .reduce(promote::result_type)
+        .unwrap_or(first.dtype());
     let mut shape: Shape = first.node.shape.clone();
     shape[a] = 0;
     for x in arrays {
@@ -241,7 +328,11 @@ pub fn concatenate(arrays: &[&Array], axis: isize) -> Array {
         }
         shape[a] += x.shape()[a];
     }
-    let parts: Vec<Array> = arrays.iter().filter(|x| x.shape()[a] > 0).map(|x| x.astype(dtype)).collect();
+    let parts: Vec<Array> = arrays
+        .iter()
+        .filter(|x| x.shape()[a] > 0)
+        .map(|x| x.astype(dtype))
+        .collect();
     match parts.len() {
         0 => first.astype(dtype),
         1 => parts[0].clone(),
@@ -255,13 +346,19 @@ pub fn concatenate(arrays: &[&Array], axis: isize) -> Array {
 /// Joins arrays of one shape along a new axis.
 #[track_caller]
 pub fn stack(arrays: &[&Array], axis: isize) -> Array {
-    let first = arrays.first().unwrap_or_else(|| panic!("stack: no arrays given"));
+    let first = arrays
+        .first()
+        .unwrap_or_else(|| panic!("stack: no arrays given"));
     if arrays.iter().any(|x| x.shape() != first.shape()) {
         let shapes: Vec<&[usize]> = arrays.iter().map(|x| x.shape()).collect();
         panic!("stack: all arrays must have the same shape, got {shapes:?}");
     }
-    let a = norm_axis(axis, first.ndim(), true)
-        .unwrap_or_else(|| panic!("stack: axis {axis} out of range for rank {}", first.ndim() + 1));
+    let a = norm_axis(axis, first.ndim(), true).unwrap_or_else(|| {
+        panic!(
+            "stack: axis {axis} out of range for rank {}",
+            first.ndim() + 1
+        )
+    });
     let expanded: Vec<Array> = arrays.iter().map(|x| x.expand_dims(a as isize)).collect();
     let refs: Vec<&Array> = expanded.iter().collect();
     if refs.len() == 1 {

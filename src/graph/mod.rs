@@ -44,11 +44,39 @@ pub(crate) enum Op {
     /// Constant padding `(before, after)` per axis with the given value.
     Pad(SmallVec<[(usize, usize); 4]>, Scalar),
     /// `roll` along `axis` by `shift` (normalized to `0..n`).
-    Roll { axis: usize, shift: usize },
+    Roll {
+        axis: usize,
+        shift: usize,
+    },
     /// Concatenation of the inputs along `axis`.
     Concat(usize),
     /// Copy of the input from another device.
     ToDevice,
+    /// An unnormalized FFT (a library call; its input is materialized).
+    Fft(FftSpec),
+}
+
+/// Which FFT an `Op::Fft` node computes.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub(crate) struct FftSpec {
+    /// Transformed axes, in the order NumPy applies them (the last one is the real axis of
+    /// R2C/C2R transforms).
+    pub(crate) axes: SmallVec<[usize; 4]>,
+    /// Inverse (positive exponent) transform.
+    pub(crate) inverse: bool,
+    /// Real/complex variant.
+    pub(crate) kind: FftKind,
+}
+
+/// Real/complex variant of an FFT.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub(crate) enum FftKind {
+    /// Complex to complex, same shape.
+    C2C,
+    /// Real to half-spectrum complex (last axis `n -> n/2 + 1`).
+    R2C,
+    /// Half-spectrum complex to real (last axis `n/2 + 1 -> n`, n = the node's length).
+    C2R,
 }
 
 impl Op {
@@ -68,11 +96,18 @@ impl Op {
     }
     /// True for views that NumPy also makes without copying (fusion-off keeps them fused).
     pub(crate) fn is_free_view(&self) -> bool {
-        matches!(self, Op::Reshape | Op::Permute(_) | Op::Broadcast | Op::Slice(_))
+        matches!(
+            self,
+            Op::Reshape | Op::Permute(_) | Op::Broadcast | Op::Slice(_)
+        )
     }
     /// True for elementwise computations.
     pub(crate) fn is_elementwise(&self) -> bool {
         matches!(self, Op::Unary(_) | Op::Binary(_) | Op::Where | Op::Cast)
+    }
+    /// True for boundaries computed by a library step (their inputs are materialized).
+    pub(crate) fn is_library(&self) -> bool {
+        matches!(self, Op::ToDevice | Op::Fft(_))
     }
     /// A short name for plans and messages.
     pub(crate) fn name(&self) -> String {
@@ -214,7 +249,13 @@ impl Drop for Node {
     fn drop(&mut self) {
         // Release long input chains iteratively so dropping a deep graph cannot overflow
         // the stack.
-        let mut stack = std::mem::take(&mut self.state.get_mut().unwrap_or_else(|e| e.into_inner()).inputs);
+        let mut stack = std::mem::take(
+            &mut self
+                .state
+                .get_mut()
+                .unwrap_or_else(|e| e.into_inner())
+                .inputs,
+        );
         while let Some(n) = stack.pop() {
             if let Ok(mut inner) = Arc::try_unwrap(n) {
                 let s = inner.state.get_mut().unwrap_or_else(|e| e.into_inner());

@@ -6,7 +6,9 @@ use lazyfuse_codegen::{DType, HostBuf, Kernel, LaunchArgs};
 use std::sync::Arc;
 
 fn off<T>() -> Result<T> {
-    Err(Error::NoCuda("lazyfuse was built without the `cuda` feature".into()))
+    Err(Error::NoCuda(
+        "lazyfuse was built without the `cuda` feature".into(),
+    ))
 }
 
 /// A CUDA device (never constructed without the `cuda` feature).

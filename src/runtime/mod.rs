@@ -73,7 +73,10 @@ pub(crate) fn run_kernel(
                 .iter()
                 .map(|b| match b {
                     Buffer::Host(h) => Ok(h),
-                    _ => Err(crate::Error::internal("run_kernel", "CUDA buffer given to the CPU")),
+                    _ => Err(crate::Error::internal(
+                        "run_kernel",
+                        "CUDA buffer given to the CPU",
+                    )),
                 })
                 .collect::<Result<_>>()?;
             Ok(cpu::run_kernel(kernel, &ins, args)?
@@ -86,7 +89,10 @@ pub(crate) fn run_kernel(
                 .iter()
                 .map(|b| match b {
                     Buffer::Cuda(c) => Ok(c),
-                    _ => Err(crate::Error::internal("run_kernel", "host buffer given to CUDA")),
+                    _ => Err(crate::Error::internal(
+                        "run_kernel",
+                        "host buffer given to CUDA",
+                    )),
                 })
                 .collect::<Result<_>>()?;
             Ok(d.run_kernel(kernel, &ins, args)?
@@ -102,4 +108,26 @@ pub(crate) fn run_kernel(
 fn nvrtc_check_enabled() -> bool {
     static ON: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
     *ON.get_or_init(|| std::env::var("LAZYFUSE_NVRTC_CHECK").is_ok_and(|v| v == "1"))
+}
+
+/// The unnormalized FFT `spec` of `input` (shape `in_shape`) as a new buffer of
+/// `out_shape` on `dev`.
+pub(crate) fn fft(
+    dev: &Device,
+    spec: &crate::graph::FftSpec,
+    input: &Buffer,
+    in_shape: &[usize],
+    out_shape: &[usize],
+) -> Result<Buffer> {
+    match (dev, input) {
+        (Device::Cpu, Buffer::Host(h)) => {
+            Ok(Buffer::Host(cpu::fft::run(spec, h, in_shape, out_shape)?))
+        }
+        // Until the cuFFT path lands: through the host (correct, slow).
+        (Device::Cuda(_), _) => {
+            let host = download(input, 0, input.len())?;
+            upload(dev, cpu::fft::run(spec, &host, in_shape, out_shape)?)
+        }
+        _ => Err(crate::Error::internal("fft", "buffer on another device")),
+    }
 }

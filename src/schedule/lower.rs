@@ -62,6 +62,7 @@ struct Lowerer<'a> {
     input_slot: HashMap<u64, u32>,
     memo: HashMap<(u64, Idx), ValueId>,
     mat: &'a HashSet<u64>,
+    load_free: &'a HashSet<u64>,
     group: usize,
     contexts: &'a mut HashMap<u64, (usize, Idx)>,
     extra: &'a mut HashSet<u64>,
@@ -101,7 +102,10 @@ impl Lowerer<'_> {
         if let Some(l) = idx.lin {
             return l;
         }
-        let axes = idx.axes.as_ref().expect("an index has a linear or a multi-index form");
+        let axes = idx
+            .axes
+            .as_ref()
+            .expect("an index has a linear or a multi-index form");
         let strides = crate::shape::strides(&node.shape);
         let mut acc: Option<ValueId> = None;
         for (k, &a) in axes.iter().enumerate() {
@@ -127,7 +131,9 @@ impl Lowerer<'_> {
         if let Some(a) = &idx.axes {
             return a.clone();
         }
-        let lin = idx.lin.expect("an index has a linear or a multi-index form");
+        let lin = idx
+            .lin
+            .expect("an index has a linear or a multi-index form");
         let strides = crate::shape::strides(&node.shape);
         let first = node.shape.iter().position(|&n| n != 1);
         (0..node.shape.len())
@@ -177,11 +183,14 @@ impl Lowerer<'_> {
         if let Some(&v) = self.memo.get(&key) {
             return Ok(v);
         }
-        let materialized = node.buffer().is_some() || (self.mat.contains(&node.id) && node.id != computing);
+        let materialized =
+            node.buffer().is_some() || (self.mat.contains(&node.id) && node.id != computing);
         let v = if materialized {
             self.load(node, idx)
         } else {
-            if node.op.is_elementwise() {
+            // Pure functions of the index (generators and math on them) are recomputed
+            // wherever they are read: cheaper than a buffer round trip.
+            if node.op.is_elementwise() && !self.load_free.contains(&node.id) {
                 let ctx = (self.group, idx.key());
                 match self.contexts.get(&node.id) {
                     Some(prev) if *prev != ctx => {
@@ -236,7 +245,11 @@ impl Lowerer<'_> {
             }
             Op::Reshape => {
                 let lin = self.linear(idx, node);
-                let x = Idx { lin: Some(lin), axes: None, guard: idx.guard };
+                let x = Idx {
+                    lin: Some(lin),
+                    axes: None,
+                    guard: idx.guard,
+                };
                 self.lower(&input(0)?, &x, computing)?
             }
             Op::Permute(p) => {
@@ -245,7 +258,11 @@ impl Lowerer<'_> {
                 for (k, &pk) in p.iter().enumerate() {
                     xa[pk] = a[k];
                 }
-                let x = Idx { lin: None, axes: Some(xa), guard: idx.guard };
+                let x = Idx {
+                    lin: None,
+                    axes: Some(xa),
+                    guard: idx.guard,
+                };
                 self.lower(&input(0)?, &x, computing)?
             }
             Op::Broadcast => {
@@ -266,7 +283,11 @@ impl Lowerer<'_> {
                         self.b.binary(BinaryOp::Add, m, s0)
                     });
                 }
-                let x = Idx { lin: None, axes: Some(xa), guard: idx.guard };
+                let x = Idx {
+                    lin: None,
+                    axes: Some(xa),
+                    guard: idx.guard,
+                };
                 self.lower(&input(0)?, &x, computing)?
             }
             Op::Pad(w, value) => {
@@ -299,7 +320,15 @@ impl Lowerer<'_> {
                 }
                 let valid = valid.ok_or_else(|| Error::internal("lower", "pad without padding"))?;
                 let guard = Some(self.and(idx.guard, valid));
-                let inner = self.lower(&src, &Idx { lin: None, axes: Some(xa), guard }, computing)?;
+                let inner = self.lower(
+                    &src,
+                    &Idx {
+                        lin: None,
+                        axes: Some(xa),
+                        guard,
+                    },
+                    computing,
+                )?;
                 let fill = self.param(node.id, Role::Fill, *value);
                 self.b.select(valid, inner, fill)
             }
@@ -310,12 +339,19 @@ impl Lowerer<'_> {
                 let np = self.iparam(node.id, Role::Size(*axis), n);
                 let s = self.b.binary(BinaryOp::Add, xa[*axis], r);
                 xa[*axis] = self.b.binary(BinaryOp::IdxMod, s, np);
-                let x = Idx { lin: None, axes: Some(xa), guard: idx.guard };
+                let x = Idx {
+                    lin: None,
+                    axes: Some(xa),
+                    guard: idx.guard,
+                };
                 self.lower(&input(0)?, &x, computing)?
             }
             Op::Concat(axis) => self.concat(node, &inputs, *axis, idx, computing)?,
-            Op::Buffer | Op::ToDevice => {
-                return Err(Error::internal("lower", format!("{node:?} should be materialized")))
+            Op::Buffer | Op::ToDevice | Op::Fft(_) => {
+                return Err(Error::internal(
+                    "lower",
+                    format!("{node:?} should be materialized"),
+                ))
             }
         })
     }
@@ -324,19 +360,37 @@ impl Lowerer<'_> {
         let off = node.shape.len() - src.shape.len();
         if src.size() == 1 {
             let z = self.c(0);
-            return Idx { lin: Some(z), axes: None, guard: idx.guard };
+            return Idx {
+                lin: Some(z),
+                axes: None,
+                guard: idx.guard,
+            };
         }
         if let (Some(lin), true) = (idx.lin, node.shape[off..] == src.shape[..]) {
             // broadcasting only adds leading axes: one modulo by the source's size
             let n = self.iparam(node.id, Role::Size(0), src.size());
             let l = self.b.binary(BinaryOp::IdxMod, lin, n);
-            return Idx { lin: Some(l), axes: None, guard: idx.guard };
+            return Idx {
+                lin: Some(l),
+                axes: None,
+                guard: idx.guard,
+            };
         }
         let a = self.axes(idx, node);
         let xa = (0..src.shape.len())
-            .map(|j| if src.shape[j] == 1 { self.c(0) } else { a[j + off] })
+            .map(|j| {
+                if src.shape[j] == 1 {
+                    self.c(0)
+                } else {
+                    a[j + off]
+                }
+            })
             .collect();
-        Idx { lin: None, axes: Some(xa), guard: idx.guard }
+        Idx {
+            lin: None,
+            axes: Some(xa),
+            guard: idx.guard,
+        }
     }
 
     fn concat(
@@ -370,7 +424,15 @@ impl Lowerer<'_> {
             if let Some(lt) = lt {
                 guard = Some(self.and(guard, lt));
             }
-            values.push(self.lower(x, &Idx { lin: None, axes: Some(xa), guard }, computing)?);
+            values.push(self.lower(
+                x,
+                &Idx {
+                    lin: None,
+                    axes: Some(xa),
+                    guard,
+                },
+                computing,
+            )?);
             conds.push(lt);
         }
         let mut r = values[m - 1];
@@ -380,6 +442,24 @@ impl Lowerer<'_> {
         }
         Ok(r)
     }
+}
+
+/// Targets that share a step: (level, library step?, shape, device).
+type GroupKey = (usize, bool, Vec<usize>, crate::Device);
+
+/// Nodes computed from the element index alone (no buffer is read beneath them).
+fn load_free(nodes: &[Arc<Node>], mat: &HashSet<u64>) -> HashSet<u64> {
+    let mut free = HashSet::new();
+    for n in nodes {
+        if n.buffer().is_some() || mat.contains(&n.id) || n.op.is_library() {
+            continue;
+        }
+        let leaf = matches!(n.op, Op::Const(_) | Op::Iota | Op::Random(..));
+        if leaf || n.inputs().iter().all(|i| free.contains(&i.id)) {
+            free.insert(n.id);
+        }
+    }
+    free
 }
 
 /// Materialized nodes a target depends on (through nodes computed inside its kernel).
@@ -409,24 +489,41 @@ pub(super) fn build(
 ) -> Result<(Vec<TStep>, HashSet<u64>)> {
     // levels: a target runs after every target it reads
     let mut level: HashMap<u64, usize> = HashMap::new();
-    let mut groups: Vec<((usize, bool, Vec<usize>, crate::Device), Vec<Arc<Node>>)> = Vec::new();
-    for n in nodes.iter().filter(|n| mat.contains(&n.id) && n.buffer().is_none()) {
-        let l = deps(n, mat).iter().map(|d| level.get(d).map_or(0, |l| l + 1)).max().unwrap_or(0);
+    let mut groups: Vec<(GroupKey, Vec<Arc<Node>>)> = Vec::new();
+    for n in nodes
+        .iter()
+        .filter(|n| mat.contains(&n.id) && n.buffer().is_none())
+    {
+        let l = deps(n, mat)
+            .iter()
+            .map(|d| level.get(d).map_or(0, |l| l + 1))
+            .max()
+            .unwrap_or(0);
         level.insert(n.id, l);
-        let key = (l, n.op == Op::ToDevice, n.shape.to_vec(), n.device.clone());
+        let key = (l, n.op.is_library(), n.shape.to_vec(), n.device.clone());
         match groups.iter_mut().find(|(k, _)| *k == key && !key.1) {
             Some((_, g)) => g.push(n.clone()),
             None => groups.push((key, vec![n.clone()])),
         }
     }
     groups.sort_by_key(|((l, ..), _)| *l);
+    let load_free = load_free(nodes, mat);
     let mut steps = Vec::new();
     let mut contexts = HashMap::new();
     let mut extra = HashSet::new();
     for (gi, ((_, is_copy, shape, _), targets)) in groups.into_iter().enumerate() {
         if is_copy {
-            let src = targets[0].inputs().first().cloned().ok_or_else(|| Error::internal("plan", "copy without input"))?;
-            steps.push(TStep::Copy { src: pos[&src.id], dst: pos[&targets[0].id] });
+            let t = &targets[0];
+            let src = t
+                .inputs()
+                .first()
+                .cloned()
+                .ok_or_else(|| Error::internal("plan", "library step without input"))?;
+            let (src, dst) = (pos[&src.id], pos[&t.id]);
+            steps.push(match t.op {
+                Op::Fft(_) => TStep::Fft { src, dst },
+                _ => TStep::Copy { src, dst },
+            });
             continue;
         }
         let mut lw = Lowerer {
@@ -438,13 +535,20 @@ pub(super) fn build(
             input_slot: HashMap::new(),
             memo: HashMap::new(),
             mat,
+            load_free: &load_free,
             group: gi,
             contexts: &mut contexts,
             extra: &mut extra,
         };
         let index = lw.b.push(Inst::Index, DType::I64);
-        let axes: Axes = (0..shape.len()).map(|k| lw.b.push(Inst::Axis(k as u8), DType::I64)).collect();
-        let root = Idx { lin: Some(index), axes: Some(axes), guard: None };
+        let axes: Axes = (0..shape.len())
+            .map(|k| lw.b.push(Inst::Axis(k as u8), DType::I64))
+            .collect();
+        let root = Idx {
+            lin: Some(index),
+            axes: Some(axes),
+            guard: None,
+        };
         for t in &targets {
             let v = lw.lower(t, &root, t.id)?;
             let v = lw.b.cast(v, t.dtype);
@@ -462,12 +566,20 @@ pub(super) fn build(
                     }
                 }
             }
-            config::debug_log!(2, "splitting a kernel: {arg_bytes} argument bytes exceed {MAX_ARG_BYTES}");
+            config::debug_log!(
+                2,
+                "splitting a kernel: {arg_bytes} argument bytes exceed {MAX_ARG_BYTES}"
+            );
             if !split {
-                return Err(Error::internal("plan", format!("kernel arguments of {arg_bytes} bytes cannot be split")));
+                return Err(Error::internal(
+                    "plan",
+                    format!("kernel arguments of {arg_bytes} bytes cannot be split"),
+                ));
             }
         }
-        let Lowerer { b, params, inputs, .. } = lw;
+        let Lowerer {
+            b, params, inputs, ..
+        } = lw;
         let kernel = b.finish();
         kernel.validate().map_err(|e| Error::internal("lower", e))?;
         steps.push(TStep::Kernel {

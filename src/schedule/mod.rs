@@ -15,10 +15,10 @@ use crate::runtime::{self, Buffer};
 use crate::{config, Device, Error, Result};
 use lazyfuse_codegen::{Kernel, LaunchArgs, Scalar};
 use std::collections::{HashMap, HashSet};
-use std::hash::{Hash, Hasher};
-use std::sync::Mutex;
 use std::fmt;
+use std::hash::{Hash, Hasher};
 use std::sync::Arc;
+use std::sync::Mutex;
 
 /// Where a kernel's scalar argument comes from when a plan is bound to a DAG.
 #[derive(Clone, Debug)]
@@ -42,6 +42,10 @@ pub(crate) enum TStep {
         src: usize,
         dst: usize,
     },
+    Fft {
+        src: usize,
+        dst: usize,
+    },
 }
 
 /// A plan for every DAG of one structure: cached, then bound to each new DAG.
@@ -60,6 +64,8 @@ pub(crate) enum Step {
     },
     /// Copy of `src`'s buffer to `dst`'s device.
     Copy { src: Arc<Node>, dst: Arc<Node> },
+    /// The FFT `dst` of `src`'s buffer (a cuFFT / rustfft call).
+    Fft { src: Arc<Node>, dst: Arc<Node> },
 }
 
 /// The plan of one evaluation.
@@ -70,7 +76,17 @@ pub(crate) struct Schedule {
 impl Schedule {
     /// Number of kernel steps.
     pub(crate) fn kernel_count(&self) -> usize {
-        self.steps.iter().filter(|s| matches!(s, Step::Kernel { .. })).count()
+        self.steps
+            .iter()
+            .filter(|s| matches!(s, Step::Kernel { .. }))
+            .count()
+    }
+    /// Number of library steps (FFTs).
+    pub(crate) fn library_count(&self) -> usize {
+        self.steps
+            .iter()
+            .filter(|s| matches!(s, Step::Fft { .. }))
+            .count()
     }
 }
 
@@ -95,6 +111,7 @@ impl fmt::Display for Schedule {
                     }
                 }
                 Step::Copy { src, dst } => writeln!(f, "step {i}: copy {src:?} -> {dst:?}")?,
+                Step::Fft { src, dst } => writeln!(f, "step {i}: fft {src:?} -> {dst:?}")?,
             }
         }
         Ok(())
@@ -106,7 +123,8 @@ impl fmt::Display for Schedule {
 fn walk(roots: &[Arc<Node>]) -> Vec<Arc<Node>> {
     let mut order = Vec::new();
     let mut seen = HashSet::new();
-    let mut stack: Vec<(Arc<Node>, bool)> = roots.iter().rev().map(|r| (r.clone(), false)).collect();
+    let mut stack: Vec<(Arc<Node>, bool)> =
+        roots.iter().rev().map(|r| (r.clone(), false)).collect();
     while let Some((n, done)) = stack.pop() {
         if done {
             order.push(n);
@@ -115,7 +133,11 @@ fn walk(roots: &[Arc<Node>]) -> Vec<Arc<Node>> {
         if !seen.insert(n.id) {
             continue;
         }
-        let inputs = if n.buffer().is_some() { Vec::new() } else { n.inputs() };
+        let inputs = if n.buffer().is_some() {
+            Vec::new()
+        } else {
+            n.inputs()
+        };
         stack.push((n, true));
         for i in inputs.into_iter().rev() {
             if !seen.contains(&i.id) {
@@ -160,7 +182,11 @@ pub(crate) fn plan(roots: &[Arc<Node>]) -> Result<Schedule> {
     let nodes = walk(roots);
     let pos: HashMap<u64, usize> = nodes.iter().enumerate().map(|(i, n)| (n.id, i)).collect();
     let key = structure_key(&nodes, &pos, roots);
-    let cached = PLANS.lock().unwrap_or_else(|e| e.into_inner()).as_ref().and_then(|c| c.get(&key).cloned());
+    let cached = PLANS
+        .lock()
+        .unwrap_or_else(|e| e.into_inner())
+        .as_ref()
+        .and_then(|c| c.get(&key).cloned());
     let template = match cached {
         Some(t) => {
             crate::stats::bump::plan_cache_hits(1);
@@ -182,7 +208,11 @@ pub(crate) fn plan(roots: &[Arc<Node>]) -> Result<Schedule> {
     Ok(sched)
 }
 
-fn make_template(nodes: &[Arc<Node>], pos: &HashMap<u64, usize>, roots: &[Arc<Node>]) -> Result<Template> {
+fn make_template(
+    nodes: &[Arc<Node>],
+    pos: &HashMap<u64, usize>,
+    roots: &[Arc<Node>],
+) -> Result<Template> {
     let fuse = config::fusion_enabled();
     let mut mat: HashSet<u64> = HashSet::new();
     for r in roots {
@@ -192,10 +222,10 @@ fn make_template(nodes: &[Arc<Node>], pos: &HashMap<u64, usize>, roots: &[Arc<No
     }
     for n in nodes.iter().filter(|n| n.buffer().is_none()) {
         let is_op = !matches!(n.op, Op::Const(_)) && !(n.op.is_free_view());
-        if n.op == Op::ToDevice || (!fuse && is_op) {
+        if n.op.is_library() || (!fuse && is_op) {
             mat.insert(n.id);
         }
-        if n.op == Op::ToDevice {
+        if n.op.is_library() {
             for i in n.inputs() {
                 if i.buffer().is_none() {
                     mat.insert(i.id);
@@ -243,7 +273,10 @@ fn bind(t: &Template, nodes: &[Arc<Node>]) -> Result<Schedule> {
         match nodes[p].op {
             Op::Const(s) => Ok(s),
             Op::Random(_, seed) => Ok(Scalar::I64(seed as i64)),
-            _ => Err(Error::internal("bind", "parameter source is not a constant")),
+            _ => Err(Error::internal(
+                "bind",
+                "parameter source is not a constant",
+            )),
         }
     };
     let steps = t
@@ -273,6 +306,10 @@ fn bind(t: &Template, nodes: &[Arc<Node>]) -> Result<Schedule> {
                     },
                 },
                 TStep::Copy { src, dst } => Step::Copy {
+                    src: nodes[*src].clone(),
+                    dst: nodes[*dst].clone(),
+                },
+                TStep::Fft { src, dst } => Step::Fft {
                     src: nodes[*src].clone(),
                     dst: nodes[*dst].clone(),
                 },
@@ -307,13 +344,23 @@ pub(crate) fn execute(sched: &Schedule) -> Result<()> {
                 outputs,
                 args,
             } => {
-                let bufs: Vec<Arc<Buffer>> = inputs.iter().map(|n| buffer_of(n)).collect::<Result<_>>()?;
+                let bufs: Vec<Arc<Buffer>> =
+                    inputs.iter().map(|n| buffer_of(n)).collect::<Result<_>>()?;
                 let refs: Vec<&Buffer> = bufs.iter().map(|b| b.as_ref()).collect();
                 let dev: &Device = &outputs[0].device;
                 let outs = runtime::run_kernel(dev, kernel, &refs, args)?;
                 for (node, buf) in outputs.iter().zip(outs) {
                     node.realize(Arc::new(buf));
                 }
+            }
+            Step::Fft { src, dst } => {
+                let Op::Fft(spec) = &dst.op else {
+                    return Err(Error::internal("execute", "fft step on a non-fft node"));
+                };
+                let b = buffer_of(src)?;
+                crate::stats::bump::library_calls(1);
+                let out = runtime::fft(&dst.device, spec, &b, &src.shape, &dst.shape)?;
+                dst.realize(Arc::new(out));
             }
             Step::Copy { src, dst } => {
                 let b = buffer_of(src)?;

@@ -1,12 +1,90 @@
 //! CUDA C renderer: a pure function from the kernel IR to self-contained CUDA C source,
 //! plus the packing of launch arguments into the by-value struct the source declares.
+//!
+//! # The generated kernel
+//!
+//! One `extern "C" __global__ void lf_<16 hex digits of key_hash>[_i32](const lf_args a)`,
+//! written for blocks of [`BLOCK`] threads, walking the `n` elements with a grid-stride
+//! loop. Nothing is `#include`d (NVRTC ships no headers): complex types, NaN-aware helpers and
+//! the Philox generator are emitted into the source, and only those the kernel uses.
+//!
+//! # The argument struct (`lf_args`), passed by value
+//!
+//! Fields, in this order, each at the next offset that is a multiple of its alignment (C
+//! natural layout), padding bytes zero:
+//!
+//! | field | C type | size | align |
+//! |---|---|---|---|
+//! | `in<k>` for every input `k` | `const T* __restrict__` | 8 | 8 |
+//! | `out<k>` for every output `k` | `T* __restrict__` | 8 | 8 |
+//! | `n` (element count) | `long long` | 8 | 8 |
+//! | `shape[rank]` (omitted for rank 0) | `long long` each | 8·rank | 8 |
+//! | `p<k>` for every scalar parameter `k` | by dtype, below | | |
+//!
+//! Parameter C types: `Bool` → `bool` (1, 1), `I32` → `int` (4, 4), `I64` → `long long`
+//! (8, 8), `F32` → `float` (4, 4), `F64` → `double` (8, 8), `C64` → `c32` = `{float re, im}`
+//! (8, align 8), `C128` → `c64` = `{double re, im}` (16, align 16). Bool is one byte 0/1,
+//! everything little-endian, pointers as `u64`. The total size is rounded up to the struct's
+//! alignment (the largest field alignment: 8, or 16 with a `C128` parameter) and may not
+//! exceed [`MAX_ARG_BYTES`]. [`arg_layout`] returns the offsets.
+//!
+//! # Loops and vectorization
+//!
+//! `IDX` is `unsigned int` with [`RenderOptions::index32`], else `unsigned long long`; it
+//! types the grid-stride counter `i` and the axis decomposition of `i` (div/mod by
+//! `shape[k]`, innermost axis first, only down to the outermost axis used). Every other I64
+//! value is `long long`. When every load reads its input at the linear index
+//! ([`Kernel::all_loads_contiguous`]), the rank is at least 1, and every loaded input and every
+//! output has the same element size of 4 or 8 bytes, each thread handles `16 / size`
+//! consecutive elements per iteration through `__align__(16)` vector structs (one 16-byte load
+//! per input, one store per output), then a scalar loop finishes the `n % per_thread` tail.
+//!
+//! # Element semantics (NumPy's, matching the host interpreter)
+//!
+//! * Integers wrap: `+ - *`, negation, `abs`, `square` run in unsigned arithmetic.
+//!   `//` floors and `%` takes the divisor's sign; `x // 0 = x % 0 = 0`, `MIN // -1 = MIN`;
+//!   `Div` truncates with the same zero/`-1` rules; `pow` by squaring, negative exponents
+//!   give 1 for base 1, ±1 for base -1, else 0.
+//! * Float `*` is `__fmul_rn`/`__dmul_rn` so no IR product is contracted into an FMA; float
+//!   `//` and `%` are NumPy's `npy_divmod` (`x % 0 = NaN`, `x // 0 = x / 0`); `maximum` and
+//!   `minimum` propagate NaN and return the second operand on ties, as NumPy does
+//!   (`a > b || a != a ? a : b`); `round` is `rint` (half to even);
+//!   `sign(±0) = +0`, NaN stays NaN; `rsqrt` is `1 / sqrt`.
+//! * Casts: float to int gives `INT_MIN`/`LLONG_MIN` for NaN, infinities and out-of-range
+//!   values, else truncates; `I64 -> I32` wraps; to Bool is `!= 0` (either part for complex);
+//!   complex to real drops the imaginary part.
+//! * Complex (`c32`/`c64` structs): `*` and `/` (Smith's algorithm) and `reciprocal` as NumPy
+//!   writes them; `abs` is `hypot`; `sqrt` with C99 special values; `exp`, `log`, `sinh`,
+//!   `cosh`, `tanh` (Kahan), `sin`/`cos`/`tan` through them; `asin`, `acos` by Kahan's
+//!   formulas (NumPy's signs on the branch cuts), `atan` through `atan2` and `log1p`;
+//!   `expm1`, `log2`, `log10` as NumPy; `log1p` as NumPy but by `log1p` for small `|z|`;
+//!   `sign` is `z/|z|`; `pow` as NumPy 2.5 (`z**0 = 1`, `0**b = 0` for `re b > 0` else NaN,
+//!   exact integer powers below 100, else `exp(b log a)`).
+//! * Random: Philox4x32-10 and the mappings of [`crate::semantics::philox`]; `Random(kind,
+//!   counter, seed)`; normal F32 is the f64 value rounded.
+//! * Guarded loads read only where the guard holds (`g ? in[k] : 0`). `IdxDiv`/`IdxMod` are
+//!   plain `/`, `%` (in `IDX` with `index32`), 0 for a zero divisor.
 
-use crate::{IrError, Kernel, LaunchArgs};
+mod emit;
+mod prelude;
+
+use crate::{DType, IrError, Kernel, LaunchArgs, Scalar};
+
+/// Threads per block every rendered kernel is written for (`__launch_bounds__`).
+pub const BLOCK: u32 = 256;
+
+/// Largest accepted argument struct, in bytes (CUDA's classic kernel parameter limit is 4096).
+pub const MAX_ARG_BYTES: usize = 4000;
 
 /// Target choices that are part of the compiled kernel's identity (and its cache key).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Default)]
 pub struct RenderOptions {
     /// Index arithmetic in 32-bit `int` (the caller guarantees every index fits).
+    ///
+    /// Precisely: the grid-stride loop counter and the division of the linear index into
+    /// axis components (and `IdxDiv`/`IdxMod`) run in `unsigned int`. The caller guarantees
+    /// `n < 2^31`, every index value in `[0, 2^31)`, and fewer than `2^31` launched threads;
+    /// [`pack_args`] rejects `n >= 2^31`.
     pub index32: bool,
 }
 
@@ -20,13 +98,141 @@ pub struct Rendered {
     /// Threads per block the kernel is written for.
     pub block: u32,
     /// Elements each thread handles per grid-stride iteration (vector width).
+    ///
+    /// Above 1 the kernel reads and writes whole 16-byte vectors, so every input and output
+    /// pointer must be 16-byte aligned (the runtime's buffers are 256-byte aligned and views
+    /// never offset a pointer: offsets are index arithmetic).
     pub per_thread: u32,
 }
 
+/// What one field of the argument struct holds.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ArgKind {
+    /// Device pointer of input buffer `k`.
+    Input(u32),
+    /// Device pointer of output buffer `k`.
+    Output(u32),
+    /// The element count `n`.
+    Count,
+    /// The launch shape, `rank` values.
+    Shape,
+    /// Scalar parameter `k`.
+    Param(u32),
+}
+
+/// One field of the argument struct.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ArgField {
+    /// What it holds.
+    pub kind: ArgKind,
+    /// The C declaration (`const float* __restrict__ in0`, `long long shape[2]`, ...).
+    pub decl: String,
+    /// Byte offset in the struct.
+    pub offset: usize,
+    /// Size in bytes.
+    pub size: usize,
+}
+
+/// The byte layout of a kernel's argument struct.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ArgLayout {
+    /// Fields in declaration order.
+    pub fields: Vec<ArgField>,
+    /// Total size in bytes (a multiple of `align`).
+    pub size: usize,
+    /// Alignment of the struct.
+    pub align: usize,
+}
+
+/// C type name of an element of `d` in generated code.
+pub fn c_type(d: DType) -> &'static str {
+    match d {
+        DType::Bool => "bool",
+        DType::I32 => "int",
+        DType::I64 => "long long",
+        DType::F32 => "float",
+        DType::F64 => "double",
+        DType::C64 => "c32",
+        DType::C128 => "c64",
+    }
+}
+
+/// C alignment of `d` (equal to its size except `C64`, aligned to 8, and `C128` to 16).
+fn c_align(d: DType) -> usize {
+    d.size()
+}
+
+/// Computes the argument struct layout of `kernel` (see the module docs for the rule).
+pub fn arg_layout(kernel: &Kernel) -> Result<ArgLayout, IrError> {
+    let mut fields = Vec::new();
+    let mut off = 0usize;
+    let mut align = 8usize;
+    let mut push = |kind, decl: String, size: usize, al: usize| {
+        off = off.div_ceil(al) * al;
+        fields.push(ArgField {
+            kind,
+            decl,
+            offset: off,
+            size,
+        });
+        off += size;
+        align = align.max(al);
+    };
+    for (k, &d) in kernel.inputs.iter().enumerate() {
+        let decl = format!("const {}* __restrict__ in{k}", c_type(d));
+        push(ArgKind::Input(k as u32), decl, 8, 8);
+    }
+    for (k, &d) in kernel.outputs.iter().enumerate() {
+        let decl = format!("{}* __restrict__ out{k}", c_type(d));
+        push(ArgKind::Output(k as u32), decl, 8, 8);
+    }
+    push(ArgKind::Count, "long long n".into(), 8, 8);
+    if kernel.rank > 0 {
+        let decl = format!("long long shape[{}]", kernel.rank);
+        push(ArgKind::Shape, decl, 8 * kernel.rank as usize, 8);
+    }
+    for (k, &d) in kernel.params.iter().enumerate() {
+        let decl = format!("{} p{k}", c_type(d));
+        push(ArgKind::Param(k as u32), decl, d.size(), c_align(d));
+    }
+    let size = off.div_ceil(align) * align;
+    if size > MAX_ARG_BYTES {
+        return Err(IrError(format!(
+            "kernel argument struct is {size} bytes, more than the {MAX_ARG_BYTES} allowed"
+        )));
+    }
+    Ok(ArgLayout {
+        fields,
+        size,
+        align,
+    })
+}
+
+/// The entry name of `kernel` (normalized first): `lf_` + 16 hex digits of its key hash,
+/// plus `_i32` for 32-bit index math.
+pub fn entry_name(kernel: &Kernel, opts: &RenderOptions) -> String {
+    let h = kernel.normalize().key_hash();
+    let suffix = if opts.index32 { "_i32" } else { "" };
+    format!("lf_{h:016x}{suffix}")
+}
+
 /// Renders `kernel` to CUDA C.
+///
+/// The kernel is validated, then normalized (dead values dropped), so two kernels with the
+/// same normal form give the same source and entry name. The element computations follow
+/// NumPy's rules as documented in [`crate::semantics`] and [`crate::ops`].
 pub fn render(kernel: &Kernel, opts: &RenderOptions) -> Result<Rendered, IrError> {
-    let _ = (kernel, opts);
-    Err(IrError("CUDA renderer not written yet".into()))
+    kernel.validate()?;
+    let k = kernel.normalize();
+    let layout = arg_layout(&k)?;
+    let entry = entry_name(&k, opts);
+    let emitted = emit::emit(&k, opts, &layout, &entry);
+    Ok(Rendered {
+        source: emitted.source,
+        entry,
+        block: BLOCK,
+        per_thread: emitted.per_thread,
+    })
 }
 
 /// Packs the kernel's single by-value argument: device pointers of inputs and outputs,
@@ -39,6 +245,89 @@ pub fn pack_args(
     outputs: &[u64],
     args: &LaunchArgs,
 ) -> Result<Vec<u8>, IrError> {
-    let _ = (kernel, opts, inputs, outputs, args);
-    Err(IrError("CUDA renderer not written yet".into()))
+    kernel.validate()?;
+    let err = |m: String| Err(IrError(m));
+    if inputs.len() != kernel.inputs.len() {
+        return err(format!(
+            "{} input pointers for {} inputs",
+            inputs.len(),
+            kernel.inputs.len()
+        ));
+    }
+    if outputs.len() != kernel.outputs.len() {
+        return err(format!(
+            "{} output pointers for {} outputs",
+            outputs.len(),
+            kernel.outputs.len()
+        ));
+    }
+    if args.shape.len() != kernel.rank as usize {
+        return err(format!(
+            "launch shape {:?} has rank {}, kernel has rank {}",
+            args.shape,
+            args.shape.len(),
+            kernel.rank
+        ));
+    }
+    if args.params.len() != kernel.params.len() {
+        return err(format!(
+            "{} scalar arguments for {} parameters",
+            args.params.len(),
+            kernel.params.len()
+        ));
+    }
+    for (k, (p, &d)) in args.params.iter().zip(&kernel.params).enumerate() {
+        if p.dtype() != d {
+            return err(format!(
+                "scalar argument {k} is {}, expected {d}",
+                p.dtype()
+            ));
+        }
+    }
+    let mut n: i64 = 1;
+    for &s in &args.shape {
+        n = i64::try_from(s)
+            .ok()
+            .and_then(|s| n.checked_mul(s))
+            .ok_or_else(|| IrError(format!("launch shape {:?} too large", args.shape)))?;
+    }
+    if opts.index32 && n > i32::MAX as i64 {
+        return err(format!("{n} elements do not fit 32-bit index math"));
+    }
+    let layout = arg_layout(kernel)?;
+    let mut buf = vec![0u8; layout.size];
+    for f in &layout.fields {
+        let at = &mut buf[f.offset..f.offset + f.size];
+        match f.kind {
+            ArgKind::Input(k) => at.copy_from_slice(&inputs[k as usize].to_le_bytes()),
+            ArgKind::Output(k) => at.copy_from_slice(&outputs[k as usize].to_le_bytes()),
+            ArgKind::Count => at.copy_from_slice(&n.to_le_bytes()),
+            ArgKind::Shape => {
+                for (chunk, &s) in at.chunks_exact_mut(8).zip(&args.shape) {
+                    chunk.copy_from_slice(&(s as i64).to_le_bytes());
+                }
+            }
+            ArgKind::Param(k) => write_scalar(at, &args.params[k as usize]),
+        }
+    }
+    Ok(buf)
+}
+
+/// Writes `s` in its C representation into `at` (exactly its size).
+fn write_scalar(at: &mut [u8], s: &Scalar) {
+    match *s {
+        Scalar::Bool(b) => at[0] = b as u8,
+        Scalar::I32(v) => at.copy_from_slice(&v.to_le_bytes()),
+        Scalar::I64(v) => at.copy_from_slice(&v.to_le_bytes()),
+        Scalar::F32(v) => at.copy_from_slice(&v.to_le_bytes()),
+        Scalar::F64(v) => at.copy_from_slice(&v.to_le_bytes()),
+        Scalar::C64(v) => {
+            at[..4].copy_from_slice(&v.re.to_le_bytes());
+            at[4..].copy_from_slice(&v.im.to_le_bytes());
+        }
+        Scalar::C128(v) => {
+            at[..8].copy_from_slice(&v.re.to_le_bytes());
+            at[8..].copy_from_slice(&v.im.to_le_bytes());
+        }
+    }
 }

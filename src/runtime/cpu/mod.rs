@@ -1,6 +1,8 @@
 //! CPU backend: runs fused kernels through the IR interpreter over cache-sized chunks,
 //! in parallel across cores, each output element written once.
 
+pub(crate) mod fft;
+
 use crate::{Error, Result};
 use lazyfuse_codegen::{interp, HostBuf, Kernel, LaunchArgs, Slice, SliceMut};
 
@@ -39,7 +41,11 @@ pub(crate) fn run_kernel(
     args: &LaunchArgs,
 ) -> Result<Vec<HostBuf>> {
     let n = args.len();
-    let mut outs: Vec<HostBuf> = kernel.outputs.iter().map(|&d| HostBuf::zeros(d, n)).collect();
+    let mut outs: Vec<HostBuf> = kernel
+        .outputs
+        .iter()
+        .map(|&d| HostBuf::zeros(d, n))
+        .collect();
     if n == 0 {
         return Ok(outs);
     }
@@ -89,10 +95,10 @@ pub(crate) fn run_kernel(
                 })
             })
             .collect();
-        handles
-            .into_iter()
-            .map(|h| h.join().unwrap_or_else(|_| Err(Error::internal("cpu kernel", "worker panicked"))))
-            .collect()
+        handles.into_iter().try_for_each(|h| {
+            h.join()
+                .unwrap_or_else(|_| Err(Error::internal("cpu kernel", "worker panicked")))
+        })
     });
     result?;
     Ok(outs)

@@ -1,0 +1,670 @@
+//! Emission of one kernel: the argument struct, the grid-stride loop(s), the per-element
+//! statements for every IR value (NumPy semantics as C expressions) and the stores.
+
+use super::prelude::{self, inf, mfx, sfx, CFn, Helper};
+use super::{c_type, ArgLayout, RenderOptions, BLOCK};
+use crate::ops::{BinaryOp, RandomKind, UnaryOp};
+use crate::{DType, Inst, Kernel, Scalar};
+use std::collections::BTreeSet;
+use std::fmt::Write as _;
+
+/// The source of one kernel and its vector width.
+pub(super) struct Emitted {
+    pub source: String,
+    pub per_thread: u32,
+}
+
+/// How loads and stores of one element are written.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Mode {
+    /// `in<k>[index]` and `out<k>[i] = v`.
+    Scalar,
+    /// Lane `j` of the 16-byte vectors `x<k>` / `o<k>` (contiguous kernels only).
+    Vector,
+}
+
+struct Emitter<'a> {
+    k: &'a Kernel,
+    helpers: BTreeSet<Helper>,
+}
+
+/// Elements per thread and iteration: 16 bytes' worth when every load is at the linear index
+/// and every loaded input and every output has one element size of 4 or 8 bytes; else 1.
+pub(super) fn vector_width(k: &Kernel) -> u32 {
+    if k.rank == 0 || !k.all_loads_contiguous() {
+        return 1;
+    }
+    let loaded = loaded_inputs(k);
+    let mut sizes = loaded
+        .iter()
+        .map(|&i| k.inputs[i as usize].size())
+        .chain(k.outputs.iter().map(|d| d.size()));
+    let Some(first) = sizes.next() else {
+        return 1;
+    };
+    if (first == 4 || first == 8) && sizes.all(|s| s == first) {
+        (16 / first) as u32
+    } else {
+        1
+    }
+}
+
+/// The inputs some load reads, in order.
+fn loaded_inputs(k: &Kernel) -> BTreeSet<u32> {
+    k.values
+        .iter()
+        .filter_map(|v| match v.inst {
+            Inst::Load { input, .. } => Some(input),
+            _ => None,
+        })
+        .collect()
+}
+
+/// Renders the whole source of `k` (already validated and normalized).
+pub(super) fn emit(k: &Kernel, opts: &RenderOptions, layout: &ArgLayout, entry: &str) -> Emitted {
+    let mut e = Emitter {
+        k,
+        helpers: BTreeSet::new(),
+    };
+    let pt = vector_width(k);
+    let used_inputs = loaded_inputs(k);
+    let axes: BTreeSet<u8> = k
+        .values
+        .iter()
+        .filter_map(|v| match v.inst {
+            Inst::Axis(a) => Some(a),
+            _ => None,
+        })
+        .collect();
+    for d in k
+        .inputs
+        .iter()
+        .chain(&k.outputs)
+        .chain(&k.params)
+        .chain(k.values.iter().map(|v| &v.dtype))
+    {
+        if d.is_complex() {
+            e.helpers.insert(Helper::CType(*d));
+        }
+    }
+
+    // Kernel body first: it collects the helpers the source must define.
+    let mut body = String::new();
+    let w = &mut body;
+    let _ = writeln!(w, "  const IDX n = (IDX)a.n;");
+    let _ = writeln!(
+        w,
+        "  const IDX tid = (IDX)blockIdx.x * (IDX)blockDim.x + (IDX)threadIdx.x;"
+    );
+    let _ = writeln!(w, "  const IDX stride = (IDX)gridDim.x * (IDX)blockDim.x;");
+    for &i in &used_inputs {
+        let t = c_type(k.inputs[i as usize]);
+        let _ = writeln!(w, "  const {t}* __restrict__ in{i} = a.in{i};");
+    }
+    for (o, &d) in k.outputs.iter().enumerate() {
+        let _ = writeln!(w, "  {}* __restrict__ out{o} = a.out{o};", c_type(d));
+    }
+    let min_axis = axes.first().copied();
+    if let Some(m) = min_axis {
+        for s in m.max(1)..k.rank {
+            let _ = writeln!(w, "  const IDX s{s} = (IDX)a.shape[{s}];");
+        }
+    }
+    if pt > 1 {
+        let _ = writeln!(w, "  const IDX nvec = n / {pt};");
+        let _ = writeln!(w, "  for (IDX q = tid; q < nvec; q += stride) {{");
+        for &i in &used_inputs {
+            let v = vec_type(k.inputs[i as usize]);
+            let _ = writeln!(w, "    const {v} x{i} = ((const {v}*)in{i})[q];");
+        }
+        for (o, &d) in k.outputs.iter().enumerate() {
+            let _ = writeln!(w, "    {} o{o};", vec_type(d));
+        }
+        let _ = writeln!(w, "#pragma unroll");
+        let _ = writeln!(w, "    for (int j = 0; j < {pt}; ++j) {{");
+        let live = live_values(k, Mode::Vector);
+        let lane_axes: BTreeSet<u8> = k
+            .values
+            .iter()
+            .zip(&live)
+            .filter_map(|(v, &l)| match v.inst {
+                Inst::Axis(a) if l => Some(a),
+                _ => None,
+            })
+            .collect();
+        let lane_index = !lane_axes.is_empty()
+            || k.values
+                .iter()
+                .zip(&live)
+                .any(|(v, &l)| l && v.inst == Inst::Index);
+        if lane_index {
+            let _ = writeln!(w, "      const IDX i = q * {pt} + (IDX)j;");
+        }
+        e.element(Mode::Vector, "      ", &lane_axes, opts, w);
+        let _ = writeln!(w, "    }}");
+        for (o, &d) in k.outputs.iter().enumerate() {
+            let v = vec_type(d);
+            let _ = writeln!(w, "    (({v}*)out{o})[q] = o{o};");
+        }
+        let _ = writeln!(w, "  }}");
+        let _ = writeln!(
+            w,
+            "  for (IDX i = nvec * {pt} + tid; i < n; i += stride) {{"
+        );
+    } else {
+        let _ = writeln!(w, "  for (IDX i = tid; i < n; i += stride) {{");
+    }
+    e.element(Mode::Scalar, "    ", &axes, opts, w);
+    let _ = writeln!(w, "  }}");
+
+    // Assemble.
+    let mut src = String::new();
+    let s = &mut src;
+    let _ = writeln!(s, "// Generated by lazyfuse-codegen. Entry {entry}, {BLOCK} threads per block, {pt} element(s) per thread and iteration.");
+    let _ = writeln!(s, "// Self-contained: no headers. Kernel IR:");
+    for line in k.to_string().lines() {
+        let _ = writeln!(s, "//   {line}");
+    }
+    let idx = if opts.index32 {
+        "unsigned int"
+    } else {
+        "unsigned long long"
+    };
+    let _ = writeln!(s, "typedef {idx} IDX;");
+    prelude::emit_helpers(&e.helpers, s);
+    if pt > 1 {
+        let mut vt: BTreeSet<DType> = used_inputs.iter().map(|&i| k.inputs[i as usize]).collect();
+        vt.extend(k.outputs.iter().copied());
+        for d in vt {
+            let _ = writeln!(
+                s,
+                "struct __align__(16) {} {{ {} v[{}]; }};",
+                vec_type(d),
+                c_type(d),
+                16 / d.size()
+            );
+        }
+    }
+    let _ = writeln!(s, "struct lf_args {{");
+    for f in &layout.fields {
+        let _ = writeln!(s, "  {}; /* offset {} */", f.decl, f.offset);
+    }
+    let _ = writeln!(s, "}}; /* {} bytes, align {} */", layout.size, layout.align);
+    let _ = writeln!(
+        s,
+        "extern \"C\" __global__ void __launch_bounds__({BLOCK}) {entry}(const lf_args a) {{"
+    );
+    s.push_str(&body);
+    let _ = writeln!(s, "}}");
+    Emitted {
+        source: src,
+        per_thread: pt,
+    }
+}
+
+/// The values one element needs in `mode` (vector lanes read no load index, so the index
+/// arithmetic of contiguous loads is dead there).
+fn live_values(k: &Kernel, mode: Mode) -> Vec<bool> {
+    let mut live = vec![false; k.values.len()];
+    for s in &k.stores {
+        live[s.value as usize] = true;
+    }
+    for i in (0..k.values.len()).rev() {
+        if !live[i] {
+            continue;
+        }
+        match (mode, k.values[i].inst) {
+            (Mode::Vector, Inst::Load { .. }) => {}
+            (_, inst) => {
+                for o in inst.operands() {
+                    live[o as usize] = true;
+                }
+            }
+        }
+    }
+    live
+}
+
+/// The 16-byte vector struct of an element type.
+fn vec_type(d: DType) -> String {
+    format!("lf_vec_{}", sfx(d))
+}
+
+impl Emitter<'_> {
+    /// Writes the statements of one element with linear index `i` (an `IDX` in scope).
+    fn element(
+        &mut self,
+        mode: Mode,
+        ind: &str,
+        axes: &BTreeSet<u8>,
+        opts: &RenderOptions,
+        w: &mut String,
+    ) {
+        // Axis components from the innermost outward, down to the outermost one used.
+        if let Some(&m) = axes.first() {
+            let mut prev = "i".to_string();
+            for ax in (m..self.k.rank).rev() {
+                if ax == 0 {
+                    let _ = writeln!(w, "{ind}const IDX ax0 = {prev};");
+                } else if ax == m {
+                    let _ = writeln!(w, "{ind}const IDX ax{ax} = {prev} % s{ax};");
+                } else {
+                    let _ = writeln!(w, "{ind}const IDX t{ax} = {prev} / s{ax};");
+                    if axes.contains(&ax) {
+                        let _ = writeln!(w, "{ind}const IDX ax{ax} = {prev} - t{ax} * s{ax};");
+                    }
+                    prev = format!("t{ax}");
+                }
+            }
+        }
+        let live = live_values(self.k, mode);
+        for (id, v) in self.k.values.iter().enumerate() {
+            if !live[id] {
+                continue;
+            }
+            let expr = self.value(v.inst, v.dtype, mode, opts);
+            let _ = writeln!(w, "{ind}const {} v{id} = {expr};", c_type(v.dtype));
+        }
+        for st in &self.k.stores {
+            match mode {
+                Mode::Scalar => {
+                    let _ = writeln!(w, "{ind}out{}[i] = v{};", st.output, st.value);
+                }
+                Mode::Vector => {
+                    let _ = writeln!(w, "{ind}o{}.v[j] = v{};", st.output, st.value);
+                }
+            }
+        }
+    }
+
+    fn dtype(&self, v: u32) -> DType {
+        self.k.values[v as usize].dtype
+    }
+
+    /// The C expression of one value.
+    fn value(&mut self, inst: Inst, dtype: DType, mode: Mode, opts: &RenderOptions) -> String {
+        let n = |v: u32| format!("v{v}");
+        match inst {
+            Inst::Index => "(long long)i".into(),
+            Inst::Axis(a) => format!("(long long)ax{a}"),
+            Inst::Param(p) => format!("a.p{p}"),
+            Inst::Const(s) => literal(&s),
+            Inst::Load {
+                input,
+                index,
+                guard,
+            } => match (mode, guard) {
+                (Mode::Vector, _) => format!("x{input}.v[j]"),
+                (Mode::Scalar, None) => format!("in{input}[{}]", n(index)),
+                (Mode::Scalar, Some(g)) => format!(
+                    "{} ? in{input}[{}] : {}",
+                    n(g),
+                    n(index),
+                    literal(&Scalar::zero(dtype))
+                ),
+            },
+            Inst::Unary(op, a) => self.unary(op, self.dtype(a), &n(a)),
+            Inst::Binary(op, a, b) => self.binary(op, self.dtype(a), &n(a), &n(b), opts),
+            Inst::Where(c, a, b) => format!("{} ? {} : {}", n(c), n(a), n(b)),
+            Inst::Cast(a) => self.cast(self.dtype(a), dtype, &n(a)),
+            Inst::Random(kind, ctr, seed) => {
+                let args = format!(
+                    "(unsigned long long){}, (unsigned long long){}",
+                    n(ctr),
+                    n(seed)
+                );
+                match (kind, dtype) {
+                    (RandomKind::Uniform, DType::F32) => {
+                        self.helpers.insert(Helper::UniformF32);
+                        format!("lf_uniform_f32({args})")
+                    }
+                    (RandomKind::Uniform, _) => {
+                        self.helpers.insert(Helper::UniformF64);
+                        format!("lf_uniform_f64({args})")
+                    }
+                    (RandomKind::Normal, DType::F32) => {
+                        self.helpers.insert(Helper::NormalF64);
+                        format!("(float)lf_normal_f64({args})")
+                    }
+                    (RandomKind::Normal, _) => {
+                        self.helpers.insert(Helper::NormalF64);
+                        format!("lf_normal_f64({args})")
+                    }
+                }
+            }
+        }
+    }
+
+    /// Calls complex helper `f` of dtype `d` on `args`.
+    fn cfn(&mut self, f: CFn, d: DType, name: &str, args: &str) -> String {
+        self.helpers.insert(Helper::C(f, d));
+        format!("lf_{name}_{}({args})", sfx(d))
+    }
+
+    /// `op(a)` for an operand of dtype `d`.
+    fn unary(&mut self, op: UnaryOp, d: DType, a: &str) -> String {
+        use UnaryOp::*;
+        let f = mfx(d);
+        let ct = c_type(d);
+        if d.is_complex() {
+            let r = c_type(d.real());
+            let c = |s: &mut Self, g, name| s.cfn(g, d, name, a);
+            return match op {
+                Neg => format!("{ct}{{-{a}.re, -{a}.im}}"),
+                Conj => format!("{ct}{{{a}.re, -{a}.im}}"),
+                Abs => format!("hypot{f}({a}.re, {a}.im)"),
+                Real => format!("{a}.re"),
+                Imag => format!("{a}.im"),
+                Angle => format!("atan2{f}({a}.im, {a}.re)"),
+                IsNan => format!("({a}.re != {a}.re || {a}.im != {a}.im)"),
+                IsInf => {
+                    let i = inf(d);
+                    format!("(fabs{f}({a}.re) == {i} || fabs{f}({a}.im) == {i})")
+                }
+                IsFinite => {
+                    let i = inf(d);
+                    format!("(fabs{f}({a}.re) < {i} && fabs{f}({a}.im) < {i})")
+                }
+                Square => c(self, CFn::Square, "square"),
+                Reciprocal => c(self, CFn::Recip, "recip"),
+                Sqrt => c(self, CFn::Sqrt, "sqrt"),
+                Rsqrt => c(self, CFn::Rsqrt, "rsqrt"),
+                Exp => c(self, CFn::Exp, "exp"),
+                Expm1 => c(self, CFn::Expm1, "expm1"),
+                Log => c(self, CFn::Log, "log"),
+                Log1p => c(self, CFn::Log1p, "log1p"),
+                Log2 => c(self, CFn::Log2, "log2"),
+                Log10 => c(self, CFn::Log10, "log10"),
+                Sin => c(self, CFn::Sin, "sin"),
+                Cos => c(self, CFn::Cos, "cos"),
+                Tan => c(self, CFn::Tan, "tan"),
+                Asin => c(self, CFn::Asin, "asin"),
+                Acos => c(self, CFn::Acos, "acos"),
+                Atan => c(self, CFn::Atan, "atan"),
+                Sinh => c(self, CFn::Sinh, "sinh"),
+                Cosh => c(self, CFn::Cosh, "cosh"),
+                Tanh => c(self, CFn::Tanh, "tanh"),
+                Sign => c(self, CFn::Sign, "sign"),
+                // Rejected by validation (no complex Not/Floor/Ceil/Round/Trunc).
+                Not | Floor | Ceil | Round | Trunc => format!("/* invalid {} */ {r}(0)", op.name()),
+            };
+        }
+        if d.is_float() {
+            let one = if d == DType::F32 { "1.0f" } else { "1.0" };
+            let mul = if d == DType::F32 {
+                "__fmul_rn"
+            } else {
+                "__dmul_rn"
+            };
+            return match op {
+                Neg => format!("-{a}"),
+                Abs => format!("fabs{f}({a})"),
+                Sqrt | Exp | Expm1 | Log | Log1p | Log2 | Log10 | Sin | Cos | Tan | Asin | Acos
+                | Atan | Sinh | Cosh | Tanh | Floor | Ceil | Trunc => {
+                    format!("{}{f}({a})", c_math_name(op))
+                }
+                Round => format!("rint{f}({a})"),
+                Rsqrt => format!("{one} / sqrt{f}({a})"),
+                Reciprocal => format!("{one} / {a}"),
+                Square => format!("{mul}({a}, {a})"),
+                Sign => {
+                    self.helpers.insert(Helper::FloatSign(d));
+                    format!("lf_sign_{}({a})", sfx(d))
+                }
+                Real | Conj => a.to_string(),
+                Imag => format!("({ct})0"),
+                Angle => format!("atan2{f}(({ct})0, {a})"),
+                IsNan => format!("{a} != {a}"),
+                IsInf => format!("fabs{f}({a}) == {}", inf(d)),
+                IsFinite => format!("fabs{f}({a}) < {}", inf(d)),
+                Not => format!("/* invalid */ !{a}"),
+            };
+        }
+        if d.is_int() {
+            let u = unsigned(d);
+            return match op {
+                Neg => format!("({ct})(({u})0 - ({u}){a})"),
+                Abs => format!("{a} < 0 ? ({ct})(({u})0 - ({u}){a}) : {a}"),
+                Sign => format!("({ct})(({a} > 0) - ({a} < 0))"),
+                Square => format!("({ct})(({u}){a} * ({u}){a})"),
+                Real | Conj => a.to_string(),
+                Imag => format!("({ct})0"),
+                IsNan | IsInf => "false".into(),
+                IsFinite => "true".into(),
+                _ => format!("/* invalid {} */ ({ct})0", op.name()),
+            };
+        }
+        // Bool
+        match op {
+            Not => format!("!{a}"),
+            Conj => a.to_string(),
+            IsNan | IsInf => "false".into(),
+            IsFinite => "true".into(),
+            _ => format!("/* invalid {} */ false", op.name()),
+        }
+    }
+
+    /// `op(a, b)` for operands of dtype `d`.
+    fn binary(&mut self, op: BinaryOp, d: DType, a: &str, b: &str, opts: &RenderOptions) -> String {
+        use BinaryOp::*;
+        let ct = c_type(d);
+        let s = sfx(d);
+        let f = mfx(d);
+        match op {
+            Eq | Ne | Lt | Le | Gt | Ge if !d.is_complex() => {
+                let o = match op {
+                    Eq => "==",
+                    Ne => "!=",
+                    Lt => "<",
+                    Le => "<=",
+                    Gt => ">",
+                    _ => ">=",
+                };
+                return format!("{a} {o} {b}");
+            }
+            Complex => {
+                let c = c_type(d.to_complex());
+                return format!("{c}{{{a}, {b}}}");
+            }
+            IdxDiv | IdxMod => {
+                let o = if op == IdxDiv { "/" } else { "%" };
+                return if opts.index32 {
+                    format!("{b} == 0 ? 0LL : (long long)((IDX){a} {o} (IDX){b})")
+                } else {
+                    format!("{b} == 0 ? 0LL : {a} {o} {b}")
+                };
+            }
+            _ => {}
+        }
+        if d.is_complex() {
+            return match op {
+                Add => self.cfn(CFn::Add, d, "add", &format!("{a}, {b}")),
+                Sub => self.cfn(CFn::Sub, d, "sub", &format!("{a}, {b}")),
+                Mul => self.cfn(CFn::Mul, d, "mul", &format!("{a}, {b}")),
+                Div => self.cfn(CFn::Div, d, "div", &format!("{a}, {b}")),
+                Pow => self.cfn(CFn::Pow, d, "pow", &format!("{a}, {b}")),
+                Eq => self.cfn(CFn::Eq, d, "eq", &format!("{a}, {b}")),
+                Ne => self.cfn(CFn::Ne, d, "ne", &format!("{a}, {b}")),
+                _ => format!("/* invalid {} */ {ct}{{0, 0}}", op.name()),
+            };
+        }
+        if d.is_float() {
+            let mul = if d == DType::F32 {
+                "__fmul_rn"
+            } else {
+                "__dmul_rn"
+            };
+            return match op {
+                Add => format!("{a} + {b}"),
+                Sub => format!("{a} - {b}"),
+                // Never contracted into an FMA: every IR op rounds once, as NumPy does.
+                Mul => format!("{mul}({a}, {b})"),
+                Div => format!("{a} / {b}"),
+                FloorDiv => {
+                    self.helpers.insert(Helper::FloatFloorDiv(d));
+                    format!("lf_floordiv_{s}({a}, {b})")
+                }
+                Mod => {
+                    self.helpers.insert(Helper::FloatMod(d));
+                    format!("lf_mod_{s}({a}, {b})")
+                }
+                Pow => format!("pow{f}({a}, {b})"),
+                Atan2 => format!("atan2{f}({a}, {b})"),
+                Hypot => format!("hypot{f}({a}, {b})"),
+                // NumPy returns the second operand on ties (maximum(0.0, -0.0) is -0.0).
+                Maximum => format!("({a} > {b} || {a} != {a}) ? {a} : {b}"),
+                Minimum => format!("({a} < {b} || {a} != {a}) ? {a} : {b}"),
+                _ => format!("/* invalid {} */ ({ct})0", op.name()),
+            };
+        }
+        if d.is_int() {
+            let u = unsigned(d);
+            let wrap = |o: &str| format!("({ct})(({u}){a} {o} ({u}){b})");
+            return match op {
+                Add => wrap("+"),
+                Sub => wrap("-"),
+                Mul => wrap("*"),
+                Div => {
+                    self.helpers.insert(Helper::IntDiv(d));
+                    format!("lf_div_{s}({a}, {b})")
+                }
+                FloorDiv => {
+                    self.helpers.insert(Helper::IntFloorDiv(d));
+                    format!("lf_floordiv_{s}({a}, {b})")
+                }
+                Mod => {
+                    self.helpers.insert(Helper::IntMod(d));
+                    format!("lf_mod_{s}({a}, {b})")
+                }
+                Pow => {
+                    self.helpers.insert(Helper::IntPow(d));
+                    format!("lf_pow_{s}({a}, {b})")
+                }
+                Maximum => format!("{a} >= {b} ? {a} : {b}"),
+                Minimum => format!("{a} <= {b} ? {a} : {b}"),
+                _ => format!("/* invalid {} */ ({ct})0", op.name()),
+            };
+        }
+        // Bool: NumPy's + is or, * is and; - (an error in NumPy) is xor.
+        match op {
+            Add | Or => format!("{a} || {b}"),
+            Mul | And => format!("{a} && {b}"),
+            Sub | Xor => format!("{a} != {b}"),
+            _ => format!("/* invalid {} */ false", op.name()),
+        }
+    }
+
+    /// Conversion of `a` from `from` to `to` with NumPy `astype` rules.
+    fn cast(&mut self, from: DType, to: DType, a: &str) -> String {
+        let t = c_type(to);
+        if from == to {
+            return a.to_string();
+        }
+        if to == DType::Bool {
+            return if from.is_complex() {
+                format!("({a}.re != 0 || {a}.im != 0)")
+            } else {
+                format!("{a} != 0")
+            };
+        }
+        if to.is_complex() {
+            let r = c_type(to.real());
+            return if from.is_complex() {
+                format!("{t}{{({r}){a}.re, ({r}){a}.im}}")
+            } else {
+                format!("{t}{{({r}){a}, ({r})0}}")
+            };
+        }
+        // Real target: a complex source drops its imaginary part.
+        let (src, sd) = if from.is_complex() {
+            (format!("{a}.re"), from.real())
+        } else {
+            (a.to_string(), from)
+        };
+        if sd == to {
+            return src;
+        }
+        if sd.is_float() && to.is_int() {
+            self.helpers.insert(Helper::FloatToInt(sd, to));
+            return format!("lf_{}_to_{}({src})", sfx(sd), sfx(to));
+        }
+        if sd == DType::I64 && to == DType::I32 {
+            return format!("(int)(unsigned int){src}");
+        }
+        format!("({t}){src}")
+    }
+}
+
+/// C math function name of a float unary op (without precision suffix).
+fn c_math_name(op: UnaryOp) -> &'static str {
+    use UnaryOp::*;
+    match op {
+        Sqrt => "sqrt",
+        Exp => "exp",
+        Expm1 => "expm1",
+        Log => "log",
+        Log1p => "log1p",
+        Log2 => "log2",
+        Log10 => "log10",
+        Sin => "sin",
+        Cos => "cos",
+        Tan => "tan",
+        Asin => "asin",
+        Acos => "acos",
+        Atan => "atan",
+        Sinh => "sinh",
+        Cosh => "cosh",
+        Tanh => "tanh",
+        Floor => "floor",
+        Ceil => "ceil",
+        _ => "trunc",
+    }
+}
+
+/// The unsigned C type of an integer dtype (wrapping arithmetic without C overflow UB).
+fn unsigned(d: DType) -> &'static str {
+    if d == DType::I32 {
+        "unsigned int"
+    } else {
+        "unsigned long long"
+    }
+}
+
+/// An exact C literal of `s` (NaN, infinities and -0 bit-exact).
+pub(super) fn literal(s: &Scalar) -> String {
+    match *s {
+        Scalar::Bool(b) => if b { "true" } else { "false" }.into(),
+        Scalar::I32(v) if v == i32::MIN => "(-2147483647 - 1)".into(),
+        Scalar::I32(v) if v < 0 => format!("({v})"),
+        Scalar::I32(v) => format!("{v}"),
+        Scalar::I64(v) if v == i64::MIN => "(-9223372036854775807LL - 1LL)".into(),
+        Scalar::I64(v) if v < 0 => format!("({v}LL)"),
+        Scalar::I64(v) => format!("{v}LL"),
+        Scalar::F32(v) => f32_lit(v),
+        Scalar::F64(v) => f64_lit(v),
+        Scalar::C64(v) => format!("c32{{{}, {}}}", f32_lit(v.re), f32_lit(v.im)),
+        Scalar::C128(v) => format!("c64{{{}, {}}}", f64_lit(v.re), f64_lit(v.im)),
+    }
+}
+
+/// Exact `float` literal: shortest round-trip decimal, or the bits for non-finite values.
+fn f32_lit(v: f32) -> String {
+    if !v.is_finite() {
+        format!("__int_as_float((int)0x{:08x}u)", v.to_bits())
+    } else if v.is_sign_negative() {
+        format!("(-{:e}f)", -v)
+    } else {
+        format!("{v:e}f")
+    }
+}
+
+/// Exact `double` literal: shortest round-trip decimal, or the bits for non-finite values.
+fn f64_lit(v: f64) -> String {
+    if !v.is_finite() {
+        format!("__longlong_as_double((long long)0x{:016x}ull)", v.to_bits())
+    } else if v.is_sign_negative() {
+        format!("(-{:e})", -v)
+    } else {
+        format!("{v:e}")
+    }
+}

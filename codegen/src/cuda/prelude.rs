@@ -1,0 +1,642 @@
+//! Device helper functions of generated kernels (complex math, NumPy integer and float
+//! division, casts, Philox): C source templates, their dependencies and a deterministic
+//! emission order, so a kernel carries only the helpers it uses.
+//!
+//! Templates are written once for both precisions with placeholders: `$R` real type, `$C`
+//! complex type, `$F` math-function suffix (`sinf` / `sin`), `$S` name suffix, `$I`/`$U`
+//! signed/unsigned integer types, `$MUL` a product never contracted into an FMA (so complex
+//! `*` and `/` round like NumPy's) and a few exact constants (`$INF`, `$NAN`, `$BIG`, ...).
+
+use crate::DType;
+use std::collections::BTreeSet;
+
+/// Complex functions emitted as helpers (suffix `c32` / `c64`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
+pub(crate) enum CFn {
+    Add,
+    Sub,
+    Mul,
+    Div,
+    Eq,
+    Ne,
+    Square,
+    Recip,
+    Sqrt,
+    Rsqrt,
+    Exp,
+    Log,
+    Log2,
+    Log10,
+    Expm1,
+    Log1p,
+    Sinh,
+    Cosh,
+    Tanh,
+    Sin,
+    Cos,
+    Tan,
+    Asin,
+    Acos,
+    Atan,
+    Sign,
+    Pow,
+}
+
+/// One helper of the generated source. The derived order is the emission order (a helper's
+/// dependencies are emitted before it regardless).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
+pub(crate) enum Helper {
+    /// The struct of a complex dtype (`C64` → `c32`, `C128` → `c64`).
+    CType(DType),
+    /// Philox4x32-10 and its result struct.
+    Philox,
+    /// Uniform `[0, 1)` f32.
+    UniformF32,
+    /// Uniform `[0, 1)` f64.
+    UniformF64,
+    /// Standard normal f64.
+    NormalF64,
+    /// Truncating integer division, `x / 0 = 0`, `MIN / -1 = MIN`.
+    IntDiv(DType),
+    /// NumPy integer `//`.
+    IntFloorDiv(DType),
+    /// NumPy integer `%`.
+    IntMod(DType),
+    /// Integer power by squaring.
+    IntPow(DType),
+    /// Float (first) to integer (second) cast with NumPy's out-of-range rule.
+    FloatToInt(DType, DType),
+    /// NumPy float `sign`.
+    FloatSign(DType),
+    /// NumPy's `npy_divmod`.
+    FloatDivmod(DType),
+    /// NumPy float `//`.
+    FloatFloorDiv(DType),
+    /// NumPy float `%`.
+    FloatMod(DType),
+    /// A complex function of the complex dtype.
+    C(CFn, DType),
+}
+
+/// Short dtype suffix used in helper names.
+pub(crate) fn sfx(d: DType) -> &'static str {
+    match d {
+        DType::Bool => "b",
+        DType::I32 => "i32",
+        DType::I64 => "i64",
+        DType::F32 => "f32",
+        DType::F64 => "f64",
+        DType::C64 => "c32",
+        DType::C128 => "c64",
+    }
+}
+
+/// Math-function suffix of a float or complex dtype's precision (`f` for single).
+pub(crate) fn mfx(d: DType) -> &'static str {
+    if d.real() == DType::F32 {
+        "f"
+    } else {
+        ""
+    }
+}
+
+/// The exact C expression of +infinity in the precision of `d`.
+pub(crate) fn inf(d: DType) -> &'static str {
+    if d.real() == DType::F32 {
+        "__int_as_float(0x7f800000)"
+    } else {
+        "__longlong_as_double(0x7ff0000000000000LL)"
+    }
+}
+
+/// The exact C expression of a quiet NaN in the precision of `d`.
+pub(crate) fn nan(d: DType) -> &'static str {
+    if d.real() == DType::F32 {
+        "__int_as_float(0x7fc00000)"
+    } else {
+        "__longlong_as_double(0x7ff8000000000000LL)"
+    }
+}
+
+impl Helper {
+    /// Helpers this one calls.
+    fn deps(self) -> Vec<Helper> {
+        use CFn::*;
+        match self {
+            Helper::UniformF32 | Helper::UniformF64 | Helper::NormalF64 => vec![Helper::Philox],
+            Helper::FloatFloorDiv(d) | Helper::FloatMod(d) => vec![Helper::FloatDivmod(d)],
+            Helper::C(f, d) => {
+                let c = |g| Helper::C(g, d);
+                let mut v = vec![Helper::CType(d)];
+                v.extend(match f {
+                    Rsqrt => vec![c(Recip), c(Sqrt)],
+                    Log2 | Log10 => vec![c(Log)],
+                    Sin => vec![c(Sinh)],
+                    Cos => vec![c(Cosh)],
+                    Tan => vec![c(Tanh)],
+                    Asin | Acos => vec![c(Sqrt)],
+                    Pow => vec![c(Mul), c(Div), c(Exp), c(Log)],
+                    _ => vec![],
+                });
+                v
+            }
+            _ => vec![],
+        }
+    }
+
+    /// The C source of this helper.
+    fn source(self) -> String {
+        match self {
+            Helper::CType(d) => {
+                let align = if d == DType::C64 { "8" } else { "16" };
+                real_tpl(CTYPE, d).replace("$A", align)
+            }
+            Helper::Philox => PHILOX.to_string(),
+            Helper::UniformF32 => UNIFORM_F32.to_string(),
+            Helper::UniformF64 => UNIFORM_F64.to_string(),
+            Helper::NormalF64 => NORMAL_F64.to_string(),
+            Helper::IntDiv(d) => int_tpl(INT_DIV, d),
+            Helper::IntFloorDiv(d) => int_tpl(INT_FLOORDIV, d),
+            Helper::IntMod(d) => int_tpl(INT_MOD, d),
+            Helper::IntPow(d) => int_tpl(INT_POW, d),
+            Helper::FloatToInt(f, t) => {
+                let (lo, min) = if t == DType::I32 {
+                    ("2147483648.0", "(-2147483647 - 1)")
+                } else {
+                    ("9223372036854775808.0", "(-9223372036854775807LL - 1LL)")
+                };
+                real_tpl(FLOAT_TO_INT, f)
+                    .replace("$T", sfx(t))
+                    .replace("$I", crate::cuda::c_type(t))
+                    .replace("$LIM", lo)
+                    .replace("$MIN", min)
+            }
+            Helper::FloatSign(d) => real_tpl(FLOAT_SIGN, d),
+            Helper::FloatDivmod(d) => real_tpl(FLOAT_DIVMOD, d),
+            Helper::FloatFloorDiv(d) => real_tpl(FLOAT_FLOORDIV, d),
+            Helper::FloatMod(d) => real_tpl(FLOAT_MOD, d),
+            Helper::C(f, d) => real_tpl(complex_source(f), d),
+        }
+    }
+}
+
+/// Emits every helper in `set` and, before each, its dependencies, each once, in a fixed order.
+pub(crate) fn emit_helpers(set: &BTreeSet<Helper>, out: &mut String) {
+    fn visit(h: Helper, done: &mut BTreeSet<Helper>, out: &mut String) {
+        if done.contains(&h) {
+            return;
+        }
+        done.insert(h);
+        for d in h.deps() {
+            visit(d, done, out);
+        }
+        out.push_str(&h.source());
+    }
+    let mut done = BTreeSet::new();
+    for &h in set {
+        visit(h, &mut done, out);
+    }
+}
+
+/// Fills a template for a real or complex dtype `d` (either precision).
+fn real_tpl(t: &str, d: DType) -> String {
+    let single = d.real() == DType::F32;
+    let (r, c) = if single {
+        ("float", "c32")
+    } else {
+        ("double", "c64")
+    };
+    let (big, small, up, down, th) = if single {
+        ("0x1p125f", "0x1p-64f", "0x1p64f", "0x1p-32f", "9.0f")
+    } else {
+        ("0x1p1021", "0x1p-512", "0x1p512", "0x1p-256", "22.0")
+    };
+    let mul = if single { "__fmul_rn" } else { "__dmul_rn" };
+    t.replace("$INF", inf(d))
+        .replace("$MUL", mul)
+        .replace("$NAN", nan(d))
+        .replace("$BIG", big)
+        .replace("$SMALL", small)
+        .replace("$UP", up)
+        .replace("$DOWN", down)
+        .replace("$TH", th)
+        .replace("$HUGE", if single { "0x1p60f" } else { "0x1p500" })
+        .replace("$R", r)
+        .replace("$C", c)
+        .replace("$F", mfx(d))
+        .replace("$S", sfx(d))
+}
+
+/// Fills a template for an integer dtype `d`.
+fn int_tpl(t: &str, d: DType) -> String {
+    let (i, u) = if d == DType::I32 {
+        ("int", "unsigned int")
+    } else {
+        ("long long", "unsigned long long")
+    };
+    t.replace("$I", i).replace("$U", u).replace("$S", sfx(d))
+}
+
+const CTYPE: &str = "struct __align__($A) $C { $R re, im; };\n";
+
+const PHILOX: &str = r#"struct lf_u32x4 { unsigned int v[4]; };
+/* Philox4x32-10 of counter (ctr_lo, ctr_hi, 0, 0) under key (seed_lo, seed_hi). */
+static __device__ __forceinline__ lf_u32x4 lf_philox(unsigned long long ctr, unsigned long long seed) {
+  unsigned int c0 = (unsigned int)ctr, c1 = (unsigned int)(ctr >> 32), c2 = 0u, c3 = 0u;
+  unsigned int k0 = (unsigned int)seed, k1 = (unsigned int)(seed >> 32);
+#pragma unroll
+  for (int round = 0; round < 10; ++round) {
+    if (round > 0) { k0 += 0x9E3779B9u; k1 += 0xBB67AE85u; }
+    const unsigned int hi0 = __umulhi(0xD2511F53u, c0), lo0 = 0xD2511F53u * c0;
+    const unsigned int hi1 = __umulhi(0xCD9E8D57u, c2), lo1 = 0xCD9E8D57u * c2;
+    c0 = hi1 ^ c1 ^ k0;
+    c1 = lo1;
+    c2 = hi0 ^ c3 ^ k1;
+    c3 = lo0;
+  }
+  lf_u32x4 r;
+  r.v[0] = c0; r.v[1] = c1; r.v[2] = c2; r.v[3] = c3;
+  return r;
+}
+"#;
+
+const UNIFORM_F32: &str = r#"static __device__ __forceinline__ float lf_uniform_f32(unsigned long long ctr, unsigned long long seed) {
+  return (float)(lf_philox(ctr, seed).v[0] >> 8) * 5.9604644775390625e-08f;
+}
+"#;
+
+const UNIFORM_F64: &str = r#"static __device__ __forceinline__ double lf_uniform_f64(unsigned long long ctr, unsigned long long seed) {
+  const lf_u32x4 x = lf_philox(ctr, seed);
+  const unsigned long long m = (((unsigned long long)x.v[0] << 32) | x.v[1]) >> 11;
+  return (double)m * 1.1102230246251565404236316680908203125e-16;
+}
+"#;
+
+const NORMAL_F64: &str = r#"static __device__ __forceinline__ double lf_normal_f64(unsigned long long ctr, unsigned long long seed) {
+  const lf_u32x4 x = lf_philox(ctr, seed);
+  const unsigned long long a = (((unsigned long long)x.v[0] << 32) | x.v[1]) >> 11;
+  const unsigned long long b = (((unsigned long long)x.v[2] << 32) | x.v[3]) >> 11;
+  const double u1 = (double)(a + 1ull) * 1.1102230246251565404236316680908203125e-16;
+  const double u2 = (double)b * 1.1102230246251565404236316680908203125e-16;
+  return sqrt(-2.0 * log(u1)) * cos(6.283185307179586 * u2);
+}
+"#;
+
+const INT_DIV: &str = r#"static __device__ __forceinline__ $I lf_div_$S($I a, $I b) {
+  if (b == 0) return 0;
+  if (b == -1) return ($I)(($U)0 - ($U)a);
+  return a / b;
+}
+"#;
+
+const INT_FLOORDIV: &str = r#"static __device__ __forceinline__ $I lf_floordiv_$S($I a, $I b) {
+  if (b == 0) return 0;
+  if (b == -1) return ($I)(($U)0 - ($U)a);
+  const $I q = a / b, r = a % b;
+  return (r != 0 && ((r < 0) != (b < 0))) ? q - 1 : q;
+}
+"#;
+
+const INT_MOD: &str = r#"static __device__ __forceinline__ $I lf_mod_$S($I a, $I b) {
+  if (b == 0 || b == -1) return 0;
+  const $I r = a % b;
+  return (r != 0 && ((r < 0) != (b < 0))) ? r + b : r;
+}
+"#;
+
+const INT_POW: &str = r#"static __device__ __forceinline__ $I lf_pow_$S($I a, $I b) {
+  if (b < 0) {
+    if (a == 1) return 1;
+    if (a == -1) return (b & 1) ? -1 : 1;
+    return 0;
+  }
+  $U r = 1, x = ($U)a, e = ($U)b;
+  while (e) {
+    if (e & 1) r *= x;
+    x *= x;
+    e >>= 1;
+  }
+  return ($I)r;
+}
+"#;
+
+const FLOAT_TO_INT: &str = r#"static __device__ __forceinline__ $I lf_$S_to_$T($R x) {
+  return (x != x || x >= ($R)$LIM || x < -($R)$LIM) ? $MIN : ($I)x;
+}
+"#;
+
+const FLOAT_SIGN: &str = r#"static __device__ __forceinline__ $R lf_sign_$S($R x) {
+  return x > 0 ? ($R)1 : (x < 0 ? ($R)-1 : (x == 0 ? ($R)0 : x));
+}
+"#;
+
+const FLOAT_DIVMOD: &str = r#"/* NumPy's npy_divmod (b != 0): floor quotient, remainder with the sign of b. */
+static __device__ __forceinline__ $R lf_divmod_$S($R a, $R b, $R* modulus) {
+  $R mod = fmod$F(a, b);
+  $R div = (a - mod) / b;
+  if (mod != 0) {
+    if ((b < 0) != (mod < 0)) { mod += b; div -= ($R)1; }
+  } else {
+    mod = copysign$F(($R)0, b);
+  }
+  $R fdiv;
+  if (div != 0) {
+    fdiv = floor$F(div);
+    if (div - fdiv > ($R)0.5) fdiv += ($R)1;
+  } else {
+    fdiv = copysign$F(($R)0, a / b);
+  }
+  *modulus = mod;
+  return fdiv;
+}
+"#;
+
+const FLOAT_FLOORDIV: &str = r#"static __device__ __forceinline__ $R lf_floordiv_$S($R a, $R b) {
+  if (b == 0) return a / b;
+  $R m;
+  return lf_divmod_$S(a, b, &m);
+}
+"#;
+
+const FLOAT_MOD: &str = r#"static __device__ __forceinline__ $R lf_mod_$S($R a, $R b) {
+  if (b == 0) return fmod$F(a, b);
+  $R m;
+  lf_divmod_$S(a, b, &m);
+  return m;
+}
+"#;
+
+/// The template of a complex helper.
+fn complex_source(f: CFn) -> &'static str {
+    match f {
+        CFn::Add => C_ADD,
+        CFn::Sub => C_SUB,
+        CFn::Mul => C_MUL,
+        CFn::Div => C_DIV,
+        CFn::Eq => C_EQ,
+        CFn::Ne => C_NE,
+        CFn::Square => C_SQUARE,
+        CFn::Recip => C_RECIP,
+        CFn::Sqrt => C_SQRT,
+        CFn::Rsqrt => C_RSQRT,
+        CFn::Exp => C_EXP,
+        CFn::Log => C_LOG,
+        CFn::Log2 => C_LOG2,
+        CFn::Log10 => C_LOG10,
+        CFn::Expm1 => C_EXPM1,
+        CFn::Log1p => C_LOG1P,
+        CFn::Sinh => C_SINH,
+        CFn::Cosh => C_COSH,
+        CFn::Tanh => C_TANH,
+        CFn::Sin => C_SIN,
+        CFn::Cos => C_COS,
+        CFn::Tan => C_TAN,
+        CFn::Asin => C_ASIN,
+        CFn::Acos => C_ACOS,
+        CFn::Atan => C_ATAN,
+        CFn::Sign => C_SIGN,
+        CFn::Pow => C_POW,
+    }
+}
+
+const C_ADD: &str = r#"static __device__ __forceinline__ $C lf_add_$S($C a, $C b) { return $C{a.re + b.re, a.im + b.im}; }
+"#;
+
+const C_SUB: &str = r#"static __device__ __forceinline__ $C lf_sub_$S($C a, $C b) { return $C{a.re - b.re, a.im - b.im}; }
+"#;
+
+const C_MUL: &str = r#"static __device__ __forceinline__ $C lf_mul_$S($C a, $C b) {
+  return $C{$MUL(a.re, b.re) - $MUL(a.im, b.im), $MUL(a.re, b.im) + $MUL(a.im, b.re)};
+}
+"#;
+
+const C_DIV: &str = r#"/* NumPy's complex division (Smith's algorithm), products rounded separately as NumPy does. */
+static __device__ __forceinline__ $C lf_div_$S($C a, $C b) {
+  const $R abr = fabs$F(b.re), abi = fabs$F(b.im);
+  if (abr >= abi) {
+    if (abr == 0 && abi == 0) return $C{a.re / abr, a.im / abr};
+    const $R rat = b.im / b.re;
+    const $R scl = ($R)1 / (b.re + $MUL(b.im, rat));
+    return $C{$MUL(a.re + $MUL(a.im, rat), scl), $MUL(a.im - $MUL(a.re, rat), scl)};
+  }
+  const $R rat = b.re / b.im;
+  const $R scl = ($R)1 / (b.im + $MUL(b.re, rat));
+  return $C{$MUL($MUL(a.re, rat) + a.im, scl), $MUL($MUL(a.im, rat) - a.re, scl)};
+}
+"#;
+
+const C_EQ: &str = r#"static __device__ __forceinline__ bool lf_eq_$S($C a, $C b) { return a.re == b.re && a.im == b.im; }
+"#;
+
+const C_NE: &str = r#"static __device__ __forceinline__ bool lf_ne_$S($C a, $C b) { return a.re != b.re || a.im != b.im; }
+"#;
+
+const C_SQUARE: &str = r#"static __device__ __forceinline__ $C lf_square_$S($C a) {
+  return $C{$MUL(a.re, a.re) - $MUL(a.im, a.im), $MUL(a.re, a.im) + $MUL(a.im, a.re)};
+}
+"#;
+
+const C_RECIP: &str = r#"/* NumPy's complex reciprocal. */
+static __device__ __forceinline__ $C lf_recip_$S($C z) {
+  if (fabs$F(z.im) <= fabs$F(z.re)) {
+    const $R r = z.im / z.re, d = z.re + $MUL(z.im, r);
+    return $C{($R)1 / d, -r / d};
+  }
+  const $R r = z.re / z.im, d = $MUL(z.re, r) + z.im;
+  return $C{r / d, ($R)-1 / d};
+}
+"#;
+
+const C_SQRT: &str = r#"/* Principal square root (C99 csqrt special values), scaled against overflow and underflow. */
+static __device__ $C lf_sqrt_$S($C z) {
+  $R a = z.re, b = z.im;
+  if (a == 0 && b == 0) return $C{($R)0, b};
+  if (fabs$F(b) == $INF) return $C{$INF, b};
+  if (a != a) return $C{a, a};
+  if (fabs$F(a) == $INF) {
+    if (b != b) return a > 0 ? $C{a, b} : $C{b, $INF};
+    return a > 0 ? $C{a, copysign$F(($R)0, b)} : $C{($R)0, copysign$F($INF, b)};
+  }
+  if (b != b) return $C{b, b};
+  $R scale = 1;
+  if (fabs$F(a) >= $BIG || fabs$F(b) >= $BIG) {
+    a *= ($R)0.25; b *= ($R)0.25; scale = 2;
+  } else if (fabs$F(a) < $SMALL && fabs$F(b) < $SMALL) {
+    a *= $UP; b *= $UP; scale = $DOWN;
+  }
+  const $R t = sqrt$F(($R)0.5 * (fabs$F(a) + hypot$F(a, b)));
+  if (a >= 0) return $C{t * scale, b / (2 * t) * scale};
+  return $C{fabs$F(b) / (2 * t) * scale, copysign$F(t * scale, b)};
+}
+"#;
+
+const C_RSQRT: &str = r#"static __device__ __forceinline__ $C lf_rsqrt_$S($C z) { return lf_recip_$S(lf_sqrt_$S(z)); }
+"#;
+
+const C_EXP: &str = r#"static __device__ __forceinline__ $C lf_exp_$S($C z) {
+  if (z.im == 0) return $C{exp$F(z.re), z.im};
+  const $R e = exp$F(z.re);
+  return $C{e * cos$F(z.im), e * sin$F(z.im)};
+}
+"#;
+
+const C_LOG: &str = r#"static __device__ __forceinline__ $C lf_log_$S($C z) {
+  return $C{log$F(hypot$F(z.re, z.im)), atan2$F(z.im, z.re)};
+}
+"#;
+
+const C_LOG2: &str = r#"static __device__ __forceinline__ $C lf_log2_$S($C z) {
+  const $C l = lf_log_$S(z);
+  return $C{l.re * ($R)1.44269504088896340736, l.im * ($R)1.44269504088896340736};
+}
+"#;
+
+const C_LOG10: &str = r#"static __device__ __forceinline__ $C lf_log10_$S($C z) {
+  const $C l = lf_log_$S(z);
+  return $C{l.re * ($R)0.434294481903251827651, l.im * ($R)0.434294481903251827651};
+}
+"#;
+
+const C_EXPM1: &str = r#"/* NumPy's complex expm1. */
+static __device__ __forceinline__ $C lf_expm1_$S($C z) {
+  const $R s = sin$F(z.im * ($R)0.5);
+  return $C{expm1$F(z.re) * cos$F(z.im) - ($R)2 * s * s, exp$F(z.re) * sin$F(z.im)};
+}
+"#;
+
+const C_LOG1P: &str = r#"/* log1p(z): real part by log1p for small |z| (NumPy's log(hypot(1 + x, y)) loses digits there). */
+static __device__ __forceinline__ $C lf_log1p_$S($C z) {
+  const $R x = z.re + ($R)1;
+  const $R re = (fabs$F(z.re) < ($R)0.5 && fabs$F(z.im) < ($R)0.5)
+      ? ($R)0.5 * log1p$F(z.re * (($R)2 + z.re) + z.im * z.im)
+      : log$F(hypot$F(x, z.im));
+  return $C{re, atan2$F(z.im, x)};
+}
+"#;
+
+const C_SINH: &str = r#"static __device__ __forceinline__ $C lf_sinh_$S($C z) {
+  if (z.im == 0) return $C{sinh$F(z.re), z.im};
+  if (z.re == 0) return $C{z.re, sin$F(z.im)};
+  return $C{sinh$F(z.re) * cos$F(z.im), cosh$F(z.re) * sin$F(z.im)};
+}
+"#;
+
+const C_COSH: &str = r#"static __device__ __forceinline__ $C lf_cosh_$S($C z) {
+  if (z.im == 0) return $C{cosh$F(z.re), z.im * copysign$F(($R)1, z.re)};
+  if (z.re == 0) return $C{cos$F(z.im), z.re * sin$F(z.im)};
+  return $C{cosh$F(z.re) * cos$F(z.im), sinh$F(z.re) * sin$F(z.im)};
+}
+"#;
+
+const C_TANH: &str = r#"/* Kahan's algorithm, as FreeBSD's ctanh. */
+static __device__ $C lf_tanh_$S($C z) {
+  const $R x = z.re, y = z.im;
+  if (x != x) return $C{x, y == 0 ? y : x};
+  if (fabs$F(x) == $INF) {
+    return $C{copysign$F(($R)1, x), copysign$F(($R)0, fabs$F(y) == $INF ? y : sin$F(y) * cos$F(y))};
+  }
+  if (!(fabs$F(y) < $INF)) return $C{x == 0 ? x : y - y, y - y};
+  if (fabs$F(x) >= $TH) {
+    const $R e = exp$F(-fabs$F(x));
+    return $C{copysign$F(($R)1, x), ($R)4 * sin$F(y) * cos$F(y) * e * e};
+  }
+  const $R t = tan$F(y);
+  const $R beta = ($R)1 + t * t;
+  const $R s = sinh$F(x);
+  const $R rho = sqrt$F(($R)1 + s * s);
+  const $R denom = ($R)1 + beta * s * s;
+  return $C{(beta * rho * s) / denom, t / denom};
+}
+"#;
+
+const C_SIN: &str = r#"/* sin(z) = -i sinh(iz) */
+static __device__ __forceinline__ $C lf_sin_$S($C z) {
+  const $C s = lf_sinh_$S($C{-z.im, z.re});
+  return $C{s.im, -s.re};
+}
+"#;
+
+const C_COS: &str = r#"/* cos(z) = cosh(iz) */
+static __device__ __forceinline__ $C lf_cos_$S($C z) { return lf_cosh_$S($C{-z.im, z.re}); }
+"#;
+
+const C_TAN: &str = r#"/* tan(z) = -i tanh(iz) */
+static __device__ __forceinline__ $C lf_tan_$S($C z) {
+  const $C t = lf_tanh_$S($C{-z.im, z.re});
+  return $C{t.im, -t.re};
+}
+"#;
+
+const C_ASIN: &str = r#"/* Kahan's asin: correct signs on the branch cuts (real |x| > 1). */
+static __device__ $C lf_asin_$S($C z) {
+  const $C s1 = lf_sqrt_$S($C{($R)1 - z.re, -z.im});
+  const $C s2 = lf_sqrt_$S($C{($R)1 + z.re, z.im});
+  return $C{atan2$F(z.re, s1.re * s2.re - s1.im * s2.im), asinh$F(s1.re * s2.im - s1.im * s2.re)};
+}
+"#;
+
+const C_ACOS: &str = r#"/* Kahan's acos: correct signs on the branch cuts (real |x| > 1). */
+static __device__ $C lf_acos_$S($C z) {
+  const $C s1 = lf_sqrt_$S($C{($R)1 - z.re, -z.im});
+  const $C s2 = lf_sqrt_$S($C{($R)1 + z.re, z.im});
+  return $C{($R)2 * atan2$F(s1.re, s2.re), asinh$F(s2.re * s1.im - s2.im * s1.re)};
+}
+"#;
+
+const C_ATAN: &str = r#"/* atan(z) = atan2(2x, 1 - |z|^2) / 2 + i log(|z + i|^2 / |z - i|^2) / 4, the log by log1p
+   near the real axis; -1/z asymptotics beyond $HUGE. */
+static __device__ $C lf_atan_$S($C z) {
+  const $R x = z.re, y = z.im;
+  if (fabs$F(x) > $HUGE || fabs$F(y) > $HUGE) {
+    const $R h = hypot$F(x, y);
+    return $C{copysign$F(($R)1.5707963267948966, x), h == $INF ? copysign$F(($R)0, y) : (y / h) / h};
+  }
+  const $R re = ($R)0.5 * atan2$F(($R)2 * x, ($R)1 - x * x - y * y);
+  const $R den = x * x + (($R)1 - y) * (($R)1 - y);
+  const $R im = fabs$F(y) < ($R)0.5 ? log1p$F(($R)4 * y / den)
+                                     : log$F((x * x + (($R)1 + y) * (($R)1 + y)) / den);
+  return $C{re, ($R)0.25 * im};
+}
+"#;
+
+const C_SIGN: &str = r#"/* NumPy 2's complex sign: z / |z|, 0 at 0. */
+static __device__ __forceinline__ $C lf_sign_$S($C z) {
+  const $R m = hypot$F(z.re, z.im);
+  if (m != m) return $C{$NAN, $NAN};
+  if (m == $INF) {
+    if (fabs$F(z.re) == $INF) {
+      if (fabs$F(z.im) == $INF) return $C{$NAN, $NAN};
+      return $C{z.re > 0 ? ($R)1 : ($R)-1, ($R)0};
+    }
+    return $C{($R)0, z.im > 0 ? ($R)1 : ($R)-1};
+  }
+  if (m == 0) return $C{($R)0, ($R)0};
+  return $C{z.re / m, z.im / m};
+}
+"#;
+
+const C_POW: &str = r#"/* NumPy's complex power: exact small integer exponents, else exp(b log a). */
+static __device__ $C lf_pow_$S($C a, $C b) {
+  if (b.re == 0 && b.im == 0) return $C{($R)1, ($R)0};
+  if (a.re == 0 && a.im == 0) {
+    if (b.re > 0) return $C{($R)0, ($R)0};
+    return $C{$NAN, $NAN};
+  }
+  if (b.im == 0 && fabs$F(b.re) < ($R)100 && b.re == trunc$F(b.re)) {
+    const int n = (int)b.re;
+    if (n == 1) return a;
+    if (n == 2) return lf_mul_$S(a, a);
+    if (n == 3) return lf_mul_$S(a, lf_mul_$S(a, a));
+    unsigned int m = n < 0 ? -n : n;
+    $C acc = $C{($R)1, ($R)0}, p = a;
+    while (true) {
+      if (m & 1u) acc = lf_mul_$S(acc, p);
+      m >>= 1;
+      if (m == 0) break;
+      p = lf_mul_$S(p, p);
+    }
+    return n < 0 ? lf_div_$S($C{($R)1, ($R)0}, acc) : acc;
+  }
+  return lf_exp_$S(lf_mul_$S(b, lf_log_$S(a)));
+}
+"#;

@@ -1,0 +1,67 @@
+//! The optics point-spread-function pipeline of BENCH.md (`psf`): pupil phase error ->
+//! complex pupil -> zero padding -> fft2 with shifts -> intensity. Plans to one fused
+//! kernel, one FFT and one fused kernel.
+//!
+//! Run: `cargo run --release --example 02_psf [-- N]` (N defaults to 128; writes psf.png)
+
+mod common;
+
+use lazyfuse as lf;
+use lf::{Array, DType};
+use std::f64::consts::PI;
+
+/// The PSF intensity image (2N x 2N) of an N x N pupil with a coma-like phase error.
+fn psf(n: usize) -> Array {
+    let x = Array::linspace(-1.0, 1.0, n, DType::F32);
+    let g = lf::meshgrid(&[&x, &x], lf::Indexing::Xy);
+    let (xx, yy) = (&g[0], &g[1]);
+    let rho = (xx.square() + yy.square()).sqrt();
+    let phi = yy.atan2(xx);
+    let phase = rho.square() * phi.cos();
+    let wave = (phase * (2.0 * PI) * lf::c64::i()).exp(); // complex64
+    let pupil = lf::where_(&rho.gt(1.0), lf::c64::new(0.0, 0.0), &wave);
+    let p = n / 2;
+    let padded = pupil.pad(&[(p, p), (p, p)], 0.0);
+    let field = lf::fft::fftshift(&lf::fft::fft2(&lf::fft::ifftshift(&padded, None)), None);
+    field.abs().square()
+}
+
+fn main() -> lf::Result<()> {
+    let n: usize = std::env::args()
+        .nth(1)
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(128);
+    let dev = lf::Device::try_default()?;
+    lf::set_default_device(&dev);
+    let m = 2 * n;
+    println!("psf {n}x{n} (FFT of {m}x{m}) on {dev} ({})", dev.name());
+
+    let img = psf(n);
+    println!(
+        "plan: {} fused kernels + {} FFT",
+        lf::debug::kernel_count(&[&img])?,
+        lf::debug::library_count(&[&img])?
+    );
+    let t0 = std::time::Instant::now();
+    img.eval()?;
+    dev.synchronize()?;
+    println!(
+        "first eval (plan + compile + run): {:.1} ms",
+        t0.elapsed().as_secs_f64() * 1e3
+    );
+
+    let iters = if n >= 1024 { 5 } else { 20 };
+    let t = common::time_per_call(&dev, iters, 5, || psf(n).eval().expect("eval"));
+    println!("per eval (synchronized, median): {:.1} us", t * 1e6);
+
+    let host: Vec<f32> = img.to_vec()?;
+    let (arg, peak) = host
+        .iter()
+        .enumerate()
+        .fold((0, f32::MIN), |m, (i, &v)| if v > m.1 { (i, v) } else { m });
+    println!("peak {peak:.6e} at ({}, {})", arg / (2 * n), arg % (2 * n));
+    common::write_png("psf.png", &host, 2 * n, 2 * n, true)
+        .map_err(|e| lf::Error::Config(format!("psf.png: {e}")))?;
+    println!("wrote psf.png");
+    Ok(())
+}

@@ -1,0 +1,56 @@
+//! Helpers shared by the examples: timing with device synchronization and PNG output.
+#![allow(dead_code)]
+
+use lazyfuse as lf;
+use std::time::Instant;
+
+/// Median seconds per call of `f` over `repeats` runs of `iters` calls, after 3 warm-up
+/// calls; the device is synchronized before every clock read.
+pub fn time_per_call(dev: &lf::Device, iters: usize, repeats: usize, mut f: impl FnMut()) -> f64 {
+    for _ in 0..3 {
+        f();
+    }
+    dev.synchronize().expect("synchronize");
+    let mut ts: Vec<f64> = (0..repeats)
+        .map(|_| {
+            let t = Instant::now();
+            for _ in 0..iters {
+                f();
+            }
+            dev.synchronize().expect("synchronize");
+            t.elapsed().as_secs_f64() / iters as f64
+        })
+        .collect();
+    ts.sort_by(|a, b| a.total_cmp(b));
+    ts[ts.len() / 2]
+}
+
+/// Writes a 2-D image (row-major `h x w`) as an 8-bit grayscale PNG, scaled to its
+/// maximum, with `log` compressing the dynamic range.
+pub fn write_png(path: &str, data: &[f32], h: usize, w: usize, log: bool) -> std::io::Result<()> {
+    let f = |v: f32| if log { (1.0 + v.max(0.0)).ln() } else { v };
+    let max = data
+        .iter()
+        .copied()
+        .map(f)
+        .fold(f32::MIN_POSITIVE, f32::max);
+    let (lo, hi) = if log {
+        (0.0, max)
+    } else {
+        (data.iter().copied().fold(f32::MAX, f32::min), max)
+    };
+    let span = (hi - lo).max(f32::MIN_POSITIVE);
+    let pixels: Vec<u8> = data
+        .iter()
+        .map(|&v| (255.0 * (f(v) - lo) / span).clamp(0.0, 255.0) as u8)
+        .collect();
+    let file = std::io::BufWriter::new(std::fs::File::create(path)?);
+    let mut enc = png::Encoder::new(file, w as u32, h as u32);
+    enc.set_color(png::ColorType::Grayscale);
+    enc.set_depth(png::BitDepth::Eight);
+    let mut writer = enc.write_header().map_err(std::io::Error::other)?;
+    writer
+        .write_image_data(&pixels)
+        .map_err(std::io::Error::other)?;
+    Ok(())
+}

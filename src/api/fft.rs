@@ -1,0 +1,265 @@
+//! `lf::fft`: numpy.fft on lazy arrays. Transforms are library steps (cuFFT / rustfft);
+//! normalization scales and the shifts around them are elementwise ops and views that fuse
+//! into the neighbouring kernels.
+
+use super::make;
+use crate::graph::{FftKind, FftSpec, Op, Shape};
+use crate::shape::norm_axis;
+use crate::{Array, DType, Device};
+use smallvec::SmallVec;
+
+/// Normalization mode (NumPy's `norm=`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
+pub enum Norm {
+    /// Forward unscaled, inverse scaled by `1/n` (NumPy's default).
+    #[default]
+    Backward,
+    /// Both scaled by `1/sqrt(n)`.
+    Ortho,
+    /// Forward scaled by `1/n`, inverse unscaled.
+    Forward,
+}
+
+impl Norm {
+    fn scale(self, n: usize, inverse: bool) -> f64 {
+        match (self, inverse) {
+            (Norm::Backward, false) | (Norm::Forward, true) => 1.0,
+            (Norm::Ortho, _) => 1.0 / (n as f64).sqrt(),
+            _ => 1.0 / n as f64,
+        }
+    }
+}
+
+#[track_caller]
+fn axes_of(op: &str, a: &Array, axes: &[isize]) -> SmallVec<[usize; 4]> {
+    let mut out: SmallVec<[usize; 4]> = SmallVec::new();
+    for &ax in axes {
+        let k = norm_axis(ax, a.ndim(), false)
+            .unwrap_or_else(|| panic!("{op}: axis {ax} out of range for shape {:?}", a.shape()));
+        if out.contains(&k) {
+            panic!("{op}: axis {ax} repeated in {axes:?}");
+        }
+        out.push(k);
+    }
+    if out.is_empty() {
+        panic!("{op}: no axes given");
+    }
+    out
+}
+
+/// Applies `scale` where it fuses: into the kernel materializing a lazy input, else
+/// onto the (lazy) output.
+fn transform(
+    op: &str,
+    x: Array,
+    spec: FftSpec,
+    out_dtype: DType,
+    out_shape: Shape,
+    scale: f64,
+) -> Array {
+    let _ = op;
+    let scale_input = scale != 1.0 && !x.is_evaluated();
+    let x = if scale_input { x * scale } else { x };
+    let dev: Device = x.device();
+    let y = make(Op::Fft(spec), out_dtype, out_shape, &dev, &[&x]);
+    if scale != 1.0 && !scale_input {
+        y * scale
+    } else {
+        y
+    }
+}
+
+#[track_caller]
+fn c2c(op: &str, a: &Array, axes: &[isize], inverse: bool, norm: Norm) -> Array {
+    let axes = axes_of(op, a, axes);
+    let n: usize = axes.iter().map(|&k| a.shape()[k]).product();
+    if axes.iter().any(|&k| a.shape()[k] == 0) {
+        panic!(
+            "{op}: invalid number of FFT data points (0) in shape {:?}",
+            a.shape()
+        );
+    }
+    let dt = match a.dtype() {
+        DType::F32 | DType::C64 => DType::C64,
+        _ => DType::C128,
+    };
+    let x = a.astype(dt);
+    let spec = FftSpec {
+        axes,
+        inverse,
+        kind: FftKind::C2C,
+    };
+    transform(
+        op,
+        x,
+        spec,
+        dt,
+        a.node.shape.clone(),
+        norm.scale(n, inverse),
+    )
+}
+
+/// FFT along `axis`.
+#[track_caller]
+pub fn fft(a: &Array, axis: isize) -> Array {
+    c2c("fft", a, &[axis], false, Norm::Backward)
+}
+/// Inverse FFT along `axis` (scaled by `1/n`).
+#[track_caller]
+pub fn ifft(a: &Array, axis: isize) -> Array {
+    c2c("ifft", a, &[axis], true, Norm::Backward)
+}
+/// 2-D FFT over the last two axes.
+#[track_caller]
+pub fn fft2(a: &Array) -> Array {
+    c2c("fft2", a, &[-2, -1], false, Norm::Backward)
+}
+/// 2-D inverse FFT over the last two axes.
+#[track_caller]
+pub fn ifft2(a: &Array) -> Array {
+    c2c("ifft2", a, &[-2, -1], true, Norm::Backward)
+}
+/// N-D FFT over `axes`.
+#[track_caller]
+pub fn fftn(a: &Array, axes: &[isize]) -> Array {
+    c2c("fftn", a, axes, false, Norm::Backward)
+}
+/// N-D inverse FFT over `axes`.
+#[track_caller]
+pub fn ifftn(a: &Array, axes: &[isize]) -> Array {
+    c2c("ifftn", a, axes, true, Norm::Backward)
+}
+/// [`fftn`] with a normalization mode.
+#[track_caller]
+pub fn fftn_norm(a: &Array, axes: &[isize], norm: Norm) -> Array {
+    c2c("fftn", a, axes, false, norm)
+}
+/// [`ifftn`] with a normalization mode.
+#[track_caller]
+pub fn ifftn_norm(a: &Array, axes: &[isize], norm: Norm) -> Array {
+    c2c("ifftn", a, axes, true, norm)
+}
+
+#[track_caller]
+fn r2c(op: &str, a: &Array, axes: &[isize], norm: Norm) -> Array {
+    let axes = axes_of(op, a, axes);
+    if axes.iter().any(|&k| a.shape()[k] == 0) {
+        panic!(
+            "{op}: invalid number of FFT data points (0) in shape {:?}",
+            a.shape()
+        );
+    }
+    let n: usize = axes.iter().map(|&k| a.shape()[k]).product();
+    let rt = match a.dtype() {
+        DType::F32 | DType::C64 => DType::F32,
+        _ => DType::F64,
+    };
+    let x = a.real().astype(rt);
+    let last = *axes.last().expect("axes checked non-empty");
+    let mut shape = a.node.shape.clone();
+    shape[last] = shape[last] / 2 + 1;
+    let spec = FftSpec {
+        axes,
+        inverse: false,
+        kind: FftKind::R2C,
+    };
+    transform(op, x, spec, rt.to_complex(), shape, norm.scale(n, false))
+}
+
+#[track_caller]
+fn c2r(op: &str, a: &Array, n: Option<usize>, axes: &[isize], norm: Norm) -> Array {
+    let axes = axes_of(op, a, axes);
+    let last = *axes.last().expect("axes checked non-empty");
+    let m = n.unwrap_or(2 * a.shape()[last].saturating_sub(1));
+    if m == 0 || axes.iter().any(|&k| a.shape()[k] == 0) {
+        panic!(
+            "{op}: invalid number of FFT data points (0) for shape {:?}",
+            a.shape()
+        );
+    }
+    let ct = match a.dtype() {
+        DType::F32 | DType::C64 => DType::C64,
+        _ => DType::C128,
+    };
+    let mut shape = a.node.shape.clone();
+    shape[last] = m;
+    let total: usize = axes.iter().map(|&k| shape[k]).product();
+    let x = a.astype(ct);
+    let spec = FftSpec {
+        axes,
+        inverse: true,
+        kind: FftKind::C2R,
+    };
+    transform(op, x, spec, ct.real(), shape, norm.scale(total, true))
+}
+
+/// FFT of real input along `axis`: the `n/2 + 1` non-negative frequencies.
+#[track_caller]
+pub fn rfft(a: &Array, axis: isize) -> Array {
+    r2c("rfft", a, &[axis], Norm::Backward)
+}
+/// Inverse of [`rfft`]: a real array of length `n` (default `2 (m - 1)`) along `axis`.
+#[track_caller]
+pub fn irfft(a: &Array, n: Option<usize>, axis: isize) -> Array {
+    c2r("irfft", a, n, &[axis], Norm::Backward)
+}
+/// 2-D FFT of real input over the last two axes.
+#[track_caller]
+pub fn rfft2(a: &Array) -> Array {
+    r2c("rfft2", a, &[-2, -1], Norm::Backward)
+}
+/// Inverse of [`rfft2`] (last axis of length `2 (m - 1)`).
+#[track_caller]
+pub fn irfft2(a: &Array) -> Array {
+    c2r("irfft2", a, None, &[-2, -1], Norm::Backward)
+}
+/// N-D FFT of real input over `axes`.
+#[track_caller]
+pub fn rfftn(a: &Array, axes: &[isize]) -> Array {
+    r2c("rfftn", a, axes, Norm::Backward)
+}
+/// Inverse of [`rfftn`], the last axis of length `n` (default `2 (m - 1)`).
+#[track_caller]
+pub fn irfftn(a: &Array, n: Option<usize>, axes: &[isize]) -> Array {
+    c2r("irfftn", a, n, axes, Norm::Backward)
+}
+
+fn shift(a: &Array, axes: Option<&[isize]>, inverse: bool) -> Array {
+    let all: Vec<isize> = (0..a.ndim() as isize).collect();
+    let axes = axes.unwrap_or(&all);
+    let mut y = a.clone();
+    for &ax in axes {
+        let k = norm_axis(ax, a.ndim(), false).unwrap_or_else(|| {
+            panic!("fftshift: axis {ax} out of range for shape {:?}", a.shape())
+        });
+        let n = a.shape()[k] as isize;
+        let s = if inverse { -(n / 2) } else { n / 2 };
+        y = y.roll(s, k as isize);
+    }
+    y
+}
+
+/// Moves the zero frequency to the centre (a view: fuses into its consumer).
+#[track_caller]
+pub fn fftshift(a: &Array, axes: Option<&[isize]>) -> Array {
+    shift(a, axes, false)
+}
+/// Inverse of [`fftshift`].
+#[track_caller]
+pub fn ifftshift(a: &Array, axes: Option<&[isize]>) -> Array {
+    shift(a, axes, true)
+}
+
+/// Sample frequencies of an `n`-point FFT with sample spacing `d`.
+pub fn fftfreq(n: usize, d: f64, dtype: DType) -> Array {
+    let i = Array::iota_on(n, &crate::default_device());
+    let half = n.div_ceil(2) as i64;
+    let k = crate::where_(&i.lt(half), &i, &i - n as i64);
+    (k.astype(DType::F64) * (1.0 / (d * n as f64))).astype(dtype)
+}
+
+/// Sample frequencies of an `n`-point [`rfft`] with sample spacing `d`.
+pub fn rfftfreq(n: usize, d: f64, dtype: DType) -> Array {
+    let i = Array::iota_on(n / 2 + 1, &crate::default_device());
+    (i.astype(DType::F64) * (1.0 / (d * n as f64))).astype(dtype)
+}

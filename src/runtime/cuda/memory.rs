@@ -1,0 +1,208 @@
+//! Device buffers (stream-ordered allocations that free themselves into the pool), uploads,
+//! and downloads through a reused pinned staging buffer.
+
+use super::compile::lock;
+use super::device::CudaDevice;
+use super::driver_err;
+use crate::stats::bump;
+use crate::{Error, Result};
+use cudarc::driver::{
+    result as drv, sys as drv_sys, CudaSlice, DevicePtr, DriverError, PinnedHostSlice,
+};
+use lazyfuse_codegen::{DType, HostBuf};
+use std::fmt;
+use std::sync::{Arc, Mutex};
+
+/// Smallest pinned staging buffer allocated.
+const STAGING_MIN: usize = 1 << 20;
+/// Largest pinned staging buffer; bigger downloads are copied in chunks of this size.
+const STAGING_MAX: usize = 64 << 20;
+
+/// A device buffer: `len` elements of `dtype`, contiguous, 256-byte aligned. Dropping it
+/// returns the memory to the device's pool, ordered after all work queued before the drop.
+pub struct CudaBuffer {
+    /// `len * dtype.size()` bytes (at least 1, so that empty buffers are real allocations).
+    slice: CudaSlice<u8>,
+    dtype: DType,
+    len: usize,
+    device: Arc<CudaDevice>,
+}
+
+impl fmt::Debug for CudaBuffer {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(
+            f,
+            "CudaBuffer({} x {} on cuda:{})",
+            self.len,
+            self.dtype,
+            self.device.ordinal()
+        )
+    }
+}
+
+impl CudaBuffer {
+    /// Element dtype.
+    pub fn dtype(&self) -> DType {
+        self.dtype
+    }
+    /// Element count.
+    pub fn len(&self) -> usize {
+        self.len
+    }
+    /// True when the buffer holds no element.
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+    /// The owning device.
+    pub fn device(&self) -> &Arc<CudaDevice> {
+        &self.device
+    }
+    /// The device address of element 0.
+    pub(super) fn device_ptr(&self) -> u64 {
+        // Event tracking is off (module docs), so the returned guard records nothing.
+        let (ptr, _guard) = self.slice.device_ptr(&self.device.stream);
+        ptr
+    }
+}
+
+/// The pinned host buffer downloads go through, grown on demand (one per device; a
+/// download holds it for its whole copy).
+#[derive(Default)]
+pub(super) struct Staging(Mutex<Option<PinnedHostSlice<u8>>>);
+
+fn is_oom(e: &DriverError) -> bool {
+    e.0 == drv_sys::cudaError_enum::CUDA_ERROR_OUT_OF_MEMORY
+}
+
+impl CudaDevice {
+    /// Allocates an uninitialized buffer of `len` elements of `dtype` on the stream.
+    pub(super) fn alloc(
+        &self,
+        me: &Arc<CudaDevice>,
+        dtype: DType,
+        len: usize,
+    ) -> Result<CudaBuffer> {
+        let bytes = len.checked_mul(dtype.size()).ok_or_else(|| Error::Shape {
+            op: "cuda alloc",
+            msg: format!("{len} elements of {dtype} overflow the address space"),
+        })?;
+        // SAFETY: the bytes are uninitialized; u8 has no invalid values, and every buffer is
+        // fully written before it is read (uploads copy all bytes, kernels store every
+        // output element).
+        let alloc = || unsafe { self.stream.alloc::<u8>(bytes.max(1)) };
+        let slice = match alloc() {
+            Err(e) if is_oom(&e) => {
+                // Frees queued on the stream may not have reached the pool yet.
+                self.synchronize()?;
+                alloc()
+            }
+            r => r,
+        }
+        .map_err(driver_err("cuMemAllocAsync"))?;
+        bump::buffers_allocated(1);
+        let buf = CudaBuffer {
+            slice,
+            dtype,
+            len,
+            device: me.clone(),
+        };
+        // Vectorized kernels access whole 16-byte vectors; pool allocations are 256-aligned.
+        if !buf.device_ptr().is_multiple_of(16) {
+            return Err(Error::internal(
+                "cuda alloc",
+                format!("allocation {:#x} is not 16-byte aligned", buf.device_ptr()),
+            ));
+        }
+        Ok(buf)
+    }
+
+    /// Copies `host` to a new device buffer. Asynchronous with respect to the device, but
+    /// `host` may be dropped as soon as this returns (the driver stages pageable memory).
+    pub fn upload(&self, host: &HostBuf) -> Result<CudaBuffer> {
+        let me = self.arc()?;
+        let mut buf = self.alloc(&me, host.dtype(), host.len())?;
+        let bytes = host.as_bytes();
+        if !bytes.is_empty() {
+            self.stream
+                .memcpy_htod(bytes, &mut buf.slice)
+                .map_err(driver_err("cuMemcpyHtoDAsync"))?;
+        }
+        Ok(buf)
+    }
+
+    /// Copies elements `start..start + len` of `buf` to the host, waiting for all queued
+    /// work first. Only those elements move, through the pinned staging buffer.
+    pub fn download(&self, buf: &CudaBuffer, start: usize, len: usize) -> Result<HostBuf> {
+        if buf.device.ordinal() != self.ordinal() {
+            return Err(Error::DeviceMismatch {
+                op: "download",
+                a: format!("cuda:{}", self.ordinal()),
+                b: format!("cuda:{}", buf.device.ordinal()),
+            });
+        }
+        if start.checked_add(len).is_none_or(|end| end > buf.len) {
+            return Err(Error::Shape {
+                op: "download",
+                msg: format!("elements {start}..{start}+{len} of a buffer of {}", buf.len),
+            });
+        }
+        let size = buf.dtype.size();
+        let src = buf.device_ptr() + (start * size) as u64;
+        if buf.dtype == DType::Bool {
+            // Read bools as bytes and map them, so that a stray byte other than 0/1 can
+            // never become an invalid `bool`.
+            let mut bytes = vec![0u8; len];
+            self.copy_to_host(src, &mut bytes)?;
+            return Ok(HostBuf::Bool(bytes.iter().map(|&b| b != 0).collect()));
+        }
+        let mut out = HostBuf::zeros(buf.dtype, len);
+        let dst: *mut u8 =
+            lazyfuse_codegen::dispatch!(&mut out, HostBuf, v => v.as_mut_ptr() as *mut u8);
+        // SAFETY: `out` holds `len` elements of `size` bytes each, all of them plain old data
+        // without padding or invalid bit patterns (Bool was handled above), and `out` is not
+        // otherwise accessed while `bytes` lives.
+        let bytes = unsafe { std::slice::from_raw_parts_mut(dst, len * size) };
+        self.copy_to_host(src, bytes)?;
+        Ok(out)
+    }
+
+    /// Copies `dst.len()` bytes from device address `src` into `dst` through the staging
+    /// buffer, synchronizing the stream.
+    fn copy_to_host(&self, src: u64, dst: &mut [u8]) -> Result<()> {
+        if dst.is_empty() {
+            return self.synchronize();
+        }
+        let mut staging = lock(&self.staging.0);
+        let want = dst.len().min(STAGING_MAX);
+        if staging.as_ref().is_none_or(|s| s.len() < want) {
+            *staging = None; // free the old buffer before allocating the larger one
+            let size = want.next_power_of_two().clamp(STAGING_MIN, STAGING_MAX);
+            // SAFETY: the pinned memory is uninitialized; it is only read after a device
+            // copy into it has completed.
+            let pinned = unsafe { self.ctx.alloc_pinned_with_flags::<u8>(size, 0) }
+                .map_err(driver_err("cuMemHostAlloc"))?;
+            *staging = Some(pinned);
+        }
+        let pinned = staging.as_mut().expect("staging buffer allocated above");
+        let cap = pinned.len();
+        let base = pinned
+            .as_mut_ptr()
+            .map_err(driver_err("cuEventSynchronize"))?;
+        for (i, chunk) in dst.chunks_mut(cap).enumerate() {
+            let off = (i * cap) as u64;
+            self.ctx
+                .bind_to_thread()
+                .map_err(driver_err("cuCtxSetCurrent"))?;
+            // SAFETY: `base` points to `cap >= chunk.len()` pinned bytes that this thread
+            // owns through the staging mutex; the copy reads `chunk.len()` bytes from
+            // `src + off`, inside the source buffer (range checked by the caller).
+            let stage = unsafe { std::slice::from_raw_parts_mut(base, chunk.len()) };
+            // SAFETY: as above; the stream is synchronized before `stage` is read.
+            unsafe { drv::memcpy_dtoh_async(stage, src + off, self.stream.cu_stream()) }
+                .map_err(driver_err("cuMemcpyDtoHAsync"))?;
+            self.synchronize()?;
+            chunk.copy_from_slice(stage);
+        }
+        Ok(())
+    }
+}

@@ -155,8 +155,7 @@ pub enum BinaryOp {
     Add,
     Sub,
     Mul,
-    /// True division for floats/complex; on integers it truncates (the API never emits that:
-    /// integer `/` is cast to F64 first) -- division by zero gives 0 as NumPy's `//` does.
+    /// True division (float and complex only: the API casts integer operands to F64).
     Div,
     /// NumPy `//`: floor division (integers: `x // 0 = 0`, `MIN // -1 = MIN`).
     FloorDiv,
@@ -232,7 +231,8 @@ impl BinaryOp {
             And | Or | Xor => a.is_bool().then_some(a),
             IdxDiv | IdxMod => (a == DType::I64).then_some(a),
             Add | Sub | Mul => Some(a),
-            Div | Pow => (!a.is_bool()).then_some(a),
+            Div => a.is_inexact().then_some(a),
+            Pow => (!a.is_bool()).then_some(a),
             FloorDiv | Mod | Maximum | Minimum => (a.is_int() || a.is_float()).then_some(a),
             Atan2 | Hypot => a.is_float().then_some(a),
         }

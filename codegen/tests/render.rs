@@ -214,7 +214,6 @@ fn int_ops() -> Kernel {
             B::Add,
             B::Sub,
             B::Mul,
-            B::Div,
             B::FloorDiv,
             B::Mod,
             B::Pow,

@@ -140,6 +140,7 @@ pub(crate) fn binary(op: BinaryOp, a: Operand, b: Operand) -> Array {
         }
         Div if !t.is_inexact() => (Div, DType::F64),
         FloorDiv | Mod | Pow if t.is_bool() => (op, DType::I32),
+        Maximum | Minimum if t.is_bool() => (if op == Maximum { Or } else { And }, t), // NumPy: bool max/min are or/and
         Atan2 | Hypot => (op, promote::float_dtype(t)),
         And | Or | Xor => (op, DType::Bool),
         _ => (op, t),

@@ -11,6 +11,38 @@ use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
 use std::sync::{Arc, Mutex, MutexGuard, Weak};
 
+/// A small, fast, deterministic hasher (FxHash's mixing) for node keys and plan keys.
+#[derive(Default, Clone, Copy)]
+pub(crate) struct FxHasher(u64);
+
+impl std::hash::Hasher for FxHasher {
+    fn write(&mut self, bytes: &[u8]) {
+        for c in bytes.chunks(8) {
+            let mut w = [0u8; 8];
+            w[..c.len()].copy_from_slice(c);
+            self.write_u64(u64::from_le_bytes(w));
+        }
+    }
+    fn write_u64(&mut self, x: u64) {
+        self.0 = (self.0.rotate_left(5) ^ x).wrapping_mul(0x51_7c_c1_b7_27_22_0a_95);
+    }
+    fn write_usize(&mut self, x: usize) {
+        self.write_u64(x as u64);
+    }
+    fn write_u8(&mut self, x: u8) {
+        self.write_u64(x as u64);
+    }
+    fn write_u32(&mut self, x: u32) {
+        self.write_u64(x as u64);
+    }
+    fn finish(&self) -> u64 {
+        self.0
+    }
+}
+
+/// `HashMap` hasher built from [`FxHasher`].
+pub(crate) type FxBuild = std::hash::BuildHasherDefault<FxHasher>;
+
 /// An array shape.
 pub(crate) type Shape = SmallVec<[usize; 4]>;
 
@@ -132,6 +164,9 @@ pub(crate) struct NodeState {
 /// One node of the DAG.
 pub(crate) struct Node {
     pub(crate) id: u64,
+    /// Hash of the structure of this node alone (op without constant values or seeds,
+    /// dtype, shape, device): the per-node part of plan-cache keys.
+    pub(crate) shash: u64,
     pub(crate) op: Op,
     pub(crate) dtype: DType,
     pub(crate) shape: Shape,
@@ -149,12 +184,24 @@ struct Key {
 }
 
 struct Table {
-    map: HashMap<Key, Weak<Node>>,
+    map: HashMap<Key, Weak<Node>, FxBuild>,
     sweep_at: usize,
 }
 
 static TABLE: Mutex<Option<Table>> = Mutex::new(None);
 static NEXT_ID: AtomicU64 = AtomicU64::new(1);
+
+fn structure_hash(op: &Op, dtype: DType, shape: &Shape, device: &Device) -> u64 {
+    use std::hash::{Hash, Hasher};
+    let mut h = FxHasher::default();
+    match op {
+        Op::Const(_) => 1u8.hash(&mut h),
+        Op::Random(kind, _) => (2u8, kind).hash(&mut h),
+        op => (3u8, op).hash(&mut h),
+    }
+    (dtype, shape, device).hash(&mut h);
+    h.finish()
+}
 
 impl Node {
     /// The node for `op` over `inputs`: an existing equal node when one is alive
@@ -175,7 +222,7 @@ impl Node {
         };
         let mut guard = TABLE.lock().unwrap_or_else(|e| e.into_inner());
         let table = guard.get_or_insert_with(|| Table {
-            map: HashMap::new(),
+            map: HashMap::default(),
             sweep_at: 1024,
         });
         if let Some(n) = table.map.get(&key).and_then(Weak::upgrade) {
@@ -183,6 +230,7 @@ impl Node {
         }
         let node = Arc::new(Node {
             id: NEXT_ID.fetch_add(1, Relaxed),
+            shash: structure_hash(&op, dtype, &shape, &device),
             op,
             dtype,
             shape,
@@ -202,8 +250,10 @@ impl Node {
 
     /// A realized leaf holding `buffer` (never shared by hash-consing).
     pub(crate) fn leaf(buffer: Buffer, shape: Shape, device: Device) -> Arc<Node> {
+        let shash = structure_hash(&Op::Buffer, buffer.dtype(), &shape, &device);
         Arc::new(Node {
             id: NEXT_ID.fetch_add(1, Relaxed),
+            shash,
             op: Op::Buffer,
             dtype: buffer.dtype(),
             shape,

@@ -4,7 +4,7 @@
 
 use super::{ParamSrc, TStep};
 use crate::config;
-use crate::graph::{Node, Op};
+use crate::graph::{FxBuild, Node, Op};
 use crate::{Error, Result};
 use lazyfuse_codegen::{BinaryOp, Builder, DType, Inst, Scalar, ValueId};
 use smallvec::SmallVec;
@@ -56,7 +56,7 @@ enum Role {
 struct Lowerer<'a> {
     b: Builder,
     params: Vec<ParamSrc>,
-    pos: &'a HashMap<u64, usize>,
+    pos: &'a HashMap<u64, usize, FxBuild>,
     param_memo: HashMap<(u64, Role), ValueId>,
     inputs: Vec<Arc<Node>>,
     input_slot: HashMap<u64, u32>,
@@ -484,7 +484,7 @@ fn deps(target: &Arc<Node>, mat: &HashSet<u64>) -> Vec<u64> {
 /// that must be materialized too (read in several index contexts, or split for limits).
 pub(super) fn build(
     nodes: &[Arc<Node>],
-    pos: &HashMap<u64, usize>,
+    pos: &HashMap<u64, usize, FxBuild>,
     mat: &HashSet<u64>,
 ) -> Result<(Vec<TStep>, HashSet<u64>)> {
     // levels: a target runs after every target it reads

@@ -10,13 +10,14 @@
 
 mod lower;
 
-use crate::graph::{Node, Op};
+use crate::graph::{FxBuild, FxHasher, Node, Op};
+use smallvec::SmallVec;
 use crate::runtime::{self, Buffer};
 use crate::{config, Device, Error, Result};
 use lazyfuse_codegen::{Kernel, LaunchArgs, Scalar};
 use std::collections::{HashMap, HashSet};
 use std::fmt;
-use std::hash::{Hash, Hasher};
+use std::hash::Hasher;
 use std::sync::Arc;
 use std::sync::Mutex;
 
@@ -118,54 +119,60 @@ impl fmt::Display for Schedule {
     }
 }
 
+/// A node of a walked DAG with what planning reads of its state, taken under one lock.
+pub(crate) struct Walked {
+    pub(crate) node: Arc<Node>,
+    realized: bool,
+    inputs: SmallVec<[u64; 3]>,
+}
+
 /// Every node reachable from `roots` (realized nodes included, not walked through),
 /// inputs before users, in a deterministic order.
-fn walk(roots: &[Arc<Node>]) -> Vec<Arc<Node>> {
+fn walk(roots: &[Arc<Node>]) -> Vec<Walked> {
     let mut order = Vec::new();
-    let mut seen = HashSet::new();
-    let mut stack: Vec<(Arc<Node>, bool)> =
-        roots.iter().rev().map(|r| (r.clone(), false)).collect();
+    let mut seen: HashSet<u64, FxBuild> = HashSet::default();
+    let mut stack: Vec<(Arc<Node>, Option<Walked>)> =
+        roots.iter().rev().map(|r| (r.clone(), None)).collect();
     while let Some((n, done)) = stack.pop() {
-        if done {
-            order.push(n);
+        if let Some(w) = done {
+            order.push(w);
             continue;
         }
         if !seen.insert(n.id) {
             continue;
         }
-        let inputs = if n.buffer().is_some() {
-            Vec::new()
-        } else {
-            n.inputs()
+        let (realized, inputs): (bool, Vec<Arc<Node>>) = {
+            let st = n.state();
+            let realized = st.buffer.is_some();
+            (realized, if realized { Vec::new() } else { st.inputs.clone() })
         };
-        stack.push((n, true));
+        let w = Walked {
+            node: n.clone(),
+            realized,
+            inputs: inputs.iter().map(|i| i.id).collect(),
+        };
+        stack.push((n, Some(w)));
         for i in inputs.into_iter().rev() {
             if !seen.contains(&i.id) {
-                stack.push((i, false));
+                stack.push((i, None));
             }
         }
     }
     order
 }
 
-/// The structural key of a walked DAG: ops (without constants' values and seeds),
-/// dtypes, shapes, realized-ness, wiring, roots and the fusion switch.
-fn structure_key(nodes: &[Arc<Node>], pos: &HashMap<u64, usize>, roots: &[Arc<Node>]) -> Vec<u64> {
-    let mut key = Vec::with_capacity(nodes.len() + roots.len() + 1);
+/// The structural key of a walked DAG: each node's structure hash (ops without constant
+/// values and seeds, dtypes, shapes, devices), realized-ness and wiring, the roots and the
+/// fusion switch.
+fn structure_key(walked: &[Walked], pos: &HashMap<u64, usize, FxBuild>, roots: &[Arc<Node>]) -> Vec<u64> {
+    let mut key = Vec::with_capacity(walked.len() + roots.len() + 1);
     key.push(config::fusion_enabled() as u64);
-    for n in nodes {
-        let mut h = std::collections::hash_map::DefaultHasher::new();
-        match (&n.op, n.buffer().is_some()) {
-            (_, true) => 0u8.hash(&mut h),
-            (Op::Const(_), _) => 1u8.hash(&mut h),
-            (Op::Random(kind, _), _) => (2u8, kind).hash(&mut h),
-            (op, _) => (3u8, op).hash(&mut h),
-        }
-        (n.dtype, &n.shape, &n.device).hash(&mut h);
-        if n.buffer().is_none() {
-            for i in n.inputs() {
-                pos[&i.id].hash(&mut h);
-            }
+    for w in walked {
+        let mut h = FxHasher::default();
+        h.write_u64(w.node.shash);
+        h.write_u8(w.realized as u8);
+        for i in &w.inputs {
+            h.write_usize(pos[i]);
         }
         key.push(h.finish());
     }
@@ -173,15 +180,17 @@ fn structure_key(nodes: &[Arc<Node>], pos: &HashMap<u64, usize>, roots: &[Arc<No
     key
 }
 
-type PlanCache = HashMap<Vec<u64>, Arc<Template>>;
+type PlanCache = HashMap<Vec<u64>, Arc<Template>, FxBuild>;
 static PLANS: Mutex<Option<PlanCache>> = Mutex::new(None);
 const PLAN_CACHE_MAX: usize = 4096;
 
 /// Plans the evaluation of `roots`: a cached plan of the same structure when there is one.
 pub(crate) fn plan(roots: &[Arc<Node>]) -> Result<Schedule> {
-    let nodes = walk(roots);
-    let pos: HashMap<u64, usize> = nodes.iter().enumerate().map(|(i, n)| (n.id, i)).collect();
-    let key = structure_key(&nodes, &pos, roots);
+    let walked = walk(roots);
+    let pos: HashMap<u64, usize, FxBuild> =
+        walked.iter().enumerate().map(|(i, w)| (w.node.id, i)).collect();
+    let key = structure_key(&walked, &pos, roots);
+    let nodes: Vec<Arc<Node>> = walked.into_iter().map(|w| w.node).collect();
     let cached = PLANS
         .lock()
         .unwrap_or_else(|e| e.into_inner())
@@ -195,7 +204,7 @@ pub(crate) fn plan(roots: &[Arc<Node>]) -> Result<Schedule> {
         None => {
             let t = Arc::new(make_template(&nodes, &pos, roots)?);
             let mut guard = PLANS.lock().unwrap_or_else(|e| e.into_inner());
-            let cache = guard.get_or_insert_with(HashMap::new);
+            let cache = guard.get_or_insert_with(HashMap::default);
             if cache.len() >= PLAN_CACHE_MAX {
                 cache.clear();
             }
@@ -210,7 +219,7 @@ pub(crate) fn plan(roots: &[Arc<Node>]) -> Result<Schedule> {
 
 fn make_template(
     nodes: &[Arc<Node>],
-    pos: &HashMap<u64, usize>,
+    pos: &HashMap<u64, usize, FxBuild>,
     roots: &[Arc<Node>],
 ) -> Result<Template> {
     let fuse = config::fusion_enabled();

@@ -479,3 +479,42 @@ complex_helpers!(
     isinf_c128,
     isfinite_c128
 );
+
+macro_rules! complex_sqrt {
+    ($name:ident, $c:ident, $t:ident) => {
+        #[doc = concat!("C99 `csqrt` on `", stringify!($c), "` (NumPy's): the special cases of")]
+        #[doc = "infinite and NaN parts first, then the principal square root."]
+        pub fn $name(z: $c) -> $c {
+            let (x, y) = (z.re, z.im);
+            if y.is_infinite() {
+                return $c::new($t::INFINITY, y);
+            }
+            if x.is_nan() {
+                return $c::new($t::NAN, $t::NAN);
+            }
+            if x.is_infinite() {
+                if y.is_nan() {
+                    return if x > 0.0 {
+                        $c::new(x, $t::NAN)
+                    } else {
+                        $c::new($t::NAN, $t::INFINITY)
+                    };
+                }
+                return if x > 0.0 {
+                    $c::new(x, (0.0 as $t).copysign(y))
+                } else {
+                    $c::new(0.0, $t::INFINITY.copysign(y))
+                };
+            }
+            if y.is_nan() {
+                return $c::new($t::NAN, $t::NAN);
+            }
+            if x == 0.0 && y == 0.0 {
+                return $c::new(0.0, y);
+            }
+            z.sqrt()
+        }
+    };
+}
+complex_sqrt!(sqrt_c64, Complex32, f32);
+complex_sqrt!(sqrt_c128, Complex64, f64);

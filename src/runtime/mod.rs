@@ -123,11 +123,15 @@ pub(crate) fn fft(
         (Device::Cpu, Buffer::Host(h)) => {
             Ok(Buffer::Host(cpu::fft::run(spec, h, in_shape, out_shape)?))
         }
-        // Until the cuFFT path lands: through the host (correct, slow).
-        (Device::Cuda(_), _) => {
-            let host = download(input, 0, input.len())?;
-            upload(dev, cpu::fft::run(spec, &host, in_shape, out_shape)?)
+        // cuFFT on the device's stream (`cuda::fft`).
+        #[cfg(feature = "cuda")]
+        (Device::Cuda(d), Buffer::Cuda(c)) => {
+            Ok(Buffer::Cuda(d.fft(spec, c, in_shape, out_shape)?))
         }
+        #[cfg(not(feature = "cuda"))]
+        (Device::Cuda(_), _) => Err(crate::Error::NoCuda(
+            "lazyfuse was built without the `cuda` feature".into(),
+        )),
         _ => Err(crate::Error::internal("fft", "buffer on another device")),
     }
 }

@@ -501,7 +501,9 @@ pub(super) fn build(
             .unwrap_or(0);
         level.insert(n.id, l);
         let key = (l, n.op.is_library(), n.shape.to_vec(), n.device.clone());
-        match groups.iter_mut().find(|(k, _)| *k == key && !key.1) {
+        // with fusion off every operation is its own kernel, so outputs are not shared
+        let shareable = !key.1 && config::fusion_enabled();
+        match groups.iter_mut().find(|(k, _)| shareable && *k == key) {
             Some((_, g)) => g.push(n.clone()),
             None => groups.push((key, vec![n.clone()])),
         }
@@ -511,7 +513,10 @@ pub(super) fn build(
     let mut steps = Vec::new();
     let mut contexts = HashMap::new();
     let mut extra = HashSet::new();
-    for (gi, ((_, is_copy, shape, _), targets)) in groups.into_iter().enumerate() {
+    let mut queue: std::collections::VecDeque<(GroupKey, Vec<Arc<Node>>)> = groups.into();
+    let mut gi = 0;
+    while let Some(((level, is_copy, shape, device), targets)) = queue.pop_front() {
+        gi += 1;
         if is_copy {
             let t = &targets[0];
             let src = t
@@ -556,20 +561,27 @@ pub(super) fn build(
         }
         let arg_bytes = lw.params.len() * 16 + (lw.inputs.len() + targets.len()) * 8;
         if arg_bytes > MAX_ARG_BYTES {
-            // split: materialize the computations the targets read directly
-            let mut split = false;
-            for t in &targets {
-                for i in t.inputs() {
-                    if i.op.is_elementwise() && !mat.contains(&i.id) && i.buffer().is_none() {
-                        lw.extra.insert(i.id);
-                        split = true;
-                    }
-                }
-            }
             config::debug_log!(
                 2,
                 "splitting a kernel: {arg_bytes} argument bytes exceed {MAX_ARG_BYTES}"
             );
+            if targets.len() > 1 {
+                // several outputs: two kernels of half the outputs each
+                let mut first = targets;
+                let second = first.split_off(first.len() / 2);
+                let key = (level, is_copy, shape, device);
+                queue.push_front((key.clone(), second));
+                queue.push_front((key, first));
+                continue;
+            }
+            // one output: materialize the computations it reads directly
+            let mut split = false;
+            for i in targets[0].inputs() {
+                if i.op.is_elementwise() && !mat.contains(&i.id) && i.buffer().is_none() {
+                    lw.extra.insert(i.id);
+                    split = true;
+                }
+            }
             if !split {
                 return Err(Error::internal(
                     "plan",

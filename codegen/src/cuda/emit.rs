@@ -352,6 +352,10 @@ impl Emitter<'_> {
             return match op {
                 Neg => format!("{ct}{{-{a}.re, -{a}.im}}"),
                 Conj => format!("{ct}{{{a}.re, -{a}.im}}"),
+                Abs if d == DType::C128 => {
+                    self.helpers.insert(Helper::HypotF64);
+                    format!("lf_hypot_f64({a}.re, {a}.im)")
+                }
                 Abs => format!("hypot{f}({a}.re, {a}.im)"),
                 Real => format!("{a}.re"),
                 Imag => format!("{a}.im"),
@@ -510,6 +514,10 @@ impl Emitter<'_> {
                 }
                 Pow => format!("pow{f}({a}, {b})"),
                 Atan2 => format!("atan2{f}({a}, {b})"),
+                Hypot if d == DType::F64 => {
+                    self.helpers.insert(Helper::HypotF64);
+                    format!("lf_hypot_f64({a}, {b})")
+                }
                 Hypot => format!("hypot{f}({a}, {b})"),
                 // NumPy returns the second operand on ties (maximum(0.0, -0.0) is -0.0).
                 Maximum => format!("({a} > {b} || {a} != {a}) ? {a} : {b}"),

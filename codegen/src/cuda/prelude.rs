@@ -56,6 +56,9 @@ pub(crate) enum Helper {
     UniformF64,
     /// Standard normal f64.
     NormalF64,
+    /// f64 hypot that does not overflow for finite results (CUDA's `hypot` returns inf for
+    /// `hypot(x, DBL_MAX)`, NumPy `DBL_MAX`).
+    HypotF64,
     /// Truncating integer division, `x / 0 = 0`, `MIN / -1 = MIN`.
     IntDiv(DType),
     /// NumPy integer `//`.
@@ -155,6 +158,7 @@ impl Helper {
             Helper::UniformF32 => UNIFORM_F32.to_string(),
             Helper::UniformF64 => UNIFORM_F64.to_string(),
             Helper::NormalF64 => NORMAL_F64.to_string(),
+            Helper::HypotF64 => HYPOT_F64.to_string(),
             Helper::IntDiv(d) => int_tpl(INT_DIV, d),
             Helper::IntFloorDiv(d) => int_tpl(INT_FLOORDIV, d),
             Helper::IntMod(d) => int_tpl(INT_MOD, d),
@@ -279,6 +283,17 @@ const NORMAL_F64: &str = r#"static __device__ __forceinline__ double lf_normal_f
   const double u1 = (double)(a + 1ull) * 1.1102230246251565404236316680908203125e-16;
   const double u2 = (double)b * 1.1102230246251565404236316680908203125e-16;
   return sqrt(-2.0 * log(u1)) * cos(6.283185307179586 * u2);
+}
+"#;
+
+const HYPOT_F64: &str = r#"static __device__ __forceinline__ double lf_hypot_f64(double x, double y) {
+  const double a = fabs(x), b = fabs(y);
+  if (isinf(a) || isinf(b)) return __longlong_as_double(0x7ff0000000000000LL);
+  if (isnan(a) || isnan(b)) return a + b;
+  const double hi = a > b ? a : b, lo = a > b ? b : a;
+  if (hi == 0.0) return 0.0;
+  const double r = lo / hi;
+  return hi * sqrt(1.0 + r * r);
 }
 "#;
 
@@ -475,6 +490,10 @@ const C_RSQRT: &str = r#"static __device__ __forceinline__ $C lf_rsqrt_$S($C z) 
 
 const C_EXP: &str = r#"static __device__ __forceinline__ $C lf_exp_$S($C z) {
   if (z.im == 0) return $C{exp$F(z.re), z.im};
+  if (isinf(z.re)) { /* C99 cexp special cases, as NumPy */
+    if (z.re < 0) return isfinite(z.im) ? $C{($R)0 * cos$F(z.im), ($R)0 * sin$F(z.im)} : $C{($R)0, ($R)0};
+    if (!isfinite(z.im)) return $C{z.re, $NAN};
+  }
   const $R e = exp$F(z.re);
   return $C{e * cos$F(z.im), e * sin$F(z.im)};
 }

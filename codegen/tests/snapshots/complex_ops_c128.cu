@@ -78,6 +78,15 @@
 //     out2 <- %71
 typedef unsigned long long IDX;
 struct __align__(16) c64 { double re, im; };
+static __device__ __forceinline__ double lf_hypot_f64(double x, double y) {
+  const double a = fabs(x), b = fabs(y);
+  if (isinf(a) || isinf(b)) return __longlong_as_double(0x7ff0000000000000LL);
+  if (isnan(a) || isnan(b)) return a + b;
+  const double hi = a > b ? a : b, lo = a > b ? b : a;
+  if (hi == 0.0) return 0.0;
+  const double r = lo / hi;
+  return hi * sqrt(1.0 + r * r);
+}
 static __device__ __forceinline__ c64 lf_add_c64(c64 a, c64 b) { return c64{a.re + b.re, a.im + b.im}; }
 static __device__ __forceinline__ c64 lf_sub_c64(c64 a, c64 b) { return c64{a.re - b.re, a.im - b.im}; }
 static __device__ __forceinline__ c64 lf_mul_c64(c64 a, c64 b) {
@@ -134,6 +143,10 @@ static __device__ c64 lf_sqrt_c64(c64 z) {
 static __device__ __forceinline__ c64 lf_rsqrt_c64(c64 z) { return lf_recip_c64(lf_sqrt_c64(z)); }
 static __device__ __forceinline__ c64 lf_exp_c64(c64 z) {
   if (z.im == 0) return c64{exp(z.re), z.im};
+  if (isinf(z.re)) { /* C99 cexp special cases, as NumPy */
+    if (z.re < 0) return isfinite(z.im) ? c64{(double)0 * cos(z.im), (double)0 * sin(z.im)} : c64{(double)0, (double)0};
+    if (!isfinite(z.im)) return c64{z.re, __longlong_as_double(0x7ff8000000000000LL)};
+  }
   const double e = exp(z.re);
   return c64{e * cos(z.im), e * sin(z.im)};
 }
@@ -315,7 +328,7 @@ extern "C" __global__ void __launch_bounds__(256) lf_1e2e14761267a6a7(const lf_a
     const c64 v27 = lf_mul_c64(v1, v2);
     const c64 v28 = lf_div_c64(v1, v2);
     const c64 v29 = lf_pow_c64(v1, v2);
-    const double v30 = hypot(v1.re, v1.im);
+    const double v30 = lf_hypot_f64(v1.re, v1.im);
     const double v31 = v1.re;
     const double v32 = v1.im;
     const double v33 = atan2(v1.im, v1.re);

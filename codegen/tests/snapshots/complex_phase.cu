@@ -19,6 +19,10 @@ static __device__ __forceinline__ c32 lf_mul_c32(c32 a, c32 b) {
 }
 static __device__ __forceinline__ c32 lf_exp_c32(c32 z) {
   if (z.im == 0) return c32{expf(z.re), z.im};
+  if (isinf(z.re)) { /* C99 cexp special cases, as NumPy */
+    if (z.re < 0) return isfinite(z.im) ? c32{(float)0 * cosf(z.im), (float)0 * sinf(z.im)} : c32{(float)0, (float)0};
+    if (!isfinite(z.im)) return c32{z.re, __int_as_float(0x7fc00000)};
+  }
   const float e = expf(z.re);
   return c32{e * cosf(z.im), e * sinf(z.im)};
 }

@@ -98,6 +98,15 @@
 //     %94: float64 = Where(90, 92, 93)
 //     out0 <- %94
 typedef unsigned long long IDX;
+static __device__ __forceinline__ double lf_hypot_f64(double x, double y) {
+  const double a = fabs(x), b = fabs(y);
+  if (isinf(a) || isinf(b)) return __longlong_as_double(0x7ff0000000000000LL);
+  if (isnan(a) || isnan(b)) return a + b;
+  const double hi = a > b ? a : b, lo = a > b ? b : a;
+  if (hi == 0.0) return 0.0;
+  const double r = lo / hi;
+  return hi * sqrt(1.0 + r * r);
+}
 static __device__ __forceinline__ double lf_sign_f64(double x) {
   return x > 0 ? (double)1 : (x < 0 ? (double)-1 : (x == 0 ? (double)0 : x));
 }
@@ -195,7 +204,7 @@ extern "C" __global__ void __launch_bounds__(256) lf_26f70c4e3599bd91(const lf_a
       const double v40 = atan2(v1, v2);
       const double v41 = (v1 > v2 || v1 != v1) ? v1 : v2;
       const double v42 = (v1 < v2 || v1 != v1) ? v1 : v2;
-      const double v43 = hypot(v1, v2);
+      const double v43 = lf_hypot_f64(v1, v2);
       const double v44 = v3 + v4;
       const double v45 = v44 + v5;
       const double v46 = v45 + v6;
@@ -295,7 +304,7 @@ extern "C" __global__ void __launch_bounds__(256) lf_26f70c4e3599bd91(const lf_a
     const double v40 = atan2(v1, v2);
     const double v41 = (v1 > v2 || v1 != v1) ? v1 : v2;
     const double v42 = (v1 < v2 || v1 != v1) ? v1 : v2;
-    const double v43 = hypot(v1, v2);
+    const double v43 = lf_hypot_f64(v1, v2);
     const double v44 = v3 + v4;
     const double v45 = v44 + v5;
     const double v46 = v45 + v6;

@@ -28,6 +28,7 @@
 mod compile;
 mod device;
 mod disk_cache;
+mod fft;
 mod memory;
 
 pub use compile::nvrtc_check;

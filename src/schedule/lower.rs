@@ -63,8 +63,8 @@ struct Lowerer<'a> {
     memo: HashMap<(u64, Idx), ValueId>,
     mat: &'a HashSet<u64>,
     load_free: &'a HashSet<u64>,
-    group: usize,
-    contexts: &'a mut HashMap<u64, (usize, Idx)>,
+    /// The index context each computation was read in by this kernel.
+    seen: HashMap<u64, Idx>,
     extra: &'a mut HashSet<u64>,
 }
 
@@ -190,15 +190,18 @@ impl Lowerer<'_> {
         } else {
             // Pure functions of the index (generators and math on them) are recomputed
             // wherever they are read: cheaper than a buffer round trip.
-            if node.op.is_elementwise() && !self.load_free.contains(&node.id) {
-                let ctx = (self.group, idx.key());
-                match self.contexts.get(&node.id) {
+            if node.op.is_elementwise()
+                && !self.load_free.contains(&node.id)
+                && !self.mat.contains(&node.id)
+            {
+                let ctx = idx.key();
+                match self.seen.get(&node.id) {
                     Some(prev) if *prev != ctx => {
                         self.extra.insert(node.id);
                     }
                     Some(_) => {}
                     None => {
-                        self.contexts.insert(node.id, ctx);
+                        self.seen.insert(node.id, ctx);
                     }
                 }
             }
@@ -511,7 +514,7 @@ pub(super) fn build(
     groups.sort_by_key(|((l, ..), _)| *l);
     let load_free = load_free(nodes, mat);
     let mut steps = Vec::new();
-    let mut contexts = HashMap::new();
+    let mut contexts: HashMap<u64, usize> = HashMap::new();
     let mut extra = HashSet::new();
     let mut queue: std::collections::VecDeque<(GroupKey, Vec<Arc<Node>>)> = groups.into();
     let mut gi = 0;
@@ -541,8 +544,7 @@ pub(super) fn build(
             memo: HashMap::new(),
             mat,
             load_free: &load_free,
-            group: gi,
-            contexts: &mut contexts,
+            seen: HashMap::new(),
             extra: &mut extra,
         };
         let index = lw.b.push(Inst::Index, DType::I64);
@@ -590,8 +592,23 @@ pub(super) fn build(
             }
         }
         let Lowerer {
-            b, params, inputs, ..
+            b,
+            params,
+            inputs,
+            seen,
+            ..
         } = lw;
+        // a computation read by two kernels is materialized too
+        for (id, _) in seen {
+            match contexts.get(&id) {
+                Some(&g) if g != gi => {
+                    extra.insert(id);
+                }
+                _ => {
+                    contexts.insert(id, gi);
+                }
+            }
+        }
         let kernel = b.finish();
         kernel.validate().map_err(|e| Error::internal("lower", e))?;
         steps.push(TStep::Kernel {

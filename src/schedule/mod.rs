@@ -252,9 +252,13 @@ fn make_template(
         // Materialize only the outermost of the reported nodes: the ones below them may be
         // read in a single context once these are buffers.
         let below = descendants(nodes, &extra, &mat);
+        let before = mat.len();
         for id in extra.into_iter().filter(|id| !below.contains(id)) {
             config::debug_log!(3, "materializing #{id}: read at several indices or split");
             mat.insert(id);
+        }
+        if mat.len() == before {
+            return Err(Error::internal("plan", "materialization made no progress"));
         }
     }
 }

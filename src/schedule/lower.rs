@@ -44,6 +44,10 @@ impl Idx {
 enum Role {
     Stride(usize),
     Size(usize),
+    /// Extent of an axis of a view's source (pad bounds).
+    SrcSize(usize),
+    /// Element count of a broadcast's source.
+    SrcTotal,
     Start(usize),
     Step(usize),
     Before(usize),
@@ -309,7 +313,7 @@ impl Lowerer<'_> {
                     } else {
                         a[k]
                     };
-                    let n = self.iparam(node.id, Role::Size(k), src.shape[k]);
+                    let n = self.iparam(node.id, Role::SrcSize(k), src.shape[k]);
                     let lt = self.b.binary(BinaryOp::Lt, j, n);
                     let ok = if before > 0 {
                         let zero = self.c(0);
@@ -371,7 +375,7 @@ impl Lowerer<'_> {
         }
         if let (Some(lin), true) = (idx.lin, node.shape[off..] == src.shape[..]) {
             // broadcasting only adds leading axes: one modulo by the source's size
-            let n = self.iparam(node.id, Role::Size(0), src.size());
+            let n = self.iparam(node.id, Role::SrcTotal, src.size());
             let l = self.b.binary(BinaryOp::IdxMod, lin, n);
             return Idx {
                 lin: Some(l),

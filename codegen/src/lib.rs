@@ -9,6 +9,7 @@ pub mod ir;
 pub mod ops;
 mod scalar;
 pub mod semantics;
+pub mod vmath;
 
 pub use dtype::DType;
 pub use host::{HostBuf, Slice, SliceMut};

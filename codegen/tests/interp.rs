@@ -352,7 +352,58 @@ fn unary_f64_matches_std() {
     for (op, f) in table {
         let got = f64s(apply1(op, HostBuf::F64(xs.clone())));
         let want: Vec<f64> = xs.iter().map(|&x| f(x)).collect();
-        assert_f64s(&got, &want, op.name());
+        if is_transcendental(op) {
+            assert_f64s_near(&got, &want, op.name());
+        } else {
+            assert_f64s(&got, &want, op.name());
+        }
+    }
+}
+
+/// The ops computed by `vmath` rather than the C library: within 2 ulp of it, with the same
+/// special values (NaN, infinities, zeros with their sign).
+fn is_transcendental(op: UnaryOp) -> bool {
+    use UnaryOp::*;
+    matches!(
+        op,
+        Exp | Expm1
+            | Log
+            | Log1p
+            | Log2
+            | Log10
+            | Sin
+            | Cos
+            | Tan
+            | Asin
+            | Acos
+            | Atan
+            | Sinh
+            | Cosh
+            | Tanh
+    )
+}
+
+fn assert_f64s_near(got: &[f64], want: &[f64], what: &str) {
+    assert_eq!(got.len(), want.len(), "{what}");
+    for (j, (&g, &w)) in got.iter().zip(want).enumerate() {
+        let ok = if w.is_nan() || w.is_infinite() || w == 0.0 {
+            same64(g, w)
+        } else {
+            (g.to_bits() as i64 - w.to_bits() as i64).abs() <= 2
+        };
+        assert!(ok, "{what}[{j}]: got {g:?}, want {w:?}");
+    }
+}
+
+fn assert_f32s_near(got: &[f32], want: &[f32], what: &str) {
+    assert_eq!(got.len(), want.len(), "{what}");
+    for (j, (&g, &w)) in got.iter().zip(want).enumerate() {
+        let ok = if w.is_nan() || w.is_infinite() || w == 0.0 {
+            same32(g, w)
+        } else {
+            (g.to_bits() as i64 - w.to_bits() as i64).abs() <= 2
+        };
+        assert!(ok, "{what}[{j}]: got {g:?}, want {w:?}");
     }
 }
 
@@ -375,7 +426,11 @@ fn unary_f32_matches_std() {
     for (op, f) in table {
         let got = f32s(apply1(op, HostBuf::F32(xs.clone())));
         let want: Vec<f32> = xs.iter().map(|&x| f(x)).collect();
-        assert_f32s(&got, &want, op.name());
+        if is_transcendental(op) {
+            assert_f32s_near(&got, &want, op.name());
+        } else {
+            assert_f32s(&got, &want, op.name());
+        }
     }
 }
 
@@ -1737,7 +1792,9 @@ fn identities_keep_their_operand_alive() {
     let (w, a) = (f64s(it.next().unwrap()), i64s(it.next().unwrap()));
     for j in 0..n {
         let r = xs[j] + 0.25;
-        assert_eq!(w[j], r + (r.sin() + r.sin()), "at {j}");
+        let mut sin = [0.0];
+        lazyfuse_codegen::vmath::sin_f64(&[r], &mut sin);
+        assert_eq!(w[j], r + (sin[0] + sin[0]), "at {j}");
         assert_eq!(a[j], j as i64);
     }
 }
@@ -1820,8 +1877,13 @@ fn splitting_the_range_changes_nothing() {
     let ps = [Scalar::I64(shape[1] as i64)];
     let whole = f32s(run_all(&k, &ins, &shape, &ps).pop().unwrap());
     for (j, &g) in whole.iter().enumerate() {
-        let want = (xs[j] * (j % shape[1]) as f32).tanh();
-        assert_eq!(g, want, "at {j}");
+        // The interpreter's tanh is within 1 ulp of the correctly rounded result (it need
+        // not match the C library's `tanhf` bit for bit).
+        let want = ((xs[j] * (j % shape[1]) as f32) as f64).tanh() as f32;
+        assert!(
+            (g.to_bits() as i64 - want.to_bits() as i64).abs() <= 1,
+            "at {j}: {g:e} vs {want:e}"
+        );
     }
     for pieces in [2usize, 3, 7] {
         let mut got = Vec::new();

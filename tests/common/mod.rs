@@ -3,6 +3,8 @@
 
 use lazyfuse::Device;
 
+pub mod oracle;
+
 /// The devices every device-generic test runs on: the CPU always, and CUDA device 0 when
 /// `LAZYFUSE_TEST_CUDA=1` (then a missing GPU is a failure, not a skip).
 pub fn devices() -> Vec<Device> {

@@ -1,0 +1,858 @@
+//! Property tests: random expression DAGs (random ops, dtypes, shapes, views, scalars and
+//! shared subexpressions) evaluated by lazyfuse -- fused, several roots in one
+//! `lf::eval`, and with fusion off -- against the naive oracle.
+//!
+//! A program is a pool of random leaf arrays plus a list of instructions; every
+//! instruction reads earlier values by index, so values are reused (shared
+//! subexpressions) and the result is a DAG. The oracle runs the same program three times:
+//! plainly and twice with every not-correctly-rounded result nudged by +-2 ulp. Where the
+//! nudged runs disagree with the plain one the element is ill-conditioned and gets that
+//! much slack (or any value, when a NaN, an infinity, a bool or an integer flips).
+
+mod common;
+
+use common::for_each_device;
+use common::oracle::{self as o, Bi, OVal, Opnd, Tol, Un, View, V};
+use lazyfuse as lf;
+use lf::{c32, c64, Array, DType, Device};
+use ndarray::SliceInfoElem;
+use proptest::prelude::*;
+use std::sync::Mutex;
+
+/// `lf::set_fusion` is process-global: every test here holds this while it evaluates.
+static FUSION: Mutex<()> = Mutex::new(());
+
+const SHAPES: [&[usize]; 12] = [
+    &[],
+    &[1],
+    &[4],
+    &[3, 1],
+    &[1, 4],
+    &[3, 4],
+    &[2, 3, 4],
+    &[2, 1, 4],
+    &[0],
+    &[0, 4],
+    &[5, 1],
+    &[2, 3, 1],
+];
+
+const WEAK: [V; 10] = [
+    V::Bool(true),
+    V::I32(2),
+    V::I32(-3),
+    V::I64(5),
+    V::F32(0.5),
+    V::F64(-1.25),
+    V::F64(3.0),
+    V::F64(0.0),
+    V::C64(c32::new(0.5, -1.0)),
+    V::C128(c64::new(0.0, 1.0)),
+];
+
+const PAD_VALUES: [f64; 4] = [0.0, 1.5, -2.0, f64::NAN];
+
+#[derive(Clone, Debug)]
+struct Leaf {
+    dtype: usize,
+    shape: usize,
+    seed: u64,
+}
+
+/// A view to build against whatever shape the source has at build time.
+#[derive(Clone, Debug)]
+enum ViewGen {
+    Reshape(u8),
+    Transpose,
+    Permute(u64),
+    /// Per axis: (start, end, step, kind) with kind 0..5 a range, 6 an index, 7 NewAxis.
+    Slice(Vec<(i8, i8, i8, u8)>),
+    Pad(u8, u8, u8),
+    Roll(i8, u8),
+    Flip(u8),
+    Broadcast(u8),
+    ExpandSqueeze(u8),
+}
+
+#[derive(Clone, Debug)]
+enum Instr {
+    Unary(usize, usize),
+    Binary(usize, usize, usize),
+    /// op, source, scalar, scalar on the left
+    ScalarBinary(usize, usize, usize, bool),
+    Where(usize, usize, usize),
+    WhereScalar(usize, usize, usize),
+    Cast(usize, usize),
+    View(ViewGen, usize),
+    Concat(usize, usize, u8, bool),
+    Stack(usize, usize, u8),
+}
+
+#[derive(Clone, Debug)]
+struct Program {
+    leaves: Vec<Leaf>,
+    instrs: Vec<Instr>,
+    roots: usize,
+}
+
+fn view_gen() -> impl Strategy<Value = ViewGen> {
+    prop_oneof![
+        any::<u8>().prop_map(ViewGen::Reshape),
+        Just(ViewGen::Transpose),
+        any::<u64>().prop_map(ViewGen::Permute),
+        proptest::collection::vec((-6i8..7, -6i8..8, -3i8..4, 0u8..8), 1..4)
+            .prop_map(ViewGen::Slice),
+        (0u8..3, 0u8..3, any::<u8>()).prop_map(|(a, b, c)| ViewGen::Pad(a, b, c)),
+        (-7i8..8, any::<u8>()).prop_map(|(s, a)| ViewGen::Roll(s, a)),
+        any::<u8>().prop_map(ViewGen::Flip),
+        any::<u8>().prop_map(ViewGen::Broadcast),
+        any::<u8>().prop_map(ViewGen::ExpandSqueeze),
+    ]
+}
+
+fn instr() -> impl Strategy<Value = Instr> {
+    let src = 0usize..6;
+    prop_oneof![
+        3 => (0..Un::ALL.len(), src.clone()).prop_map(|(op, a)| Instr::Unary(op, a)),
+        4 => (0..Bi::ALL.len(), src.clone(), src.clone()).prop_map(|(op, a, b)| Instr::Binary(op, a, b)),
+        2 => (0..Bi::ALL.len(), src.clone(), 0..WEAK.len(), any::<bool>())
+            .prop_map(|(op, a, s, l)| Instr::ScalarBinary(op, a, s, l)),
+        1 => (src.clone(), src.clone(), src.clone()).prop_map(|(c, a, b)| Instr::Where(c, a, b)),
+        1 => (src.clone(), src.clone(), 0..WEAK.len()).prop_map(|(c, a, s)| Instr::WhereScalar(c, a, s)),
+        1 => (0..7usize, src.clone()).prop_map(|(d, a)| Instr::Cast(d, a)),
+        4 => (view_gen(), src.clone()).prop_map(|(v, a)| Instr::View(v, a)),
+        1 => (src.clone(), src.clone(), any::<u8>(), any::<bool>()).prop_map(|(a, b, ax, e)| Instr::Concat(a, b, ax, e)),
+        1 => (src.clone(), src.clone(), any::<u8>()).prop_map(|(a, b, ax)| Instr::Stack(a, b, ax)),
+    ]
+}
+
+fn program() -> impl Strategy<Value = Program> {
+    let leaf = (0..7usize, 0..SHAPES.len(), any::<u64>()).prop_map(|(dtype, shape, seed)| Leaf {
+        dtype,
+        shape,
+        seed,
+    });
+    (
+        proptest::collection::vec(leaf, 1..4),
+        proptest::collection::vec(instr(), 1..12),
+        1usize..4,
+    )
+        .prop_map(|(leaves, instrs, roots)| Program {
+            leaves,
+            instrs,
+            roots,
+        })
+}
+
+/// The default configuration: `PROPTEST_CASES` (else 256) cases, no regression files.
+fn config() -> ProptestConfig {
+    ProptestConfig {
+        failure_persistence: None,
+        max_shrink_iters: 512,
+        ..ProptestConfig::default()
+    }
+}
+
+fn next(seed: &mut u64) -> u64 {
+    *seed ^= *seed << 13;
+    *seed ^= *seed >> 7;
+    *seed ^= *seed << 17;
+    *seed
+}
+
+fn leaf_value(leaf: &Leaf) -> OVal {
+    let d = DType::ALL[leaf.dtype];
+    let shape = SHAPES[leaf.shape];
+    let n: usize = shape.iter().product();
+    let mut s = leaf.seed | 1;
+    let v = (0..n)
+        .map(|_| {
+            let r = next(&mut s);
+            let special = r.is_multiple_of(13);
+            let k = (r >> 8) as usize;
+            match d {
+                DType::Bool => V::Bool(r & 256 == 0),
+                DType::I32 => V::I32(if special {
+                    [i32::MAX, i32::MIN, 0, 46341][k % 4]
+                } else {
+                    (k % 21) as i32 - 10
+                }),
+                DType::I64 => V::I64(if special {
+                    [i64::MAX, i64::MIN, 1 << 40, 3_037_000_500][k % 4]
+                } else {
+                    (k % 21) as i64 - 10
+                }),
+                DType::F32 | DType::F64 => {
+                    let x = if special {
+                        [
+                            0.0,
+                            -0.0,
+                            f64::NAN,
+                            f64::INFINITY,
+                            f64::NEG_INFINITY,
+                            0.5,
+                            2.5,
+                            -1.5,
+                        ][k % 8]
+                    } else {
+                        (k % 8001) as f64 / 1000.0 - 4.0
+                    };
+                    V::F64(x).cast(d)
+                }
+                _ => {
+                    let re = (k % 8001) as f64 / 1000.0 - 4.0;
+                    let im = ((k / 8001) % 8001) as f64 / 1000.0 - 4.0;
+                    V::C128(c64::new(re, im)).cast(d)
+                }
+            }
+        })
+        .collect();
+    OVal::new(d, shape, v)
+}
+
+/// One value of the program: the lazyfuse array, the oracle's value, two nudged twins and
+/// a taint mask (elements that depend on a non-finite complex value, where C99's special
+/// cases leave implementations free).
+#[derive(Clone)]
+struct Val {
+    a: Array,
+    w: OVal,
+    t1: OVal,
+    t2: OVal,
+    taint: OVal,
+}
+
+struct Builder {
+    vals: Vec<Val>,
+    log: Vec<String>,
+}
+
+/// The largest value the builder makes (keeps cases fast).
+const MAX_SIZE: usize = 4096;
+
+fn finite_mask(x: &OVal) -> OVal {
+    x.map(DType::Bool, |v| V::Bool(!v.is_nan() && !v.is_inf()))
+}
+
+fn or(a: &OVal, b: &OVal) -> OVal {
+    o::binary(Bi::Or, Opnd::A(a), Opnd::A(b)).expect("taint or")
+}
+
+impl Builder {
+    fn new(p: &Program, dev: &Device) -> Builder {
+        let mut b = Builder {
+            vals: vec![],
+            log: vec![],
+        };
+        for l in &p.leaves {
+            let w = leaf_value(l);
+            let taint = OVal::full(w.shape(), V::Bool(false));
+            b.log.push(format!(
+                "v{} = leaf {} {:?}",
+                b.vals.len(),
+                w.dtype,
+                w.shape()
+            ));
+            b.vals.push(Val {
+                a: w.to_lf(dev),
+                t1: w.clone(),
+                t2: w.clone(),
+                w,
+                taint,
+            });
+        }
+        b
+    }
+
+    /// Recent values first: `k` counts back from the newest.
+    fn pick(&self, k: usize) -> Val {
+        self.vals[self.vals.len() - 1 - k % self.vals.len()].clone()
+    }
+
+    fn push(&mut self, what: String, mut v: Val, nudge: bool) {
+        assert_eq!(v.a.shape(), v.w.shape(), "shape of {what}");
+        if nudge {
+            let s = if self.vals.len().is_multiple_of(2) {
+                1.0
+            } else {
+                -1.0
+            };
+            v.t1 = o::jitter(&v.t1, s);
+            v.t2 = o::jitter(&v.t2, -s);
+        }
+        if v.w.dtype.is_complex() {
+            let bad = finite_mask(&v.w).map(DType::Bool, |b| V::Bool(!b.as_bool()));
+            v.taint = or(&v.taint, &bad);
+        }
+        self.log.push(format!(
+            "v{} = {what} -> {} {:?}",
+            self.vals.len(),
+            v.w.dtype,
+            v.w.shape()
+        ));
+        self.vals.push(v);
+    }
+
+    fn view(&self, x: &Val, v: &View) -> Val {
+        Val {
+            a: v.apply(&x.a),
+            w: v.oracle(&x.w),
+            t1: v.oracle(&x.t1),
+            t2: v.oracle(&x.t2),
+            taint: v.oracle(&x.taint),
+        }
+    }
+
+    fn cast(&self, x: &Val, d: DType) -> Val {
+        Val {
+            a: x.a.astype(d),
+            w: x.w.astype(d),
+            t1: x.t1.astype(d),
+            t2: x.t2.astype(d),
+            taint: x.taint.clone(),
+        }
+    }
+
+    /// `y`, or a one-element view of it when it does not broadcast with `shape`.
+    fn fit(&self, y: &Val, shape: &[usize]) -> Val {
+        if o::broadcast_shape(shape, y.w.shape()).is_some() {
+            return y.clone();
+        }
+        let flat = self.view(y, &View::Reshape(vec![-1]));
+        if y.w.size() > 0 {
+            self.view(
+                &flat,
+                &View::Slice(vec![SliceInfoElem::Slice {
+                    start: 0,
+                    end: Some(1),
+                    step: 1,
+                }]),
+            )
+        } else {
+            self.view(&flat, &View::Pad(vec![(1, 0)], 1.0))
+        }
+    }
+
+    fn unary(&mut self, op: Un, i: usize) {
+        let mut x = self.pick(i);
+        if o::unary(op, &x.w).is_none() {
+            x = self.cast(
+                &x,
+                if op == Un::Not {
+                    DType::Bool
+                } else {
+                    DType::F64
+                },
+            );
+        }
+        let f = |v: &OVal| o::unary(op, v).expect("accepted after the cast");
+        let nudge = op.is_transcendental()
+            || op == Un::Rsqrt
+            || (x.w.dtype.is_complex() && !matches!(op, Un::Neg | Un::Conj | Un::Real | Un::Imag));
+        let v = Val {
+            a: op.apply(&x.a),
+            w: f(&x.w),
+            t1: f(&x.t1),
+            t2: f(&x.t2),
+            taint: x.taint.clone(),
+        };
+        self.push(format!("{op:?}"), v, nudge);
+    }
+
+    fn nudges(op: Bi, d: DType) -> bool {
+        op.is_transcendental() || op == Bi::Mul || (d.is_complex() && op == Bi::Div)
+    }
+
+    fn binary(&mut self, op: Bi, i: usize, j: usize) {
+        let mut x = self.pick(i);
+        let mut y = self.fit(&self.pick(j), x.w.shape());
+        if o::broadcast_shape(x.w.shape(), y.w.shape())
+            .unwrap()
+            .iter()
+            .product::<usize>()
+            > MAX_SIZE
+        {
+            return;
+        }
+        if o::binary(op, Opnd::A(&x.w), Opnd::A(&y.w)).is_none() {
+            x = self.cast(&x, DType::F64);
+            y = self.cast(&y, DType::F64);
+        }
+        let f = |p: &OVal, q: &OVal| {
+            o::binary(op, Opnd::A(p), Opnd::A(q)).expect("accepted after the cast")
+        };
+        let v = Val {
+            a: op.apply(&x.a, &y.a),
+            w: f(&x.w, &y.w),
+            t1: f(&x.t1, &y.t1),
+            t2: f(&x.t2, &y.t2),
+            taint: or(&x.taint, &y.taint),
+        };
+        let nudge = Self::nudges(op, v.w.dtype) || Self::nudges(op, x.w.dtype);
+        self.push(format!("{op:?}"), v, nudge);
+    }
+
+    fn scalar_binary(&mut self, op: Bi, i: usize, s: V, left: bool) {
+        let left = left && op.is_operator();
+        let mut x = self.pick(i);
+        let run = |p: &OVal| {
+            if left {
+                o::binary(op, Opnd::S(s), Opnd::A(p))
+            } else {
+                o::binary(op, Opnd::A(p), Opnd::S(s))
+            }
+        };
+        if run(&x.w).is_none() {
+            x = self.cast(&x, DType::F64);
+        }
+        let Some(w) = run(&x.w) else { return }; // e.g. a complex scalar with `//`
+        let a = if left {
+            op.apply_lhs(s, &x.a)
+        } else {
+            op.apply(&x.a, s)
+        };
+        let v = Val {
+            a,
+            w,
+            t1: run(&x.t1).unwrap(),
+            t2: run(&x.t2).unwrap(),
+            taint: x.taint.clone(),
+        };
+        let nudge = Self::nudges(op, v.w.dtype) || Self::nudges(op, x.w.dtype);
+        let what = if left {
+            format!("{s:?} {op:?} x")
+        } else {
+            format!("x {op:?} {s:?}")
+        };
+        self.push(what, v, nudge);
+    }
+
+    fn where_(&mut self, c: usize, i: usize, j: Result<usize, V>) {
+        let x = self.pick(i);
+        let cond = self.fit(&self.pick(c), x.w.shape());
+        let s = o::broadcast_shape(cond.w.shape(), x.w.shape()).unwrap();
+        let (v, what) = match j {
+            Ok(j) => {
+                let y = self.fit(&self.pick(j), &s);
+                if o::broadcast_shape(&s, y.w.shape())
+                    .unwrap()
+                    .iter()
+                    .product::<usize>()
+                    > MAX_SIZE
+                {
+                    return;
+                }
+                let f =
+                    |c: &OVal, p: &OVal, q: &OVal| o::where_(c, Opnd::A(p), Opnd::A(q)).unwrap();
+                let v = Val {
+                    a: lf::where_(&cond.a, &x.a, &y.a),
+                    w: f(&cond.w, &x.w, &y.w),
+                    t1: f(&cond.t1, &x.t1, &y.t1),
+                    t2: f(&cond.t2, &x.t2, &y.t2),
+                    taint: or(&or(&cond.taint, &x.taint), &y.taint),
+                };
+                (v, "where(c, x, y)".to_string())
+            }
+            Err(sc) => {
+                let f = |c: &OVal, p: &OVal| o::where_(c, Opnd::S(sc), Opnd::A(p)).unwrap();
+                let v = Val {
+                    a: lf::where_(&cond.a, sc, &x.a),
+                    w: f(&cond.w, &x.w),
+                    t1: f(&cond.t1, &x.t1),
+                    t2: f(&cond.t2, &x.t2),
+                    taint: or(&cond.taint, &x.taint),
+                };
+                (v, format!("where(c, {sc:?}, x)"))
+            }
+        };
+        self.push(what, v, false);
+    }
+
+    /// The concrete view a generator means for a value of `shape`, if any.
+    fn make_view(g: &ViewGen, shape: &[usize]) -> Option<View> {
+        let nd = shape.len();
+        let size: usize = shape.iter().product();
+        Some(match g {
+            ViewGen::Reshape(k) => match k % 4 {
+                0 => View::Reshape(vec![-1]),
+                1 if nd >= 2 => {
+                    let mut s: Vec<isize> = vec![(shape[0] * shape[1]) as isize];
+                    s.extend(shape[2..].iter().map(|&d| d as isize));
+                    View::Reshape(s)
+                }
+                2 if nd >= 1 && shape[0].is_multiple_of(2) && shape[0] > 0 => {
+                    let mut s: Vec<isize> = vec![2, shape[0] as isize / 2];
+                    s.extend(shape[1..].iter().map(|&d| d as isize));
+                    View::Reshape(s)
+                }
+                _ if size > 0 => {
+                    let mut s: Vec<isize> = vec![1];
+                    s.extend(shape.iter().map(|&d| d as isize));
+                    s.push(-1);
+                    View::Reshape(s)
+                }
+                _ => View::Reshape(vec![-1]),
+            },
+            ViewGen::Transpose => View::Transpose,
+            ViewGen::Permute(seed) => {
+                let mut p: Vec<usize> = (0..nd).collect();
+                let mut s = *seed | 1;
+                for k in (1..nd).rev() {
+                    p.swap(k, (next(&mut s) % (k as u64 + 1)) as usize);
+                }
+                View::Permute(p)
+            }
+            ViewGen::Slice(axes) => {
+                let mut e = vec![];
+                let mut ax = 0;
+                for &(start, end, step, kind) in axes {
+                    if kind == 7 {
+                        e.push(SliceInfoElem::NewAxis);
+                        continue;
+                    }
+                    if ax >= nd {
+                        break;
+                    }
+                    let n = shape[ax] as isize;
+                    if kind == 6 && n > 0 {
+                        e.push(SliceInfoElem::Index(
+                            (start as isize).rem_euclid(n) - if start < 0 { n } else { 0 },
+                        ));
+                    } else {
+                        let step = if step == 0 { 1 } else { step as isize };
+                        let end = if end == 7 { None } else { Some(end as isize) };
+                        e.push(SliceInfoElem::Slice {
+                            start: start as isize,
+                            end,
+                            step,
+                        });
+                    }
+                    ax += 1;
+                }
+                View::Slice(e)
+            }
+            ViewGen::Pad(b, a, v) => {
+                if nd == 0 {
+                    return None;
+                }
+                let val = PAD_VALUES[*v as usize % PAD_VALUES.len()];
+                if v % 2 == 0 {
+                    View::Pad(vec![(*b as usize, *a as usize)], val)
+                } else {
+                    View::Pad(
+                        (0..nd)
+                            .map(|k| ((*b as usize + k) % 3, (*a as usize * k) % 3))
+                            .collect(),
+                        val,
+                    )
+                }
+            }
+            ViewGen::Roll(s, a) if nd > 0 => View::Roll(
+                *s as isize,
+                (*a as usize % nd) as isize - if a % 2 == 0 { nd as isize } else { 0 },
+            ),
+            ViewGen::Flip(a) if nd > 0 => View::Flip((*a as usize % nd) as isize),
+            ViewGen::Broadcast(k) => {
+                let ones: Vec<usize> = (0..nd).filter(|&i| shape[i] == 1).collect();
+                if k % 2 == 0 || ones.is_empty() {
+                    let mut s = vec![2];
+                    s.extend_from_slice(shape);
+                    View::BroadcastTo(s)
+                } else {
+                    let mut s = shape.to_vec();
+                    s[ones[*k as usize % ones.len()]] = 3;
+                    View::BroadcastTo(s)
+                }
+            }
+            ViewGen::ExpandSqueeze(k) => {
+                let ones: Vec<usize> = (0..nd).filter(|&i| shape[i] == 1).collect();
+                if k % 2 == 0 || ones.is_empty() {
+                    View::ExpandDims((*k as usize % (nd + 1)) as isize)
+                } else {
+                    View::Squeeze(ones[*k as usize % ones.len()] as isize)
+                }
+            }
+            _ => return None,
+        })
+    }
+
+    fn view_instr(&mut self, g: &ViewGen, i: usize) {
+        let x = self.pick(i);
+        let Some(v) = Self::make_view(g, x.w.shape()) else {
+            return;
+        };
+        if x.w.shape().len() >= 5 && matches!(v, View::BroadcastTo(_) | View::ExpandDims(_)) {
+            return;
+        }
+        let y = self.view(&x, &v);
+        if y.w.size() > MAX_SIZE {
+            return;
+        }
+        self.push(format!("{v:?}"), y, false);
+    }
+
+    fn concat(&mut self, i: usize, j: usize, axis: u8, empty: bool) {
+        let x = self.pick(i);
+        let nd = x.w.shape().len();
+        if nd == 0 {
+            return;
+        }
+        let a = axis as usize % nd;
+        let y = self.pick(j);
+        let compatible =
+            y.w.shape().len() == nd && (0..nd).all(|k| k == a || y.w.shape()[k] == x.w.shape()[k]);
+        let y = if compatible {
+            y
+        } else {
+            self.view(&x, &View::Flip(a as isize))
+        };
+        let mut parts = vec![x, y];
+        if empty {
+            // a zero-length piece in the middle
+            let mut e = vec![
+                SliceInfoElem::Slice {
+                    start: 0,
+                    end: None,
+                    step: 1
+                };
+                nd
+            ];
+            e[a] = SliceInfoElem::Slice {
+                start: 0,
+                end: Some(0),
+                step: 1,
+            };
+            let z = self.view(&parts[0], &View::Slice(e));
+            parts.insert(1, z);
+        }
+        if parts.iter().map(|p| p.w.size()).sum::<usize>() > MAX_SIZE {
+            return;
+        }
+        let ax = if axis.is_multiple_of(2) {
+            a as isize
+        } else {
+            a as isize - nd as isize
+        };
+        let pick = |f: fn(&Val) -> &OVal| -> OVal {
+            let r: Vec<&OVal> = parts.iter().map(f).collect();
+            o::concatenate(&r, ax)
+        };
+        let arrays: Vec<&Array> = parts.iter().map(|p| &p.a).collect();
+        let v = Val {
+            a: lf::concatenate(&arrays, ax),
+            w: pick(|p| &p.w),
+            t1: pick(|p| &p.t1),
+            t2: pick(|p| &p.t2),
+            taint: pick(|p| &p.taint),
+        };
+        self.push(
+            format!("concatenate(.., {} parts, axis {ax})", parts.len()),
+            v,
+            false,
+        );
+    }
+
+    fn stack(&mut self, i: usize, j: usize, axis: u8) {
+        let x = self.pick(i);
+        let y = self.pick(j);
+        let y = if y.w.shape() == x.w.shape() {
+            y
+        } else {
+            x.clone()
+        };
+        if 2 * x.w.size() > MAX_SIZE || x.w.shape().len() >= 5 {
+            return;
+        }
+        let ax = (axis as usize % (x.w.shape().len() + 1)) as isize;
+        let pick = |p: &OVal, q: &OVal| o::stack(&[p, q], ax);
+        let v = Val {
+            a: lf::stack(&[&x.a, &y.a], ax),
+            w: pick(&x.w, &y.w),
+            t1: pick(&x.t1, &y.t1),
+            t2: pick(&x.t2, &y.t2),
+            taint: pick(&x.taint, &y.taint),
+        };
+        self.push(format!("stack(axis {ax})"), v, false);
+    }
+
+    fn run(&mut self, ins: &Instr) {
+        match *ins {
+            Instr::Unary(op, a) => self.unary(Un::ALL[op], a),
+            Instr::Binary(op, a, b) => self.binary(Bi::ALL[op], a, b),
+            Instr::ScalarBinary(op, a, s, l) => self.scalar_binary(Bi::ALL[op], a, WEAK[s], l),
+            Instr::Where(c, a, b) => self.where_(c, a, Ok(b)),
+            Instr::WhereScalar(c, a, s) => self.where_(c, a, Err(WEAK[s])),
+            Instr::Cast(d, a) => {
+                let x = self.pick(a);
+                let v = self.cast(&x, DType::ALL[d]);
+                self.push(format!("astype({})", DType::ALL[d]), v, false);
+            }
+            Instr::View(ref g, a) => self.view_instr(g, a),
+            Instr::Concat(a, b, ax, e) => self.concat(a, b, ax, e),
+            Instr::Stack(a, b, ax) => self.stack(a, b, ax),
+        }
+    }
+}
+
+/// Builds the program on `dev`; returns the builder and the indices of its roots.
+fn build(p: &Program, dev: &Device) -> (Builder, Vec<usize>) {
+    let mut b = Builder::new(p, dev);
+    for ins in &p.instrs {
+        b.run(ins);
+    }
+    let n = b.vals.len();
+    let roots: Vec<usize> = (n.saturating_sub(p.roots)..n).collect();
+    (b, roots)
+}
+
+fn slack(v: &Val) -> o::Slack {
+    let mut s = o::slack_from_twins(&v.w, &[&v.t1, &v.t2]);
+    ndarray::Zip::from(&mut s).and(&v.taint.a).for_each(|s, t| {
+        if t.as_bool() {
+            *s = None;
+        }
+    });
+    s
+}
+
+const TOL: Tol = Tol {
+    loose_complex_specials: true,
+    ..Tol::DEFAULT
+};
+
+/// Compares `got` (read back) with the oracle for value `v`.
+fn compare(got: &OVal, v: &Val, what: &str, log: &[String]) -> Result<(), TestCaseError> {
+    o::compare_vals(got, &v.w, TOL, Some(&slack(v)))
+        .map_err(|e| TestCaseError::fail(format!("{what}: {e}\nprogram:\n  {}", log.join("\n  "))))
+}
+
+/// Evaluates the roots in one `lf::eval` and reads them back.
+fn eval_roots(b: &Builder, roots: &[usize]) -> Result<Vec<OVal>, TestCaseError> {
+    let arrays: Vec<&Array> = roots.iter().map(|&r| &b.vals[r].a).collect();
+    let fail =
+        |e: lf::Error| TestCaseError::fail(format!("{e}\nprogram:\n  {}", b.log.join("\n  ")));
+    lf::eval(&arrays).map_err(fail)?;
+    arrays
+        .iter()
+        .map(|a| OVal::fetch(a).map_err(fail))
+        .collect()
+}
+
+fn check_program(p: &Program, dev: &Device) -> Result<(), TestCaseError> {
+    let (b, roots) = build(p, dev);
+    let got = eval_roots(&b, &roots)?;
+    for (g, &r) in got.iter().zip(&roots) {
+        compare(g, &b.vals[r], &format!("root v{r} on {dev}"), &b.log)?;
+    }
+    // an intermediate value read afterwards, on top of the evaluated roots
+    let mid = p.instrs.len() % b.vals.len();
+    let g = OVal::fetch(&b.vals[mid].a).map_err(|e| TestCaseError::fail(e.to_string()))?;
+    compare(
+        &g,
+        &b.vals[mid],
+        &format!("intermediate v{mid} on {dev}"),
+        &b.log,
+    )?;
+    Ok(())
+}
+
+/// Runs `body` on every device, turning a panic or a failure into a test-case failure.
+fn on_devices(body: impl Fn(&Device) -> Result<(), TestCaseError>) -> Result<(), TestCaseError> {
+    let mut res = Ok(());
+    for_each_device(|dev| {
+        if res.is_ok() {
+            res = body(dev);
+        }
+    });
+    res
+}
+
+proptest! {
+    #![proptest_config(config())]
+
+    /// Fused evaluation of random DAGs (several roots in one plan) equals the oracle.
+    #[test]
+    fn random_dags_match_the_oracle(p in program()) {
+        let _g = FUSION.lock().unwrap_or_else(|e| e.into_inner());
+        on_devices(|dev| check_program(&p, dev))?;
+    }
+}
+
+/// Restores fusion when dropped (also on a panic).
+struct FusionOff;
+impl FusionOff {
+    fn new() -> FusionOff {
+        lf::set_fusion(false);
+        FusionOff
+    }
+}
+impl Drop for FusionOff {
+    fn drop(&mut self) {
+        lf::set_fusion(true);
+    }
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: (config().cases / 4).max(8), ..config() })]
+
+    /// The same programs with fusion off: equal to the oracle and to the fused results.
+    #[test]
+    fn fused_and_unfused_agree(p in program()) {
+        let _g = FUSION.lock().unwrap_or_else(|e| e.into_inner());
+        on_devices(|dev| {
+            let (fb, roots) = build(&p, dev);
+            let fused = eval_roots(&fb, &roots)?;
+            let (ub, unfused) = {
+                let _off = FusionOff::new();
+                let (ub, roots2) = build(&p, dev);
+                prop_assert_eq!(&roots, &roots2);
+                let got = eval_roots(&ub, &roots)?;
+                (ub, got)
+            };
+            for ((f, u), &r) in fused.iter().zip(&unfused).zip(&roots) {
+                let v = &ub.vals[r];
+                compare(u, v, &format!("unfused root v{r} on {dev}"), &ub.log)?;
+                // fused against unfused, with the oracle's conditioning as slack
+                let s = slack(v);
+                o::compare_vals(u, f, TOL, Some(&s)).map_err(|e| {
+                    TestCaseError::fail(format!("unfused vs fused root v{r} on {dev}: {e}\nprogram:\n  {}", ub.log.join("\n  ")))
+                })?;
+            }
+            Ok(())
+        })?;
+    }
+}
+
+/// A fixed DAG with a subexpression shared by several consumers and roots, fused and
+/// unfused, with `lf::eval` of all roots at once.
+#[test]
+fn shared_subexpressions_evaluated_once_per_plan() {
+    let _g = FUSION.lock().unwrap_or_else(|e| e.into_inner());
+    for_each_device(|dev| {
+        let x = o::iota(DType::F32, &[3, 4]);
+        let y = o::iota(DType::F64, &[4]);
+        for fused in [true, false] {
+            let _off = (!fused).then(FusionOff::new);
+            let (xa, ya) = (x.to_lf(dev), y.to_lf(dev));
+            let s = (&xa * 0.5).sin(); // shared
+            let r1 = &s + &ya;
+            let r2 = s.transpose().exp();
+            let r3 = lf::where_(&s.gt(0.0), &s, &r1);
+            lf::eval(&[&r1, &r2, &r3, &s]).unwrap();
+            let sw = o::unary(
+                Un::Sin,
+                &o::binary(Bi::Mul, Opnd::A(&x), Opnd::S(V::F64(0.5))).unwrap(),
+            )
+            .unwrap();
+            let w1 = o::binary(Bi::Add, Opnd::A(&sw), Opnd::A(&y)).unwrap();
+            let w2 = o::unary(Un::Exp, &sw.transpose()).unwrap();
+            let c = o::binary(Bi::Gt, Opnd::A(&sw), Opnd::S(V::F64(0.0))).unwrap();
+            let w3 = o::where_(&c, Opnd::A(&sw), Opnd::A(&w1)).unwrap();
+            let tol = Tol::DEFAULT.atol(1e-6, 1e-12);
+            o::assert_close(&s, &sw, tol, &format!("s (fused={fused})"));
+            o::assert_close(&r1, &w1, tol, &format!("r1 (fused={fused})"));
+            o::assert_close(&r2, &w2, tol, &format!("r2 (fused={fused})"));
+            o::assert_close(&r3, &w3, tol, &format!("r3 (fused={fused})"));
+        }
+    });
+}

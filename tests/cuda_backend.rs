@@ -1,6 +1,7 @@
 //! CUDA backend tests: transfers of every dtype, hand-built kernels against host math, the
 //! in-memory and on-disk kernel caches, concurrent use. They need a GPU: without one they
 //! pass trivially, unless `LAZYFUSE_TEST_CUDA=1`, which makes a missing GPU a failure.
+#![cfg(feature = "cuda")]
 
 use lazyfuse::Device;
 use lazyfuse_codegen::{BinaryOp, Builder, DType, HostBuf, Inst, Kernel, LaunchArgs, Scalar};

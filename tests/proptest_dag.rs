@@ -848,7 +848,8 @@ fn shared_subexpressions_evaluated_once_per_plan() {
             let w2 = o::unary(Un::Exp, &sw.transpose()).unwrap();
             let c = o::binary(Bi::Gt, Opnd::A(&sw), Opnd::S(V::F64(0.0))).unwrap();
             let w3 = o::where_(&c, Opnd::A(&sw), Opnd::A(&w1)).unwrap();
-            let tol = Tol::DEFAULT.atol(1e-6, 1e-12);
+            // the F32 sine's last-bit differences between devices carry into the F64 sums
+            let tol = Tol::DEFAULT.atol(1e-6, 1e-6);
             o::assert_close(&s, &sw, tol, &format!("s (fused={fused})"));
             o::assert_close(&r1, &w1, tol, &format!("r1 (fused={fused})"));
             o::assert_close(&r2, &w2, tol, &format!("r2 (fused={fused})"));

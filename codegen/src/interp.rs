@@ -718,13 +718,10 @@ trait Cplx:
     Elem + Add<Output = Self> + Sub<Output = Self> + Mul<Output = Self> + Neg<Output = Self>
 {
     type R: Elem;
-    fn exp(self) -> Self;
     fn ln(self) -> Self;
     fn sin(self) -> Self;
     fn cos(self) -> Self;
     fn tan(self) -> Self;
-    fn asin(self) -> Self;
-    fn acos(self) -> Self;
     fn atan(self) -> Self;
     fn sinh(self) -> Self;
     fn cosh(self) -> Self;
@@ -747,13 +744,19 @@ trait Cplx:
     fn is_finite(self) -> bool;
     /// C99 `csqrt` (NumPy's special cases for infinite and NaN parts).
     fn csqrt(self) -> Self;
+    /// C99 `cexp` (NumPy's special cases).
+    fn exp(self) -> Self;
+    /// NumPy `arcsin` (Kahan; correct sides of the branch cuts).
+    fn asin(self) -> Self;
+    /// NumPy `arccos` (Kahan; correct sides of the branch cuts).
+    fn acos(self) -> Self;
 }
 
 macro_rules! cplx {
     ($c:ident, $r:ident, $sfx:ident) => {
         impl Cplx for $c {
             type R = $r;
-            forward!($c; exp, ln, sin, cos, tan, asin, acos, atan, sinh, cosh, tanh);
+            forward!($c; ln, sin, cos, tan, atan, sinh, cosh, tanh);
             #[inline(always)]
             fn conj(self) -> Self {
                 $c::conj(&self)
@@ -774,6 +777,18 @@ macro_rules! cplx {
         fn csqrt(self) -> Self {
             sem::sqrt_c64(self)
         }
+        #[inline(always)]
+        fn exp(self) -> Self {
+            sem::exp_c64(self)
+        }
+        #[inline(always)]
+        fn asin(self) -> Self {
+            sem::asin_c64(self)
+        }
+        #[inline(always)]
+        fn acos(self) -> Self {
+            sem::acos_c64(self)
+        }
         cplx!(@fns $c, $r, divide_c64, power_c64, reciprocal_c64, sign_c64, expm1_c64,
             log1p_c64, log2_c64, log10_c64, abs_c64, angle_c64, isnan_c64, isinf_c64,
             isfinite_c64);
@@ -782,6 +797,18 @@ macro_rules! cplx {
         #[inline(always)]
         fn csqrt(self) -> Self {
             sem::sqrt_c128(self)
+        }
+        #[inline(always)]
+        fn exp(self) -> Self {
+            sem::exp_c128(self)
+        }
+        #[inline(always)]
+        fn asin(self) -> Self {
+            sem::asin_c128(self)
+        }
+        #[inline(always)]
+        fn acos(self) -> Self {
+            sem::acos_c128(self)
         }
         cplx!(@fns $c, $r, divide_c128, power_c128, reciprocal_c128, sign_c128, expm1_c128,
             log1p_c128, log2_c128, log10_c128, abs_c128, angle_c128, isnan_c128, isinf_c128,

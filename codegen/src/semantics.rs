@@ -375,7 +375,12 @@ macro_rules! complex_helpers {
                     }
                 }
             }
-            (b * a.ln()).exp()
+            let w = b * a.ln();
+            if w.im == 0.0 {
+                $c::new(w.re.exp(), w.im) // C99 cexp keeps a zero imaginary part
+            } else {
+                w.exp()
+            }
         }
 
         #[doc = concat!("NumPy `expm1` on `", stringify!($c), "`: ")]
@@ -518,3 +523,56 @@ macro_rules! complex_sqrt {
 }
 complex_sqrt!(sqrt_c64, Complex32, f32);
 complex_sqrt!(sqrt_c128, Complex64, f64);
+
+macro_rules! complex_asin_acos {
+    ($asin:ident, $acos:ident, $sqrt:ident, $c:ident) => {
+        #[doc = concat!("NumPy `arcsin` on `", stringify!($c), "` (Kahan's formula: the")]
+        #[doc = "signed zero of the imaginary part picks the side of the branch cuts)."]
+        pub fn $asin(z: $c) -> $c {
+            let s1 = $sqrt($c::new(1.0 - z.re, -z.im));
+            let s2 = $sqrt($c::new(1.0 + z.re, z.im));
+            $c::new(
+                z.re.atan2(s1.re * s2.re - s1.im * s2.im),
+                (s1.re * s2.im - s1.im * s2.re).asinh(),
+            )
+        }
+        #[doc = concat!("NumPy `arccos` on `", stringify!($c), "` (Kahan's formula).")]
+        pub fn $acos(z: $c) -> $c {
+            let s1 = $sqrt($c::new(1.0 - z.re, -z.im));
+            let s2 = $sqrt($c::new(1.0 + z.re, z.im));
+            $c::new(
+                2.0 * s1.re.atan2(s2.re),
+                (s2.re * s1.im - s2.im * s1.re).asinh(),
+            )
+        }
+    };
+}
+complex_asin_acos!(asin_c64, acos_c64, sqrt_c64, Complex32);
+complex_asin_acos!(asin_c128, acos_c128, sqrt_c128, Complex64);
+
+macro_rules! complex_exp {
+    ($name:ident, $c:ident, $t:ident) => {
+        #[doc = concat!("C99 `cexp` on `", stringify!($c), "` (NumPy's): a zero imaginary")]
+        #[doc = "part stays exact (`exp(1000+0i) = inf+0i`), infinite real parts as C99."]
+        pub fn $name(z: $c) -> $c {
+            if z.im == 0.0 {
+                return $c::new(z.re.exp(), z.im);
+            }
+            if z.re.is_infinite() {
+                if z.re < 0.0 {
+                    return if z.im.is_finite() {
+                        $c::new(0.0 * z.im.cos(), 0.0 * z.im.sin())
+                    } else {
+                        $c::new(0.0, 0.0)
+                    };
+                }
+                if !z.im.is_finite() {
+                    return $c::new(z.re, $t::NAN);
+                }
+            }
+            z.exp()
+        }
+    };
+}
+complex_exp!(exp_c64, Complex32, f32);
+complex_exp!(exp_c128, Complex64, f64);

@@ -11,10 +11,10 @@
 mod lower;
 
 use crate::graph::{FxBuild, FxHasher, Node, Op};
-use smallvec::SmallVec;
 use crate::runtime::{self, Buffer};
 use crate::{config, Device, Error, Result};
 use lazyfuse_codegen::{Kernel, LaunchArgs, Scalar};
+use smallvec::SmallVec;
 use std::collections::{HashMap, HashSet};
 use std::fmt;
 use std::hash::Hasher;
@@ -144,7 +144,14 @@ fn walk(roots: &[Arc<Node>]) -> Vec<Walked> {
         let (realized, inputs): (bool, Vec<Arc<Node>>) = {
             let st = n.state();
             let realized = st.buffer.is_some();
-            (realized, if realized { Vec::new() } else { st.inputs.clone() })
+            (
+                realized,
+                if realized {
+                    Vec::new()
+                } else {
+                    st.inputs.clone()
+                },
+            )
         };
         let w = Walked {
             node: n.clone(),
@@ -164,7 +171,11 @@ fn walk(roots: &[Arc<Node>]) -> Vec<Walked> {
 /// The structural key of a walked DAG: each node's structure hash (ops without constant
 /// values and seeds, dtypes, shapes, devices), realized-ness and wiring, the roots and the
 /// fusion switch.
-fn structure_key(walked: &[Walked], pos: &HashMap<u64, usize, FxBuild>, roots: &[Arc<Node>]) -> Vec<u64> {
+fn structure_key(
+    walked: &[Walked],
+    pos: &HashMap<u64, usize, FxBuild>,
+    roots: &[Arc<Node>],
+) -> Vec<u64> {
     let mut key = Vec::with_capacity(walked.len() + roots.len() + 1);
     key.push(config::fusion_enabled() as u64);
     for w in walked {
@@ -187,8 +198,11 @@ const PLAN_CACHE_MAX: usize = 4096;
 /// Plans the evaluation of `roots`: a cached plan of the same structure when there is one.
 pub(crate) fn plan(roots: &[Arc<Node>]) -> Result<Schedule> {
     let walked = walk(roots);
-    let pos: HashMap<u64, usize, FxBuild> =
-        walked.iter().enumerate().map(|(i, w)| (w.node.id, i)).collect();
+    let pos: HashMap<u64, usize, FxBuild> = walked
+        .iter()
+        .enumerate()
+        .map(|(i, w)| (w.node.id, i))
+        .collect();
     let key = structure_key(&walked, &pos, roots);
     let nodes: Vec<Arc<Node>> = walked.into_iter().map(|w| w.node).collect();
     let cached = PLANS

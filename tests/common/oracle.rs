@@ -725,17 +725,55 @@ macro_rules! complex_fns {
                     }
                 }
             }
-            (b * a.ln()).exp()
+            cexp($cmul(b, a.ln()))
         }
 
-        fn $cfn(op: Un, z: $c) -> $c {
+        /// C99 `cexp`: a zero imaginary part stays exactly (`exp(1000+0i) = inf+0i`).
+        fn cexp(z: $c) -> $c {
+            if z.im == 0.0 {
+                <$c>::new(z.re.exp(), z.im)
+            } else {
+                z.exp()
+            }
+        }
+
+        /// C99 `csqrt` (the sign of a zero imaginary part picks the side of the cut).
+        fn csqrt(z: $c) -> $c {
+            if z.im == 0.0 && !z.re.is_nan() {
+                if z.re >= 0.0 {
+                    <$c>::new(z.re.sqrt(), z.im)
+                } else {
+                    <$c>::new(0.0, (-z.re).sqrt().copysign(z.im))
+                }
+            } else {
+                z.sqrt()
+            }
+        }
+
+        /// Kahan's `asin`/`acos`, which honor signed zeros on the branch cuts as C99 and
+        /// NumPy do (`asin(2+0i) = pi/2 + 1.317i`, `asin(2-0i) = pi/2 - 1.317i`).
+        fn casin_cacos(z: $c, acos: bool) -> $c {
+            let s1m = csqrt(<$c>::new(1.0 - z.re, -z.im));
+            let s1p = csqrt(<$c>::new(1.0 + z.re, z.im));
+            if acos {
+                let re = 2.0 * s1m.re.atan2(s1p.re);
+                let im = $cmul(s1p.conj(), s1m).im.asinh();
+                <$c>::new(re, im)
+            } else {
+                let re = z.re.atan2($cmul(s1m, s1p).re);
+                let im = $cmul(s1m.conj(), s1p).im.asinh();
+                <$c>::new(re, im)
+            }
+        }
+
+        pub fn $cfn(op: Un, z: $c) -> $c {
             use Un::*;
             let one = <$c>::new(1.0, 0.0);
             match op {
-                Sqrt => z.sqrt(),
-                Rsqrt => $cdiv(one, z.sqrt()),
-                Exp => z.exp(),
-                Expm1 => z.exp() - one,
+                Sqrt => csqrt(z),
+                Rsqrt => $cdiv(one, csqrt(z)),
+                Exp => cexp(z),
+                Expm1 => cexp(z) - one,
                 Log => z.ln(),
                 Log1p => (z + one).ln(),
                 Log2 => z.log2(),
@@ -743,8 +781,8 @@ macro_rules! complex_fns {
                 Sin => z.sin(),
                 Cos => z.cos(),
                 Tan => z.tan(),
-                Asin => z.asin(),
-                Acos => z.acos(),
+                Asin => casin_cacos(z, false),
+                Acos => casin_cacos(z, true),
                 Atan => z.atan(),
                 Sinh => z.sinh(),
                 Cosh => z.cosh(),
@@ -768,8 +806,16 @@ macro_rules! complex_fns {
         }
     };
 }
-complex_fns!(c64_fn, cmul64, cdiv64, cpow64, Cf, f32);
-complex_fns!(c128_fn, cmul128, cdiv128, cpow128, Cd, f64);
+mod c64m {
+    use super::*;
+    complex_fns!(c64_fn, cmul64, cdiv64, cpow64, Cf, f32);
+}
+mod c128m {
+    use super::*;
+    complex_fns!(c128_fn, cmul128, cdiv128, cpow128, Cd, f64);
+}
+pub use c128m::{c128_fn, cdiv128, cmul128, cpow128};
+pub use c64m::{c64_fn, cdiv64, cmul64, cpow64};
 
 /// Unary op with NumPy (and lazyfuse's documented) dtype rules; `None` where the op does
 /// not accept the dtype (lazyfuse must panic there).

@@ -1366,7 +1366,7 @@ mod tests {
                     (a, dims) = lines(&a, &dims, rank - 1, m, |l| {
                         // cuFFT's C2R needs a sane half spectrum: the program sanitizes
                         assert!(l[0].im.abs() < 1e-9, "C2R input with imaginary DC {l:?}");
-                        if m % 2 == 0 {
+                        if m.is_multiple_of(2) {
                             assert!(l[m / 2].im.abs() < 1e-9, "C2R input with imaginary Nyquist");
                         }
                         let full: Vec<Z> = (0..m)

@@ -182,10 +182,8 @@ pub fn where_(cond: &Array, a: impl Into<Operand>, b: impl Into<Operand>) -> Arr
     let (a, b) = (a.into(), b.into());
     let c = Operand::Array(cond.clone());
     let t = common_dtype(&[&a, &b]);
-    let mut devs = vec![&c, &a, &b];
-    let dev = operands_device("where", &devs);
-    let shape = broadcast_all("where", &devs);
-    devs.clear();
+    let dev = operands_device("where", &[&c, &a, &b]);
+    let shape = broadcast_all("where", &[&c, &a, &b]);
     let cb = cond.astype(DType::Bool).broadcast_to(&shape);
     let x = a.to_array(t, &shape, &dev);
     let y = b.to_array(t, &shape, &dev);

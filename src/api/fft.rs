@@ -49,15 +49,7 @@ fn axes_of(op: &str, a: &Array, axes: &[isize]) -> SmallVec<[usize; 4]> {
 
 /// Applies `scale` where it fuses: into the kernel materializing a lazy input, else
 /// onto the (lazy) output.
-fn transform(
-    op: &str,
-    x: Array,
-    spec: FftSpec,
-    out_dtype: DType,
-    out_shape: Shape,
-    scale: f64,
-) -> Array {
-    let _ = op;
+fn transform(x: Array, spec: FftSpec, out_dtype: DType, out_shape: Shape, scale: f64) -> Array {
     let scale_input = scale != 1.0 && !x.is_evaluated();
     let x = if scale_input { x * scale } else { x };
     let dev: Device = x.device();
@@ -89,14 +81,7 @@ fn c2c(op: &str, a: &Array, axes: &[isize], inverse: bool, norm: Norm) -> Array 
         inverse,
         kind: FftKind::C2C,
     };
-    transform(
-        op,
-        x,
-        spec,
-        dt,
-        a.node.shape.clone(),
-        norm.scale(n, inverse),
-    )
+    transform(x, spec, dt, a.node.shape.clone(), norm.scale(n, inverse))
 }
 
 /// FFT along `axis`.
@@ -163,7 +148,7 @@ fn r2c(op: &str, a: &Array, axes: &[isize], norm: Norm) -> Array {
         inverse: false,
         kind: FftKind::R2C,
     };
-    transform(op, x, spec, rt.to_complex(), shape, norm.scale(n, false))
+    transform(x, spec, rt.to_complex(), shape, norm.scale(n, false))
 }
 
 #[track_caller]
@@ -190,7 +175,7 @@ fn c2r(op: &str, a: &Array, n: Option<usize>, axes: &[isize], norm: Norm) -> Arr
         inverse: true,
         kind: FftKind::C2R,
     };
-    transform(op, x, spec, ct.real(), shape, norm.scale(total, true))
+    transform(x, spec, ct.real(), shape, norm.scale(total, true))
 }
 
 /// FFT of real input along `axis`: the `n/2 + 1` non-negative frequencies.

@@ -112,20 +112,6 @@ pub(crate) enum FftKind {
 }
 
 impl Op {
-    /// True for ops that only re-index their input(s).
-    #[allow(dead_code)]
-    pub(crate) fn is_view(&self) -> bool {
-        matches!(
-            self,
-            Op::Reshape
-                | Op::Permute(_)
-                | Op::Broadcast
-                | Op::Slice(_)
-                | Op::Pad(..)
-                | Op::Roll { .. }
-                | Op::Concat(_)
-        )
-    }
     /// True for views that NumPy also makes without copying (fusion-off keeps them fused).
     pub(crate) fn is_free_view(&self) -> bool {
         matches!(

@@ -532,10 +532,6 @@ impl Emitter<'_> {
                 Add => wrap("+"),
                 Sub => wrap("-"),
                 Mul => wrap("*"),
-                Div => {
-                    self.helpers.insert(Helper::IntDiv(d));
-                    format!("lf_div_{s}({a}, {b})")
-                }
                 FloorDiv => {
                     self.helpers.insert(Helper::IntFloorDiv(d));
                     format!("lf_floordiv_{s}({a}, {b})")

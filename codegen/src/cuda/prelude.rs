@@ -59,8 +59,6 @@ pub(crate) enum Helper {
     /// f64 hypot that does not overflow for finite results (CUDA's `hypot` returns inf for
     /// `hypot(x, DBL_MAX)`, NumPy `DBL_MAX`).
     HypotF64,
-    /// Truncating integer division, `x / 0 = 0`, `MIN / -1 = MIN`.
-    IntDiv(DType),
     /// NumPy integer `//`.
     IntFloorDiv(DType),
     /// NumPy integer `%`.
@@ -159,7 +157,6 @@ impl Helper {
             Helper::UniformF64 => UNIFORM_F64.to_string(),
             Helper::NormalF64 => NORMAL_F64.to_string(),
             Helper::HypotF64 => HYPOT_F64.to_string(),
-            Helper::IntDiv(d) => int_tpl(INT_DIV, d),
             Helper::IntFloorDiv(d) => int_tpl(INT_FLOORDIV, d),
             Helper::IntMod(d) => int_tpl(INT_MOD, d),
             Helper::IntPow(d) => int_tpl(INT_POW, d),
@@ -294,13 +291,6 @@ const HYPOT_F64: &str = r#"static __device__ __forceinline__ double lf_hypot_f64
   if (hi == 0.0) return 0.0;
   const double r = lo / hi;
   return hi * sqrt(1.0 + r * r);
-}
-"#;
-
-const INT_DIV: &str = r#"static __device__ __forceinline__ $I lf_div_$S($I a, $I b) {
-  if (b == 0) return 0;
-  if (b == -1) return ($I)(($U)0 - ($U)a);
-  return a / b;
 }
 "#;
 

@@ -51,6 +51,9 @@ pub fn run(
     start: usize,
 ) -> Result<(), IrError> {
     kernel.validate()?;
+    if kernel.reduce.is_some() {
+        return crate::reduce::run(kernel, inputs, outputs, args, start);
+    }
     let len = check_args(kernel, inputs, outputs, args, start)?;
     if len == 0 {
         return Ok(());
@@ -1671,6 +1674,7 @@ impl<'a, 'b> Ctx<'a, 'b> {
     fn eval(&self, v: usize, o: SliceMut<'_>, t: Tile) -> Result<(), IrError> {
         let val = self.kernel.values[v];
         match val.inst {
+            Inst::Reduced => return Err(internal("reduced value outside a reduction")),
             Inst::Index => {
                 for (j, x) in out::<i64>(o).iter_mut().enumerate() {
                     *x = (t.i0 + j) as i64;

@@ -8,7 +8,7 @@
 //! arithmetic in the IR, and every size, stride and offset that arithmetic uses is a runtime
 //! `Param`, so the IR -- the cache key -- never holds a shape or a user's scalar value.
 
-use crate::ops::{BinaryOp, RandomKind, UnaryOp};
+use crate::ops::{BinaryOp, RandomKind, ReduceLayout, ReduceOp, UnaryOp};
 use crate::{DType, Scalar};
 use std::collections::HashMap;
 use std::fmt::{self, Write as _};
@@ -49,13 +49,17 @@ pub enum Inst {
     /// A counter-based random number (F32 or F64): Philox4x32-10 keyed by `seed` (I64),
     /// counter `counter` (I64). See [`crate::semantics::philox`] for the exact mapping.
     Random(RandomKind, ValueId, ValueId),
+    /// The result of the kernel's reduction (see [`Reduce`]); only in reduction kernels.
+    Reduced,
 }
 
 impl Inst {
     /// The operands this instruction reads.
     pub fn operands(&self) -> impl Iterator<Item = ValueId> {
         let v: [Option<ValueId>; 3] = match *self {
-            Inst::Index | Inst::Axis(_) | Inst::Param(_) | Inst::Const(_) => [None; 3],
+            Inst::Index | Inst::Axis(_) | Inst::Param(_) | Inst::Const(_) | Inst::Reduced => {
+                [None; 3]
+            }
             Inst::Load { index, guard, .. } => [Some(index), guard, None],
             Inst::Unary(_, a) | Inst::Cast(a) => [Some(a), None, None],
             Inst::Binary(_, a, b) | Inst::Random(_, a, b) => [Some(a), Some(b), None],
@@ -103,7 +107,26 @@ pub struct Store {
     pub value: ValueId,
 }
 
-/// One fused elementwise kernel.
+/// The reduction of a reduction kernel.
+///
+/// A reduction kernel has rank 2: its launch shape is `[m, r]`, output element `i < m`
+/// combines the values `value` takes at the elements `(i, 0..r)` (so `Index` is `i * r + j`,
+/// `Axis(0)` is `i` and `Axis(1)` is `j` in the values before `Inst::Reduced`). The values
+/// list holds exactly one `Inst::Reduced`: values before it are the body (computed per
+/// element of `[m, r]`), values after it the epilogue (computed once per output from
+/// `Reduced` and uniform values -- params, constants and math on them only). Stores take
+/// epilogue values (or `Reduced` itself); outputs hold `m` elements.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct Reduce {
+    /// How values combine.
+    pub op: ReduceOp,
+    /// The body value combined.
+    pub value: ValueId,
+    /// How CUDA threads share outputs.
+    pub layout: ReduceLayout,
+}
+
+/// One fused kernel: elementwise, or a reduction with its producers and epilogue.
 #[derive(Clone, Debug, PartialEq, Eq, Hash, Default)]
 pub struct Kernel {
     /// Rank of the launch shape (`Axis(k)` needs `k < rank`).
@@ -118,6 +141,8 @@ pub struct Kernel {
     pub values: Vec<Value>,
     /// One store per output.
     pub stores: Vec<Store>,
+    /// The reduction, for reduction kernels.
+    pub reduce: Option<Reduce>,
 }
 
 /// The runtime arguments of one launch: everything that may change without recompiling.
@@ -203,6 +228,15 @@ impl Kernel {
                 }
                 Ok(())
             }
+            Inst::Reduced => match self.reduce {
+                Some(r) if r.op.result_dtype(d(r.value)) == Some(dtype) => Ok(()),
+                Some(r) => err(format!(
+                    "{} of {} cannot give {dtype}",
+                    r.op.name(),
+                    d(r.value)
+                )),
+                None => err("reduced value in a kernel without a reduction".into()),
+            },
             _ => Ok(()),
         }
     }
@@ -231,7 +265,144 @@ impl Kernel {
         if seen.iter().any(|s| !s) {
             return Err(IrError("an output is never stored".into()));
         }
+        self.validate_reduce()
+    }
+
+    /// The position of `Inst::Reduced` (reduction kernels).
+    pub fn reduced_at(&self) -> Option<usize> {
+        self.values.iter().position(|v| v.inst == Inst::Reduced)
+    }
+
+    /// Per value: true when it is the same for every element (params, constants and
+    /// arithmetic on them only).
+    pub fn uniform(&self) -> Vec<bool> {
+        let mut u = vec![false; self.values.len()];
+        for (i, v) in self.values.iter().enumerate() {
+            u[i] = match v.inst {
+                Inst::Param(_) | Inst::Const(_) => true,
+                Inst::Index
+                | Inst::Axis(_)
+                | Inst::Load { .. }
+                | Inst::Random(..)
+                | Inst::Reduced => false,
+                other => other.operands().all(|o| u[o as usize]),
+            };
+        }
+        u
+    }
+
+    fn validate_reduce(&self) -> Result<(), IrError> {
+        let count = self
+            .values
+            .iter()
+            .filter(|v| v.inst == Inst::Reduced)
+            .count();
+        let Some(r) = self.reduce else {
+            return match count {
+                0 => Ok(()),
+                _ => Err(IrError("reduced value without a reduction".into())),
+            };
+        };
+        let err = |m: &str| Err(IrError(format!("reduction kernel: {m}")));
+        if self.rank != 2 {
+            return err("rank must be 2");
+        }
+        if count != 1 {
+            return err("needs exactly one reduced value");
+        }
+        let at = self.reduced_at().unwrap_or(0);
+        if r.value as usize >= at {
+            return err("the reduced value must precede Reduced");
+        }
+        let uniform = self.uniform();
+        for (i, v) in self.values.iter().enumerate().skip(at + 1) {
+            let ok_inst = !matches!(
+                v.inst,
+                Inst::Index | Inst::Axis(_) | Inst::Load { .. } | Inst::Random(..)
+            );
+            let ok_ops = v
+                .inst
+                .operands()
+                .all(|o| o as usize >= at || uniform[o as usize]);
+            if !ok_inst || !ok_ops {
+                return Err(IrError(format!(
+                    "reduction kernel: epilogue value {i} reads per-element data"
+                )));
+            }
+        }
+        if self.stores.iter().any(|s| (s.value as usize) < at) {
+            return err("stores must take epilogue values");
+        }
         Ok(())
+    }
+
+    /// Number of output elements of a launch over `args` (`m` for a reduction).
+    pub fn out_len(&self, args: &LaunchArgs) -> usize {
+        match self.reduce {
+            Some(_) => args.shape.first().copied().unwrap_or(0),
+            None => args.len(),
+        }
+    }
+
+    /// A reduction kernel as two plain kernels: the body (rank 2, storing the reduced value
+    /// to its one output) and the epilogue (rank 1 over the outputs, reading the reduced
+    /// values from an extra last input at `Index - p` where `p` is an extra last I64
+    /// param, so a caller can pass a slice that starts at output `p`).
+    pub fn split_reduce(&self) -> Option<(Kernel, Kernel)> {
+        let r = self.reduce?;
+        let at = self.reduced_at()?;
+        let body = Kernel {
+            rank: 2,
+            inputs: self.inputs.clone(),
+            outputs: vec![self.values[r.value as usize].dtype],
+            params: self.params.clone(),
+            values: self.values[..at].to_vec(),
+            stores: vec![Store {
+                output: 0,
+                value: r.value,
+            }],
+            reduce: None,
+        }
+        .normalize();
+        let uniform = self.uniform();
+        let mut b = Builder::new(1);
+        for &d in &self.inputs {
+            b.input(d);
+        }
+        let acc = b.input(self.values[at].dtype);
+        for &d in &self.params {
+            b.kernel.params.push(d);
+        }
+        b.kernel.params.push(DType::I64);
+        let mut remap = vec![u32::MAX; self.values.len()];
+        for (i, v) in self.values.iter().enumerate() {
+            if i < at && !uniform[i] {
+                continue;
+            }
+            remap[i] = if v.inst == Inst::Reduced {
+                let index = b.push(Inst::Index, DType::I64);
+                let p = b.push(Inst::Param(self.params.len() as u32), DType::I64);
+                let off = b.binary(BinaryOp::Sub, index, p);
+                b.push(
+                    Inst::Load {
+                        input: acc,
+                        index: off,
+                        guard: None,
+                    },
+                    v.dtype,
+                )
+            } else {
+                b.push(v.inst.map_operands(|o| remap[o as usize]), v.dtype)
+            };
+        }
+        for s in &self.stores {
+            b.kernel.outputs.push(self.outputs[s.output as usize]);
+            b.kernel.stores.push(Store {
+                output: s.output,
+                value: remap[s.value as usize],
+            });
+        }
+        Some((body, b.finish()))
     }
 
     /// The canonical form: values not reachable from a store are removed and the rest
@@ -240,6 +411,12 @@ impl Kernel {
         let mut live = vec![false; self.values.len()];
         for s in &self.stores {
             live[s.value as usize] = true;
+        }
+        if let Some(r) = self.reduce {
+            live[r.value as usize] = true;
+            if let Some(at) = self.reduced_at() {
+                live[at] = true;
+            }
         }
         for i in (0..self.values.len()).rev() {
             if live[i] {
@@ -275,6 +452,10 @@ impl Kernel {
             params: self.params.clone(),
             values,
             stores,
+            reduce: self.reduce.map(|r| Reduce {
+                value: remap[r.value as usize],
+                ..r
+            }),
         }
     }
 
@@ -291,6 +472,9 @@ impl Kernel {
             let _ = write!(s, "{:?}:{:?};", v.inst, v.dtype);
         }
         let _ = write!(s, "st{:?}", self.stores);
+        if let Some(r) = self.reduce {
+            let _ = write!(s, ";red{r:?}");
+        }
         s
     }
 
@@ -331,6 +515,15 @@ impl fmt::Display for Kernel {
         )?;
         for (i, v) in self.values.iter().enumerate() {
             writeln!(f, "  %{i}: {} = {:?}", v.dtype, v.inst)?;
+        }
+        if let Some(r) = self.reduce {
+            writeln!(
+                f,
+                "  reduce {} of %{} ({:?})",
+                r.op.name(),
+                r.value,
+                r.layout
+            )?;
         }
         for s in &self.stores {
             writeln!(f, "  out{} <- %{}", s.output, s.value)?;
@@ -424,6 +617,15 @@ impl Builder {
             value: v,
         });
         o
+    }
+    /// Makes this a reduction kernel combining `value` by `op`; returns the value that
+    /// reads the result (values pushed after it form the epilogue).
+    pub fn reduce(&mut self, op: ReduceOp, value: ValueId, layout: ReduceLayout) -> ValueId {
+        let d = op.result_dtype(self.dtype(value)).unwrap_or_else(|| {
+            panic!("reduce dtype {op:?} {:?}", self.dtype(value))
+        });
+        self.kernel.reduce = Some(Reduce { op, value, layout });
+        self.push(Inst::Reduced, d)
     }
     /// The kernel built so far.
     pub fn kernel(&self) -> &Kernel {

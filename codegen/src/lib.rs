@@ -7,14 +7,15 @@ mod dtype;
 pub mod host;
 pub mod ir;
 pub mod ops;
+mod reduce;
 mod scalar;
 pub mod semantics;
 pub mod vmath;
 
 pub use dtype::DType;
 pub use host::{HostBuf, Slice, SliceMut};
-pub use ir::{Builder, Inst, IrError, Kernel, LaunchArgs, Store, Value, ValueId};
-pub use ops::{BinaryOp, RandomKind, UnaryOp};
+pub use ir::{Builder, Inst, IrError, Kernel, LaunchArgs, Reduce, Store, Value, ValueId};
+pub use ops::{BinaryOp, RandomKind, ReduceLayout, ReduceOp, UnaryOp};
 pub use scalar::Scalar;
 pub mod cuda;
 pub mod interp;

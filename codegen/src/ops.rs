@@ -277,3 +277,84 @@ pub enum RandomKind {
     /// Standard normal (Box-Muller on two uniforms).
     Normal,
 }
+
+/// How a reduction combines the values of its reduced extent.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum ReduceOp {
+    /// Sum (integers wrap; floats in pairwise/tree order).
+    Sum,
+    /// Product.
+    Prod,
+    /// NaN-propagating maximum.
+    Max,
+    /// NaN-propagating minimum.
+    Min,
+    /// Position (I64) of the first maximum; a NaN counts as the maximum.
+    ArgMax,
+    /// Position (I64) of the first minimum; a NaN counts as the minimum.
+    ArgMin,
+    /// Logical and of Bool values.
+    All,
+    /// Logical or of Bool values.
+    Any,
+}
+
+impl ReduceOp {
+    /// Every reduction.
+    pub const ALL: [ReduceOp; 8] = [
+        ReduceOp::Sum,
+        ReduceOp::Prod,
+        ReduceOp::Max,
+        ReduceOp::Min,
+        ReduceOp::ArgMax,
+        ReduceOp::ArgMin,
+        ReduceOp::All,
+        ReduceOp::Any,
+    ];
+
+    /// A short lowercase name.
+    pub fn name(self) -> &'static str {
+        match self {
+            ReduceOp::Sum => "sum",
+            ReduceOp::Prod => "prod",
+            ReduceOp::Max => "max",
+            ReduceOp::Min => "min",
+            ReduceOp::ArgMax => "argmax",
+            ReduceOp::ArgMin => "argmin",
+            ReduceOp::All => "all",
+            ReduceOp::Any => "any",
+        }
+    }
+
+    /// The dtype of the result for reduced values of dtype `d`, or `None` when the IR does
+    /// not define the reduction on `d` (the API casts first: sums of integers in I64,
+    /// `all`/`any` of Bool).
+    pub fn result_dtype(self, d: DType) -> Option<DType> {
+        match self {
+            ReduceOp::Sum | ReduceOp::Prod => (!d.is_bool()).then_some(d),
+            ReduceOp::Max | ReduceOp::Min => (d.is_int() || d.is_float()).then_some(d),
+            ReduceOp::ArgMax | ReduceOp::ArgMin => {
+                (d.is_int() || d.is_float()).then_some(DType::I64)
+            }
+            ReduceOp::All | ReduceOp::Any => d.is_bool().then_some(d),
+        }
+    }
+
+    /// True for `ArgMax`/`ArgMin` (the result is a position, not a value).
+    pub fn is_arg(self) -> bool {
+        matches!(self, ReduceOp::ArgMax | ReduceOp::ArgMin)
+    }
+}
+
+/// Which threads of a CUDA block share one output of a reduction (a choice of the planner
+/// that is part of the kernel's identity; the results are the same either way).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum ReduceLayout {
+    /// The reduced positions of one output are adjacent in memory: the threads of a group
+    /// read consecutive positions of one output.
+    Inner,
+    /// The kept positions are adjacent in memory: neighbouring threads take neighbouring
+    /// outputs (coalesced across the kept axis) and split the reduced extent between
+    /// groups.
+    Outer,
+}

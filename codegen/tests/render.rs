@@ -2,7 +2,7 @@
 //! layout, vectorization decisions and (where NVRTC is installed) compilation of every source.
 
 use lazyfuse_codegen::cuda::{self, pack_args, render, RenderOptions};
-use lazyfuse_codegen::ops::{BinaryOp as B, RandomKind, UnaryOp as U};
+use lazyfuse_codegen::ops::{BinaryOp as B, RandomKind, ReduceLayout, ReduceOp, UnaryOp as U};
 use lazyfuse_codegen::{Builder, DType, Inst, Kernel, LaunchArgs, Scalar, ValueId};
 use num_complex::{Complex32, Complex64};
 use std::path::PathBuf;
@@ -415,6 +415,53 @@ fn rank0() -> Kernel {
     b.finish()
 }
 
+/// `sum(x * x) * p0` over the contiguous inner axis.
+fn reduce_sumsq(d: DType) -> Kernel {
+    let mut b = Builder::new(2);
+    let i = index(&mut b);
+    let x = load(&mut b, d, i);
+    let sq = b.binary(B::Mul, x, x);
+    let p = b.param(d);
+    let r = b.reduce(ReduceOp::Sum, sq, ReduceLayout::Inner);
+    let o = b.binary(B::Mul, r, p);
+    b.store(o);
+    b.finish()
+}
+
+/// `argmax` over axis 0 of an `[r, m]` input (strided reduced axis).
+fn reduce_argmax_outer() -> Kernel {
+    let mut b = Builder::new(2);
+    let m = axis(&mut b, 0);
+    let r = axis(&mut b, 1);
+    let s = b.param(DType::I64);
+    let rs = b.binary(B::Mul, r, s);
+    let ix = b.binary(B::Add, rs, m);
+    let x = load(&mut b, DType::F64, ix);
+    let a = b.reduce(ReduceOp::ArgMax, x, ReduceLayout::Outer);
+    b.store(a);
+    b.finish()
+}
+
+/// `all(x != 0)` of an I32 input, and `max` of an I64 input.
+fn reduce_all_max() -> Vec<Kernel> {
+    let mut b = Builder::new(2);
+    let i = index(&mut b);
+    let x = load(&mut b, DType::I32, i);
+    let z = konst(&mut b, Scalar::I32(0));
+    let ne = b.binary(B::Ne, x, z);
+    let r = b.reduce(ReduceOp::All, ne, ReduceLayout::Inner);
+    b.store(r);
+    let all = b.finish();
+    let mut b = Builder::new(2);
+    let i = index(&mut b);
+    let x = load(&mut b, DType::I64, i);
+    let r = b.reduce(ReduceOp::Max, x, ReduceLayout::Outer);
+    let c = b.cast(r, DType::F64);
+    let u = b.unary(U::Sqrt, c);
+    b.store(u);
+    vec![all, b.finish()]
+}
+
 /// The snapshot corpus: (file stem, kernel, options).
 fn corpus() -> Vec<(&'static str, Kernel, RenderOptions)> {
     vec![
@@ -432,6 +479,11 @@ fn corpus() -> Vec<(&'static str, Kernel, RenderOptions)> {
         ("float_ops_f32", float_ops(DType::F32), IDX64),
         ("float_ops_f64", float_ops(DType::F64), IDX64),
         ("rank0", rank0(), IDX64),
+        ("reduce_sumsq_f32", reduce_sumsq(DType::F32), IDX32),
+        ("reduce_sumsq_c128", reduce_sumsq(DType::C128), IDX64),
+        ("reduce_argmax_outer", reduce_argmax_outer(), IDX64),
+        ("reduce_all_i32", reduce_all_max()[0].clone(), IDX64),
+        ("reduce_max_i64_sqrt", reduce_all_max()[1].clone(), IDX64),
     ]
 }
 

@@ -16,16 +16,16 @@ pub(super) struct Emitted {
 
 /// How loads and stores of one element are written.
 #[derive(Clone, Copy, PartialEq, Eq)]
-enum Mode {
+pub(super) enum Mode {
     /// `in<k>[index]` and `out<k>[i] = v`.
     Scalar,
     /// Lane `j` of the 16-byte vectors `x<k>` / `o<k>` (contiguous kernels only).
     Vector,
 }
 
-struct Emitter<'a> {
-    k: &'a Kernel,
-    helpers: BTreeSet<Helper>,
+pub(super) struct Emitter<'a> {
+    pub(super) k: &'a Kernel,
+    pub(super) helpers: BTreeSet<Helper>,
 }
 
 /// Elements per thread and iteration: 16 bytes' worth when every load is at the linear index
@@ -50,7 +50,7 @@ pub(super) fn vector_width(k: &Kernel) -> u32 {
 }
 
 /// The inputs some load reads, in order.
-fn loaded_inputs(k: &Kernel) -> BTreeSet<u32> {
+pub(super) fn loaded_inputs(k: &Kernel) -> BTreeSet<u32> {
     k.values
         .iter()
         .filter_map(|v| match v.inst {
@@ -62,6 +62,9 @@ fn loaded_inputs(k: &Kernel) -> BTreeSet<u32> {
 
 /// Renders the whole source of `k` (already validated and normalized).
 pub(super) fn emit(k: &Kernel, opts: &RenderOptions, layout: &ArgLayout, entry: &str) -> Emitted {
+    if k.reduce.is_some() {
+        return super::reduce::emit(k, opts, layout, entry);
+    }
     let mut e = Emitter {
         k,
         helpers: BTreeSet::new(),
@@ -282,10 +285,11 @@ impl Emitter<'_> {
     }
 
     /// The C expression of one value.
-    fn value(&mut self, inst: Inst, dtype: DType, mode: Mode, opts: &RenderOptions) -> String {
+    pub(super) fn value(&mut self, inst: Inst, dtype: DType, mode: Mode, opts: &RenderOptions) -> String {
         let n = |v: u32| format!("v{v}");
         match inst {
             Inst::Index => "(long long)i".into(),
+            Inst::Reduced => "acc_result".into(),
             Inst::Axis(a) => format!("(long long)ax{a}"),
             Inst::Param(p) => format!("a.p{p}"),
             Inst::Const(s) => literal(&s),
@@ -449,7 +453,7 @@ impl Emitter<'_> {
     }
 
     /// `op(a, b)` for operands of dtype `d`.
-    fn binary(&mut self, op: BinaryOp, d: DType, a: &str, b: &str, opts: &RenderOptions) -> String {
+    pub(super) fn binary(&mut self, op: BinaryOp, d: DType, a: &str, b: &str, opts: &RenderOptions) -> String {
         use BinaryOp::*;
         let ct = c_type(d);
         let s = sfx(d);

@@ -67,6 +67,7 @@
 
 mod emit;
 mod prelude;
+mod reduce;
 
 use crate::{DType, IrError, Kernel, LaunchArgs, Scalar};
 
@@ -118,6 +119,34 @@ pub enum ArgKind {
     Shape,
     /// Scalar parameter `k`.
     Param(u32),
+    /// Reductions: device pointer of the partial results (`m * chunks` values).
+    Workspace,
+    /// Reductions: device pointer of the partial positions (`m * chunks` I64, arg ops).
+    WorkspaceIdx,
+    /// Reductions: device pointer of the zeroed completion counters (one per row block).
+    Counters,
+    /// Reductions: threads per output (a power of two dividing the block).
+    ThreadsPerOutput,
+    /// Reductions: chunks the reduced extent is split into (blocks per output).
+    Chunks,
+}
+
+/// How one launch of a reduction kernel is split (chosen by the runtime per launch; see
+/// the module docs).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
+pub struct ReduceLaunch {
+    /// Threads sharing one output: a power of two, at most [`BLOCK`].
+    pub threads_per_output: u32,
+    /// Blocks sharing one output (`gridDim.y`); above 1 the partials go through
+    /// `workspace` and the last block of each row block finishes them.
+    pub chunks: u32,
+    /// Device pointer of `m * chunks` partial values (unused when `chunks == 1`).
+    pub workspace: u64,
+    /// Device pointer of `m * chunks` partial positions (arg ops with `chunks > 1`).
+    pub workspace_idx: u64,
+    /// Device pointer of zeroed `u32` counters, one per row block; the kernel leaves them
+    /// zeroed again.
+    pub counters: u64,
 }
 
 /// One field of the argument struct.
@@ -195,6 +224,13 @@ pub fn arg_layout(kernel: &Kernel) -> Result<ArgLayout, IrError> {
         let decl = format!("{} p{k}", c_type(d));
         push(ArgKind::Param(k as u32), decl, d.size(), c_align(d));
     }
+    if kernel.reduce.is_some() {
+        push(ArgKind::Workspace, "void* ws".into(), 8, 8);
+        push(ArgKind::WorkspaceIdx, "long long* wsi".into(), 8, 8);
+        push(ArgKind::Counters, "unsigned int* counters".into(), 8, 8);
+        push(ArgKind::ThreadsPerOutput, "int tpr".into(), 4, 4);
+        push(ArgKind::Chunks, "int chunks".into(), 4, 4);
+    }
     let size = off.div_ceil(align) * align;
     if size > MAX_ARG_BYTES {
         return Err(IrError(format!(
@@ -245,7 +281,27 @@ pub fn pack_args(
     outputs: &[u64],
     args: &LaunchArgs,
 ) -> Result<Vec<u8>, IrError> {
+    pack_args_reduce(kernel, opts, inputs, outputs, args, &ReduceLaunch::default())
+}
+
+/// [`pack_args`] for any kernel, with the split of a reduction launch (ignored for
+/// elementwise kernels).
+pub fn pack_args_reduce(
+    kernel: &Kernel,
+    opts: &RenderOptions,
+    inputs: &[u64],
+    outputs: &[u64],
+    args: &LaunchArgs,
+    red: &ReduceLaunch,
+) -> Result<Vec<u8>, IrError> {
     kernel.validate()?;
+    if kernel.reduce.is_some()
+        && (!red.threads_per_output.is_power_of_two()
+            || red.threads_per_output > BLOCK
+            || red.chunks == 0)
+    {
+        return Err(IrError(format!("invalid reduction launch {red:?}")));
+    }
     let err = |m: String| Err(IrError(m));
     if inputs.len() != kernel.inputs.len() {
         return err(format!(
@@ -308,6 +364,13 @@ pub fn pack_args(
                 }
             }
             ArgKind::Param(k) => write_scalar(at, &args.params[k as usize]),
+            ArgKind::Workspace => at.copy_from_slice(&red.workspace.to_le_bytes()),
+            ArgKind::WorkspaceIdx => at.copy_from_slice(&red.workspace_idx.to_le_bytes()),
+            ArgKind::Counters => at.copy_from_slice(&red.counters.to_le_bytes()),
+            ArgKind::ThreadsPerOutput => {
+                at.copy_from_slice(&red.threads_per_output.to_le_bytes())
+            }
+            ArgKind::Chunks => at.copy_from_slice(&red.chunks.to_le_bytes()),
         }
     }
     Ok(buf)

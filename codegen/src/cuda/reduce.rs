@@ -1,0 +1,316 @@
+//! Emission of reduction kernels: a group of `tpr` threads per output accumulates the
+//! body's values serially, the group combines in a shared-memory tree, and when the
+//! reduced extent is split over several blocks (`gridDim.y > 1`) each block writes its
+//! partial and the last block of a row block combines the partials in position order.
+//! Every order is fixed by the launch split, so results repeat exactly run to run.
+
+use super::emit::{literal, Emitted, Emitter, Mode};
+use super::prelude::{self, Helper};
+use super::{c_type, ArgLayout, RenderOptions, BLOCK};
+use crate::ops::{BinaryOp, ReduceLayout, ReduceOp};
+use crate::{DType, Inst, Kernel, Scalar};
+use std::collections::BTreeSet;
+use std::fmt::Write as _;
+
+/// The identity of `op` on values of dtype `d`, as a C literal.
+fn identity(op: ReduceOp, d: DType) -> String {
+    let s = match op {
+        ReduceOp::Sum => Scalar::zero(d),
+        ReduceOp::Prod => Scalar::I64(1).cast(d),
+        ReduceOp::All => Scalar::Bool(true),
+        ReduceOp::Any => Scalar::Bool(false),
+        ReduceOp::Max | ReduceOp::ArgMax => match d {
+            DType::I32 => Scalar::I32(i32::MIN),
+            DType::I64 => Scalar::I64(i64::MIN),
+            _ => Scalar::F64(f64::NEG_INFINITY).cast(d),
+        },
+        ReduceOp::Min | ReduceOp::ArgMin => match d {
+            DType::I32 => Scalar::I32(i32::MAX),
+            DType::I64 => Scalar::I64(i64::MAX),
+            _ => Scalar::F64(f64::INFINITY).cast(d),
+        },
+    };
+    literal(&s)
+}
+
+/// The position-tracking combine of `argmax`/`argmin` (ties and NaNs take the first
+/// position; a position below 0 means "no value yet").
+const ARGPICK: &str = r#"template <class T>
+__device__ __forceinline__ void lf_argpick(bool is_max, T& av, long long& ai, T bv, long long bi) {
+  bool take;
+  if (ai < 0) take = bi >= 0;
+  else if (bi < 0) take = false;
+  else if (bv != bv) take = !(av != av) || bi < ai;
+  else if (av != av) take = false;
+  else if (is_max) take = bv > av || (bv == av && bi < ai);
+  else take = bv < av || (bv == av && bi < ai);
+  if (take) { av = bv; ai = bi; }
+}
+"#;
+
+/// Renders the whole source of reduction kernel `k` (validated and normalized).
+pub(super) fn emit(k: &Kernel, opts: &RenderOptions, layout: &ArgLayout, entry: &str) -> Emitted {
+    let red = k.reduce.expect("a reduction kernel");
+    let at = k.reduced_at().expect("a reduced value");
+    let mut e = Emitter {
+        k,
+        helpers: BTreeSet::new(),
+    };
+    for d in k
+        .inputs
+        .iter()
+        .chain(&k.outputs)
+        .chain(&k.params)
+        .chain(k.values.iter().map(|v| &v.dtype))
+    {
+        if d.is_complex() {
+            e.helpers.insert(Helper::CType(*d));
+        }
+    }
+    let vd = k.values[red.value as usize].dtype;
+    let acc_t = c_type(vd);
+    let arg = red.op.is_arg();
+    let is_max = matches!(red.op, ReduceOp::ArgMax);
+    let uniform = k.uniform();
+    let used_axes: BTreeSet<u8> = k.values[..at]
+        .iter()
+        .filter_map(|v| match v.inst {
+            Inst::Axis(a) => Some(a),
+            _ => None,
+        })
+        .collect();
+    let uses_index = k.values[..at].iter().any(|v| v.inst == Inst::Index);
+
+    // `acc = combine(acc, b)` (with positions `ai`, `bi` for arg ops).
+    let combine = |e: &mut Emitter<'_>, a: &str, ai: &str, b: &str, bi: &str| -> String {
+        let op = match red.op {
+            ReduceOp::Sum => BinaryOp::Add,
+            ReduceOp::Prod => BinaryOp::Mul,
+            ReduceOp::Max => BinaryOp::Maximum,
+            ReduceOp::Min => BinaryOp::Minimum,
+            ReduceOp::All => BinaryOp::And,
+            ReduceOp::Any => BinaryOp::Or,
+            ReduceOp::ArgMax | ReduceOp::ArgMin => {
+                return format!("lf_argpick<{acc_t}>({is_max}, {a}, {ai}, {b}, {bi});");
+            }
+        };
+        format!("{a} = {};", e.binary(op, vd, a, b, opts))
+    };
+
+    let mut body = String::new();
+    let w = &mut body;
+    let _ = writeln!(w, "  const IDX M = (IDX)a.shape[0];");
+    let _ = writeln!(w, "  const IDX R = (IDX)a.shape[1];");
+    let _ = writeln!(w, "  const int tpr = a.tpr;");
+    let _ = writeln!(w, "  const int rb = {BLOCK} / tpr;");
+    let _ = writeln!(w, "  const int t = (int)threadIdx.x;");
+    match red.layout {
+        ReduceLayout::Inner => {
+            let _ = writeln!(w, "  const int row = t / tpr;");
+            let _ = writeln!(w, "  const int lane = t % tpr;");
+        }
+        ReduceLayout::Outer => {
+            let _ = writeln!(w, "  const int row = t % rb;");
+            let _ = writeln!(w, "  const int lane = t / rb;");
+        }
+    }
+    let _ = writeln!(w, "  const int me = row * tpr + lane;");
+    let _ = writeln!(w, "  const IDX G = (IDX)a.chunks;");
+    let _ = writeln!(w, "  const IDX g = (IDX)blockIdx.y;");
+    let _ = writeln!(w, "  const IDX clen = (R + G - 1) / G;");
+    let _ = writeln!(w, "  const IDX r0 = g * clen;");
+    let _ = writeln!(w, "  const IDX r1 = (r0 + clen < R) ? r0 + clen : R;");
+    let _ = writeln!(w, "  __shared__ {acc_t} sh[{BLOCK}];");
+    if arg {
+        let _ = writeln!(w, "  __shared__ long long shi[{BLOCK}];");
+    }
+    let _ = writeln!(w, "  __shared__ bool last;");
+    for &i in &super::emit::loaded_inputs(k) {
+        let t = c_type(k.inputs[i as usize]);
+        let _ = writeln!(w, "  const {t}* __restrict__ in{i} = a.in{i};");
+    }
+    for (o, &d) in k.outputs.iter().enumerate() {
+        let _ = writeln!(w, "  {}* __restrict__ out{o} = a.out{o};", c_type(d));
+    }
+    for (id, v) in k.values.iter().enumerate() {
+        if uniform[id] {
+            let expr = e.value(v.inst, v.dtype, Mode::Scalar, opts);
+            let _ = writeln!(w, "  const {} v{id} = {expr};", c_type(v.dtype));
+        }
+    }
+    let _ = writeln!(
+        w,
+        "  for (IDX mb = (IDX)blockIdx.x * rb; mb < M; mb += (IDX)gridDim.x * rb) {{"
+    );
+    let _ = writeln!(w, "    const IDX m = mb + row;");
+    let _ = writeln!(w, "    {acc_t} acc = {};", identity(red.op, vd));
+    if arg {
+        let _ = writeln!(w, "    long long acci = -1;");
+    }
+    let _ = writeln!(w, "    if (m < M) {{");
+    let _ = writeln!(w, "      for (IDX r = r0 + lane; r < r1; r += tpr) {{");
+    if uses_index {
+        let _ = writeln!(w, "        const IDX i = m * R + r;");
+    }
+    if used_axes.contains(&0) {
+        let _ = writeln!(w, "        const IDX ax0 = m;");
+    }
+    if used_axes.contains(&1) {
+        let _ = writeln!(w, "        const IDX ax1 = r;");
+    }
+    for (id, v) in k.values[..at].iter().enumerate() {
+        if !uniform[id] {
+            let expr = e.value(v.inst, v.dtype, Mode::Scalar, opts);
+            let _ = writeln!(w, "        const {} v{id} = {expr};", c_type(v.dtype));
+        }
+    }
+    let step = combine(&mut e, "acc", "acci", &format!("v{}", red.value), "(long long)r");
+    let _ = writeln!(w, "        {step}");
+    let _ = writeln!(w, "      }}");
+    let _ = writeln!(w, "    }}");
+    let tree = |e: &mut Emitter<'_>, w: &mut String, ind: &str| {
+        let _ = writeln!(w, "{ind}sh[me] = acc;");
+        if arg {
+            let _ = writeln!(w, "{ind}shi[me] = acci;");
+        }
+        let _ = writeln!(w, "{ind}__syncthreads();");
+        let _ = writeln!(w, "{ind}for (int s = tpr >> 1; s > 0; s >>= 1) {{");
+        let _ = writeln!(w, "{ind}  if (lane < s) {{");
+        let _ = writeln!(w, "{ind}    {acc_t} x = sh[me];");
+        if arg {
+            let _ = writeln!(w, "{ind}    long long xi = shi[me];");
+        }
+        let c = combine(
+            e,
+            "x",
+            "xi",
+            "sh[me + s]",
+            if arg { "shi[me + s]" } else { "-1" },
+        );
+        let _ = writeln!(w, "{ind}    {c}");
+        let _ = writeln!(w, "{ind}    sh[me] = x;");
+        if arg {
+            let _ = writeln!(w, "{ind}    shi[me] = xi;");
+        }
+        let _ = writeln!(w, "{ind}  }}");
+        let _ = writeln!(w, "{ind}  __syncthreads();");
+        let _ = writeln!(w, "{ind}}}");
+    };
+    // The epilogue of output `m` from the group's combined value.
+    let epilogue = |e: &mut Emitter<'_>, ind: &str| -> String {
+        let mut w = String::new();
+        let rt = c_type(k.values[at].dtype);
+        if arg {
+            let _ = writeln!(
+                w,
+                "{ind}const {rt} v{at} = shi[row * tpr] < 0 ? 0 : shi[row * tpr];"
+            );
+        } else {
+            let _ = writeln!(w, "{ind}const {rt} v{at} = sh[row * tpr];");
+        }
+        for (id, v) in k.values.iter().enumerate().skip(at + 1) {
+            if !uniform[id] {
+                let expr = e.value(v.inst, v.dtype, Mode::Scalar, opts);
+                let _ = writeln!(w, "{ind}const {} v{id} = {expr};", c_type(v.dtype));
+            }
+        }
+        for st in &k.stores {
+            let _ = writeln!(w, "{ind}out{}[m] = v{};", st.output, st.value);
+        }
+        w
+    };
+    tree(&mut e, w, "    ");
+    let _ = writeln!(w, "    if (G == 1) {{");
+    let _ = writeln!(w, "      if (lane == 0 && m < M) {{");
+    w.push_str(&epilogue(&mut e, "        "));
+    let _ = writeln!(w, "      }}");
+    let _ = writeln!(w, "    }} else {{");
+    let _ = writeln!(w, "      if (lane == 0 && m < M) {{");
+    let _ = writeln!(w, "        (({acc_t}*)a.ws)[m * G + g] = sh[me];");
+    if arg {
+        let _ = writeln!(w, "        a.wsi[m * G + g] = shi[me];");
+    }
+    let _ = writeln!(w, "      }}");
+    let _ = writeln!(w, "      __threadfence();");
+    let _ = writeln!(w, "      __syncthreads();");
+    let _ = writeln!(w, "      if (t == 0) {{");
+    let _ = writeln!(
+        w,
+        "        const unsigned int prev = atomicAdd(&a.counters[mb / rb], 1u);"
+    );
+    let _ = writeln!(w, "        last = prev == (unsigned int)(G - 1);");
+    let _ = writeln!(w, "      }}");
+    let _ = writeln!(w, "      __syncthreads();");
+    let _ = writeln!(w, "      if (last) {{");
+    let _ = writeln!(w, "        __threadfence();");
+    let _ = writeln!(w, "        acc = {};", identity(red.op, vd));
+    if arg {
+        let _ = writeln!(w, "        acci = -1;");
+    }
+    let _ = writeln!(w, "        if (m < M) {{");
+    let _ = writeln!(w, "          for (IDX q = lane; q < G; q += tpr) {{");
+    let _ = writeln!(
+        w,
+        "            const {acc_t} pv = ((const {acc_t}*)a.ws)[m * G + q];"
+    );
+    let pi = if arg {
+        let _ = writeln!(
+            w,
+            "            const long long pi = a.wsi[m * G + q];"
+        );
+        "pi"
+    } else {
+        "-1"
+    };
+    let c = combine(&mut e, "acc", "acci", "pv", pi);
+    let _ = writeln!(w, "            {c}");
+    let _ = writeln!(w, "          }}");
+    let _ = writeln!(w, "        }}");
+    tree(&mut e, w, "        ");
+    let _ = writeln!(w, "        if (lane == 0 && m < M) {{");
+    w.push_str(&epilogue(&mut e, "          "));
+    let _ = writeln!(w, "        }}");
+    let _ = writeln!(w, "        if (t == 0) a.counters[mb / rb] = 0u;");
+    let _ = writeln!(w, "      }}");
+    let _ = writeln!(w, "      __syncthreads();");
+    let _ = writeln!(w, "    }}");
+    let _ = writeln!(w, "  }}");
+
+    let mut src = String::new();
+    let s = &mut src;
+    let _ = writeln!(
+        s,
+        "// Generated by lazyfuse-codegen. Entry {entry}: {} reduction ({:?}), {BLOCK} threads per block.",
+        red.op.name(),
+        red.layout
+    );
+    let _ = writeln!(s, "// Self-contained: no headers. Kernel IR:");
+    for line in k.to_string().lines() {
+        let _ = writeln!(s, "//   {line}");
+    }
+    let idx = if opts.index32 {
+        "unsigned int"
+    } else {
+        "unsigned long long"
+    };
+    let _ = writeln!(s, "typedef {idx} IDX;");
+    prelude::emit_helpers(&e.helpers, s);
+    if arg {
+        s.push_str(ARGPICK);
+    }
+    let _ = writeln!(s, "struct lf_args {{");
+    for f in &layout.fields {
+        let _ = writeln!(s, "  {}; /* offset {} */", f.decl, f.offset);
+    }
+    let _ = writeln!(s, "}}; /* {} bytes, align {} */", layout.size, layout.align);
+    let _ = writeln!(
+        s,
+        "extern \"C\" __global__ void __launch_bounds__({BLOCK}) {entry}(const lf_args a) {{"
+    );
+    s.push_str(&body);
+    let _ = writeln!(s, "}}");
+    Emitted {
+        source: src,
+        per_thread: 1,
+    }
+}

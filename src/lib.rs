@@ -77,3 +77,8 @@ pub mod debug {
         Ok(crate::schedule::plan(&nodes)?.to_string())
     }
 }
+
+/// Linear algebra (NumPy `linalg`).
+pub mod linalg {
+    pub use crate::api::reduce::norm;
+}

@@ -5,6 +5,7 @@ pub(crate) mod creation;
 pub(crate) mod elementwise;
 pub mod fft;
 pub(crate) mod movement;
+pub(crate) mod reduce;
 mod operators;
 
 use crate::graph::{Node, Op, Shape};

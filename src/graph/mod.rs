@@ -5,7 +5,7 @@ mod display;
 
 use crate::runtime::Buffer;
 use crate::Device;
-use lazyfuse_codegen::{BinaryOp, DType, RandomKind, Scalar, UnaryOp};
+use lazyfuse_codegen::{BinaryOp, DType, RandomKind, ReduceLayout, ReduceOp, Scalar, UnaryOp};
 use smallvec::SmallVec;
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
@@ -86,6 +86,10 @@ pub(crate) enum Op {
     ToDevice,
     /// An unnormalized FFT (a library call; its input is materialized).
     Fft(FftSpec),
+    /// Reduction of the last axis of a 2-D `[m, r]` input to `[m]` (the API reshapes any
+    /// reduction into this form with views). The layout says where the reduced values lie
+    /// in memory; the node's dtype is the op's result dtype.
+    Reduce(ReduceOp, ReduceLayout),
 }
 
 /// Which FFT an `Op::Fft` node computes.
@@ -137,6 +141,7 @@ impl Op {
             Op::Roll { axis, shift } => format!("roll({shift}, axis={axis})"),
             Op::Concat(a) => format!("concat(axis={a})"),
             Op::Const(s) => format!("const({s:?})"),
+            Op::Reduce(r, l) => format!("{}({l:?})", r.name()),
             other => format!("{other:?}").to_lowercase(),
         }
     }

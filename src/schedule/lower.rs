@@ -6,7 +6,7 @@ use super::{ParamSrc, TStep};
 use crate::config;
 use crate::graph::{FxBuild, Node, Op};
 use crate::{Error, Result};
-use lazyfuse_codegen::{BinaryOp, Builder, DType, Inst, Scalar, ValueId};
+use lazyfuse_codegen::{BinaryOp, Builder, DType, Inst, ReduceOp, Scalar, ValueId};
 use smallvec::SmallVec;
 use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
@@ -354,7 +354,7 @@ impl Lowerer<'_> {
                 self.lower(&input(0)?, &x, computing)?
             }
             Op::Concat(axis) => self.concat(node, &inputs, *axis, idx, computing)?,
-            Op::Buffer | Op::ToDevice | Op::Fft(_) => {
+            Op::Buffer | Op::ToDevice | Op::Fft(_) | Op::Reduce(..) => {
                 return Err(Error::internal(
                     "lower",
                     format!("{node:?} should be materialized"),
@@ -458,7 +458,11 @@ type GroupKey = (usize, bool, Vec<usize>, crate::Device);
 fn load_free(nodes: &[Arc<Node>], mat: &HashSet<u64>) -> HashSet<u64> {
     let mut free = HashSet::new();
     for n in nodes {
-        if n.buffer().is_some() || mat.contains(&n.id) || n.op.is_library() {
+        if n.buffer().is_some()
+            || mat.contains(&n.id)
+            || n.op.is_library()
+            || matches!(n.op, Op::Reduce(..))
+        {
             continue;
         }
         let leaf = matches!(n.op, Op::Const(_) | Op::Iota | Op::Random(..));
@@ -467,6 +471,40 @@ fn load_free(nodes: &[Arc<Node>], mat: &HashSet<u64>) -> HashSet<u64> {
         }
     }
     free
+}
+
+/// A 0-d constant, or a broadcast of one (how scalars enter expressions).
+pub(super) fn is_scalar_const(n: &Node) -> bool {
+    match n.op {
+        Op::Const(_) => true,
+        Op::Broadcast => n
+            .inputs()
+            .first()
+            .is_some_and(|i| matches!(i.op, Op::Const(_))),
+        _ => false,
+    }
+}
+
+/// The reduction a target's kernel performs: the target itself, or the reduction at the
+/// bottom of an epilogue chain (elementwise ops with scalar constants) the planner let the
+/// target absorb.
+fn reduce_root(t: &Arc<Node>, mat: &HashSet<u64>) -> Option<Arc<Node>> {
+    let mut cur = t.clone();
+    loop {
+        if matches!(cur.op, Op::Reduce(..)) {
+            return Some(cur);
+        }
+        if !cur.op.is_elementwise() {
+            return None;
+        }
+        let ins = cur.inputs();
+        let mut rest = ins.iter().filter(|i| !is_scalar_const(i));
+        let next = rest.next()?.clone();
+        if rest.next().is_some() || next.buffer().is_some() || mat.contains(&next.id) {
+            return None;
+        }
+        cur = next;
+    }
 }
 
 /// Materialized nodes a target depends on (through nodes computed inside its kernel).
@@ -508,8 +546,10 @@ pub(super) fn build(
             .unwrap_or(0);
         level.insert(n.id, l);
         let key = (l, n.op.is_library(), n.shape.to_vec(), n.device.clone());
-        // with fusion off every operation is its own kernel, so outputs are not shared
-        let shareable = !key.1 && config::fusion_enabled();
+        // with fusion off every operation is its own kernel, so outputs are not shared;
+        // a reduction kernel has one output
+        let shareable =
+            !key.1 && config::fusion_enabled() && reduce_root(n, mat).is_none();
         match groups.iter_mut().find(|(k, _)| shareable && *k == key) {
             Some((_, g)) => g.push(n.clone()),
             None => groups.push((key, vec![n.clone()])),
@@ -538,6 +578,14 @@ pub(super) fn build(
             });
             continue;
         }
+        let red = match targets.as_slice() {
+            [t] => reduce_root(t, mat),
+            _ => None,
+        };
+        let shape = match &red {
+            Some(r) => r.inputs().first().map_or(shape, |x| x.shape.to_vec()),
+            None => shape,
+        };
         let mut lw = Lowerer {
             b: Builder::new(shape.len()),
             params: Vec::new(),
@@ -560,10 +608,35 @@ pub(super) fn build(
             axes: Some(axes),
             guard: None,
         };
-        for t in &targets {
-            let v = lw.lower(t, &root, t.id)?;
-            let v = lw.b.cast(v, t.dtype);
-            lw.b.store(v);
+        if let Some(r) = &red {
+            let Op::Reduce(op, layout) = r.op else {
+                return Err(Error::internal("lower", "reduce root is not a reduction"));
+            };
+            let t = &targets[0];
+            let x = r
+                .inputs()
+                .first()
+                .cloned()
+                .ok_or_else(|| Error::internal("lower", "reduction without input"))?;
+            let v = lw.lower(&x, &root, t.id)?;
+            let vd = match op {
+                ReduceOp::Sum | ReduceOp::Prod => r.dtype,
+                ReduceOp::All | ReduceOp::Any => DType::Bool,
+                _ => x.dtype,
+            };
+            let v = lw.b.cast(v, vd);
+            let acc = lw.b.reduce(op, v, layout);
+            // the epilogue reads the reduction at the output's own index
+            lw.memo.insert((r.id, root.key()), acc);
+            let e = lw.lower(t, &root, t.id)?;
+            let e = lw.b.cast(e, t.dtype);
+            lw.b.store(e);
+        } else {
+            for t in &targets {
+                let v = lw.lower(t, &root, t.id)?;
+                let v = lw.b.cast(v, t.dtype);
+                lw.b.store(v);
+            }
         }
         let arg_bytes = lw.params.len() * 16 + (lw.inputs.len() + targets.len()) * 8;
         if arg_bytes > MAX_ARG_BYTES {

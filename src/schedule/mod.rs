@@ -47,6 +47,11 @@ pub(crate) enum TStep {
         src: usize,
         dst: usize,
     },
+    /// `dst` (a reshape) shares `src`'s buffer.
+    Alias {
+        src: usize,
+        dst: usize,
+    },
 }
 
 /// A plan for every DAG of one structure: cached, then bound to each new DAG.
@@ -67,6 +72,8 @@ pub(crate) enum Step {
     Copy { src: Arc<Node>, dst: Arc<Node> },
     /// The FFT `dst` of `src`'s buffer (a cuFFT / rustfft call).
     Fft { src: Arc<Node>, dst: Arc<Node> },
+    /// `dst`, a reshape of `src`, takes `src`'s buffer (C order is unchanged).
+    Alias { src: Arc<Node>, dst: Arc<Node> },
 }
 
 /// The plan of one evaluation.
@@ -113,6 +120,7 @@ impl fmt::Display for Schedule {
                 }
                 Step::Copy { src, dst } => writeln!(f, "step {i}: copy {src:?} -> {dst:?}")?,
                 Step::Fft { src, dst } => writeln!(f, "step {i}: fft {src:?} -> {dst:?}")?,
+                Step::Alias { src, dst } => writeln!(f, "step {i}: alias {src:?} -> {dst:?}")?,
             }
         }
         Ok(())
@@ -238,9 +246,25 @@ fn make_template(
 ) -> Result<Template> {
     let fuse = config::fusion_enabled();
     let mut mat: HashSet<u64> = HashSet::new();
+    let mut aliases = Vec::new();
     for r in roots {
-        if r.buffer().is_none() {
-            mat.insert(r.id);
+        if r.buffer().is_some() {
+            continue;
+        }
+        // a root reshape is its input's buffer under another shape: no copy
+        match (&r.op, r.inputs().first()) {
+            (Op::Reshape, Some(i)) => {
+                if i.buffer().is_none() {
+                    mat.insert(i.id);
+                }
+                aliases.push(TStep::Alias {
+                    src: pos[&i.id],
+                    dst: pos[&r.id],
+                });
+            }
+            _ => {
+                mat.insert(r.id);
+            }
         }
     }
     for n in nodes.iter().filter(|n| n.buffer().is_none()) {
@@ -255,12 +279,19 @@ fn make_template(
                 }
             }
         }
+        if matches!(n.op, Op::Reduce(..)) {
+            mat.insert(n.id);
+        }
+    }
+    if fuse {
+        absorb_epilogues(nodes, roots, &mut mat);
     }
     // Grow the materialized set until no computation is read in two index contexts.
     loop {
-        let (steps, extra) = lower::build(nodes, pos, &mat)?;
+        let (mut steps, extra) = lower::build(nodes, pos, &mat)?;
         if extra.is_empty() {
             crate::stats::bump::plans(1);
+            steps.append(&mut aliases);
             return Ok(Template { steps });
         }
         // Materialize only the outermost of the reported nodes: the ones below them may be
@@ -273,6 +304,44 @@ fn make_template(
         }
         if mat.len() == before {
             return Err(Error::internal("plan", "materialization made no progress"));
+        }
+    }
+}
+
+/// Lets a reduction's kernel compute its epilogue: while the only user of a materialized
+/// reduction (or of its epilogue so far) is an elementwise op of the same shape whose other
+/// operands are scalar constants, that user is materialized instead (`sum / n`,
+/// `sqrt(sum)`, casts), so the reduction kernel stores the finished value.
+fn absorb_epilogues(nodes: &[Arc<Node>], roots: &[Arc<Node>], mat: &mut HashSet<u64>) {
+    let mut users: HashMap<u64, Vec<&Arc<Node>>> = HashMap::new();
+    for n in nodes.iter().filter(|n| n.buffer().is_none()) {
+        for i in n.inputs() {
+            users.entry(i.id).or_default().push(n);
+        }
+    }
+    for r in nodes
+        .iter()
+        .filter(|n| matches!(n.op, Op::Reduce(..)) && n.buffer().is_none())
+    {
+        let mut cur = r.clone();
+        loop {
+            if roots.iter().any(|x| x.id == cur.id) {
+                break;
+            }
+            let Some([e]) = users.get(&cur.id).map(|u| u.as_slice()) else {
+                break;
+            };
+            let ok = e.op.is_elementwise()
+                && e.shape == cur.shape
+                && e.inputs()
+                    .iter()
+                    .all(|i| i.id == cur.id || lower::is_scalar_const(i));
+            if !ok {
+                break;
+            }
+            mat.remove(&cur.id);
+            mat.insert(e.id);
+            cur = (*e).clone();
         }
     }
 }
@@ -340,6 +409,10 @@ fn bind(t: &Template, nodes: &[Arc<Node>]) -> Result<Schedule> {
                     src: nodes[*src].clone(),
                     dst: nodes[*dst].clone(),
                 },
+                TStep::Alias { src, dst } => Step::Alias {
+                    src: nodes[*src].clone(),
+                    dst: nodes[*dst].clone(),
+                },
             })
         })
         .collect::<Result<_>>()?;
@@ -389,6 +462,7 @@ pub(crate) fn execute(sched: &Schedule) -> Result<()> {
                 let out = runtime::fft(&dst.device, spec, &b, &src.shape, &dst.shape)?;
                 dst.realize(Arc::new(out));
             }
+            Step::Alias { src, dst } => dst.realize(buffer_of(src)?),
             Step::Copy { src, dst } => {
                 let b = buffer_of(src)?;
                 let host = runtime::download(&b, 0, b.len())?;

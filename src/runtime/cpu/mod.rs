@@ -40,7 +40,12 @@ pub(crate) fn run_kernel(
     inputs: &[&HostBuf],
     args: &LaunchArgs,
 ) -> Result<Vec<HostBuf>> {
-    let n = args.len();
+    let n = kernel.out_len(args);
+    // outputs per work item: a reduction's output costs a whole row of the body
+    let chunk = match (&kernel.reduce, args.shape.get(1)) {
+        (Some(_), Some(&r)) => (CHUNK / r.max(1)).max(1),
+        _ => CHUNK,
+    };
     let mut outs: Vec<HostBuf> = kernel
         .outputs
         .iter()
@@ -56,7 +61,7 @@ pub(crate) fn run_kernel(
         let mut rest = out.as_slice_mut();
         let mut c = 0;
         while !rest.is_empty() {
-            let take = rest.len().min(CHUNK);
+            let take = rest.len().min(chunk);
             let (head, tail) = rest.split_at(take);
             if chunks.len() <= c {
                 chunks.push(Vec::new());
@@ -68,7 +73,7 @@ pub(crate) fn run_kernel(
     }
     let nthreads = threads().min(chunks.len());
     let run_one = |c: usize, slices: &mut Vec<SliceMut<'_>>| {
-        interp::run(kernel, &ins, slices, args, c * CHUNK)
+        interp::run(kernel, &ins, slices, args, c * chunk)
             .map_err(|e| Error::internal("cpu kernel", e))
     };
     if nthreads <= 1 {

@@ -8,8 +8,8 @@ use super::memory::{CudaBuffer, Staging};
 use crate::config::debug_log;
 use crate::{Error, Result};
 use cudarc::driver::{result as drv, sys as drv_sys, CudaContext, CudaStream};
-use lazyfuse_codegen::cuda::{pack_args, RenderOptions};
-use lazyfuse_codegen::{Kernel, LaunchArgs};
+use lazyfuse_codegen::cuda::{pack_args_reduce, ReduceLaunch, RenderOptions, BLOCK};
+use lazyfuse_codegen::{DType, HostBuf, Kernel, LaunchArgs, ReduceLayout};
 use smallvec::SmallVec;
 use std::ffi::c_void;
 use std::fmt;
@@ -40,6 +40,36 @@ pub struct CudaDevice {
     pub(super) stream: Arc<CudaStream>,
     kernels: KernelCache,
     pub(super) staging: Staging,
+    /// Zeroed completion counters of multi-block reductions (kernels leave them zeroed).
+    counters: OnceLock<CudaBuffer>,
+}
+
+/// Completion counters available to one reduction launch (one per row block).
+const REDUCE_COUNTERS: usize = 1 << 16;
+/// Blocks a reduction launch aims for before it splits rows over several blocks.
+const REDUCE_BLOCKS_PER_SM: usize = 4;
+/// Fewest values each thread of a split reduction handles.
+const REDUCE_MIN_PER_THREAD: usize = 64;
+
+/// How a reduction of `m` outputs over `r` values each is launched on `sm_count` SMs:
+/// (threads per output, chunks per output, blocks along x).
+pub(super) fn reduce_split(layout: ReduceLayout, m: usize, r: usize, sm_count: u32) -> (u32, u32, u32) {
+    let block = BLOCK as usize;
+    let tpr = match layout {
+        ReduceLayout::Inner => r.max(1).next_power_of_two().min(block),
+        ReduceLayout::Outer => 8,
+    };
+    let rb = block / tpr;
+    let row_blocks = m.div_ceil(rb).max(1);
+    let target = REDUCE_BLOCKS_PER_SM * sm_count.max(1) as usize;
+    let mut chunks = 1usize;
+    if row_blocks < target && row_blocks <= REDUCE_COUNTERS {
+        let by_work = r / (tpr * REDUCE_MIN_PER_THREAD);
+        chunks = target.div_ceil(row_blocks).min(by_work).clamp(1, 65535);
+    }
+    let cap = (BLOCKS_PER_SM as usize * sm_count.max(1) as usize).max(1);
+    let gx = if chunks > 1 { row_blocks } else { row_blocks.min(cap) };
+    (tpr as u32, chunks as u32, gx.min(i32::MAX as usize) as u32)
 }
 
 impl fmt::Debug for CudaDevice {
@@ -158,6 +188,7 @@ impl CudaDevice {
             stream,
             kernels,
             staging: Staging::default(),
+            counters: OnceLock::new(),
         }))
     }
 
@@ -242,7 +273,7 @@ impl CudaDevice {
             }
         }
         let me = self.arc()?;
-        let n = args.len();
+        let n = kernel.out_len(args);
         if n == 0 {
             return kernel
                 .outputs
@@ -250,7 +281,7 @@ impl CudaDevice {
                 .map(|&d| self.alloc(&me, d, 0))
                 .collect();
         }
-        let opts = render_options(n, inputs.iter().map(|b| b.len()));
+        let opts = render_options(args.len().max(n), inputs.iter().map(|b| b.len()));
         let k = self.kernels.get(&self.ctx, kernel, &opts)?;
         let outputs: Vec<CudaBuffer> = kernel
             .outputs
@@ -259,14 +290,61 @@ impl CudaDevice {
             .collect::<Result<_>>()?;
         let in_ptrs: SmallVec<[u64; 8]> = inputs.iter().map(|b| b.device_ptr()).collect();
         let out_ptrs: SmallVec<[u64; 4]> = outputs.iter().map(|b| b.device_ptr()).collect();
-        let blob = pack_args(kernel, &opts, &in_ptrs, &out_ptrs, args)
+        let Some(red) = kernel.reduce else {
+            let blob = pack_args_reduce(
+                kernel,
+                &opts,
+                &in_ptrs,
+                &out_ptrs,
+                args,
+                &ReduceLaunch::default(),
+            )
             .map_err(|e| Error::internal("pack_args", e))?;
-        self.launch(&k, blob, n)?;
+            let grid = grid_size(n, k.rendered.block.max(1), k.rendered.per_thread, self.sm_count);
+            self.launch(&k, blob, (grid, 1))?;
+            return Ok(outputs);
+        };
+        let r = args.shape.get(1).copied().unwrap_or(0);
+        let (tpr, chunks, gx) = reduce_split(red.layout, n, r, self.sm_count);
+        let mut launch = ReduceLaunch {
+            threads_per_output: tpr,
+            chunks,
+            ..ReduceLaunch::default()
+        };
+        // partials live until the launch is done: freed stream-ordered after it
+        let mut partials = Vec::new();
+        if chunks > 1 {
+            let vd = kernel.values[red.value as usize].dtype;
+            let ws = self.alloc(&me, vd, n * chunks as usize)?;
+            launch.workspace = ws.device_ptr();
+            partials.push(ws);
+            if red.op.is_arg() {
+                let wsi = self.alloc(&me, DType::I64, n * chunks as usize)?;
+                launch.workspace_idx = wsi.device_ptr();
+                partials.push(wsi);
+            }
+            launch.counters = self.reduce_counters(&me)?;
+        }
+        let blob = pack_args_reduce(kernel, &opts, &in_ptrs, &out_ptrs, args, &launch)
+            .map_err(|e| Error::internal("pack_args", e))?;
+        self.launch(&k, blob, (gx, chunks))?;
+        drop(partials);
         Ok(outputs)
     }
 
+    /// The device pointer of the zeroed reduction counters (allocated on first use).
+    fn reduce_counters(&self, me: &Arc<CudaDevice>) -> Result<u64> {
+        if let Some(c) = self.counters.get() {
+            return Ok(c.device_ptr());
+        }
+        let zeros = HostBuf::I32(vec![0; REDUCE_COUNTERS]);
+        let buf = self.upload(&zeros)?;
+        let _ = me;
+        Ok(self.counters.get_or_init(|| buf).device_ptr())
+    }
+
     /// Launches `k` over `n` elements with the packed argument struct `blob`.
-    fn launch(&self, k: &LoadedKernel, mut blob: Vec<u8>, n: usize) -> Result<()> {
+    fn launch(&self, k: &LoadedKernel, mut blob: Vec<u8>, grid: (u32, u32)) -> Result<()> {
         match k.param_size {
             Some(size) if size != blob.len() => {
                 return Err(Error::internal(
@@ -283,10 +361,9 @@ impl CudaDevice {
             None => {}
         }
         let block = k.rendered.block.max(1);
-        let grid = grid_size(n, block, k.rendered.per_thread, self.sm_count);
         debug_log!(
             4,
-            "launch {} n={n} grid={grid} block={block} per_thread={} args={}B",
+            "launch {} grid={grid:?} block={block} per_thread={} args={}B",
             k.rendered.entry,
             k.rendered.per_thread,
             blob.len()
@@ -305,7 +382,7 @@ impl CudaDevice {
         unsafe {
             drv::launch_kernel(
                 k.func.cu_function(),
-                (grid, 1, 1),
+                (grid.0, grid.1, 1),
                 (block, 1, 1),
                 0,
                 self.stream.cu_stream(),

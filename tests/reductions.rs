@@ -140,6 +140,13 @@ fn make(vals: &[f64], shape: &[usize], dtype: DType, dev: &Device) -> (Array, Ve
     }
 }
 
+/// Tests here count launches (process-global): they run one at a time.
+static LOCK: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
+fn lock() -> std::sync::MutexGuard<'static, ()> {
+    LOCK.lock().unwrap_or_else(|e| e.into_inner())
+}
+
 const SHAPES: &[&[usize]] = &[&[0], &[1], &[3], &[783], &[3, 4, 5], &[2, 0, 3], &[7, 129], &[]];
 
 fn axes_for(ndim: usize) -> Vec<Option<Vec<isize>>> {
@@ -158,6 +165,7 @@ fn axes_for(ndim: usize) -> Vec<Option<Vec<isize>>> {
 
 #[test]
 fn sum_prod_mean_over_axes_match_the_oracle() {
+    let _g = lock();
     for_each_device(|dev| {
         for &shape in SHAPES {
             let n: usize = shape.iter().product();
@@ -217,6 +225,7 @@ fn sum_prod_mean_over_axes_match_the_oracle() {
 
 #[test]
 fn max_min_argmax_argmin_all_any_match_the_oracle() {
+    let _g = lock();
     for_each_device(|dev| {
         for &shape in &[&[1usize][..], &[3], &[783], &[3, 4, 5], &[7, 129], &[5, 1, 2]] {
             let n: usize = shape.iter().product();
@@ -290,6 +299,7 @@ fn max_min_argmax_argmin_all_any_match_the_oracle() {
 
 #[test]
 fn nan_propagates_and_the_first_nan_wins() {
+    let _g = lock();
     for_each_device(|dev| {
         let v = vec![1.0f32, f32::NAN, 5.0, f32::NAN, -3.0, 2.0];
         let x = Array::from_vec_on(v, &[2, 3], dev).unwrap();
@@ -314,6 +324,7 @@ fn nan_propagates_and_the_first_nan_wins() {
 
 #[test]
 fn empty_reductions_follow_numpy() {
+    let _g = lock();
     for_each_device(|dev| {
         let e = Array::from_vec_on(Vec::<f64>::new(), &[0, 3], dev).unwrap();
         assert_eq!(e.sum().item::<f64>().unwrap(), 0.0);
@@ -342,6 +353,7 @@ fn empty_reductions_follow_numpy() {
 
 #[test]
 fn var_std_norm_match_the_oracle() {
+    let _g = lock();
     for_each_device(|dev| {
         for &shape in &[&[783usize][..], &[3, 4, 5], &[7, 129]] {
             let n: usize = shape.iter().product();
@@ -392,6 +404,7 @@ fn var_std_norm_match_the_oracle() {
 
 #[test]
 fn complex_sum_mean_var_norm() {
+    let _g = lock();
     for_each_device(|dev| {
         let re = data(301, 5);
         let im = data(301, 6);
@@ -421,6 +434,7 @@ fn complex_sum_mean_var_norm() {
 
 #[test]
 fn large_f32_sums_are_accurate_and_repeatable() {
+    let _g = lock();
     for_each_device(|dev| {
         for n in [(1usize << 20) + 1, 3 << 20] {
             let x = lf::random::uniform_on(&[n], DType::F32, 42, dev);
@@ -459,11 +473,10 @@ fn launched(f: impl FnOnce()) -> u64 {
     lf::stats().kernels_launched - before
 }
 
-static LOCK: std::sync::Mutex<()> = std::sync::Mutex::new(());
 
 #[test]
 fn reductions_fuse_their_producers_and_epilogues() {
-    let _g = LOCK.lock().unwrap_or_else(|e| e.into_inner());
+    let _g = lock();
     for_each_device(|dev| {
         let x = lf::random::uniform_on(&[64, 783], DType::F32, 1, dev);
         x.eval().unwrap();
@@ -499,7 +512,7 @@ fn reductions_fuse_their_producers_and_epilogues() {
 
 #[test]
 fn scalar_changes_do_not_replan_reductions() {
-    let _g = LOCK.lock().unwrap_or_else(|e| e.into_inner());
+    let _g = lock();
     for_each_device(|dev| {
         let x = lf::random::uniform_on(&[5, 7], DType::F64, 2, dev);
         x.eval().unwrap();

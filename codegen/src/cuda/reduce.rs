@@ -148,6 +148,8 @@ pub(super) fn emit(k: &Kernel, opts: &RenderOptions, layout: &ArgLayout, entry: 
         let _ = writeln!(w, "    long long acci = -1;");
     }
     let _ = writeln!(w, "    if (m < M) {{");
+    // unrolled so that several independent loads are in flight per thread
+    let _ = writeln!(w, "#pragma unroll 4");
     let _ = writeln!(w, "      for (IDX r = r0 + lane; r < r1; r += tpr) {{");
     if uses_index {
         let _ = writeln!(w, "        const IDX i = m * R + r;");

@@ -43,6 +43,7 @@ extern "C" __global__ void __launch_bounds__(256) lf_0e2934b8c70b2128(const lf_a
     const IDX m = mb + row;
     bool acc = true;
     if (m < M) {
+#pragma unroll 4
       for (IDX r = r0 + lane; r < r1; r += tpr) {
         const IDX i = m * R + r;
         const long long v0 = (long long)i;

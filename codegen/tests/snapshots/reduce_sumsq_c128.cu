@@ -50,6 +50,7 @@ extern "C" __global__ void __launch_bounds__(256) lf_77af0acf2cc69d41(const lf_a
     const IDX m = mb + row;
     c64 acc = c64{0e0, 0e0};
     if (m < M) {
+#pragma unroll 4
       for (IDX r = r0 + lane; r < r1; r += tpr) {
         const IDX i = m * R + r;
         const long long v0 = (long long)i;

@@ -45,6 +45,7 @@ extern "C" __global__ void __launch_bounds__(256) lf_05fbac1e18ef6b47_i32(const 
     const IDX m = mb + row;
     float acc = 0e0f;
     if (m < M) {
+#pragma unroll 4
       for (IDX r = r0 + lane; r < r1; r += tpr) {
         const IDX i = m * R + r;
         const long long v0 = (long long)i;

@@ -423,6 +423,20 @@ mod tests {
     use super::*;
 
     #[test]
+    fn reduce_splits() {
+        // full reduction of 2^26: one row, split over ~4 blocks per SM
+        assert_eq!(reduce_split(ReduceLayout::Inner, 1, 1 << 26, 132), (256, 528, 1));
+        // rows of 4096 already give 4096 blocks: no split
+        assert_eq!(reduce_split(ReduceLayout::Inner, 4096, 4096, 132), (256, 1, 2112));
+        // axis-0 mean of 4096^2: 128 row blocks of 32 columns, 5 chunks each
+        assert_eq!(reduce_split(ReduceLayout::Outer, 4096, 4096, 132), (8, 5, 128));
+        // short rows share a block; tiny work is never split
+        assert_eq!(reduce_split(ReduceLayout::Inner, 1000, 3, 132), (4, 1, 16));
+        assert_eq!(reduce_split(ReduceLayout::Inner, 1, 100, 132), (128, 1, 1));
+        assert_eq!(reduce_split(ReduceLayout::Inner, 0, 0, 0).1, 1);
+    }
+
+    #[test]
     fn grid_covers_or_caps() {
         // H200: 132 SMs, cap 2112 blocks.
         assert_eq!(grid_size(1, 256, 1, 132), 1);
@@ -500,11 +514,12 @@ extern "C" __global__ void __launch_bounds__(256) lf_hand_scale(const lf_args a)
             blob.extend_from_slice(&(n as i64).to_le_bytes());
             blob.extend_from_slice(&1.5f32.to_le_bytes());
             blob.extend_from_slice(&[0; 4]);
+            let grid = (grid_size(n, k.rendered.block, 1, d.sm_count), 1);
             assert!(
-                d.launch(&k, blob[..24].to_vec(), n).is_err(),
+                d.launch(&k, blob[..24].to_vec(), grid).is_err(),
                 "short blob rejected"
             );
-            d.launch(&k, blob, n).unwrap();
+            d.launch(&k, blob, grid).unwrap();
             drop(input); // freed after the kernel on the stream
             let HostBuf::F32(got) = d.download(&out, 0, n).unwrap() else {
                 panic!("dtype")

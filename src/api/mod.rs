@@ -1,9 +1,11 @@
-//! The NumPy-like surface: creation, elementwise ops and operators, movement (views).
+//! The NumPy-like surface: creation, elementwise ops and operators, movement (views), FFTs
+//! and linear algebra.
 //! Only builds nodes and checks shapes/dtypes; never executes.
 
 pub(crate) mod creation;
 pub(crate) mod elementwise;
 pub mod fft;
+pub mod linalg;
 pub(crate) mod movement;
 mod operators;
 

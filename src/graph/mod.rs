@@ -86,6 +86,11 @@ pub(crate) enum Op {
     ToDevice,
     /// An unnormalized FFT (a library call; its input is materialized).
     Fft(FftSpec),
+    /// Batched matrix product of two operands of rank >= 2 (a library call): the node's
+    /// shape is the broadcast batch axes followed by `[m, n]`. Its operands are read from
+    /// buffers, through transposes and batch broadcasts where these are free
+    /// (`schedule::matmul`).
+    MatMul,
 }
 
 /// Which FFT an `Op::Fft` node computes.
@@ -125,7 +130,7 @@ impl Op {
     }
     /// True for boundaries computed by a library step (their inputs are materialized).
     pub(crate) fn is_library(&self) -> bool {
-        matches!(self, Op::ToDevice | Op::Fft(_))
+        matches!(self, Op::ToDevice | Op::Fft(_) | Op::MatMul)
     }
     /// A short name for plans and messages.
     pub(crate) fn name(&self) -> String {

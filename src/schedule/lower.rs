@@ -354,7 +354,7 @@ impl Lowerer<'_> {
                 self.lower(&input(0)?, &x, computing)?
             }
             Op::Concat(axis) => self.concat(node, &inputs, *axis, idx, computing)?,
-            Op::Buffer | Op::ToDevice | Op::Fft(_) => {
+            Op::Buffer | Op::ToDevice | Op::Fft(_) | Op::MatMul => {
                 return Err(Error::internal(
                     "lower",
                     format!("{node:?} should be materialized"),
@@ -526,6 +526,10 @@ pub(super) fn build(
         gi += 1;
         if is_copy {
             let t = &targets[0];
+            if t.op == Op::MatMul {
+                steps.push(super::matmul::step(t, pos)?);
+                continue;
+            }
             let src = t
                 .inputs()
                 .first()

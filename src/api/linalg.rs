@@ -114,29 +114,26 @@ fn matmul_impl(op: &str, a: &Array, b: &Array) -> Array {
         return matmul_integer(a, b);
     }
     let (m, n) = (sa[sa.len() - 2], sb[sb.len() - 1]);
-    let mut shape = batch.clone();
-    shape.extend([m, n]);
-    let y = if k == 0 {
-        // an empty sum: NumPy gives zeros
-        Array::zeros_on(&shape, dt, &dev)
-    } else {
-        make(
-            Op::MatMul,
-            dt,
-            shape,
-            &dev,
-            &[&a2.astype(dt), &b2.astype(dt)],
-        )
-    };
-    // drop the axes the vectors gained
-    let mut out = batch;
+    // the node has NumPy's result shape: the axes the vectors gained are dropped (the
+    // C-order buffer of `[batch.., m, n]` is the same)
+    let mut shape = batch;
     if na > 1 {
-        out.push(m);
+        shape.push(m);
     }
     if nb > 1 {
-        out.push(n);
+        shape.push(n);
     }
-    y.reshape_to(out)
+    if k == 0 {
+        // an empty sum: NumPy gives zeros
+        return Array::zeros_on(&shape, dt, &dev);
+    }
+    make(
+        Op::MatMul,
+        dt,
+        shape,
+        &dev,
+        &[&a2.astype(dt), &b2.astype(dt)],
+    )
 }
 
 /// Matrix products with an integer or bool result dtype.

@@ -87,7 +87,8 @@ pub(crate) enum Op {
     /// An unnormalized FFT (a library call; its input is materialized).
     Fft(FftSpec),
     /// Batched matrix product of two operands of rank >= 2 (a library call): the node's
-    /// shape is the broadcast batch axes followed by `[m, n]`. Its operands are read from
+    /// shape is NumPy's result shape, i.e. the broadcast batch axes followed by `[m, n]`
+    /// without the axes of length 1 that vector operands gained. Its operands are read from
     /// buffers, through transposes and batch broadcasts where these are free
     /// (`schedule::matmul`).
     MatMul,

@@ -116,11 +116,20 @@ pub(super) fn library_reads(node: &Arc<Node>) -> Result<Vec<Arc<Node>>> {
     let inputs = node.inputs();
     match node.op {
         Op::MatMul => {
-            let nb = node.shape.len().saturating_sub(2);
+            let nb = batch_rank(&inputs);
             inputs.iter().map(|i| Ok(resolve(i, nb)?.0)).collect()
         }
         _ => Ok(inputs),
     }
+}
+
+/// Rank of the broadcast batch of matmul operands.
+fn batch_rank(inputs: &[Arc<Node>]) -> usize {
+    inputs
+        .iter()
+        .map(|i| i.shape.len().saturating_sub(2))
+        .max()
+        .unwrap_or(0)
 }
 
 /// The template step computing the matmul node `node`.
@@ -129,22 +138,34 @@ pub(super) fn step(node: &Arc<Node>, pos: &HashMap<u64, usize, FxBuild>) -> Resu
     let [x, y] = inputs.as_slice() else {
         return Err(Error::internal("plan", "matmul without two operands"));
     };
-    let nd = node.shape.len();
-    if nd < 2 || x.shape.len() < 2 || y.shape.len() < 2 {
-        return Err(Error::internal(
+    let bad = || {
+        Error::internal(
             "plan",
-            format!("matmul of shapes {:?} @ {:?}", x.shape, y.shape),
-        ));
+            format!(
+                "matmul of shapes {:?} @ {:?} to {:?}",
+                x.shape, y.shape, node.shape
+            ),
+        )
+    };
+    let (nx, ny) = (x.shape.len(), y.shape.len());
+    if nx < 2 || ny < 2 {
+        return Err(bad());
     }
-    let nb = nd - 2;
+    let nb = batch_rank(&inputs);
+    let batch =
+        crate::shape::broadcast_shapes(&x.shape[..nx - 2], &y.shape[..ny - 2]).ok_or_else(bad)?;
+    let (m, k, n) = (x.shape[nx - 2], x.shape[nx - 1], y.shape[ny - 1]);
+    if y.shape[ny - 2] != k || batch.iter().product::<usize>() * m * n != node.size() {
+        return Err(bad());
+    }
     let (ba, la) = resolve(x, nb)?;
     let (bb, lb) = resolve(y, nb)?;
     let spec = GemmSpec {
         dtype: node.dtype,
-        batch: node.shape[..nb].iter().copied().collect(),
-        m: node.shape[nb],
-        n: node.shape[nb + 1],
-        k: x.shape[x.shape.len() - 1],
+        batch: batch.into_iter().collect(),
+        m,
+        n,
+        k,
         a: la,
         b: lb,
     };

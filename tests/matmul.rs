@@ -609,9 +609,9 @@ fn elementwise_producers_fuse_into_one_kernel() {
 // ------------------------------------------------------------------------------------
 
 fn panic_message(f: impl FnOnce() -> Array) -> String {
-    let e = std::panic::catch_unwind(std::panic::AssertUnwindSafe(f))
-        .err()
-        .expect("expected a panic");
+    let Err(e) = std::panic::catch_unwind(std::panic::AssertUnwindSafe(f)) else {
+        panic!("expected a panic");
+    };
     e.downcast_ref::<String>()
         .cloned()
         .or_else(|| e.downcast_ref::<&str>().map(|s| s.to_string()))

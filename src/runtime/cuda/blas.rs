@@ -20,7 +20,7 @@ use super::compile::lock;
 use super::device::CudaDevice;
 use super::driver_err;
 use super::memory::CudaBuffer;
-use crate::runtime::matmul::GemmSpec;
+use crate::runtime::matmul::{Batches, GemmSpec};
 use crate::{Error, Result};
 use cudarc::cublas::sys as blas_sys;
 use cudarc::driver::result as drv;
@@ -122,6 +122,40 @@ struct Call {
     count: c_int,
 }
 
+impl Call {
+    /// The call computing every entry of one outer batch step of `spec`:
+    /// `C^T (n x m) = op(B') op(A')`, with `B'` and `A'` the buffers as stored.
+    fn new(spec: &GemmSpec, batches: &Batches) -> Result<Call> {
+        let op = |t: bool| {
+            if t {
+                blas_sys::cublasOperation_t::CUBLAS_OP_T
+            } else {
+                blas_sys::cublasOperation_t::CUBLAS_OP_N
+            }
+        };
+        let stride = |s: usize| {
+            c_longlong::try_from(s).map_err(|_| Error::Shape {
+                op: "matmul",
+                msg: format!("batch stride {s} exceeds 64 bits in {spec}"),
+            })
+        };
+        Ok(Call {
+            transa: op(spec.b.trans),
+            transb: op(spec.a.trans),
+            m: int(spec.n, "n", spec)?,
+            n: int(spec.m, "m", spec)?,
+            k: int(spec.k, "k", spec)?,
+            lda: int(spec.ldb().max(1), "ldb", spec)?,
+            ldb: int(spec.lda().max(1), "lda", spec)?,
+            ldc: int(spec.n.max(1), "ldc", spec)?,
+            stride_a: stride(batches.strides[1])?,
+            stride_b: stride(batches.strides[0])?,
+            stride_c: stride(batches.strides[2])?,
+            count: int(batches.count, "batch count", spec)?,
+        })
+    }
+}
+
 impl CudaDevice {
     /// The batched product `spec` of `a` and `b` (checked against the spec by the caller)
     /// as a new C-order buffer. Asynchronous: returns once the calls are queued on the
@@ -168,29 +202,7 @@ impl CudaDevice {
             return Err(Error::NoCuda("cuBLAS library not found".into()));
         }
         let batches = spec.batches();
-        let op = |t: bool| {
-            if t {
-                blas_sys::cublasOperation_t::CUBLAS_OP_T
-            } else {
-                blas_sys::cublasOperation_t::CUBLAS_OP_N
-            }
-        };
-        let stride = |s: usize| c_longlong::try_from(s).unwrap_or(c_longlong::MAX);
-        // C^T (n x m) = op(B') op(A') with B' the stored B and A' the stored A
-        let call = Call {
-            transa: op(spec.b.trans),
-            transb: op(spec.a.trans),
-            m: int(spec.n, "n", spec)?,
-            n: int(spec.m, "m", spec)?,
-            k: int(spec.k, "k", spec)?,
-            lda: int(spec.ldb().max(1), "ldb", spec)?,
-            ldb: int(spec.lda().max(1), "lda", spec)?,
-            ldc: int(spec.n.max(1), "ldc", spec)?,
-            stride_a: stride(batches.strides[1]),
-            stride_b: stride(batches.strides[0]),
-            stride_c: stride(batches.strides[2]),
-            count: int(batches.count, "batch count", spec)?,
-        };
+        let call = Call::new(spec, &batches)?;
         let size = spec.dtype.size() as u64;
         let (pa, pb, pc) = (a.device_ptr(), b.device_ptr(), out.device_ptr());
         let handle = handle_of(self)?;
@@ -282,5 +294,111 @@ unsafe fn gemm(
             "cuda matmul",
             format!("unsupported dtype {d}"),
         )),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    //! The cuBLAS arguments checked without a GPU: a column-major reference gemm with
+    //! cuBLAS's argument semantics runs the calls `Call::new` makes on host data.
+    use super::*;
+    use crate::runtime::matmul::GemmOperand;
+    use blas_sys::cublasOperation_t::CUBLAS_OP_N;
+
+    /// `C[b] = op(A[b]) op(B[b])`, column-major, as `cublasDgemmStridedBatched` defines it.
+    fn reference(c: &Call, a: &[f64], b: &[f64], out: &mut [f64], offs: [usize; 3]) {
+        let (m, n, k) = (c.m as usize, c.n as usize, c.k as usize);
+        let (lda, ldb, ldc) = (c.lda as usize, c.ldb as usize, c.ldc as usize);
+        for t in 0..c.count as usize {
+            let oa = offs[0] + t * c.stride_a as usize;
+            let ob = offs[1] + t * c.stride_b as usize;
+            let oc = offs[2] + t * c.stride_c as usize;
+            for i in 0..m {
+                for j in 0..n {
+                    let mut s = 0.0;
+                    for p in 0..k {
+                        let x = if c.transa == CUBLAS_OP_N {
+                            a[oa + i + p * lda]
+                        } else {
+                            a[oa + p + i * lda]
+                        };
+                        let y = if c.transb == CUBLAS_OP_N {
+                            b[ob + p + j * ldb]
+                        } else {
+                            b[ob + j + p * ldb]
+                        };
+                        s += x * y;
+                    }
+                    out[oc + i + j * ldc] = s;
+                }
+            }
+        }
+    }
+
+    /// Lays out `count` logical `r x c` matrices (`f(t, i, j)`) as stored with `trans`.
+    fn store(
+        count: usize,
+        r: usize,
+        c: usize,
+        trans: bool,
+        f: impl Fn(usize, usize, usize) -> f64,
+    ) -> Vec<f64> {
+        let mut v = vec![0.0; count * r * c];
+        for t in 0..count {
+            for i in 0..r {
+                for j in 0..c {
+                    let at = if trans { j * r + i } else { i * c + j };
+                    v[t * r * c + at] = f(t, i, j);
+                }
+            }
+        }
+        v
+    }
+
+    #[test]
+    fn calls_compute_row_major_products() {
+        let fa = |t: usize, i: usize, p: usize| (t * 31 + i * 7 + p) as f64 * 0.25 - 3.0;
+        let fb = |t: usize, p: usize, j: usize| (t * 13 + p * 5 + j * 3) as f64 * 0.5 - 2.0;
+        for (m, k, n) in [(3, 4, 5), (1, 6, 2), (4, 1, 3), (5, 3, 1)] {
+            for (ta, tb) in [(false, false), (true, false), (false, true), (true, true)] {
+                // batch [2, 3]: A varies along axis 0 only (shape (2, 1, m, k)), B along
+                // both (shape (2, 3, k, n))
+                let spec = GemmSpec {
+                    dtype: DType::F64,
+                    batch: [2, 3].into_iter().collect(),
+                    m,
+                    n,
+                    k,
+                    a: GemmOperand {
+                        batch_strides: [m * k, 0].into_iter().collect(),
+                        trans: ta,
+                    },
+                    b: GemmOperand {
+                        batch_strides: [3 * k * n, k * n].into_iter().collect(),
+                        trans: tb,
+                    },
+                };
+                let a = store(2, m, k, ta, fa);
+                let b = store(6, k, n, tb, fb);
+                spec.check((DType::F64, a.len()), (DType::F64, b.len()))
+                    .unwrap();
+                let batches = spec.batches();
+                let call = Call::new(&spec, &batches).unwrap();
+                let mut out = vec![f64::NAN; spec.out_len()];
+                for &[oa, ob, oc] in &batches.outer {
+                    // cuBLAS's first operand is B, its second A
+                    reference(&call, &b, &a, &mut out, [ob, oa, oc]);
+                }
+                for t in 0..6 {
+                    for i in 0..m {
+                        for j in 0..n {
+                            let want: f64 = (0..k).map(|p| fa(t / 3, i, p) * fb(t, p, j)).sum();
+                            let got = out[(t * m + i) * n + j];
+                            assert_eq!(got, want, "({m},{k},{n}) trans {ta} {tb} at {t},{i},{j}");
+                        }
+                    }
+                }
+            }
+        }
     }
 }

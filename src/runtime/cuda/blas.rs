@@ -205,10 +205,10 @@ impl CudaDevice {
         let call = Call::new(spec, &batches)?;
         let size = spec.dtype.size() as u64;
         let (pa, pb, pc) = (a.device_ptr(), b.device_ptr(), out.device_ptr());
-        let handle = handle_of(self)?;
-        let h = lock(&handle);
         // cudarc panics when a symbol is missing from the loaded library: report it instead.
         catch_unwind(AssertUnwindSafe(|| {
+            let handle = handle_of(self)?;
+            let h = lock(&handle);
             batches.outer.iter().try_for_each(|&[oa, ob, oc]| {
                 let x = pb + ob as u64 * size;
                 let y = pa + oa as u64 * size;

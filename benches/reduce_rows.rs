@@ -39,8 +39,16 @@ fn main() -> lf::Result<()> {
                 let x = &xs[i % sets];
                 (x * x).sum().eval().expect("eval");
             });
-            let sys = if fused { "lazyfuse-fused" } else { "lazyfuse-unfused" };
-            println!("sumsq\t{n}\t{sys}\t{:.1} us\t{:.0} GB/s", t * 1e6, 4.0 * n as f64 / t / 1e9);
+            let sys = if fused {
+                "lazyfuse-fused"
+            } else {
+                "lazyfuse-unfused"
+            };
+            println!(
+                "sumsq\t{n}\t{sys}\t{:.1} us\t{:.0} GB/s",
+                t * 1e6,
+                4.0 * n as f64 / t / 1e9
+            );
         }
         lf::set_fusion(true);
     }
@@ -48,7 +56,9 @@ fn main() -> lf::Result<()> {
     let x = lf::random::normal_on(&[side, side], DType::F32, 9, &dev);
     x.eval()?;
     for axis in [0isize, 1] {
-        let t = bench(&dev, 20, 7, |_| x.mean_axes(&[axis], false).eval().expect("eval"));
+        let t = bench(&dev, 20, 7, |_| {
+            x.mean_axes(&[axis], false).eval().expect("eval")
+        });
         println!(
             "mean-axis{axis}\t{side}x{side}\tlazyfuse-fused\t{:.1} us\t{:.0} GB/s",
             t * 1e6,

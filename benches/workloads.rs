@@ -1,7 +1,7 @@
 //! BENCH.md workloads on the default device (fused and unfused), printed as TSV rows
 //! `workload size system time_us extra`, the columns of the anchor script.
 //!
-//! `cargo bench --bench workloads [-- chain bcast latency] [--quick]`
+//! `cargo bench --bench workloads [-- chain bcast matmul latency] [--quick]`
 
 use lazyfuse as lf;
 use lf::{Array, DType, Device};
@@ -133,6 +133,24 @@ fn run_bcast(dev: &Device) -> lf::Result<()> {
     Ok(())
 }
 
+fn run_matmul(dev: &Device) -> lf::Result<()> {
+    let n = 1000;
+    let a = lf::random::uniform_on(&[n, n], DType::F64, 1, dev);
+    let b = lf::random::uniform_on(&[n, n], DType::F64, 2, dev);
+    lf::eval(&[&a, &b])?;
+    let iters = if dev.is_cuda() { 50 } else { 1 };
+    let t = bench(dev, iters, 5, |_| a.matmul(&b).eval().expect("eval"));
+    let gflops = 2.0 * (n * n * n) as f64 / t / 1e9;
+    row(
+        "matmul",
+        "1000x1000",
+        "lazyfuse",
+        t,
+        &format!("{gflops:.0} GFLOP/s"),
+    );
+    Ok(())
+}
+
 fn run_latency(dev: &Device) -> lf::Result<()> {
     let a = Array::from_vec_on(vec![1.5f32], &[1], dev)?;
     let b = Array::from_vec_on(vec![2.5f32], &[1], dev)?;
@@ -166,6 +184,9 @@ fn main() -> lf::Result<()> {
     }
     if want("bcast") {
         run_bcast(&dev)?;
+    }
+    if want("matmul") {
+        run_matmul(&dev)?;
     }
     if want("latency") {
         run_latency(&dev)?;

@@ -37,6 +37,7 @@ mod stats;
 pub use api::creation::{meshgrid, random, Indexing};
 pub use api::elementwise::{complex, where_, Operand};
 pub use api::fft;
+pub use api::linalg;
 pub use api::movement::{concatenate, stack};
 pub use array::{eval, Array};
 pub use config::{fusion_enabled, set_fusion};
@@ -59,7 +60,7 @@ pub type c64 = num_complex::Complex64;
 pub mod debug {
     use crate::Array;
 
-    /// The number of library calls (FFTs) evaluating `arrays` would make now.
+    /// The number of library calls (FFTs, matmuls) evaluating `arrays` would make now.
     pub fn library_count(arrays: &[&Array]) -> crate::Result<usize> {
         let nodes: Vec<_> = arrays.iter().map(|a| a.node.clone()).collect();
         Ok(crate::schedule::plan(&nodes)?.library_count())
@@ -76,9 +77,4 @@ pub mod debug {
         let nodes: Vec<_> = arrays.iter().map(|a| a.node.clone()).collect();
         Ok(crate::schedule::plan(&nodes)?.to_string())
     }
-}
-
-/// Linear algebra (NumPy `linalg`).
-pub mod linalg {
-    pub use crate::api::reduce::norm;
 }

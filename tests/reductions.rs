@@ -13,7 +13,9 @@ use std::panic::{catch_unwind, AssertUnwindSafe};
 
 /// Deterministic pseudo-random values in [-1, 1) (a 64-bit LCG).
 fn data(n: usize, seed: u64) -> Vec<f64> {
-    let mut s = seed.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+    let mut s = seed
+        .wrapping_mul(6364136223846793005)
+        .wrapping_add(1442695040888963407);
     (0..n)
         .map(|_| {
             s = s
@@ -76,7 +78,13 @@ fn norm_axes(axes: Option<&[isize]>, ndim: usize) -> Vec<usize> {
         None => (0..ndim).collect(),
         Some(a) => a
             .iter()
-            .map(|&x| if x < 0 { (x + ndim as isize) as usize } else { x as usize })
+            .map(|&x| {
+                if x < 0 {
+                    (x + ndim as isize) as usize
+                } else {
+                    x as usize
+                }
+            })
             .collect(),
     }
 }
@@ -102,10 +110,30 @@ fn close(got: &[f64], want: &[f64], rel: f64, abs: f64, what: &str) {
 fn fetch_real(x: &Array, dtype: DType) -> Vec<f64> {
     assert_eq!(x.dtype(), dtype, "dtype");
     match dtype {
-        DType::Bool => x.to_vec::<bool>().unwrap().into_iter().map(|b| b as u8 as f64).collect(),
-        DType::I32 => x.to_vec::<i32>().unwrap().into_iter().map(f64::from).collect(),
-        DType::I64 => x.to_vec::<i64>().unwrap().into_iter().map(|v| v as f64).collect(),
-        DType::F32 => x.to_vec::<f32>().unwrap().into_iter().map(f64::from).collect(),
+        DType::Bool => x
+            .to_vec::<bool>()
+            .unwrap()
+            .into_iter()
+            .map(|b| b as u8 as f64)
+            .collect(),
+        DType::I32 => x
+            .to_vec::<i32>()
+            .unwrap()
+            .into_iter()
+            .map(f64::from)
+            .collect(),
+        DType::I64 => x
+            .to_vec::<i64>()
+            .unwrap()
+            .into_iter()
+            .map(|v| v as f64)
+            .collect(),
+        DType::F32 => x
+            .to_vec::<f32>()
+            .unwrap()
+            .into_iter()
+            .map(f64::from)
+            .collect(),
         DType::F64 => x.to_vec::<f64>().unwrap(),
         d => panic!("fetch_real: {d}"),
     }
@@ -135,7 +163,10 @@ fn make(vals: &[f64], shape: &[usize], dtype: DType, dev: &Device) -> (Array, Ve
             let f = v.iter().map(|&b| b as f64).collect();
             (Array::from_vec_on(v, shape, dev).unwrap(), f)
         }
-        DType::F64 => (Array::from_vec_on(vals.to_vec(), shape, dev).unwrap(), vals.to_vec()),
+        DType::F64 => (
+            Array::from_vec_on(vals.to_vec(), shape, dev).unwrap(),
+            vals.to_vec(),
+        ),
         d => panic!("make: {d}"),
     }
 }
@@ -147,7 +178,16 @@ fn lock() -> std::sync::MutexGuard<'static, ()> {
     LOCK.lock().unwrap_or_else(|e| e.into_inner())
 }
 
-const SHAPES: &[&[usize]] = &[&[0], &[1], &[3], &[783], &[3, 4, 5], &[2, 0, 3], &[7, 129], &[]];
+const SHAPES: &[&[usize]] = &[
+    &[0],
+    &[1],
+    &[3],
+    &[783],
+    &[3, 4, 5],
+    &[2, 0, 3],
+    &[7, 129],
+    &[],
+];
 
 fn axes_for(ndim: usize) -> Vec<Option<Vec<isize>>> {
     let mut v = vec![None, Some(vec![])];
@@ -199,7 +239,9 @@ fn sum_prod_mean_over_axes_match_the_oracle() {
                                     x.mean_axes(&all, true),
                                 )
                             }
-                            (Some(a), k) => (x.sum_axes(a, k), x.prod_axes(a, k), x.mean_axes(a, k)),
+                            (Some(a), k) => {
+                                (x.sum_axes(a, k), x.prod_axes(a, k), x.mean_axes(a, k))
+                            }
                         };
                         let int = !dtype.is_float();
                         let sd = if int { DType::I64 } else { dtype };
@@ -213,9 +255,21 @@ fn sum_prod_mean_over_axes_match_the_oracle() {
                             assert_eq!(p.dtype(), DType::I64, "prod dtype {what}");
                             assert_eq!(p.to_vec::<i64>().unwrap(), iprod, "prod {what}");
                         } else {
-                            close(&fetch_real(&p, sd), &prod, rel, 1e-30, &format!("prod {what}"));
+                            close(
+                                &fetch_real(&p, sd),
+                                &prod,
+                                rel,
+                                1e-30,
+                                &format!("prod {what}"),
+                            );
                         }
-                        close(&fetch_real(&mn, md), &mean, rel, rel, &format!("mean {what}"));
+                        close(
+                            &fetch_real(&mn, md),
+                            &mean,
+                            rel,
+                            rel,
+                            &format!("mean {what}"),
+                        );
                     }
                 }
             }
@@ -227,7 +281,14 @@ fn sum_prod_mean_over_axes_match_the_oracle() {
 fn max_min_argmax_argmin_all_any_match_the_oracle() {
     let _g = lock();
     for_each_device(|dev| {
-        for &shape in &[&[1usize][..], &[3], &[783], &[3, 4, 5], &[7, 129], &[5, 1, 2]] {
+        for &shape in &[
+            &[1usize][..],
+            &[3],
+            &[783],
+            &[3, 4, 5],
+            &[7, 129],
+            &[5, 1, 2],
+        ] {
             let n: usize = shape.iter().product();
             let mut vals = data(n, 11);
             // ties: repeat the first values later on, so the first position must win
@@ -246,8 +307,16 @@ fn max_min_argmax_argmin_all_any_match_the_oracle() {
                     for (i, &p) in pos.iter().enumerate() {
                         mx[p] = mx[p].max(xf[i]);
                         mn[p] = mn[p].min(xf[i]);
-                        all[p] = if all[p] > 0.0 && xf[i] != 0.0 { 1.0 } else { 0.0 };
-                        any[p] = if any[p] > 0.0 || xf[i] != 0.0 { 1.0 } else { 0.0 };
+                        all[p] = if all[p] > 0.0 && xf[i] != 0.0 {
+                            1.0
+                        } else {
+                            0.0
+                        };
+                        any[p] = if any[p] > 0.0 || xf[i] != 0.0 {
+                            1.0
+                        } else {
+                            0.0
+                        };
                     }
                     let what = format!("{dtype} {shape:?} axes {axes:?}");
                     let (a, b, c, d) = match &axes {
@@ -263,10 +332,34 @@ fn max_min_argmax_argmin_all_any_match_the_oracle() {
                         continue;
                     }
                     assert_eq!(a.shape(), oshape.as_slice(), "max shape {what}");
-                    close(&fetch_real(&a, dtype), &mx, 0.0, 0.0, &format!("max {what}"));
-                    close(&fetch_real(&b, dtype), &mn, 0.0, 0.0, &format!("min {what}"));
-                    close(&fetch_real(&c, DType::Bool), &all, 0.0, 0.0, &format!("all {what}"));
-                    close(&fetch_real(&d, DType::Bool), &any, 0.0, 0.0, &format!("any {what}"));
+                    close(
+                        &fetch_real(&a, dtype),
+                        &mx,
+                        0.0,
+                        0.0,
+                        &format!("max {what}"),
+                    );
+                    close(
+                        &fetch_real(&b, dtype),
+                        &mn,
+                        0.0,
+                        0.0,
+                        &format!("min {what}"),
+                    );
+                    close(
+                        &fetch_real(&c, DType::Bool),
+                        &all,
+                        0.0,
+                        0.0,
+                        &format!("all {what}"),
+                    );
+                    close(
+                        &fetch_real(&d, DType::Bool),
+                        &any,
+                        0.0,
+                        0.0,
+                        &format!("any {what}"),
+                    );
                 }
                 for axis in 0..shape.len() as isize {
                     let ax = [axis as usize];
@@ -288,9 +381,21 @@ fn max_min_argmax_argmin_all_any_match_the_oracle() {
                     let an = x.argmin(axis);
                     assert_eq!(am.shape(), oshape.as_slice(), "argmax shape");
                     let want: Vec<f64> = best.iter().map(|b| b.1 as f64).collect();
-                    close(&fetch_real(&am, DType::I64), &want, 0.0, 0.0, &format!("argmax {dtype} {shape:?} axis {axis}"));
+                    close(
+                        &fetch_real(&am, DType::I64),
+                        &want,
+                        0.0,
+                        0.0,
+                        &format!("argmax {dtype} {shape:?} axis {axis}"),
+                    );
                     let want: Vec<f64> = worst.iter().map(|b| b.1 as f64).collect();
-                    close(&fetch_real(&an, DType::I64), &want, 0.0, 0.0, &format!("argmin {dtype} {shape:?} axis {axis}"));
+                    close(
+                        &fetch_real(&an, DType::I64),
+                        &want,
+                        0.0,
+                        0.0,
+                        &format!("argmin {dtype} {shape:?} axis {axis}"),
+                    );
                 }
             }
         }
@@ -314,7 +419,10 @@ fn nan_propagates_and_the_first_nan_wins() {
         let mn = mn.to_vec::<f32>().unwrap();
         assert!(mn[0].is_nan() && mn[1].is_nan(), "{mn:?}");
         let y = x.slice(lf::s![1.., 1..]);
-        assert_eq!(y.max_axes(&[0], false).to_vec::<f32>().unwrap(), vec![-3.0, 2.0]);
+        assert_eq!(
+            y.max_axes(&[0], false).to_vec::<f32>().unwrap(),
+            vec![-3.0, 2.0]
+        );
         assert!(x.sum().item::<f32>().unwrap().is_nan());
         let inf = Array::from_vec_on(vec![f64::NEG_INFINITY; 4], &[4], dev).unwrap();
         assert_eq!(inf.argmax(0).item::<i64>().unwrap(), 0);
@@ -360,7 +468,11 @@ fn var_std_norm_match_the_oracle() {
             let vals = data(n, 3);
             for dtype in [DType::F32, DType::F64, DType::I32] {
                 let (x, xf) = make(&vals, shape, dtype, dev);
-                let fd = if dtype == DType::F32 { DType::F32 } else { DType::F64 };
+                let fd = if dtype == DType::F32 {
+                    DType::F32
+                } else {
+                    DType::F64
+                };
                 let rel = if dtype == DType::F32 { 1e-5 } else { 1e-11 };
                 let mut cases = vec![(vec![0isize], 0usize), (vec![-1], 1)];
                 if shape.len() > 1 {
@@ -396,7 +508,13 @@ fn var_std_norm_match_the_oracle() {
                 let nrm: f64 = xf.iter().map(|v| v * v).sum::<f64>().sqrt();
                 let got = lf::linalg::norm(&x);
                 assert_eq!(got.shape(), &[] as &[usize]);
-                close(&fetch_real(&got, fd), &[nrm], rel, 0.0, &format!("norm {dtype}"));
+                close(
+                    &fetch_real(&got, fd),
+                    &[nrm],
+                    rel,
+                    0.0,
+                    &format!("norm {dtype}"),
+                );
             }
         }
     });
@@ -409,7 +527,10 @@ fn complex_sum_mean_var_norm() {
         let re = data(301, 5);
         let im = data(301, 6);
         let z64: Vec<c64> = re.iter().zip(&im).map(|(&a, &b)| c64::new(a, b)).collect();
-        let z32: Vec<c32> = z64.iter().map(|z| c32::new(z.re as f32, z.im as f32)).collect();
+        let z32: Vec<c32> = z64
+            .iter()
+            .map(|z| c32::new(z.re as f32, z.im as f32))
+            .collect();
         let s: c64 = z64.iter().sum();
         let mean = s / 301.0;
         let var: f64 = z64.iter().map(|z| (z - mean).norm_sqr()).sum::<f64>() / 301.0;
@@ -447,10 +568,17 @@ fn large_f32_sums_are_accurate_and_repeatable() {
             assert!(err < 2e-6, "n={n}: sum {a} vs {exact} (rel {err})");
             assert_eq!(a.to_bits(), b.to_bits(), "same sum twice");
             // one long row over a strided axis and many short rows
-            let y = x.slice(lf::s![..(n / 3) * 3]).reshape(&[(n / 3) as isize, 3]);
+            let y = x
+                .slice(lf::s![..(n / 3) * 3])
+                .reshape(&[(n / 3) as isize, 3]);
             let cols = y.sum_axes(&[0], false).to_vec::<f32>().unwrap();
             for (k, &c) in cols.iter().enumerate() {
-                let e: f64 = host[..(n / 3) * 3].iter().skip(k).step_by(3).map(|&v| v as f64).sum();
+                let e: f64 = host[..(n / 3) * 3]
+                    .iter()
+                    .skip(k)
+                    .step_by(3)
+                    .map(|&v| v as f64)
+                    .sum();
                 assert!((c as f64 - e).abs() / e < 2e-6, "column {k}: {c} vs {e}");
             }
             let rows = y.argmax(1).to_vec::<i64>().unwrap();
@@ -473,7 +601,6 @@ fn launched(f: impl FnOnce()) -> u64 {
     lf::stats().kernels_launched - before
 }
 
-
 #[test]
 fn reductions_fuse_their_producers_and_epilogues() {
     let _g = lock();
@@ -485,14 +612,23 @@ fn reductions_fuse_their_producers_and_epilogues() {
         assert_eq!(lf::debug::kernel_count(&[&s]).unwrap(), 1);
         assert_eq!(launched(|| s.eval().unwrap()), 1);
         // mean with its scale, std with its sqrt: the epilogue is in the reduction kernel
-        assert_eq!(lf::debug::kernel_count(&[&x.mean_axes(&[0], false)]).unwrap(), 1);
+        assert_eq!(
+            lf::debug::kernel_count(&[&x.mean_axes(&[0], false)]).unwrap(),
+            1
+        );
         assert_eq!(lf::debug::kernel_count(&[&x.sqrt().mean()]).unwrap(), 1);
-        assert_eq!(lf::debug::kernel_count(&[&lf::linalg::norm(&x)]).unwrap(), 1);
+        assert_eq!(
+            lf::debug::kernel_count(&[&lf::linalg::norm(&x)]).unwrap(),
+            1
+        );
         // the broadcast consumer is one following kernel
         let c = &x - &x.mean_axes(&[1], true);
         assert_eq!(lf::debug::kernel_count(&[&c]).unwrap(), 2);
         // var: mean kernel + sum-of-squares kernel
-        assert_eq!(lf::debug::kernel_count(&[&x.var_axes(&[1], 0, false)]).unwrap(), 2);
+        assert_eq!(
+            lf::debug::kernel_count(&[&x.var_axes(&[1], 0, false)]).unwrap(),
+            2
+        );
         // two reductions of one computed producer: the producer is materialized once
         // (a kernel computes one reduction), then each reduction reads it
         let a = (&x * 2.0).sum_axes(&[1], false);
@@ -520,7 +656,10 @@ fn scalar_changes_do_not_replan_reductions() {
         let first = (&x * 0.5).sum_axes(&[1], false).to_vec::<f64>().unwrap();
         let before = lf::stats();
         for k in 1..4 {
-            let s = (&x * (k as f64)).sum_axes(&[1], false).to_vec::<f64>().unwrap();
+            let s = (&x * (k as f64))
+                .sum_axes(&[1], false)
+                .to_vec::<f64>()
+                .unwrap();
             for r in 0..5 {
                 let want: f64 = host[r * 7..r * 7 + 7].iter().sum::<f64>() * k as f64;
                 assert!((s[r] - want).abs() < 1e-12);

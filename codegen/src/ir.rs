@@ -621,9 +621,9 @@ impl Builder {
     /// Makes this a reduction kernel combining `value` by `op`; returns the value that
     /// reads the result (values pushed after it form the epilogue).
     pub fn reduce(&mut self, op: ReduceOp, value: ValueId, layout: ReduceLayout) -> ValueId {
-        let d = op.result_dtype(self.dtype(value)).unwrap_or_else(|| {
-            panic!("reduce dtype {op:?} {:?}", self.dtype(value))
-        });
+        let d = op
+            .result_dtype(self.dtype(value))
+            .unwrap_or_else(|| panic!("reduce dtype {op:?} {:?}", self.dtype(value)));
         self.kernel.reduce = Some(Reduce { op, value, layout });
         self.push(Inst::Reduced, d)
     }

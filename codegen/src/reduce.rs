@@ -230,12 +230,9 @@ fn fold<T: RElem>(op: ReduceOp, xs: &[T], base: i64) -> Part<T> {
                 fold(op, &xs[h..], base + h as i64),
             )
         }
-        _ => xs
-            .iter()
-            .enumerate()
-            .fold(identity(op), |acc, (j, &x)| {
-                combine(op, acc, (x, base + j as i64))
-            }),
+        _ => xs.iter().enumerate().fold(identity(op), |acc, (j, &x)| {
+            combine(op, acc, (x, base + j as i64))
+        }),
     }
 }
 
@@ -296,7 +293,9 @@ pub(crate) fn run(
     let (body, epi) = kernel
         .split_reduce()
         .ok_or_else(|| IrError("not a reduction kernel".into()))?;
-    let red = kernel.reduce.ok_or_else(|| IrError("no reduction".into()))?;
+    let red = kernel
+        .reduce
+        .ok_or_else(|| IrError("no reduction".into()))?;
     if args.shape.len() != 2 {
         return Err(IrError(format!(
             "reduction launch shape {:?} is not [m, r]",
@@ -352,7 +351,13 @@ pub(crate) fn run(
                         let c = CHUNK.min(rn - r0);
                         if let HostBuf::$get(s) = &mut tmp {
                             let mut sub = [SliceMut::$get(&mut s[..c])];
-                            interp::run(&body, inputs, &mut sub, &body_args, (start + i) * rn + r0)?;
+                            interp::run(
+                                &body,
+                                inputs,
+                                &mut sub,
+                                &body_args,
+                                (start + i) * rn + r0,
+                            )?;
                         }
                         if let HostBuf::$get(v) = &tmp {
                             parts.push(fold(red.op, &v[..c], r0 as i64));

@@ -1,12 +1,14 @@
-//! The NumPy-like surface: creation, elementwise ops and operators, movement (views).
+//! The NumPy-like surface: creation, elementwise ops and operators, movement (views), FFTs
+//! and linear algebra.
 //! Only builds nodes and checks shapes/dtypes; never executes.
 
 pub(crate) mod creation;
 pub(crate) mod elementwise;
 pub mod fft;
+pub mod linalg;
 pub(crate) mod movement;
-pub(crate) mod reduce;
 mod operators;
+pub(crate) mod reduce;
 
 use crate::graph::{Node, Op, Shape};
 use crate::{Array, Device};

@@ -102,7 +102,10 @@ impl Array {
     #[track_caller]
     fn ordered(&self, name: &str) {
         if self.dtype().is_complex() {
-            panic!("{name}: complex values have no order (dtype {})", self.dtype());
+            panic!(
+                "{name}: complex values have no order (dtype {})",
+                self.dtype()
+            );
         }
     }
 
@@ -166,8 +169,7 @@ impl Array {
             (_, true) => ReduceOp::Max,
             (_, false) => ReduceOp::Min,
         };
-        self.reduce_core(name, op, axes, keepdims)
-            .finish(|a, _| a)
+        self.reduce_core(name, op, axes, keepdims).finish(|a, _| a)
     }
 
     #[track_caller]

@@ -90,6 +90,12 @@ pub(crate) enum Op {
     /// reduction into this form with views). The layout says where the reduced values lie
     /// in memory; the node's dtype is the op's result dtype.
     Reduce(ReduceOp, ReduceLayout),
+    /// Batched matrix product of two operands of rank >= 2 (a library call): the node's
+    /// shape is NumPy's result shape, i.e. the broadcast batch axes followed by `[m, n]`
+    /// without the axes of length 1 that vector operands gained. Its operands are read from
+    /// buffers, through transposes and batch broadcasts where these are free
+    /// (`schedule::matmul`).
+    MatMul,
 }
 
 /// Which FFT an `Op::Fft` node computes.
@@ -129,7 +135,7 @@ impl Op {
     }
     /// True for boundaries computed by a library step (their inputs are materialized).
     pub(crate) fn is_library(&self) -> bool {
-        matches!(self, Op::ToDevice | Op::Fft(_))
+        matches!(self, Op::ToDevice | Op::Fft(_) | Op::MatMul)
     }
     /// A short name for plans and messages.
     pub(crate) fn name(&self) -> String {

@@ -7,6 +7,7 @@ pub mod cuda;
 #[cfg(not(feature = "cuda"))]
 #[path = "cuda_off.rs"]
 pub mod cuda;
+pub(crate) mod matmul;
 
 use crate::{Device, Result};
 use lazyfuse_codegen::{DType, HostBuf, Kernel, LaunchArgs};

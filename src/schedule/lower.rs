@@ -354,7 +354,7 @@ impl Lowerer<'_> {
                 self.lower(&input(0)?, &x, computing)?
             }
             Op::Concat(axis) => self.concat(node, &inputs, *axis, idx, computing)?,
-            Op::Buffer | Op::ToDevice | Op::Fft(_) | Op::Reduce(..) => {
+            Op::Buffer | Op::ToDevice | Op::Fft(_) | Op::Reduce(..) | Op::MatMul => {
                 return Err(Error::internal(
                     "lower",
                     format!("{node:?} should be materialized"),
@@ -548,8 +548,7 @@ pub(super) fn build(
         let key = (l, n.op.is_library(), n.shape.to_vec(), n.device.clone());
         // with fusion off every operation is its own kernel, so outputs are not shared;
         // a reduction kernel has one output
-        let shareable =
-            !key.1 && config::fusion_enabled() && reduce_root(n, mat).is_none();
+        let shareable = !key.1 && config::fusion_enabled() && reduce_root(n, mat).is_none();
         match groups.iter_mut().find(|(k, _)| shareable && *k == key) {
             Some((_, g)) => g.push(n.clone()),
             None => groups.push((key, vec![n.clone()])),
@@ -566,6 +565,10 @@ pub(super) fn build(
         gi += 1;
         if is_copy {
             let t = &targets[0];
+            if t.op == Op::MatMul {
+                steps.push(super::matmul::step(t, pos)?);
+                continue;
+            }
             let src = t
                 .inputs()
                 .first()

@@ -3,14 +3,17 @@
 //!
 //! Rules: elementwise ops, broadcasts and every view fuse into their consumer as index
 //! arithmetic. A node is materialized (stored by the kernel that computes it) when it is a
-//! root, the input of a boundary (a copy between devices), or a computation read at
+//! root, the input of a boundary (a copy between devices, an FFT, a matmul: see `matmul`
+//! for the operand views a matmul reads without a copy), or a computation read at
 //! different indices (or under different guards) -- read at one index it is computed once
 //! inside the kernel, even with several consumers. Materialized nodes of one shape whose
 //! dependencies are met at the same time share one multi-output kernel.
 
 mod lower;
+mod matmul;
 
 use crate::graph::{FxBuild, FxHasher, Node, Op};
+use crate::runtime::matmul::GemmSpec;
 use crate::runtime::{self, Buffer};
 use crate::{config, Device, Error, Result};
 use lazyfuse_codegen::{Kernel, LaunchArgs, Scalar};
@@ -52,6 +55,12 @@ pub(crate) enum TStep {
         src: usize,
         dst: usize,
     },
+    MatMul {
+        a: usize,
+        b: usize,
+        dst: usize,
+        spec: Arc<GemmSpec>,
+    },
 }
 
 /// A plan for every DAG of one structure: cached, then bound to each new DAG.
@@ -74,6 +83,14 @@ pub(crate) enum Step {
     Fft { src: Arc<Node>, dst: Arc<Node> },
     /// `dst`, a reshape of `src`, takes `src`'s buffer (C order is unchanged).
     Alias { src: Arc<Node>, dst: Arc<Node> },
+    /// The product `dst` read from `a`'s and `b`'s buffers as `spec` lays them out (a
+    /// cuBLAS / ndarray call).
+    MatMul {
+        a: Arc<Node>,
+        b: Arc<Node>,
+        dst: Arc<Node>,
+        spec: Arc<GemmSpec>,
+    },
 }
 
 /// The plan of one evaluation.
@@ -89,11 +106,11 @@ impl Schedule {
             .filter(|s| matches!(s, Step::Kernel { .. }))
             .count()
     }
-    /// Number of library steps (FFTs).
+    /// Number of library steps (FFTs, matmuls).
     pub(crate) fn library_count(&self) -> usize {
         self.steps
             .iter()
-            .filter(|s| matches!(s, Step::Fft { .. }))
+            .filter(|s| matches!(s, Step::Fft { .. } | Step::MatMul { .. }))
             .count()
     }
 }
@@ -121,6 +138,9 @@ impl fmt::Display for Schedule {
                 Step::Copy { src, dst } => writeln!(f, "step {i}: copy {src:?} -> {dst:?}")?,
                 Step::Fft { src, dst } => writeln!(f, "step {i}: fft {src:?} -> {dst:?}")?,
                 Step::Alias { src, dst } => writeln!(f, "step {i}: alias {src:?} -> {dst:?}")?,
+                Step::MatMul { a, b, dst, spec } => {
+                    writeln!(f, "step {i}: matmul {a:?} @ {b:?} -> {dst:?}: {spec}")?
+                }
             }
         }
         Ok(())
@@ -273,7 +293,7 @@ fn make_template(
             mat.insert(n.id);
         }
         if n.op.is_library() {
-            for i in n.inputs() {
+            for i in matmul::library_reads(n)? {
                 if i.buffer().is_none() {
                     mat.insert(i.id);
                 }
@@ -413,6 +433,12 @@ fn bind(t: &Template, nodes: &[Arc<Node>]) -> Result<Schedule> {
                     src: nodes[*src].clone(),
                     dst: nodes[*dst].clone(),
                 },
+                TStep::MatMul { a, b, dst, spec } => Step::MatMul {
+                    a: nodes[*a].clone(),
+                    b: nodes[*b].clone(),
+                    dst: nodes[*dst].clone(),
+                    spec: spec.clone(),
+                },
             })
         })
         .collect::<Result<_>>()?;
@@ -463,6 +489,12 @@ pub(crate) fn execute(sched: &Schedule) -> Result<()> {
                 dst.realize(Arc::new(out));
             }
             Step::Alias { src, dst } => dst.realize(buffer_of(src)?),
+            Step::MatMul { a, b, dst, spec } => {
+                let (x, y) = (buffer_of(a)?, buffer_of(b)?);
+                crate::stats::bump::library_calls(1);
+                let out = runtime::matmul::run(&dst.device, spec, &x, &y)?;
+                dst.realize(Arc::new(out));
+            }
             Step::Copy { src, dst } => {
                 let b = buffer_of(src)?;
                 let host = runtime::download(&b, 0, b.len())?;

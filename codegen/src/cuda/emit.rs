@@ -285,7 +285,13 @@ impl Emitter<'_> {
     }
 
     /// The C expression of one value.
-    pub(super) fn value(&mut self, inst: Inst, dtype: DType, mode: Mode, opts: &RenderOptions) -> String {
+    pub(super) fn value(
+        &mut self,
+        inst: Inst,
+        dtype: DType,
+        mode: Mode,
+        opts: &RenderOptions,
+    ) -> String {
         let n = |v: u32| format!("v{v}");
         match inst {
             Inst::Index => "(long long)i".into(),
@@ -453,7 +459,14 @@ impl Emitter<'_> {
     }
 
     /// `op(a, b)` for operands of dtype `d`.
-    pub(super) fn binary(&mut self, op: BinaryOp, d: DType, a: &str, b: &str, opts: &RenderOptions) -> String {
+    pub(super) fn binary(
+        &mut self,
+        op: BinaryOp,
+        d: DType,
+        a: &str,
+        b: &str,
+        opts: &RenderOptions,
+    ) -> String {
         use BinaryOp::*;
         let ct = c_type(d);
         let s = sfx(d);

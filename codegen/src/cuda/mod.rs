@@ -281,7 +281,14 @@ pub fn pack_args(
     outputs: &[u64],
     args: &LaunchArgs,
 ) -> Result<Vec<u8>, IrError> {
-    pack_args_reduce(kernel, opts, inputs, outputs, args, &ReduceLaunch::default())
+    pack_args_reduce(
+        kernel,
+        opts,
+        inputs,
+        outputs,
+        args,
+        &ReduceLaunch::default(),
+    )
 }
 
 /// [`pack_args`] for any kernel, with the split of a reduction launch (ignored for
@@ -367,9 +374,7 @@ pub fn pack_args_reduce(
             ArgKind::Workspace => at.copy_from_slice(&red.workspace.to_le_bytes()),
             ArgKind::WorkspaceIdx => at.copy_from_slice(&red.workspace_idx.to_le_bytes()),
             ArgKind::Counters => at.copy_from_slice(&red.counters.to_le_bytes()),
-            ArgKind::ThreadsPerOutput => {
-                at.copy_from_slice(&red.threads_per_output.to_le_bytes())
-            }
+            ArgKind::ThreadsPerOutput => at.copy_from_slice(&red.threads_per_output.to_le_bytes()),
             ArgKind::Chunks => at.copy_from_slice(&red.chunks.to_le_bytes()),
         }
     }

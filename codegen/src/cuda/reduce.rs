@@ -166,7 +166,13 @@ pub(super) fn emit(k: &Kernel, opts: &RenderOptions, layout: &ArgLayout, entry: 
             let _ = writeln!(w, "        const {} v{id} = {expr};", c_type(v.dtype));
         }
     }
-    let step = combine(&mut e, "acc", "acci", &format!("v{}", red.value), "(long long)r");
+    let step = combine(
+        &mut e,
+        "acc",
+        "acci",
+        &format!("v{}", red.value),
+        "(long long)r",
+    );
     let _ = writeln!(w, "        {step}");
     let _ = writeln!(w, "      }}");
     let _ = writeln!(w, "    }}");
@@ -256,10 +262,7 @@ pub(super) fn emit(k: &Kernel, opts: &RenderOptions, layout: &ArgLayout, entry: 
         "            const {acc_t} pv = ((const {acc_t}*)a.ws)[m * G + q];"
     );
     let pi = if arg {
-        let _ = writeln!(
-            w,
-            "            const long long pi = a.wsi[m * G + q];"
-        );
+        let _ = writeln!(w, "            const long long pi = a.wsi[m * G + q];");
         "pi"
     } else {
         "-1"

@@ -2,6 +2,7 @@
 //! in parallel across cores, each output element written once.
 
 pub(crate) mod fft;
+pub(crate) mod matmul;
 
 use crate::{Error, Result};
 use lazyfuse_codegen::{interp, HostBuf, Kernel, LaunchArgs, Slice, SliceMut};

@@ -53,7 +53,12 @@ const REDUCE_MIN_PER_THREAD: usize = 64;
 
 /// How a reduction of `m` outputs over `r` values each is launched on `sm_count` SMs:
 /// (threads per output, chunks per output, blocks along x).
-pub(super) fn reduce_split(layout: ReduceLayout, m: usize, r: usize, sm_count: u32) -> (u32, u32, u32) {
+pub(super) fn reduce_split(
+    layout: ReduceLayout,
+    m: usize,
+    r: usize,
+    sm_count: u32,
+) -> (u32, u32, u32) {
     let block = BLOCK as usize;
     let tpr = match layout {
         ReduceLayout::Inner => r.max(1).next_power_of_two().min(block),
@@ -68,7 +73,11 @@ pub(super) fn reduce_split(layout: ReduceLayout, m: usize, r: usize, sm_count: u
         chunks = target.div_ceil(row_blocks).min(by_work).clamp(1, 65535);
     }
     let cap = (BLOCKS_PER_SM as usize * sm_count.max(1) as usize).max(1);
-    let gx = if chunks > 1 { row_blocks } else { row_blocks.min(cap) };
+    let gx = if chunks > 1 {
+        row_blocks
+    } else {
+        row_blocks.min(cap)
+    };
     (tpr as u32, chunks as u32, gx.min(i32::MAX as usize) as u32)
 }
 
@@ -300,7 +309,12 @@ impl CudaDevice {
                 &ReduceLaunch::default(),
             )
             .map_err(|e| Error::internal("pack_args", e))?;
-            let grid = grid_size(n, k.rendered.block.max(1), k.rendered.per_thread, self.sm_count);
+            let grid = grid_size(
+                n,
+                k.rendered.block.max(1),
+                k.rendered.per_thread,
+                self.sm_count,
+            );
             self.launch(&k, blob, (grid, 1))?;
             return Ok(outputs);
         };
@@ -425,11 +439,20 @@ mod tests {
     #[test]
     fn reduce_splits() {
         // full reduction of 2^26: one row, split over ~4 blocks per SM
-        assert_eq!(reduce_split(ReduceLayout::Inner, 1, 1 << 26, 132), (256, 528, 1));
+        assert_eq!(
+            reduce_split(ReduceLayout::Inner, 1, 1 << 26, 132),
+            (256, 528, 1)
+        );
         // rows of 4096 already give 4096 blocks: no split
-        assert_eq!(reduce_split(ReduceLayout::Inner, 4096, 4096, 132), (256, 1, 2112));
+        assert_eq!(
+            reduce_split(ReduceLayout::Inner, 4096, 4096, 132),
+            (256, 1, 2112)
+        );
         // axis-0 mean of 4096^2: 128 row blocks of 32 columns, 5 chunks each
-        assert_eq!(reduce_split(ReduceLayout::Outer, 4096, 4096, 132), (8, 5, 128));
+        assert_eq!(
+            reduce_split(ReduceLayout::Outer, 4096, 4096, 132),
+            (8, 5, 128)
+        );
         // short rows share a block; tiny work is never split
         assert_eq!(reduce_split(ReduceLayout::Inner, 1000, 3, 132), (4, 1, 16));
         assert_eq!(reduce_split(ReduceLayout::Inner, 1, 100, 132), (128, 1, 1));

@@ -25,6 +25,7 @@
 //!   pointer at launch time; the size is checked against `cuFuncGetParamInfo` when the
 //!   driver has it).
 
+mod blas;
 mod compile;
 mod device;
 mod disk_cache;

@@ -547,9 +547,12 @@ pub(super) fn build(
         level.insert(n.id, l);
         let key = (l, n.op.is_library(), n.shape.to_vec(), n.device.clone());
         // with fusion off every operation is its own kernel, so outputs are not shared;
-        // a reduction kernel has one output
+        // a reduction kernel has one output (and joins no other group)
         let shareable = !key.1 && config::fusion_enabled() && reduce_root(n, mat).is_none();
-        match groups.iter_mut().find(|(k, _)| shareable && *k == key) {
+        let found = groups
+            .iter_mut()
+            .find(|(k, g)| shareable && *k == key && reduce_root(&g[0], mat).is_none());
+        match found {
             Some((_, g)) => g.push(n.clone()),
             None => groups.push((key, vec![n.clone()])),
         }

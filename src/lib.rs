@@ -27,7 +27,9 @@ mod config;
 mod device;
 mod element;
 mod error;
+mod explain;
 mod graph;
+mod profile;
 mod promote;
 pub(crate) mod runtime;
 mod schedule;
@@ -45,6 +47,7 @@ pub use element::Element;
 pub use error::{Error, Result};
 pub use lazyfuse_codegen::DType;
 pub use ndarray::{s, NewAxis};
+pub use profile::{profile, CompileSource, Entry, EntryKind, Report, Timing};
 pub use promote::result_type;
 pub use stats::{reset_stats, stats, Stats};
 

@@ -9,7 +9,7 @@
 //! the report is finished (which waits for the device); on the CPU a step's time is its wall
 //! time.
 
-use crate::runtime::{self, Mark};
+use crate::runtime::{self, Buffer, Mark};
 use crate::Device;
 use lazyfuse_codegen::Kernel;
 use std::cell::{Cell, RefCell};
@@ -270,9 +270,11 @@ impl fmt::Display for Report {
             } else {
                 "-".into()
             };
-            let gbs = e
-                .gb_per_s()
-                .map_or_else(|| "-".into(), |g| format!("{g:.1}"));
+            let gbs = match e.gb_per_s() {
+                None => "-".to_string(),
+                Some(g) if g >= 1.0 => format!("{g:.1}"),
+                Some(g) => format!("{g:.3}"),
+            };
             writeln!(
                 f,
                 "{eval:>4}  {:<7}  {:<24}  {compile:<20}  {time:>10}  {bytes:>10}  {gbs:>8}  {}",
@@ -563,28 +565,35 @@ pub(crate) fn note_compile(entry: &str, source: CompileSource, time: Duration) {
     });
 }
 
-/// Ends a kernel step: `in_bytes` read from its input buffers, `outputs` elements of each
-/// output dtype written over `shape`.
+/// Ends a kernel step that read `inputs` and wrote its outputs over `shape`. Bytes: each
+/// input buffer read once but at most one element per computed element (a slice reads only
+/// its part; a broadcast input its whole, smaller buffer), each output written once.
 pub(crate) fn kernel_done(
     p: Option<Probe>,
     dev: &Device,
     kernel: &Kernel,
-    in_bytes: u64,
+    inputs: &[&Buffer],
     shape: &[usize],
 ) {
     let Some(p) = p else { return };
     let n: usize = shape.iter().product();
     let out_bytes: u64 = kernel.outputs.iter().map(|d| (d.size() * n) as u64).sum();
-    let (source, ctime) = LAST_COMPILE
-        .with(|c| c.take())
-        .unwrap_or((CompileSource::Interpreted, Duration::ZERO));
-    let name = if dev.is_cuda() {
+    let in_bytes: u64 = inputs
+        .iter()
+        .map(|b| (b.len().min(n) * b.dtype().size()) as u64)
+        .sum();
+    // CUDA: the kernel cache noted where the code came from (nothing for an empty launch).
+    let noted = LAST_COMPILE.with(|c| c.take());
+    let (source, ctime) = match (noted, dev.is_cuda()) {
+        (Some((s, t)), _) => (Some(s), t),
+        (None, false) => (Some(CompileSource::Interpreted), Duration::ZERO),
+        (None, true) => (None, Duration::ZERO),
+    };
+    let name = if noted.is_some() {
         LAST_NAME.with(|n| n.borrow().clone())
     } else {
-        lazyfuse_codegen::cuda::entry_name(
-            kernel,
-            &lazyfuse_codegen::cuda::RenderOptions { index32: true },
-        )
+        let opts = lazyfuse_codegen::cuda::RenderOptions { index32: true };
+        lazyfuse_codegen::cuda::entry_name(kernel, &opts)
     };
     let mut e = Entry::new(EntryKind::Kernel, name, Timing::Wall);
     e.detail = format!(
@@ -593,7 +602,7 @@ pub(crate) fn kernel_done(
         kernel.outputs.len()
     );
     e.bytes = in_bytes + out_bytes;
-    e.compile = Some(source);
+    e.compile = source;
     e.compile_time = ctime;
     finish_probe(p, Some(dev), e);
 }

@@ -397,7 +397,7 @@ pub(crate) fn execute(sched: &Schedule) -> Result<()> {
                 let dev: &Device = &outputs[0].device;
                 let probe = profile::begin(dev);
                 let outs = runtime::run_kernel(dev, kernel, &refs, args)?;
-                profile::kernel_done(probe, dev, kernel, bytes_of(&refs), &args.shape);
+                profile::kernel_done(probe, dev, kernel, &refs, &args.shape);
                 for (node, buf) in outputs.iter().zip(outs) {
                     node.realize(Arc::new(buf));
                 }

@@ -280,7 +280,12 @@ fn make_template(
         let below = descendants(nodes, &extra, &mat);
         let before = mat.len();
         for id in extra.into_iter().filter(|id| !below.contains(id)) {
-            config::debug_log!(3, "materializing #{id}: read at several indices or split");
+            config::debug_log!(
+                2,
+                "plan split at node #{id}: it is materialized because it is read at several \
+                 indices (or under several guards), by two kernels, or its kernel exceeded \
+                 the argument-size limit"
+            );
             mat.insert(id);
         }
         if mat.len() == before {

@@ -639,3 +639,82 @@ pub(crate) fn plan_done(p: Option<Probe>, cache_hit: bool, steps: usize) {
     e.plan_cache_hit = Some(cache_hit);
     finish_probe(p, None, e);
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn entry(kind: EntryKind, us: u64, bytes: u64) -> Entry {
+        let mut e = Entry::new(kind, format!("{}-step", kind.label()), Timing::DeviceEvents);
+        e.time = Duration::from_micros(us);
+        e.bytes = bytes;
+        e.eval = Some(0);
+        e
+    }
+
+    #[test]
+    fn table_rows_totals_and_bandwidth() {
+        let mut compiled = entry(EntryKind::Kernel, 10, 40_000_000);
+        compiled.compile = Some(CompileSource::Compiled);
+        compiled.compile_time = Duration::from_millis(42);
+        let mut disk = entry(EntryKind::Kernel, 5, 0);
+        disk.compile = Some(CompileSource::DiskHit);
+        disk.compile_time = Duration::from_micros(300);
+        let mut plan = entry(EntryKind::Plan, 7, 0);
+        plan.timing = Timing::Wall;
+        plan.plan_cache_hit = Some(false);
+        let mut wait = entry(EntryKind::Wait, 20, 0);
+        wait.eval = None;
+        let r = Report {
+            entries: vec![
+                plan,
+                compiled,
+                disk,
+                entry(EntryKind::Library, 30, 1000),
+                wait,
+                entry(EntryKind::DeviceToHost, 2, 4000),
+            ],
+            evals: 1,
+            wall: Duration::from_millis(50),
+            notes: vec!["a note".into()],
+        };
+        assert_eq!(r.kernels().len(), 2);
+        assert_eq!(r.compile_time(), Duration::from_micros(42_300));
+        assert_eq!(r.compute_time(), Duration::from_micros(45));
+        // 40 MB in 10 us = 4000 GB/s
+        assert!((r.kernels()[0].gb_per_s().unwrap() - 4000.0).abs() < 1e-6);
+        assert_eq!(r.kernels()[1].gb_per_s(), None);
+        let text = r.to_string();
+        assert!(text.starts_with("lazyfuse profile: 1 eval(s), 2 kernel(s), 1 library call(s)"));
+        assert!(text.contains("compiled 42.0 ms"), "{text}");
+        assert!(text.contains("disk hit 300.0 us"), "{text}");
+        assert!(text.contains("plan cache miss"), "{text}");
+        assert!(text.contains("7.0 us*"), "{text}");
+        assert!(text.contains("4000.0"), "{text}");
+        assert!(text.contains("(1 compiled, 1 from disk)"), "{text}");
+        assert!(
+            text.contains("d2h 4.0 kB in 2.0 us, waiting 20.0 us"),
+            "{text}"
+        );
+        assert!(text.ends_with("note: a note"), "{text}");
+        let wait_row = text.lines().find(|l| l.contains("wait-step")).unwrap();
+        assert!(wait_row.trim_start().starts_with('-'), "{wait_row}");
+    }
+
+    #[test]
+    fn nothing_is_recorded_without_a_recorder() {
+        // no `profile` on this thread: probes are not started
+        if !env_on() {
+            assert!(begin_wall().is_none());
+            assert!(begin(&Device::Cpu).is_none());
+        }
+        let ((), r) = profile(|| {
+            let p = begin_wall();
+            assert!(p.is_some());
+            host_done(p, EntryKind::Wait, "w", String::new(), 0);
+        });
+        assert_eq!(r.entries.len(), 1);
+        assert_eq!(r.entries[0].eval, None);
+        assert_eq!(r.entries[0].timing, Timing::Wall);
+    }
+}

@@ -124,8 +124,8 @@ pub struct Entry {
     /// Which evaluation of the report (0-based) the entry belongs to; `None` for transfers
     /// and waits outside an evaluation.
     pub eval: Option<usize>,
-    /// Device time (CUDA events) or wall time, see `timing`. Zero until resolved when the
-    /// events could not be read (the report then says so in `notes`).
+    /// Device time (CUDA events) or wall time, see `timing`. Zero when the events could not
+    /// be read (the report's `notes` then say why).
     pub time: Duration,
     /// How `time` was measured.
     pub timing: Timing,
@@ -372,8 +372,9 @@ impl Recorder {
 
 thread_local! {
     static REC: RefCell<Option<Recorder>> = const { RefCell::new(None) };
-    /// The kernel cache's answer for the launch in progress: (entry name, source, time).
+    /// The kernel cache's answer for the launch in progress: (source, compile or load time).
     static LAST_COMPILE: Cell<Option<(CompileSource, Duration)>> = const { Cell::new(None) };
+    /// The entry name of that kernel.
     static LAST_NAME: RefCell<String> = const { RefCell::new(String::new()) };
 }
 

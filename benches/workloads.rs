@@ -1,11 +1,21 @@
 //! BENCH.md workloads on the default device (fused and unfused), printed as TSV rows
-//! `workload size system time_us extra`, the columns of the anchor script.
+//! `workload size system time_us extra`, the columns of `benches/anchors/anchor_bench.py`,
+//! so that our rows and the anchors' concatenate into one table for `bench_report`.
 //!
-//! `cargo bench --bench workloads [-- chain bcast matmul latency] [--quick]`
+//! `cargo bench --bench workloads [-- psf chain bcast matmul latency sim sumsq mean] [--quick] [--tsv PATH]`
+//!
+//! `--tsv PATH` also writes the rows (after a `#` line naming the device) to PATH. The
+//! `extra` column of the psf, chain and sim100 fused rows holds the device time of one
+//! profiled eval (`lf::profile`): kernels + library calls, and the host's planning time.
 
 use lazyfuse as lf;
 use lf::{Array, DType, Device};
+use std::io::Write;
+use std::sync::Mutex;
 use std::time::Instant;
+
+/// The `--tsv` file, when given.
+static TSV: Mutex<Option<std::fs::File>> = Mutex::new(None);
 
 /// Mean seconds of one call, median over `repeats`, after `warm` calls; the device is
 /// synchronized before each clock read.
@@ -28,7 +38,33 @@ fn bench(dev: &Device, iters: usize, repeats: usize, mut f: impl FnMut(usize)) -
 }
 
 fn row(w: &str, size: impl std::fmt::Display, system: &str, sec: f64, extra: &str) {
-    println!("{w}\t{size}\t{system}\t{:.1} us\t{extra}", sec * 1e6);
+    let line = format!("{w}\t{size}\t{system}\t{:.1} us\t{extra}", sec * 1e6);
+    println!("{line}");
+    if let Some(f) = TSV.lock().unwrap_or_else(|e| e.into_inner()).as_mut() {
+        if let Err(e) = writeln!(f, "{line}") {
+            eprintln!("cannot write the TSV file: {e}");
+        }
+    }
+}
+
+/// "device X us (N kernels, M library), plan Y us" of one profiled call of `f`.
+fn device_note(f: impl FnOnce()) -> String {
+    let ((), r) = lf::profile(f);
+    format!(
+        "device {:.1} us ({} kernels, {} library), plan {:.1} us",
+        r.compute_time().as_secs_f64() * 1e6,
+        r.kernels().len(),
+        r.library_calls().len(),
+        r.total_time(lf::EntryKind::Plan).as_secs_f64() * 1e6
+    )
+}
+
+fn system(fused: bool) -> &'static str {
+    if fused {
+        "lazyfuse-fused"
+    } else {
+        "lazyfuse-unfused"
+    }
 }
 
 fn chain(x: &Array, y: &Array) -> Array {
@@ -81,12 +117,10 @@ fn run_chain(dev: &Device, quick: bool) -> lf::Result<()> {
                 let (x, y) = &inputs[i % sets];
                 chain(x, y).eval().expect("eval");
             });
-            let sys = if fused {
-                "lazyfuse-fused"
-            } else {
-                "lazyfuse-unfused"
-            };
-            row("chain", n, sys, t, &format!("{:.1} GB/s", bytes / t / 1e9));
+            let (x, y) = &inputs[0];
+            let note = device_note(|| chain(x, y).eval().expect("eval"));
+            let gbs = format!("{:.1} GB/s; {note}", bytes / t / 1e9);
+            row("chain", n, system(fused), t, &gbs);
         }
         lf::set_fusion(true);
         if !dev.is_cuda() {
@@ -114,12 +148,7 @@ fn run_bcast(dev: &Device) -> lf::Result<()> {
     for fused in [true, false] {
         lf::set_fusion(fused);
         let t = bench(dev, 20, 7, |_| (&a * &b).eval().expect("eval"));
-        let sys = if fused {
-            "lazyfuse-kernel"
-        } else {
-            "lazyfuse-unfused-kernel"
-        };
-        row("bcast", "100x4000x5", sys, t, "");
+        row("bcast", "100x4000x5", system(fused), t, "kernel only");
     }
     lf::set_fusion(true);
     let ah: Vec<f64> = (0..20000).map(|i| i as f64).collect();
@@ -161,6 +190,158 @@ fn run_latency(dev: &Device) -> lf::Result<()> {
         |a: &Array, b: &Array| ((((a + b) * 2.0 - 1.0).sin() * b).exp() + a).sqrt().abs() * 3.0 - b;
     let t = bench(dev, 1000, 7, |_| ten(&a, &b).eval().expect("eval"));
     row("latency", 1, "lazyfuse 10-op expr (eval, async)", t, "");
+    lf::set_fusion(false);
+    let t = bench(dev, 200, 7, |_| ten(&a, &b).eval().expect("eval"));
+    row(
+        "latency",
+        1,
+        "lazyfuse-unfused 10-op expr (eval, async)",
+        t,
+        "",
+    );
+    lf::set_fusion(true);
+    Ok(())
+}
+
+/// The PSF pipeline of BENCH.md / `examples/02_psf.rs` (N x N pupil, FFT of 2N x 2N).
+fn psf(n: usize, dev: &Device) -> Array {
+    let x = Array::linspace_on(-1.0, 1.0, n, DType::F32, dev);
+    let g = lf::meshgrid(&[&x, &x], lf::Indexing::Xy);
+    let (xx, yy) = (&g[0], &g[1]);
+    let rho = (xx.square() + yy.square()).sqrt();
+    let phi = yy.atan2(xx);
+    let phase = rho.square() * phi.cos();
+    let wave = (phase * (2.0 * std::f64::consts::PI) * lf::c64::i()).exp();
+    let pupil = lf::where_(&rho.gt(1.0), lf::c64::new(0.0, 0.0), &wave);
+    let p = n / 2;
+    let padded = pupil.pad(&[(p, p), (p, p)], 0.0);
+    let field = lf::fft::fftshift(&lf::fft::fft2(&lf::fft::ifftshift(&padded, None)), None);
+    field.abs().square()
+}
+
+fn run_psf(dev: &Device, quick: bool) -> lf::Result<()> {
+    let sizes: &[usize] = match (dev.is_cuda(), quick) {
+        (true, false) => &[128, 512, 2048],
+        (false, false) => &[128, 512],
+        (_, true) => &[128],
+    };
+    for &n in sizes {
+        for fused in [true, false] {
+            lf::set_fusion(fused);
+            let (iters, reps) = match (n, dev.is_cuda()) {
+                (2048, _) => (5, 5),
+                (_, true) => (20, 7),
+                (512, false) => (2, 3),
+                _ => (5, 5),
+            };
+            let t = bench(dev, iters, reps, |_| psf(n, dev).eval().expect("eval"));
+            let note = device_note(|| psf(n, dev).eval().expect("eval"));
+            row("psf", n, system(fused), t, &note);
+        }
+        lf::set_fusion(true);
+    }
+    Ok(())
+}
+
+/// One Allen-Cahn semi-implicit spectral step (BENCH.md `sim100`):
+/// `u += dt (u - u^3); u = real(ifft2(fft2(u) * mult))`.
+fn sim_step(u: &Array, mult: &Array, dt: f64) -> Array {
+    let u = u + (u - u.powi(3)) * dt;
+    lf::fft::ifft2(&(lf::fft::fft2(&u) * mult)).real()
+}
+
+fn run_sim(dev: &Device, quick: bool) -> lf::Result<()> {
+    let sizes: &[usize] = match (dev.is_cuda(), quick) {
+        (true, false) => &[256, 1024],
+        _ => &[256],
+    };
+    let dt = 0.1f64;
+    for &n in sizes {
+        // mult = 1 / (1 + dt k^2), k = 2 pi fftfreq(n, 1/n) / n, as the anchor computes it
+        let k: Vec<f32> = (0..n)
+            .map(|i| {
+                let f = if i < n.div_ceil(2) {
+                    i as f32
+                } else {
+                    i as f32 - n as f32
+                };
+                f * 2.0 * std::f32::consts::PI / n as f32
+            })
+            .collect();
+        let mult: Vec<f32> = (0..n * n)
+            .map(|i| {
+                let (r, c) = (i / n, i % n);
+                1.0 / (1.0 + dt as f32 * (k[c] * k[c] + k[r] * k[r]))
+            })
+            .collect();
+        let mult = Array::from_vec_on(mult, &[n, n], dev)?;
+        let u0 = lf::random::normal_on(&[n, n], DType::F32, 0, dev) * 0.1;
+        u0.eval()?;
+        let steps = 100;
+        for fused in [true, false] {
+            lf::set_fusion(fused);
+            let reps = if dev.is_cuda() { 5 } else { 3 };
+            let t = bench(dev, 1, reps, |_| {
+                let mut u = u0.clone();
+                for _ in 0..steps {
+                    u = sim_step(&u, &mult, dt);
+                    u.eval().expect("eval");
+                }
+            });
+            let note = device_note(|| sim_step(&u0, &mult, dt).eval().expect("eval"));
+            row("sim100", n, system(fused), t, &format!("one step: {note}"));
+        }
+        lf::set_fusion(true);
+    }
+    Ok(())
+}
+
+/// sumsq: `sum(x*x)` of f32 vectors (rotating input sets where they fit in L2), fused and
+/// unfused; mean over axis 0 and axis 1 of a square f32 matrix.
+fn run_reduce(dev: &Device, quick: bool) -> lf::Result<()> {
+    let big = dev.is_cuda() && !quick;
+    for n in [1usize << 20, if big { 1 << 26 } else { 1 << 22 }] {
+        let sets = if n <= 1 << 22 { 4 } else { 1 };
+        let xs: Vec<Array> = (0..sets)
+            .map(|s| lf::random::normal_on(&[n], DType::F32, 5 + s as u64, dev))
+            .collect();
+        lf::eval(&xs.iter().collect::<Vec<_>>())?;
+        for fused in [true, false] {
+            lf::set_fusion(fused);
+            let t = bench(dev, 20, 7, |i| {
+                let x = &xs[i % sets];
+                (x * x).sum().eval().expect("eval");
+            });
+            let sys = if fused {
+                "lazyfuse-fused"
+            } else {
+                "lazyfuse-unfused"
+            };
+            row(
+                "sumsq",
+                n,
+                sys,
+                t,
+                &format!("{:.0} GB/s", 4.0 * n as f64 / t / 1e9),
+            );
+        }
+        lf::set_fusion(true);
+    }
+    let side = if big { 4096 } else { 1024 };
+    let x = lf::random::normal_on(&[side, side], DType::F32, 9, dev);
+    x.eval()?;
+    for axis in [0isize, 1] {
+        let t = bench(dev, 20, 7, |_| {
+            x.mean_axes(&[axis], false).eval().expect("eval")
+        });
+        row(
+            &format!("mean-axis{axis}"),
+            format!("{side}x{side}"),
+            "lazyfuse-fused",
+            t,
+            &format!("{:.0} GB/s", 4.0 * (side * side) as f64 / t / 1e9),
+        );
+    }
     Ok(())
 }
 
@@ -170,15 +351,34 @@ fn main() -> lf::Result<()> {
         .filter(|a| a != "--bench")
         .collect();
     let quick = args.iter().any(|a| a == "--quick");
+    let tsv_path = args
+        .iter()
+        .position(|a| a == "--tsv")
+        .map(|i| {
+            args.get(i + 1)
+                .cloned()
+                .ok_or_else(|| lf::Error::Config("--tsv needs a path".into()))
+        })
+        .transpose()?;
     let only: Vec<&str> = args
         .iter()
-        .filter(|a| !a.starts_with("--"))
+        .filter(|a| !a.starts_with("--") && Some(*a) != tsv_path.as_ref())
         .map(|s| s.as_str())
         .collect();
     let want = |w: &str| only.is_empty() || only.contains(&w);
     let dev = Device::try_default()?;
     lf::set_default_device(&dev);
-    eprintln!("# lazyfuse workloads on {} ({})", dev, dev.name());
+    let title = format!("# lazyfuse workloads on {} ({})", dev, dev.name());
+    eprintln!("{title}");
+    if let Some(path) = &tsv_path {
+        let mut f = std::fs::File::create(path)
+            .map_err(|e| lf::Error::Config(format!("--tsv {path}: {e}")))?;
+        writeln!(f, "{title}").map_err(|e| lf::Error::Config(format!("--tsv {path}: {e}")))?;
+        *TSV.lock().unwrap_or_else(|e| e.into_inner()) = Some(f);
+    }
+    if want("psf") {
+        run_psf(&dev, quick)?;
+    }
     if want("chain") {
         run_chain(&dev, quick)?;
     }
@@ -190,6 +390,12 @@ fn main() -> lf::Result<()> {
     }
     if want("latency") {
         run_latency(&dev)?;
+    }
+    if want("sim") || want("sim100") {
+        run_sim(&dev, quick)?;
+    }
+    if want("sumsq") || want("mean") {
+        run_reduce(&dev, quick)?;
     }
     Ok(())
 }

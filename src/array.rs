@@ -60,6 +60,7 @@ impl Array {
                 msg: format!("{} elements do not fill shape {shape:?}", data.len()),
             });
         }
+        let _scope = crate::profile::scope(false);
         let buf = runtime::upload(dev, T::into_host(data))?;
         Ok(Array::from_node(Node::leaf(buf, shape.into(), dev.clone())))
     }
@@ -125,6 +126,7 @@ impl Array {
 
     fn host_data<T: Element>(&self, op: &'static str) -> Result<Vec<T>> {
         self.check_dtype::<T>(op)?;
+        let _scope = crate::profile::scope(false);
         let buf = self.buffer()?;
         let host = runtime::download(&buf, 0, buf.len())?;
         T::from_host(host).ok_or_else(|| Error::internal(op, "buffer dtype differs from node"))
@@ -156,6 +158,7 @@ impl Array {
                 ),
             });
         }
+        let _scope = crate::profile::scope(false);
         let (buf, offset) = match single_element(&self.node) {
             Some(found) => found,
             None => (self.buffer()?, 0),

@@ -67,7 +67,13 @@ impl Device {
     pub fn synchronize(&self) -> Result<()> {
         match self {
             Device::Cpu => Ok(()),
-            Device::Cuda(d) => d.synchronize(),
+            Device::Cuda(d) => {
+                let p = crate::profile::begin_wall();
+                let r = d.synchronize();
+                let kind = crate::profile::EntryKind::Wait;
+                crate::profile::host_done(p, kind, "synchronize", String::new(), 0);
+                r
+            }
         }
     }
 }

@@ -18,6 +18,40 @@
 //! # Ok(())
 //! # }
 //! ```
+//!
+//! # Pipeline
+//! Calls in [`Array`] and the free functions only build nodes of a hash-consed DAG. An
+//! evaluation ([`Array::eval`], [`eval`], [`Array::to_host`], [`Array::item`]) plans the DAG
+//! into steps -- fused kernels, FFT library calls, device copies -- (cached by structure, so
+//! a loop that rebuilds the same expression reuses the plan), lowers each kernel to a typed
+//! IR, and runs the steps: on CUDA as NVRTC-compiled kernels (cached in memory and on disk,
+//! keyed by structure only) and cuFFT calls, on the CPU through an interpreter of the same IR
+//! and rustfft. `docs/architecture.md` describes each stage.
+//!
+//! # Where did my time go?
+//! [`profile`] runs a closure and returns a [`Report`] of everything it evaluated: planning
+//! (plan-cache hit or miss), each kernel's compile source and device time, library calls,
+//! transfers and waits. `LAZYFUSE_PROFILE=1` prints the same table after every call.
+//!
+//! ```
+//! use lazyfuse as lf;
+//! use lf::{Array, DType, EntryKind};
+//!
+//! # fn main() -> lf::Result<()> {
+//! let x = Array::linspace(0.0, 1.0, 4096, DType::F32);
+//! let (spectrum, report) = lf::profile(|| lf::fft::fft(&x.exp(), 0).abs().to_vec::<f32>());
+//! assert_eq!(spectrum?.len(), 4096);
+//! // one kernel makes the complex input, cuFFT (rustfft on the CPU), one kernel takes abs
+//! assert_eq!(report.kernels().len(), 2);
+//! assert_eq!(report.library_calls().len(), 1);
+//! assert_eq!(report.of_kind(EntryKind::Plan).count(), 1);
+//! println!("{report}");
+//! # Ok(())
+//! # }
+//! ```
+//!
+//! Environment variables (`LAZYFUSE_DEVICE`, `LAZYFUSE_DEBUG`, `LAZYFUSE_PROFILE`, caches) are
+//! listed in `docs/env_vars.md`; NumPy equivalents in `docs/numpy_users.md`.
 
 #![warn(missing_docs)]
 
@@ -27,7 +61,9 @@ mod config;
 mod device;
 mod element;
 mod error;
+mod explain;
 mod graph;
+mod profile;
 mod promote;
 pub(crate) mod runtime;
 mod schedule;
@@ -46,6 +82,7 @@ pub use element::Element;
 pub use error::{Error, Result};
 pub use lazyfuse_codegen::DType;
 pub use ndarray::{s, NewAxis};
+pub use profile::{profile, CompileSource, Entry, EntryKind, Report, Timing};
 pub use promote::result_type;
 pub use stats::{reset_stats, stats, Stats};
 

@@ -60,6 +60,10 @@ impl CudaDevice {
         match self._never {}
     }
     /// Unreachable.
+    pub(crate) fn timing_event(&self) -> Result<TimingEvent> {
+        match self._never {}
+    }
+    /// Unreachable.
     pub fn upload(&self, _h: &HostBuf) -> Result<CudaBuffer> {
         match self._never {}
     }
@@ -76,6 +80,16 @@ impl CudaDevice {
     ) -> Result<Vec<CudaBuffer>> {
         match self._never {}
     }
+}
+
+/// A CUDA timing event (never constructed without the `cuda` feature).
+pub struct TimingEvent {
+    _never: std::convert::Infallible,
+}
+
+/// Unreachable: no event exists.
+pub(crate) fn event_elapsed(a: &TimingEvent, _b: &TimingEvent) -> Result<std::time::Duration> {
+    match a._never {}
 }
 
 /// NVRTC is never present without the `cuda` feature.

@@ -9,8 +9,10 @@ pub mod cuda;
 pub mod cuda;
 pub(crate) mod matmul;
 
+use crate::profile::{self, EntryKind};
 use crate::{Device, Result};
 use lazyfuse_codegen::{DType, HostBuf, Kernel, LaunchArgs};
+use std::time::{Duration, Instant};
 
 /// Storage of one materialized array: contiguous, C order, immutable once written.
 #[derive(Debug)]
@@ -39,8 +41,12 @@ pub(crate) fn upload(dev: &Device, host: HostBuf) -> Result<Buffer> {
     match dev {
         Device::Cpu => Ok(Buffer::Host(host)),
         Device::Cuda(d) => {
-            crate::stats::bump::bytes_h2d(host.as_bytes().len() as u64);
-            Ok(Buffer::Cuda(d.upload(&host)?))
+            let bytes = host.as_bytes().len() as u64;
+            crate::stats::bump::bytes_h2d(bytes);
+            let p = profile::begin_wall();
+            let buf = d.upload(&host)?;
+            profile::host_done(p, EntryKind::HostToDevice, "upload", String::new(), bytes);
+            Ok(Buffer::Cuda(buf))
         }
     }
 }
@@ -50,10 +56,71 @@ pub(crate) fn download(buf: &Buffer, start: usize, len: usize) -> Result<HostBuf
     match buf {
         Buffer::Host(h) => Ok(cpu::copy_range(h, start, len)),
         Buffer::Cuda(c) => {
+            if profile::on() {
+                // The copy waits for every queued kernel first; profiled, that wait is
+                // measured on its own so the readback is not blamed for the compute.
+                let p = profile::begin_wall();
+                c.device().synchronize()?;
+                profile::host_done(
+                    p,
+                    EntryKind::Wait,
+                    "queued work",
+                    "before readback".into(),
+                    0,
+                );
+            }
+            let p = profile::begin_wall();
             let out = c.device().download(c, start, len)?;
-            crate::stats::bump::bytes_d2h(out.as_bytes().len() as u64);
+            let bytes = out.as_bytes().len() as u64;
+            profile::host_done(p, EntryKind::DeviceToHost, "readback", String::new(), bytes);
+            crate::stats::bump::bytes_d2h(bytes);
             Ok(out)
         }
+    }
+}
+
+/// A point in time for the profiler: a host instant, or a timing event recorded on a
+/// device's stream.
+pub(crate) enum Mark {
+    Wall(Instant),
+    Event(cuda::TimingEvent),
+}
+
+impl Mark {
+    pub(crate) fn wall() -> Mark {
+        Mark::Wall(Instant::now())
+    }
+    pub(crate) fn is_device(&self) -> bool {
+        matches!(self, Mark::Event(_))
+    }
+}
+
+/// Now, on `dev`'s timeline: a CUDA timing event recorded on its stream, or the host clock.
+pub(crate) fn mark(dev: &Device) -> Result<Mark> {
+    match dev {
+        Device::Cpu => Ok(Mark::wall()),
+        Device::Cuda(d) => Ok(Mark::Event(d.timing_event()?)),
+    }
+}
+
+/// The time between two host marks; `None` when either is a device event (read it later
+/// with [`mark_elapsed`], which waits).
+pub(crate) fn mark_elapsed_now(start: &Mark, end: &Mark) -> Option<Duration> {
+    match (start, end) {
+        (Mark::Wall(a), Mark::Wall(b)) => Some(b.saturating_duration_since(*a)),
+        _ => None,
+    }
+}
+
+/// The time between two marks, waiting for device events to complete.
+pub(crate) fn mark_elapsed(start: &Mark, end: &Mark) -> Result<Duration> {
+    match (start, end) {
+        (Mark::Wall(a), Mark::Wall(b)) => Ok(b.saturating_duration_since(*a)),
+        (Mark::Event(a), Mark::Event(b)) => cuda::event_elapsed(a, b),
+        _ => Err(crate::Error::internal(
+            "profile",
+            "a host mark and a device mark cannot be compared",
+        )),
     }
 }
 

@@ -648,7 +648,8 @@ pub(super) fn build(
         if arg_bytes > MAX_ARG_BYTES {
             config::debug_log!(
                 2,
-                "splitting a kernel: {arg_bytes} argument bytes exceed {MAX_ARG_BYTES}"
+                "plan split: a kernel needs {arg_bytes} argument bytes, over the limit of \
+                 {MAX_ARG_BYTES} (the CUDA argument struct must stay under 4 KB)"
             );
             if targets.len() > 1 {
                 // several outputs: two kernels of half the outputs each

@@ -15,7 +15,7 @@ mod matmul;
 use crate::graph::{FxBuild, FxHasher, Node, Op};
 use crate::runtime::matmul::GemmSpec;
 use crate::runtime::{self, Buffer};
-use crate::{config, Device, Error, Result};
+use crate::{config, profile, Device, Error, Result};
 use lazyfuse_codegen::{Kernel, LaunchArgs, Scalar};
 use smallvec::SmallVec;
 use std::collections::{HashMap, HashSet};
@@ -225,6 +225,7 @@ const PLAN_CACHE_MAX: usize = 4096;
 
 /// Plans the evaluation of `roots`: a cached plan of the same structure when there is one.
 pub(crate) fn plan(roots: &[Arc<Node>]) -> Result<Schedule> {
+    let probe = crate::profile::begin_wall();
     let walked = walk(roots);
     let pos: HashMap<u64, usize, FxBuild> = walked
         .iter()
@@ -238,15 +239,25 @@ pub(crate) fn plan(roots: &[Arc<Node>]) -> Result<Schedule> {
         .unwrap_or_else(|e| e.into_inner())
         .as_ref()
         .and_then(|c| c.get(&key).cloned());
+    let hit = cached.is_some();
     let template = match cached {
         Some(t) => {
             crate::stats::bump::plan_cache_hits(1);
             t
         }
         None => {
+            if config::debug_level() >= 2 {
+                let guard = PLANS.lock().unwrap_or_else(|e| e.into_inner());
+                let why =
+                    crate::explain::plan_miss(&key, &nodes, guard.iter().flat_map(|c| c.keys()));
+                config::debug_log!(2, "plan cache miss: {why}");
+            }
             let t = Arc::new(make_template(&nodes, &pos, roots)?);
             let mut guard = PLANS.lock().unwrap_or_else(|e| e.into_inner());
             let cache = guard.get_or_insert_with(HashMap::default);
+            if config::debug_level() >= 2 {
+                crate::explain::remember_plan(&key, &nodes);
+            }
             if cache.len() >= PLAN_CACHE_MAX {
                 cache.clear();
             }
@@ -255,6 +266,7 @@ pub(crate) fn plan(roots: &[Arc<Node>]) -> Result<Schedule> {
         }
     };
     let sched = bind(&template, &nodes)?;
+    crate::profile::plan_done(probe, hit, sched.steps.len());
     config::debug_log!(3, "{sched}");
     Ok(sched)
 }
@@ -319,7 +331,12 @@ fn make_template(
         let below = descendants(nodes, &extra, &mat);
         let before = mat.len();
         for id in extra.into_iter().filter(|id| !below.contains(id)) {
-            config::debug_log!(3, "materializing #{id}: read at several indices or split");
+            config::debug_log!(
+                2,
+                "plan split at node #{id}: it is materialized because it is read at several \
+                 indices (or under several guards), by two kernels, or its kernel exceeded \
+                 the argument-size limit"
+            );
             mat.insert(id);
         }
         if mat.len() == before {
@@ -450,9 +467,17 @@ pub(crate) fn evaluate(roots: &[Arc<Node>]) -> Result<()> {
     if roots.iter().all(|r| r.buffer().is_some()) {
         return Ok(());
     }
+    let _scope = crate::profile::scope(true);
     let sched = plan(roots)?;
     crate::stats::bump::evals(1);
     execute(&sched)
+}
+
+/// Bytes held by `bufs` together (what a step reads from them, each read once).
+fn bytes_of(bufs: &[&Buffer]) -> u64 {
+    bufs.iter()
+        .map(|b| (b.len() * b.dtype().size()) as u64)
+        .sum()
 }
 
 fn buffer_of(n: &Node) -> Result<Arc<Buffer>> {
@@ -474,7 +499,9 @@ pub(crate) fn execute(sched: &Schedule) -> Result<()> {
                     inputs.iter().map(|n| buffer_of(n)).collect::<Result<_>>()?;
                 let refs: Vec<&Buffer> = bufs.iter().map(|b| b.as_ref()).collect();
                 let dev: &Device = &outputs[0].device;
+                let probe = profile::begin(dev);
                 let outs = runtime::run_kernel(dev, kernel, &refs, args)?;
+                profile::kernel_done(probe, dev, kernel, &refs, &args.shape);
                 for (node, buf) in outputs.iter().zip(outs) {
                     node.realize(Arc::new(buf));
                 }
@@ -485,20 +512,48 @@ pub(crate) fn execute(sched: &Schedule) -> Result<()> {
                 };
                 let b = buffer_of(src)?;
                 crate::stats::bump::library_calls(1);
+                let probe = profile::begin(&dst.device);
                 let out = runtime::fft(&dst.device, spec, &b, &src.shape, &dst.shape)?;
+                if probe.is_some() {
+                    let bytes = bytes_of(&[&b]) + bytes_of(&[&out]);
+                    let detail = format!("{:?} {:?} -> {:?}", spec.kind, src.shape, dst.shape);
+                    let name = format!(
+                        "fft axes={:?}{}",
+                        spec.axes,
+                        if spec.inverse { " inverse" } else { "" }
+                    );
+                    profile::library_done(probe, &dst.device, name, detail, bytes);
+                }
                 dst.realize(Arc::new(out));
             }
             Step::Alias { src, dst } => dst.realize(buffer_of(src)?),
             Step::MatMul { a, b, dst, spec } => {
                 let (x, y) = (buffer_of(a)?, buffer_of(b)?);
                 crate::stats::bump::library_calls(1);
+                let probe = profile::begin(&dst.device);
                 let out = runtime::matmul::run(&dst.device, spec, &x, &y)?;
+                if probe.is_some() {
+                    let bytes = bytes_of(&[&x, &y]) + bytes_of(&[&out]);
+                    let detail = format!("{:?} @ {:?} -> {:?}", a.shape, b.shape, dst.shape);
+                    profile::library_done(probe, &dst.device, "matmul".into(), detail, bytes);
+                }
                 dst.realize(Arc::new(out));
             }
             Step::Copy { src, dst } => {
                 let b = buffer_of(src)?;
+                let probe = profile::begin_wall();
                 let host = runtime::download(&b, 0, b.len())?;
-                dst.realize(Arc::new(runtime::upload(&dst.device, host)?));
+                let out = runtime::upload(&dst.device, host)?;
+                let bytes = 2 * bytes_of(&[&out]);
+                let detail = format!("{} -> {}", src.device, dst.device);
+                profile::host_done(
+                    probe,
+                    profile::EntryKind::DeviceCopy,
+                    "to_device",
+                    detail,
+                    bytes,
+                );
+                dst.realize(Arc::new(out));
             }
         }
     }

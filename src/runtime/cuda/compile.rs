@@ -5,6 +5,7 @@
 use super::disk_cache::{DiskCache, Lookup};
 use super::driver_err;
 use crate::config::debug_log;
+use crate::profile::{self, CompileSource};
 use crate::stats::bump;
 use crate::{Error, Result};
 use cudarc::driver::{sys as drv_sys, CudaContext, CudaFunction};
@@ -15,7 +16,7 @@ use std::collections::{HashMap, HashSet};
 use std::ffi::{c_char, c_int, CString};
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex, MutexGuard, OnceLock};
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 /// Arch `nvrtc_check` compiles for: the H200 the project targets.
 const CHECK_ARCH: &str = "--gpu-architecture=sm_90";
@@ -452,12 +453,14 @@ impl KernelCache {
         if let Some(k) = self.lookup(kernel, opts) {
             bump::kernel_cache_hits(1);
             debug_log!(4, "kernel {}: memory cache hit", k.rendered.entry);
+            profile::note_compile(&k.rendered.entry, CompileSource::MemoryHit, Duration::ZERO);
             return Ok(k);
         }
         let _compiling = lock(&self.compile_lock);
         if let Some(k) = self.lookup(kernel, opts) {
             // Another thread compiled it while this one waited.
             bump::kernel_cache_hits(1);
+            profile::note_compile(&k.rendered.entry, CompileSource::MemoryHit, Duration::ZERO);
             return Ok(k);
         }
         let loaded = Arc::new(self.build(ctx, kernel, opts)?);
@@ -496,6 +499,7 @@ impl KernelCache {
                 Lookup::Hit(img) => match load_image(ctx, &img, &r) {
                     Ok(k) => {
                         bump::disk_cache_hits(1);
+                        profile::note_compile(&r.entry, CompileSource::DiskHit, t0.elapsed());
                         debug_log!(
                             2,
                             "kernel {}: disk cache hit ({:?}, {} bytes) in {:.2?}",
@@ -523,9 +527,19 @@ impl KernelCache {
         bump::kernels_compiled(1);
         let loaded = load_image(ctx, &img, &r)?;
         bump::compile_time_ns(t1.elapsed().as_nanos() as u64);
+        profile::note_compile(&r.entry, CompileSource::Compiled, t0.elapsed());
+        let why = if crate::config::debug_level() >= 2 {
+            let map = lock(&self.map);
+            let cached = map
+                .iter()
+                .flat_map(|(o, m)| m.keys().map(move |k| (k, o.index32)));
+            crate::explain::kernel_miss(kernel, opts.index32, cached)
+        } else {
+            String::new()
+        };
         debug_log!(
             2,
-            "kernel {}: compiled ({reason}) for {} to {:?} ({} bytes) in {compiled_in:.2?}, loaded in {:.2?}",
+            "kernel {}: compiled ({reason}; {why}) for {} to {:?} ({} bytes) in {compiled_in:.2?}, loaded in {:.2?}",
             r.entry,
             self.target.describe(),
             img.kind,

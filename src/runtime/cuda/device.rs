@@ -247,6 +247,13 @@ impl CudaDevice {
             .map_err(driver_err("cuStreamSynchronize"))
     }
 
+    /// A timing event recorded on this device's stream now (for the profiler).
+    pub(crate) fn timing_event(&self) -> Result<TimingEvent> {
+        self.stream
+            .record_event(Some(drv_sys::CUevent_flags::CU_EVENT_DEFAULT))
+            .map_err(driver_err("cuEventRecord"))
+    }
+
     /// Runs `kernel` over `args.shape`, reading `inputs`, into fresh output buffers of
     /// `args.len()` elements each. Asynchronous: returns once the launch is queued. Expects
     /// a normalized kernel (as `Builder::finish` returns); equal kernels share one compile.
@@ -405,6 +412,19 @@ impl CudaDevice {
         }
         .map_err(driver_err("cuLaunchKernel"))
     }
+}
+
+/// A CUDA event with timing enabled, recorded on a device's stream.
+pub(crate) type TimingEvent = cudarc::driver::CudaEvent;
+
+/// The device time between two recorded timing events (waits for both to complete).
+pub(crate) fn event_elapsed(start: &TimingEvent, end: &TimingEvent) -> Result<std::time::Duration> {
+    let ms = start
+        .elapsed_ms(end)
+        .map_err(driver_err("cuEventElapsedTime"))?;
+    Ok(std::time::Duration::from_secs_f64(
+        f64::from(ms.max(0.0)) / 1e3,
+    ))
 }
 
 /// Keeps freed memory in the default pool instead of returning it to the driver at every

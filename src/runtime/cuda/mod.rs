@@ -34,6 +34,7 @@ mod memory;
 
 pub use compile::nvrtc_check;
 pub use device::CudaDevice;
+pub(crate) use device::{event_elapsed, TimingEvent};
 pub use memory::CudaBuffer;
 
 use crate::Error;

@@ -1,0 +1,198 @@
+//! The profiler's report: entries per plan step, compile sources, byte counts and the table.
+
+mod common;
+
+use common::for_each_device;
+use lazyfuse as lf;
+use lf::{Array, CompileSource, DType, EntryKind};
+use std::f64::consts::PI;
+use std::sync::atomic::{AtomicU64, Ordering};
+
+/// The BENCH.md PSF pipeline on an `n x n` pupil (1 kernel + 1 FFT + 1 kernel).
+fn psf(n: usize) -> Array {
+    let x = Array::linspace(-1.0, 1.0, n, DType::F32);
+    let g = lf::meshgrid(&[&x, &x], lf::Indexing::Xy);
+    let (xx, yy) = (&g[0], &g[1]);
+    let rho = (xx.square() + yy.square()).sqrt();
+    let phase = rho.square() * yy.atan2(xx).cos();
+    let wave = (phase * (2.0 * PI) * lf::c64::i()).exp();
+    let pupil = lf::where_(&rho.gt(1.0), lf::c64::new(0.0, 0.0), &wave);
+    let p = n / 2;
+    let padded = pupil.pad(&[(p, p), (p, p)], 0.0);
+    let field = lf::fft::fftshift(&lf::fft::fft2(&lf::fft::ifftshift(&padded, None)), None);
+    field.abs().square()
+}
+
+/// An elementwise chain whose op sequence is new to this process (and, with high
+/// probability, to the on-disk kernel cache): 40 ops picked by a per-call random word.
+fn unique_chain(x: &Array, word: u64) -> Array {
+    let mut y = x.clone();
+    for bit in 0..40 {
+        y = if (word >> bit) & 1 == 1 {
+            y.sin()
+        } else {
+            y.cos()
+        };
+    }
+    y + 1.0
+}
+
+fn fresh_word() -> u64 {
+    static COUNTER: AtomicU64 = AtomicU64::new(0);
+    let nanos = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_nanos() as u64);
+    let c = COUNTER.fetch_add(1, Ordering::Relaxed);
+    (nanos ^ (u64::from(std::process::id()) << 20) ^ c.wrapping_mul(0x9E37_79B9_7F4A_7C15))
+        & ((1 << 40) - 1)
+}
+
+#[test]
+fn psf_reports_kernel_fft_kernel() {
+    for_each_device(|dev| {
+        let ((), report) = lf::profile(|| psf(32).eval().unwrap());
+        assert_eq!(report.evals, 1);
+        let steps: Vec<EntryKind> = report
+            .entries
+            .iter()
+            .map(|e| e.kind)
+            .filter(|k| matches!(k, EntryKind::Kernel | EntryKind::Library))
+            .collect();
+        assert_eq!(
+            steps,
+            [EntryKind::Kernel, EntryKind::Library, EntryKind::Kernel],
+            "{report}"
+        );
+        assert_eq!(report.kernels().len(), 2);
+        assert_eq!(report.library_calls().len(), 1);
+        assert_eq!(report.of_kind(EntryKind::Plan).count(), 1);
+        let fft = report.library_calls()[0];
+        assert!(fft.name.starts_with("fft"), "{}", fft.name);
+        // 64 x 64 complex64 in and out
+        assert_eq!(fft.bytes, 2 * 64 * 64 * 8);
+        for e in report.kernels() {
+            assert!(e.name.starts_with("lf_"), "{}", e.name);
+            assert_eq!(e.eval, Some(0));
+            let expect = if dev.is_cuda() {
+                lf::Timing::DeviceEvents
+            } else {
+                lf::Timing::Wall
+            };
+            assert_eq!(e.timing, expect);
+        }
+        // every timed step has a time once the report is finished
+        assert!(report.compute_time() > std::time::Duration::ZERO);
+    });
+}
+
+#[test]
+fn compile_then_memory_hit_and_plan_cache() {
+    for_each_device(|dev| {
+        let x = Array::linspace(0.0, 1.0, 257, DType::F32);
+        x.eval().unwrap();
+        let word = fresh_word();
+        let (_, first) = lf::profile(|| unique_chain(&x, word).eval().unwrap());
+        let (_, second) = lf::profile(|| unique_chain(&x, word).eval().unwrap());
+        let plan_hit = |r: &lf::Report| {
+            r.of_kind(EntryKind::Plan)
+                .map(|e| e.plan_cache_hit)
+                .collect::<Vec<_>>()
+        };
+        assert_eq!(plan_hit(&first), [Some(false)], "{first}");
+        assert_eq!(plan_hit(&second), [Some(true)], "{second}");
+        let src = |r: &lf::Report| r.kernels().iter().map(|e| e.compile).collect::<Vec<_>>();
+        if dev.is_cuda() {
+            assert_eq!(src(&first), [Some(CompileSource::Compiled)], "{first}");
+            assert!(first.kernels()[0].compile_time > std::time::Duration::ZERO);
+            assert_eq!(src(&second), [Some(CompileSource::MemoryHit)], "{second}");
+            assert_eq!(second.kernels()[0].compile_time, std::time::Duration::ZERO);
+            assert!(first.to_string().contains("compiled"));
+            assert!(second.to_string().contains("memory hit"));
+        } else {
+            assert_eq!(src(&first), [Some(CompileSource::Interpreted)]);
+            assert_eq!(src(&second), [Some(CompileSource::Interpreted)]);
+        }
+        assert_eq!(first.kernels()[0].name, second.kernels()[0].name);
+    });
+}
+
+#[test]
+fn bytes_match_the_arrays() {
+    for_each_device(|dev| {
+        let (v, r) = lf::profile(|| {
+            let a = Array::from_vec((0..1000).map(|i| i as f32).collect(), &[1000]).unwrap();
+            let b = Array::from_vec(vec![0.5f32; 10 * 1000], &[10, 1000]).unwrap();
+            ((&a + &b) * 2.0).to_vec::<f32>().unwrap()
+        });
+        assert_eq!(v.len(), 10_000);
+        assert_eq!(v[3], 7.0);
+        let k = r.kernels();
+        assert_eq!(k.len(), 1, "{r}");
+        // reads a (4 kB, broadcast: each buffer counted once) and b (40 kB), writes 40 kB
+        assert_eq!(k[0].bytes, 4_000 + 40_000 + 40_000);
+        assert!(k[0].detail.contains("2 in -> 1 out"), "{}", k[0].detail);
+        if dev.is_cuda() {
+            assert_eq!(r.total_bytes(EntryKind::HostToDevice), 44_000, "{r}");
+            assert_eq!(r.total_bytes(EntryKind::DeviceToHost), 40_000, "{r}");
+            assert_eq!(r.of_kind(EntryKind::Wait).count(), 1, "{r}");
+        } else {
+            // host memory: nothing is copied between devices
+            assert_eq!(r.total_bytes(EntryKind::HostToDevice), 0);
+            assert_eq!(r.total_bytes(EntryKind::DeviceToHost), 0);
+        }
+        let gbs = k[0].gb_per_s().expect("a timed kernel that moved bytes");
+        assert!(gbs > 0.0);
+    });
+}
+
+#[test]
+fn display_lists_the_steps() {
+    for_each_device(|_| {
+        let x = Array::linspace(0.0, 1.0, 64, DType::F64);
+        let (_, r) = lf::profile(|| {
+            let y = lf::fft::fft(&(&x * 3.0), -1).abs();
+            y.to_vec::<f64>().unwrap()
+        });
+        let text = r.to_string();
+        let lines: Vec<&str> = text.lines().collect();
+        assert!(
+            lines[0].starts_with("lazyfuse profile: 1 eval(s), 2 kernel(s), 1 library call(s)"),
+            "{text}"
+        );
+        assert!(
+            lines[1].contains("name") && lines[1].contains("GB/s"),
+            "{text}"
+        );
+        let rows = |kind: &str| {
+            lines
+                .iter()
+                .filter(|l| l.split_whitespace().nth(1) == Some(kind))
+                .count()
+        };
+        assert_eq!(rows("kernel"), 2, "{text}");
+        assert_eq!(rows("library"), 1, "{text}");
+        assert_eq!(rows("plan"), 1, "{text}");
+        assert!(text.contains("fft axes=[0]"), "{text}");
+        assert!(text.contains("totals: planning"), "{text}");
+    });
+}
+
+#[test]
+fn only_work_inside_the_closure_is_reported() {
+    for_each_device(|_| {
+        let x = Array::linspace(0.0, 1.0, 100, DType::F32);
+        let y = x.exp();
+        y.eval().unwrap(); // before profiling: not reported
+        let (_, r) = lf::profile(|| y.eval().unwrap()); // already evaluated: nothing to do
+        assert_eq!(r.evals, 0);
+        assert!(r.entries.is_empty(), "{r}");
+        // nested: the inner report holds its own work, the outer one everything
+        let (inner, outer) = lf::profile(|| {
+            (&x + 1.0).eval().unwrap();
+            lf::profile(|| (&x * 3.0).eval().unwrap()).1
+        });
+        assert_eq!(inner.kernels().len(), 1);
+        assert_eq!(outer.kernels().len(), 2);
+        assert_eq!(outer.evals, 1 + 1);
+    });
+}

@@ -27,6 +27,7 @@ mod config;
 mod device;
 mod element;
 mod error;
+mod function;
 mod graph;
 mod promote;
 pub(crate) mod runtime;
@@ -43,10 +44,11 @@ pub use config::{fusion_enabled, set_fusion};
 pub use device::{default_device, set_default_device, with_default_device, Device};
 pub use element::Element;
 pub use error::{Error, Result};
+pub use function::Function;
 pub use lazyfuse_codegen::DType;
 pub use ndarray::{s, NewAxis};
 pub use promote::result_type;
-pub use stats::{reset_stats, stats, Stats};
+pub use stats::{memory_stats, reset_stats, stats, MemoryStats, Stats};
 
 /// `num_complex::Complex32`, the host type of `DType::C64`.
 #[allow(non_camel_case_types)]

@@ -8,6 +8,7 @@
 //! inside the kernel, even with several consumers. Materialized nodes of one shape whose
 //! dependencies are met at the same time share one multi-output kernel.
 
+mod inplace;
 mod lower;
 
 use crate::graph::{FxBuild, FxHasher, Node, Op};
@@ -52,6 +53,8 @@ pub(crate) enum TStep {
 /// A plan for every DAG of one structure: cached, then bound to each new DAG.
 pub(crate) struct Template {
     steps: Vec<TStep>,
+    /// In-place opportunities (`inplace`), checked at each execution.
+    reuse: Vec<inplace::Cand>,
 }
 
 /// One unit of work, bound to nodes.
@@ -72,6 +75,8 @@ pub(crate) enum Step {
 /// The plan of one evaluation.
 pub(crate) struct Schedule {
     pub(crate) steps: Vec<Step>,
+    /// In-place opportunities bound to this evaluation's nodes.
+    reuse: Vec<inplace::Bound>,
 }
 
 impl Schedule {
@@ -195,8 +200,9 @@ type PlanCache = HashMap<Vec<u64>, Arc<Template>, FxBuild>;
 static PLANS: Mutex<Option<PlanCache>> = Mutex::new(None);
 const PLAN_CACHE_MAX: usize = 4096;
 
-/// Plans the evaluation of `roots`: a cached plan of the same structure when there is one.
-pub(crate) fn plan(roots: &[Arc<Node>]) -> Result<Schedule> {
+/// The plan template for `roots` (cached by structure) with the walked nodes it is
+/// positioned over.
+pub(crate) fn template_for(roots: &[Arc<Node>]) -> Result<(Arc<Template>, Vec<Arc<Node>>)> {
     let walked = walk(roots);
     let pos: HashMap<u64, usize, FxBuild> = walked
         .iter()
@@ -226,9 +232,22 @@ pub(crate) fn plan(roots: &[Arc<Node>]) -> Result<Schedule> {
             t
         }
     };
+    Ok((template, nodes))
+}
+
+/// Plans the evaluation of `roots`: a cached plan of the same structure when there is one.
+pub(crate) fn plan(roots: &[Arc<Node>]) -> Result<Schedule> {
+    let (template, nodes) = template_for(roots)?;
     let sched = bind(&template, &nodes)?;
     config::debug_log!(3, "{sched}");
     Ok(sched)
+}
+
+impl Template {
+    /// The steps, over DAG positions.
+    pub(crate) fn steps(&self) -> &[TStep] {
+        &self.steps
+    }
 }
 
 fn make_template(
@@ -261,7 +280,8 @@ fn make_template(
         let (steps, extra) = lower::build(nodes, pos, &mat)?;
         if extra.is_empty() {
             crate::stats::bump::plans(1);
-            return Ok(Template { steps });
+            let reuse = inplace::candidates(&steps, nodes, pos, roots);
+            return Ok(Template { steps, reuse });
         }
         // Materialize only the outermost of the reported nodes: the ones below them may be
         // read in a single context once these are buffers.
@@ -295,7 +315,7 @@ fn descendants(nodes: &[Arc<Node>], tops: &HashSet<u64>, mat: &HashSet<u64>) -> 
 }
 
 /// The template's steps with this DAG's nodes and values.
-fn bind(t: &Template, nodes: &[Arc<Node>]) -> Result<Schedule> {
+pub(crate) fn bind(t: &Template, nodes: &[Arc<Node>]) -> Result<Schedule> {
     let value = |p: usize| -> Result<Scalar> {
         match nodes[p].op {
             Op::Const(s) => Ok(s),
@@ -343,7 +363,10 @@ fn bind(t: &Template, nodes: &[Arc<Node>]) -> Result<Schedule> {
             })
         })
         .collect::<Result<_>>()?;
-    Ok(Schedule { steps })
+    Ok(Schedule {
+        steps,
+        reuse: inplace::bind(&t.reuse, nodes),
+    })
 }
 
 /// Plans and runs the evaluation of `roots`.
@@ -363,7 +386,7 @@ fn buffer_of(n: &Node) -> Result<Arc<Buffer>> {
 
 /// Runs a schedule step by step, realizing each step's outputs.
 pub(crate) fn execute(sched: &Schedule) -> Result<()> {
-    for step in &sched.steps {
+    for (si, step) in sched.steps.iter().enumerate() {
         match step {
             Step::Kernel {
                 kernel,
@@ -371,6 +394,9 @@ pub(crate) fn execute(sched: &Schedule) -> Result<()> {
                 outputs,
                 args,
             } => {
+                if inplace::try_run(sched, si, kernel, inputs, outputs, args)? {
+                    continue;
+                }
                 let bufs: Vec<Arc<Buffer>> =
                     inputs.iter().map(|n| buffer_of(n)).collect::<Result<_>>()?;
                 let refs: Vec<&Buffer> = bufs.iter().map(|b| b.as_ref()).collect();

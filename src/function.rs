@@ -254,7 +254,15 @@ impl Function {
         crate::stats::bump::evals(1);
         #[cfg(feature = "cuda")]
         if let Some(g) = inner.graph.as_mut() {
-            g.call(&inner.template, &nodes, &results, inputs)?;
+            let bufs: Vec<Arc<crate::runtime::Buffer>> = inputs
+                .iter()
+                .map(|a| {
+                    a.node
+                        .buffer()
+                        .ok_or_else(|| Error::internal("Function::call", "input not evaluated"))
+                })
+                .collect::<Result<_>>()?;
+            g.call(&inner.template, &nodes, &bufs)?;
             return Ok(results);
         }
         let sched = schedule::bind(&inner.template, &nodes)?;
@@ -290,6 +298,9 @@ fn same_device(op: &'static str, a: &Device, b: &Device) -> Result<()> {
 }
 
 #[cfg(feature = "cuda")]
+pub(crate) use cuda_path::eval_graph;
+
+#[cfg(feature = "cuda")]
 mod cuda_path {
     //! Calls on CUDA through `runtime::cuda::graph`: results are fresh buffers per call,
     //! intermediates live in the graph's arena.
@@ -300,7 +311,7 @@ mod cuda_path {
     use crate::runtime::cuda::{CudaBuffer, CudaDevice};
     use crate::runtime::Buffer;
     use crate::schedule::{self, TStep, Template};
-    use crate::{Array, Device, Error, Result};
+    use crate::{Device, Error, Result};
     use smallvec::SmallVec;
     use std::sync::Arc;
 
@@ -313,6 +324,8 @@ mod cuda_path {
         /// Nodes whose buffers are `Fixed` operands, in order.
         fixed: Vec<Arc<Node>>,
         plan: Option<GraphPlan>,
+        /// Number of per-call input buffers.
+        n_inputs: usize,
     }
 
     impl GraphState {
@@ -386,11 +399,17 @@ mod cuda_path {
                 result_pos,
                 fixed,
                 plan: None,
+                n_inputs,
             };
             // Decide eligibility once, on the template's structure (no buffers needed).
             let probe = st.steps_without_args(template).ok()?;
             st.plan = Some(GraphPlan::new(dev.clone(), &probe, arena));
             Some(st)
+        }
+
+        /// Whether graphs are off for this plan from the start (ineligible or disabled).
+        pub(super) fn is_off(&self) -> bool {
+            self.plan.as_ref().is_none_or(|p| p.is_off())
         }
 
         pub(super) fn is_recorded(&self) -> bool {
@@ -467,10 +486,8 @@ mod cuda_path {
             &mut self,
             template: &Template,
             nodes: &[Arc<Node>],
-            results: &[Array],
-            inputs: &[&Array],
+            in_bufs: &[Arc<Buffer>],
         ) -> Result<()> {
-            let _ = results;
             let sched = schedule::bind(template, nodes)?;
             // kernel arguments (from the bound schedule) and FFT shapes, in step order
             let mut args = Vec::with_capacity(sched.steps.len());
@@ -493,14 +510,6 @@ mod cuda_path {
             }
             let steps = self.steps(template, &args, &ffts)?;
             // buffers: inputs, fresh results, fixed
-            let in_bufs: Vec<Arc<Buffer>> = inputs
-                .iter()
-                .map(|a| {
-                    a.node
-                        .buffer()
-                        .ok_or_else(|| Error::internal("Function", "input not evaluated"))
-                })
-                .collect::<Result<_>>()?;
             let fixed_bufs: Vec<Arc<Buffer>> = self
                 .fixed
                 .iter()
@@ -516,7 +525,7 @@ mod cuda_path {
                 .map(|&p| self.dev.alloc_buffer(nodes[p].dtype, nodes[p].size()))
                 .collect::<Result<_>>()?;
             let mut ext: Vec<&CudaBuffer> = Vec::new();
-            for b in &in_bufs {
+            for b in in_bufs {
                 ext.push(cuda_of(b)?);
             }
             ext.extend(outs.iter());
@@ -541,6 +550,96 @@ mod cuda_path {
             Buffer::Cuda(c) => Ok(c),
             _ => Err(Error::internal("Function", "host buffer in a CUDA plan")),
         }
+    }
+
+    /// Graph states of plain evaluations, by plan template (the `Arc` keeps the address).
+    type EvalGraphs = Vec<(Arc<Template>, Option<GraphState>)>;
+    static EVAL_GRAPHS: std::sync::Mutex<EvalGraphs> = std::sync::Mutex::new(Vec::new());
+    /// Most plans with eval-level graph state kept (each holds a graph and its arena).
+    const EVAL_GRAPHS_MAX: usize = 64;
+
+    /// Runs the evaluation of `roots` (planned as `template` over `nodes`) through a CUDA
+    /// graph when the plan is worth one; `Ok(false)` when the caller should execute it
+    /// plainly. Worth one: CUDA, graphs on, at least two steps (a single launch gains
+    /// nothing from a graph and would lose in-place reuse), every root computed by the
+    /// plan, only kernel and FFT steps, and FFTs between intermediates.
+    pub(crate) fn eval_graph(
+        template: &Arc<Template>,
+        nodes: &[Arc<Node>],
+        roots: &[Arc<Node>],
+    ) -> Result<bool> {
+        let Some(Device::Cuda(_)) = roots.first().map(|r| &r.device) else {
+            return Ok(false);
+        };
+        if !crate::runtime::cuda::graph::graphs_enabled()
+            || template.steps().len() < 2
+            || roots
+                .iter()
+                .any(|r| r.buffer().is_some() || r.device != roots[0].device)
+        {
+            return Ok(false);
+        }
+        let mut cache = EVAL_GRAPHS.lock().unwrap_or_else(|e| e.into_inner());
+        let idx = match cache.iter().position(|(t, _)| Arc::ptr_eq(t, template)) {
+            Some(i) => i,
+            None => {
+                if cache.len() >= EVAL_GRAPHS_MAX {
+                    cache.clear();
+                }
+                let state = new_eval_state(template, nodes, roots);
+                cache.push((template.clone(), state));
+                cache.len() - 1
+            }
+        };
+        let Some(state) = cache[idx].1.as_mut() else {
+            return Ok(false);
+        };
+        let bufs: Vec<Arc<Buffer>> = nodes.iter().filter_map(|n| n.buffer()).collect();
+        if bufs.len() != state.n_inputs {
+            return Ok(false); // realized-ness is part of the plan key; defensive only
+        }
+        state.call(template, nodes, &bufs)?;
+        Ok(true)
+    }
+
+    /// The graph state of an evaluation plan: realized positions are the per-eval inputs
+    /// (in position order), roots the results, every other produced node an intermediate.
+    fn new_eval_state(
+        template: &Template,
+        nodes: &[Arc<Node>],
+        roots: &[Arc<Node>],
+    ) -> Option<GraphState> {
+        let produced: std::collections::HashSet<usize> = template
+            .steps()
+            .iter()
+            .flat_map(|s| match s {
+                TStep::Kernel { outputs, .. } => outputs.clone(),
+                TStep::Copy { dst, .. } | TStep::Fft { dst, .. } => vec![*dst],
+                #[allow(unreachable_patterns)]
+                _ => Vec::new(),
+            })
+            .collect();
+        let mut k = 0;
+        let slots: Vec<PosSlot> = nodes
+            .iter()
+            .enumerate()
+            .map(|(p, n)| {
+                if n.buffer().is_some() {
+                    k += 1;
+                    PosSlot::Input(k - 1)
+                } else if produced.contains(&p) {
+                    PosSlot::Fresh(n.op.clone(), n.dtype, n.shape.clone())
+                } else {
+                    PosSlot::Unused
+                }
+            })
+            .collect();
+        let results: Vec<Res> = roots
+            .iter()
+            .map(|r| nodes.iter().position(|n| n.id == r.id).map(Res::Pos))
+            .collect::<Option<_>>()?;
+        let st = GraphState::new(&roots[0].device, template, &slots, &results, k)?;
+        (!st.is_off()).then_some(st)
     }
 
     /// A spec for eligibility probing only (never executed).

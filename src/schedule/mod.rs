@@ -374,8 +374,15 @@ pub(crate) fn evaluate(roots: &[Arc<Node>]) -> Result<()> {
     if roots.iter().all(|r| r.buffer().is_some()) {
         return Ok(());
     }
-    let sched = plan(roots)?;
+    let (template, nodes) = template_for(roots)?;
     crate::stats::bump::evals(1);
+    #[cfg(feature = "cuda")]
+    if crate::function::eval_graph(&template, &nodes, roots)? {
+        return Ok(());
+    }
+    let sched = bind(&template, &nodes)?;
+    drop(nodes); // the schedule holds what it needs; fewer handles, more in-place reuse
+    config::debug_log!(3, "{sched}");
     execute(&sched)
 }
 

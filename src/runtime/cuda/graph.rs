@@ -158,6 +158,11 @@ impl GraphPlan {
         }
     }
 
+    /// Whether graphs are off for this plan.
+    pub(crate) fn is_off(&self) -> bool {
+        self.off
+    }
+
     /// Whether runs replay a recorded graph.
     pub(crate) fn is_recorded(&self) -> bool {
         self.recorded.is_some()

@@ -3,7 +3,7 @@
 //! call); on CUDA a repeated call replays one CUDA graph.
 
 use crate::graph::{Node, Op, Shape};
-use crate::schedule::{self, TStep, Template};
+use crate::schedule::{self, Template};
 use crate::{Array, DType, Device, Error, Result};
 use std::collections::{HashMap, HashSet};
 use std::sync::{Arc, Mutex};
@@ -123,16 +123,7 @@ impl Function {
         let roots: Vec<Arc<Node>> = outputs.iter().map(|o| o.node.clone()).collect();
         let (template, nodes) = schedule::template_for(&roots)?;
         let pos: HashMap<u64, usize> = nodes.iter().enumerate().map(|(i, n)| (n.id, i)).collect();
-        let produced: HashSet<usize> = template
-            .steps()
-            .iter()
-            .flat_map(|s| match s {
-                TStep::Kernel { outputs, .. } => outputs.clone(),
-                TStep::Copy { dst, .. } | TStep::Fft { dst, .. } => vec![*dst],
-                #[allow(unreachable_patterns)]
-                _ => Vec::new(),
-            })
-            .collect();
+        let produced: HashSet<usize> = template.steps().iter().flat_map(|s| s.writes()).collect();
         let input_of: HashMap<u64, usize> = placeholders
             .iter()
             .enumerate()
@@ -609,16 +600,8 @@ mod cuda_path {
         nodes: &[Arc<Node>],
         roots: &[Arc<Node>],
     ) -> Option<GraphState> {
-        let produced: std::collections::HashSet<usize> = template
-            .steps()
-            .iter()
-            .flat_map(|s| match s {
-                TStep::Kernel { outputs, .. } => outputs.clone(),
-                TStep::Copy { dst, .. } | TStep::Fft { dst, .. } => vec![*dst],
-                #[allow(unreachable_patterns)]
-                _ => Vec::new(),
-            })
-            .collect();
+        let produced: std::collections::HashSet<usize> =
+            template.steps().iter().flat_map(|s| s.writes()).collect();
         let mut k = 0;
         let slots: Vec<PosSlot> = nodes
             .iter()

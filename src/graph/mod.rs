@@ -327,11 +327,7 @@ pub(crate) fn consume_buffer(
 ) -> Option<Arc<Buffer>> {
     let _table = TABLE.lock().unwrap_or_else(|e| e.into_inner());
     let mut st = node.state();
-    if !st
-        .buffer
-        .as_ref()
-        .is_some_and(|b| Arc::strong_count(b) == 1)
-    {
+    if st.buffer.as_ref().is_none_or(|b| Arc::strong_count(b) != 1) {
         return None;
     }
     drop(st);

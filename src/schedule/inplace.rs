@@ -89,18 +89,6 @@ fn reads_at_own_index(kernel: &Kernel, slot: usize) -> bool {
     any
 }
 
-/// Positions each step refers to (inputs, outputs, sources, destinations).
-fn step_positions(s: &TStep) -> SmallVec<[usize; 8]> {
-    match s {
-        TStep::Kernel {
-            inputs, outputs, ..
-        } => inputs.iter().chain(outputs).copied().collect(),
-        TStep::Copy { src, dst } | TStep::Fft { src, dst } => [*src, *dst].into_iter().collect(),
-        #[allow(unreachable_patterns)]
-        _ => SmallVec::new(),
-    }
-}
-
 /// The in-place candidates of a template's `steps` over the walked `nodes`.
 pub(crate) fn candidates(
     steps: &[TStep],
@@ -112,26 +100,13 @@ pub(crate) fn candidates(
     let mut readers: HashMap<usize, usize> = HashMap::new();
     let mut produced_by: HashMap<usize, usize> = HashMap::new();
     for (si, s) in steps.iter().enumerate() {
-        for p in step_positions(s) {
+        for p in s.reads() {
             *sched_refs.entry(p).or_default() += 1;
+            *readers.entry(p).or_default() += 1;
         }
-        match s {
-            TStep::Kernel {
-                inputs, outputs, ..
-            } => {
-                for &p in inputs {
-                    *readers.entry(p).or_default() += 1;
-                }
-                for &p in outputs {
-                    produced_by.insert(p, si);
-                }
-            }
-            TStep::Copy { src, dst } | TStep::Fft { src, dst } => {
-                *readers.entry(*src).or_default() += 1;
-                produced_by.insert(*dst, si);
-            }
-            #[allow(unreachable_patterns)]
-            _ => return Vec::new(), // an unknown kind of step: stay conservative
+        for p in s.writes() {
+            *sched_refs.entry(p).or_default() += 1;
+            produced_by.insert(p, si);
         }
     }
     let root_pos: Vec<usize> = roots

@@ -243,6 +243,24 @@ pub(crate) fn plan(roots: &[Arc<Node>]) -> Result<Schedule> {
     Ok(sched)
 }
 
+impl TStep {
+    /// DAG positions this step reads. Exhaustive on purpose: a new kind of step must say
+    /// what it reads (in-place reuse and traced functions rely on it).
+    pub(crate) fn reads(&self) -> SmallVec<[usize; 8]> {
+        match self {
+            TStep::Kernel { inputs, .. } => inputs.iter().copied().collect(),
+            TStep::Copy { src, .. } | TStep::Fft { src, .. } => [*src].into_iter().collect(),
+        }
+    }
+    /// DAG positions this step computes (exhaustive, like [`TStep::reads`]).
+    pub(crate) fn writes(&self) -> SmallVec<[usize; 4]> {
+        match self {
+            TStep::Kernel { outputs, .. } => outputs.iter().copied().collect(),
+            TStep::Copy { dst, .. } | TStep::Fft { dst, .. } => [*dst].into_iter().collect(),
+        }
+    }
+}
+
 impl Template {
     /// The steps, over DAG positions.
     pub(crate) fn steps(&self) -> &[TStep] {

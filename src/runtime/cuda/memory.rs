@@ -97,10 +97,12 @@ impl CudaDevice {
             op: "cuda alloc",
             msg: format!("{len} elements of {dtype} overflow the address space"),
         })?;
+        // The work stream: the device's stream, or the capture stream while this thread
+        // records a CUDA graph (then the allocation is part of the recording).
+        let stream = self.work_stream();
         // SAFETY: the bytes are uninitialized; u8 has no invalid values, and every buffer is
         // fully written before it is read (uploads copy all bytes, kernels store every
         // output element).
-        let stream = self.work_stream();
         let alloc = || unsafe { stream.alloc::<u8>(bytes.max(1)) };
         let slice = match alloc() {
             Err(e) if is_oom(&e) => {

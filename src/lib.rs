@@ -18,6 +18,12 @@
 //! # Ok(())
 //! # }
 //! ```
+//!
+//! Loops are first-class: evaluating a DAG of a structure seen before reuses its plan and
+//! kernels (every scalar is an argument, so a new `dt` recompiles nothing), an evaluation
+//! that consumes the last handle of an input may write its output into that input's buffer,
+//! and [`Function`] traces a step once and replays it, on CUDA as one graph launch (see
+//! `examples/03_simulation_loop.rs`).
 
 #![warn(missing_docs)]
 

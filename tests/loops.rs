@@ -476,3 +476,25 @@ fn function_rejects_mismatched_inputs() {
         assert_eq!(r[0].to_vec::<f32>().unwrap(), vec![1f32.exp(); 8]);
     });
 }
+
+#[test]
+fn a_multi_output_kernel_reuses_its_owned_input_once() {
+    let _l = lock();
+    for_each_device(|dev| {
+        let x: Vec<f64> = (0..500).map(|i| i as f64 * 0.25).collect();
+        let u = Array::from_vec_on(x.clone(), &[500], dev).unwrap();
+        let a = &u * 2.0;
+        let b = u.sqrt() + &u;
+        drop(u);
+        lf::reset_stats();
+        lf::eval(&[&a, &b]).unwrap();
+        let s = lf::stats();
+        assert_eq!(s.kernels_launched, 1, "one multi-output kernel");
+        assert_eq!(s.buffers_reused, 1);
+        assert_eq!((a.shape(), a.dtype()), (&[500usize][..], DType::F64));
+        let wa: Vec<f64> = x.iter().map(|v| v * 2.0).collect();
+        let wb: Vec<f64> = x.iter().map(|v| v.sqrt() + v).collect();
+        assert_eq!(a.to_vec::<f64>().unwrap(), wa);
+        assert_eq!(b.to_vec::<f64>().unwrap(), wb);
+    });
+}

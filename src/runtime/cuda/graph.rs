@@ -202,6 +202,11 @@ impl GraphPlan {
 
     fn give_up(&mut self, e: &Error) {
         debug_log!(1, "graph: falling back to plain launches: {e}");
+        // Frees queued on an aborted capture store their errors on the context, which
+        // cudarc would report at the next unrelated call (`bind_to_thread`): clear them.
+        if let Err(stale) = self.dev.ctx.check_err() {
+            debug_log!(1, "graph: cleared a stored driver error: {stale:?}");
+        }
         bump::graph_fallbacks(1);
         self.recorded = None;
         self.off = true;

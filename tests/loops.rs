@@ -370,9 +370,10 @@ fn function_matches_the_eval_loop_and_replays() {
         let mut v = u.clone();
         lf::reset_stats();
         v = f.call(&[&v]).unwrap().remove(0); // first call: plain launches
+        v = f.call(&[&v]).unwrap().remove(0); // second: recorded (CUDA), arena kept
         dev.synchronize().unwrap();
         let live1 = live(dev);
-        for _ in 1..total {
+        for _ in 2..total {
             v = f.call(&[&v]).unwrap().remove(0);
         }
         dev.synchronize().unwrap();
@@ -496,5 +497,26 @@ fn a_multi_output_kernel_reuses_its_owned_input_once() {
         let wb: Vec<f64> = x.iter().map(|v| v.sqrt() + v).collect();
         assert_eq!(a.to_vec::<f64>().unwrap(), wa);
         assert_eq!(b.to_vec::<f64>().unwrap(), wb);
+    });
+}
+
+#[test]
+fn a_one_off_plan_keeps_only_its_result() {
+    let _l = lock();
+    for_each_device(|dev| {
+        let n = 32;
+        let (u, mult, _) = setup(dev, n);
+        dev.synchronize().unwrap();
+        let live0 = live(dev);
+        let r = step(&u, &mult, 0.1);
+        r.eval().unwrap();
+        dev.synchronize().unwrap();
+        assert_eq!(
+            live(dev),
+            live0 + (n * n * 4) as u64,
+            "intermediates outlived the eval"
+        );
+        drop(r);
+        assert_eq!(live(dev), live0);
     });
 }

@@ -8,8 +8,9 @@
 //! every buffer address and scalar, and `cuGraphExecKernelNodeSetParams` rewrites them
 //! before each launch. Everything recorded inside cuFFT (its kernels, the FFT helper
 //! kernels, copies) keeps the addresses it was recorded with, so FFT inputs and outputs
-//! must be buffers that stay put: intermediates in the graph's own arena (allocated once,
-//! reused by every replay) or buffers the caller keeps alive for the graph's lifetime.
+//! must be buffers that stay put: intermediates in the graph's own arena (allocated when the
+//! graph is recorded, reused by every replay; a plan that is not recorded frees its
+//! intermediates after each run) or buffers the caller keeps alive for the graph's lifetime.
 //! The caller ([`GraphPlan::new`]) refuses plans that break this and runs them plainly.
 //! FFT work areas are allocated and freed inside the recording (graph memory nodes).
 //!
@@ -191,13 +192,20 @@ impl GraphPlan {
                 Err(e) => self.give_up(&e),
             }
         }
+        let mut result = None;
         if self.recorded.is_some() {
             match self.replay(steps, ext) {
-                Ok(()) => return Ok(()),
+                Ok(()) => result = Some(Ok(())),
                 Err(e) => self.give_up(&e),
             }
         }
-        self.plain(steps, ext, None)
+        let result = result.unwrap_or_else(|| self.plain(steps, ext, None));
+        if self.recorded.is_none() {
+            // Only a recorded graph needs its intermediates to stay put: otherwise they go
+            // back to the pool (after the queued work), so a plan run once holds nothing.
+            self.arena.clear();
+        }
+        result
     }
 
     fn give_up(&mut self, e: &Error) {

@@ -256,7 +256,9 @@ impl Function {
             g.call(&inner.template, &nodes, &bufs)?;
             return Ok(results);
         }
-        let sched = schedule::bind(&inner.template, &nodes)?;
+        // No in-place reuse: the bound nodes do not carry the template's edges, so
+        // reference counts say nothing about who else reads the inputs and captures.
+        let sched = schedule::bind(&inner.template, &nodes)?.without_reuse();
         drop(nodes);
         schedule::execute(&sched)?;
         Ok(results)

@@ -520,3 +520,30 @@ fn a_one_off_plan_keeps_only_its_result() {
         assert_eq!(live(dev), live0);
     });
 }
+
+#[test]
+fn function_never_overwrites_its_inputs_or_captures() {
+    let _l = lock();
+    for_each_device(|dev| {
+        let x: Vec<f32> = (0..128).map(|i| i as f32).collect();
+        let c = Array::from_vec_on(vec![0.5f32; 128], &[128], dev).unwrap();
+        let a = Array::from_vec_on(x.clone(), &[128], dev).unwrap();
+        // both the input and the capture are read at the index the kernel writes
+        let f = lf::Function::trace(&[&a], |i| vec![&i[0] + &c]).unwrap();
+        lf::reset_stats();
+        let mut v = a.clone();
+        for _ in 0..4 {
+            v = f.call(&[&v]).unwrap().remove(0);
+        }
+        assert_eq!(lf::stats().buffers_reused, 0);
+        assert_eq!(a.to_vec::<f32>().unwrap(), x);
+        assert_eq!(c.to_vec::<f32>().unwrap(), vec![0.5f32; 128]);
+        let want: Vec<f32> = x.iter().map(|v| v + 2.0).collect();
+        assert_eq!(v.to_vec::<f32>().unwrap(), want);
+        // and a second function over the same captured array still sees it intact
+        let g = lf::Function::trace(&[&a], |i| vec![&i[0] * &c]).unwrap();
+        let w = g.call(&[&a]).unwrap().remove(0);
+        let want: Vec<f32> = x.iter().map(|v| v * 0.5).collect();
+        assert_eq!(w.to_vec::<f32>().unwrap(), want);
+    });
+}

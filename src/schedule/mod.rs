@@ -80,6 +80,13 @@ pub(crate) struct Schedule {
 }
 
 impl Schedule {
+    /// The schedule without in-place reuse: for plans bound to nodes whose edges differ
+    /// from the template's DAG (traced functions bind fresh nodes without inputs), where
+    /// reference counts cannot prove ownership.
+    pub(crate) fn without_reuse(mut self) -> Schedule {
+        self.reuse.clear();
+        self
+    }
     /// Number of kernel steps.
     pub(crate) fn kernel_count(&self) -> usize {
         self.steps

@@ -182,6 +182,7 @@ fn eval_loop_plans_once_compiles_once_and_stays_flat() {
         u.eval().unwrap();
         dev.synchronize().unwrap();
         let peak1 = peak(dev);
+        let pool1 = dev.pool_usage().unwrap();
         let total = steps();
         for i in 1..total {
             // dt and t change every step: they are kernel arguments, not constants
@@ -209,6 +210,17 @@ fn eval_loop_plans_once_compiles_once_and_stays_flat() {
         }
         assert_eq!(live(dev), live0, "memory held after the loop differs");
         assert_eq!(peak(dev), peak1, "the high-water mark grew after one step");
+        // the CUDA pool: what the arrays hold now is what they held after one step, and
+        // the pool took no more memory from the driver
+        let pool = dev.pool_usage().unwrap();
+        assert_eq!(pool.is_some(), dev.is_cuda());
+        if let (Some((used1, reserved1)), Some((used, reserved))) = (pool1, pool) {
+            assert_eq!(used, used1, "pool bytes in use grew");
+            assert!(
+                reserved <= reserved1,
+                "pool reserve grew: {reserved1} -> {reserved}"
+            );
+        }
         let v = u.to_vec::<f32>().unwrap();
         assert!(v.iter().all(|x| x.is_finite()));
     });

@@ -114,6 +114,25 @@ pub(crate) struct GraphPlan {
 }
 
 impl CudaDevice {
+    /// The default memory pool's `(used, reserved)` bytes: memory handed out by
+    /// stream-ordered allocations now, and memory the pool holds from the driver.
+    pub fn pool_usage(&self) -> Result<(u64, u64)> {
+        // SAFETY: `cu_device` is the device of this live context.
+        let pool = unsafe { drv::device::get_default_mem_pool(self.ctx.cu_device()) }
+            .map_err(driver_err("cuDeviceGetDefaultMemPool"))?;
+        let get = |attr: drv_sys::CUmemPool_attribute| -> Result<u64> {
+            let mut v: u64 = 0;
+            // SAFETY: both attributes are cuuint64_t values, which `v` is.
+            unsafe { drv::mem_pool::get_attribute(pool, attr, &mut v as *mut u64 as *mut c_void) }
+                .map_err(driver_err("cuMemPoolGetAttribute"))?;
+            Ok(v)
+        };
+        Ok((
+            get(drv_sys::CUmemPool_attribute::CU_MEMPOOL_ATTR_USED_MEM_CURRENT)?,
+            get(drv_sys::CUmemPool_attribute::CU_MEMPOOL_ATTR_RESERVED_MEM_CURRENT)?,
+        ))
+    }
+
     /// A fresh uninitialized buffer of `len` elements of `dtype` (for results of graph
     /// runs, which the graph's kernels write completely).
     pub(crate) fn alloc_buffer(&self, dtype: DType, len: usize) -> Result<CudaBuffer> {

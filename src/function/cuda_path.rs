@@ -185,6 +185,7 @@ impl GraphState {
         in_bufs: &[Arc<Buffer>],
     ) -> Result<()> {
         let sched = schedule::bind(template, nodes)?;
+        crate::config::debug_log!(3, "graph run of {sched}");
         // kernel arguments (from the bound schedule) and FFT shapes, in step order
         let mut args = Vec::with_capacity(sched.steps.len());
         let mut ffts = Vec::new();

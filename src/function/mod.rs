@@ -42,6 +42,14 @@ struct Inner {
 /// A computation traced once and called many times: the explicit form of a simulation
 /// step.
 ///
+/// | call | meaning |
+/// |---|---|
+/// | `lf::Function::trace(&[&Array], FnOnce(&[Array]) -> Vec<Array>) -> lf::Result<Function>` | run the closure once over placeholders shaped like the examples and plan its results |
+/// | `f.call(&[&Array]) -> lf::Result<Vec<Array>>` | the results for new inputs (same shapes, dtypes, device); queued, not waited for |
+/// | `f.is_graph() -> bool` | whether calls replay a recorded CUDA graph now |
+/// | `lf::stats().graph_captures / graph_launches / graph_fallbacks` | graphs recorded, replayed, refused or failed |
+/// | `lf::memory_stats()`, `dev.pool_usage()` | live/peak bytes of array buffers; the CUDA pool's used/reserved bytes |
+///
 /// [`Function::trace`] runs a closure once over placeholder arrays shaped like the
 /// examples, plans the arrays it returns (one fused plan, as `lf::eval` would), and keeps
 /// the plan. [`Function::call`] binds that plan to new input arrays of the same shapes,

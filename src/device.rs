@@ -63,6 +63,19 @@ impl Device {
         }
     }
 
+    /// The CUDA memory pool's `(used, reserved)` bytes on this device (`None` on the CPU):
+    /// what stream-ordered allocations hold now, and what the pool keeps from the driver.
+    /// Loops that keep memory flat keep both flat after their first steps.
+    pub fn pool_usage(&self) -> Result<Option<(u64, u64)>> {
+        match self {
+            Device::Cpu => Ok(None),
+            #[cfg(feature = "cuda")]
+            Device::Cuda(d) => d.pool_usage().map(Some),
+            #[cfg(not(feature = "cuda"))]
+            Device::Cuda(_) => Ok(None),
+        }
+    }
+
     /// Waits for all work queued on the device.
     pub fn synchronize(&self) -> Result<()> {
         match self {

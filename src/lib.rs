@@ -52,6 +52,12 @@
 //!
 //! Environment variables (`LAZYFUSE_DEVICE`, `LAZYFUSE_DEBUG`, `LAZYFUSE_PROFILE`, caches) are
 //! listed in `docs/env_vars.md`; NumPy equivalents in `docs/numpy_users.md`.
+//!
+//! Loops are first-class: evaluating a DAG of a structure seen before reuses its plan and
+//! kernels (every scalar is an argument, so a new `dt` recompiles nothing), an evaluation
+//! that consumes the last handle of an input may write its output into that input's buffer,
+//! and [`Function`] traces a step once and replays it, on CUDA as one graph launch (see
+//! `examples/03_simulation_loop.rs`).
 
 #![warn(missing_docs)]
 
@@ -62,6 +68,7 @@ mod device;
 mod element;
 mod error;
 mod explain;
+mod function;
 mod graph;
 mod profile;
 mod promote;
@@ -80,11 +87,12 @@ pub use config::{fusion_enabled, set_fusion};
 pub use device::{default_device, set_default_device, with_default_device, Device};
 pub use element::Element;
 pub use error::{Error, Result};
+pub use function::Function;
 pub use lazyfuse_codegen::DType;
 pub use ndarray::{s, NewAxis};
 pub use profile::{profile, CompileSource, Entry, EntryKind, Report, Timing};
 pub use promote::result_type;
-pub use stats::{reset_stats, stats, Stats};
+pub use stats::{memory_stats, reset_stats, stats, MemoryStats, Stats};
 
 /// `num_complex::Complex32`, the host type of `DType::C64`.
 #[allow(non_camel_case_types)]

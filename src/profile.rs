@@ -519,6 +519,12 @@ pub(crate) fn begin(dev: &Device) -> Option<Probe> {
     })
 }
 
+/// True when this thread is recording a profile (then evaluations run step by step, not
+/// as CUDA graph replays, so that every step is timed).
+pub(crate) fn recording() -> bool {
+    on() && REC.with(|r| r.borrow().is_some())
+}
+
 /// Begins a host-timed measurement (planning, transfers, waits).
 #[inline]
 pub(crate) fn begin_wall() -> Option<Probe> {

@@ -20,9 +20,12 @@ macro_rules! counters {
             Stats { $($name: COUNTERS.$name.load(Relaxed),)* }
         }
 
-        /// Sets every counter to zero.
+        /// Sets every counter to zero and restarts the memory high-water marks of
+        /// [`memory_stats`] from the current levels.
         pub fn reset_stats() {
             $(COUNTERS.$name.store(0, Relaxed);)*
+            DEVICE_BYTES.reset_peak();
+            HOST_BYTES.reset_peak();
         }
 
         #[allow(dead_code)]
@@ -46,6 +49,81 @@ counters! {
     plan_cache_hits: "Evaluations whose plan came from the plan cache.",
     compile_time_ns: "Nanoseconds spent compiling kernels.",
     buffers_allocated: "Device buffers allocated.",
+    buffers_reused: "Kernel outputs written in place into the buffer of an input whose last \
+        handle the evaluation consumed (see `Array::eval`).",
+    graph_captures: "CUDA graphs captured (a repeated plan recorded once).",
+    graph_launches: "CUDA graph replays (one launch runs a whole plan).",
+    graph_fallbacks: "Plans that could have run as a CUDA graph but ran as plain launches \
+        (capture or update failed, or the plan reads or writes its boundary buffers).",
+}
+
+/// Gauges: levels rather than counts. [`reset_stats`] keeps the current levels and restarts
+/// the high-water marks from them.
+mod gauges {
+    use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
+
+    pub(crate) struct Gauge {
+        live: AtomicU64,
+        peak: AtomicU64,
+    }
+
+    impl Gauge {
+        pub(crate) const fn new() -> Gauge {
+            Gauge {
+                live: AtomicU64::new(0),
+                peak: AtomicU64::new(0),
+            }
+        }
+        pub(crate) fn add(&self, n: u64) {
+            let now = self.live.fetch_add(n, Relaxed) + n;
+            self.peak.fetch_max(now, Relaxed);
+        }
+        pub(crate) fn sub(&self, n: u64) {
+            // saturating: a level never wraps below zero
+            let _ = self
+                .live
+                .fetch_update(Relaxed, Relaxed, |v| Some(v.saturating_sub(n)));
+        }
+        pub(crate) fn live(&self) -> u64 {
+            self.live.load(Relaxed)
+        }
+        pub(crate) fn peak(&self) -> u64 {
+            self.peak.load(Relaxed)
+        }
+        pub(crate) fn reset_peak(&self) {
+            self.peak.store(self.live.load(Relaxed), Relaxed);
+        }
+    }
+
+    /// Bytes of live CUDA buffers (all devices).
+    pub(crate) static DEVICE: Gauge = Gauge::new();
+    /// Bytes of live host buffers of arrays on the CPU device.
+    pub(crate) static HOST: Gauge = Gauge::new();
+}
+pub(crate) use gauges::{DEVICE as DEVICE_BYTES, HOST as HOST_BYTES};
+
+/// Memory held by array buffers, in bytes: current levels and high-water marks since start
+/// or the last [`reset_stats`] (which restarts each mark from the current level).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct MemoryStats {
+    /// Bytes of live CUDA buffers (array data, FFT work areas while they exist).
+    pub device_bytes_live: u64,
+    /// Highest `device_bytes_live` seen.
+    pub device_bytes_peak: u64,
+    /// Bytes of live host buffers of arrays on the CPU device.
+    pub host_bytes_live: u64,
+    /// Highest `host_bytes_live` seen.
+    pub host_bytes_peak: u64,
+}
+
+/// The current memory levels (see [`MemoryStats`]).
+pub fn memory_stats() -> MemoryStats {
+    MemoryStats {
+        device_bytes_live: DEVICE_BYTES.live(),
+        device_bytes_peak: DEVICE_BYTES.peak(),
+        host_bytes_live: HOST_BYTES.live(),
+        host_bytes_peak: HOST_BYTES.peak(),
+    }
 }
 
 impl Stats {

@@ -8,7 +8,7 @@ use crate::Device;
 use lazyfuse_codegen::{BinaryOp, DType, RandomKind, ReduceLayout, ReduceOp, Scalar, UnaryOp};
 use smallvec::SmallVec;
 use std::collections::HashMap;
-use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering::Relaxed};
 use std::sync::{Arc, Mutex, MutexGuard, Weak};
 
 /// A small, fast, deterministic hasher (FxHash's mixing) for node keys and plan keys.
@@ -169,6 +169,9 @@ pub(crate) struct Node {
     pub(crate) shape: Shape,
     pub(crate) device: Device,
     state: Mutex<NodeState>,
+    /// Set when an evaluation took this node's buffer to write in place; hash-consing never
+    /// hands the node out again (see [`consume_buffer`]).
+    consumed: AtomicBool,
 }
 
 #[derive(PartialEq, Eq, Hash)]
@@ -222,7 +225,12 @@ impl Node {
             map: HashMap::default(),
             sweep_at: 1024,
         });
-        if let Some(n) = table.map.get(&key).and_then(Weak::upgrade) {
+        if let Some(n) = table
+            .map
+            .get(&key)
+            .and_then(Weak::upgrade)
+            .filter(|n| !n.consumed.load(Relaxed))
+        {
             return n;
         }
         let node = Arc::new(Node {
@@ -236,6 +244,7 @@ impl Node {
                 inputs,
                 buffer: None,
             }),
+            consumed: AtomicBool::new(false),
         });
         table.map.insert(key, Arc::downgrade(&node));
         if table.map.len() >= table.sweep_at {
@@ -247,6 +256,12 @@ impl Node {
 
     /// A realized leaf holding `buffer` (never shared by hash-consing).
     pub(crate) fn leaf(buffer: Buffer, shape: Shape, device: Device) -> Arc<Node> {
+        Node::leaf_shared(Arc::new(buffer), shape, device)
+    }
+
+    /// A realized leaf holding a buffer that may be shared with other nodes (never shared
+    /// by hash-consing).
+    pub(crate) fn leaf_shared(buffer: Arc<Buffer>, shape: Shape, device: Device) -> Arc<Node> {
         let shash = structure_hash(&Op::Buffer, buffer.dtype(), &shape, &device);
         Arc::new(Node {
             id: NEXT_ID.fetch_add(1, Relaxed),
@@ -257,8 +272,28 @@ impl Node {
             device,
             state: Mutex::new(NodeState {
                 inputs: Vec::new(),
-                buffer: Some(Arc::new(buffer)),
+                buffer: Some(buffer),
             }),
+            consumed: AtomicBool::new(false),
+        })
+    }
+
+    /// An unrealized node without inputs, never shared by hash-consing: the output of a
+    /// bound plan whose computation is described by the plan, not by the node (traced
+    /// functions bind their cached plans to such nodes).
+    pub(crate) fn fresh(op: Op, dtype: DType, shape: Shape, device: Device) -> Arc<Node> {
+        Arc::new(Node {
+            id: NEXT_ID.fetch_add(1, Relaxed),
+            shash: structure_hash(&op, dtype, &shape, &device),
+            op,
+            dtype,
+            shape,
+            device,
+            state: Mutex::new(NodeState {
+                inputs: Vec::new(),
+                buffer: None,
+            }),
+            consumed: AtomicBool::new(false),
         })
     }
 
@@ -290,6 +325,29 @@ impl Node {
     pub(crate) fn size(&self) -> usize {
         self.shape.iter().product()
     }
+}
+
+/// Takes the buffer of the realized node `node` for an evaluation to overwrite, when
+/// `unobserved()` (run under the hash-consing lock, so that no other thread can obtain the
+/// node meanwhile) confirms that nothing outside the evaluation can read it. From then on
+/// hash-consing never returns `node`, and its buffer is gone. `None` when the node holds no
+/// buffer, someone else holds the buffer, or `unobserved()` says no.
+pub(crate) fn consume_buffer(
+    node: &Arc<Node>,
+    unobserved: impl FnOnce() -> bool,
+) -> Option<Arc<Buffer>> {
+    let _table = TABLE.lock().unwrap_or_else(|e| e.into_inner());
+    let mut st = node.state();
+    if st.buffer.as_ref().is_none_or(|b| Arc::strong_count(b) != 1) {
+        return None;
+    }
+    drop(st);
+    if !unobserved() {
+        return None;
+    }
+    node.consumed.store(true, Relaxed);
+    st = node.state();
+    st.buffer.take()
 }
 
 impl Drop for Node {

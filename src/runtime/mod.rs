@@ -22,6 +22,11 @@ pub(crate) enum Buffer {
 }
 
 impl Buffer {
+    /// A host buffer, counted in the host memory gauge until dropped.
+    pub(crate) fn host(h: HostBuf) -> Buffer {
+        crate::stats::HOST_BYTES.add(h.as_bytes().len() as u64);
+        Buffer::Host(h)
+    }
     pub(crate) fn dtype(&self) -> DType {
         match self {
             Buffer::Host(h) => h.dtype(),
@@ -36,10 +41,20 @@ impl Buffer {
     }
 }
 
+impl Drop for Buffer {
+    fn drop(&mut self) {
+        // CUDA buffers count themselves (`cuda::CudaBuffer`); host ones were counted by
+        // `Buffer::host`.
+        if let Buffer::Host(h) = self {
+            crate::stats::HOST_BYTES.sub(h.as_bytes().len() as u64);
+        }
+    }
+}
+
 /// Copies host data to `dev`.
 pub(crate) fn upload(dev: &Device, host: HostBuf) -> Result<Buffer> {
     match dev {
-        Device::Cpu => Ok(Buffer::Host(host)),
+        Device::Cpu => Ok(Buffer::host(host)),
         Device::Cuda(d) => {
             let bytes = host.as_bytes().len() as u64;
             crate::stats::bump::bytes_h2d(bytes);
@@ -149,7 +164,7 @@ pub(crate) fn run_kernel(
                 .collect::<Result<_>>()?;
             Ok(cpu::run_kernel(kernel, &ins, args)?
                 .into_iter()
-                .map(Buffer::Host)
+                .map(Buffer::host)
                 .collect())
         }
         Device::Cuda(d) => {
@@ -171,6 +186,65 @@ pub(crate) fn run_kernel(
     }
 }
 
+/// Runs one fused kernel on `dev` writing output `out` into `donor`, the buffer of input
+/// `slot` (whose entry of `inputs` is `None`): the kernel must read that input only at the
+/// index it writes, and nothing else may observe `donor` (see `schedule::inplace`). Returns
+/// every output, `donor` itself at position `out`.
+pub(crate) fn run_kernel_reuse(
+    dev: &Device,
+    kernel: &Kernel,
+    inputs: &[Option<&Buffer>],
+    args: &LaunchArgs,
+    (slot, out): (usize, usize),
+    mut donor: Buffer,
+) -> Result<Vec<Buffer>> {
+    crate::stats::bump::kernels_launched(1);
+    let wrong = || crate::Error::internal("run_kernel", "buffer on another device");
+    let mut outs: Vec<Option<Buffer>> = match (dev, &mut donor) {
+        (Device::Cpu, Buffer::Host(d)) => {
+            if nvrtc_check_enabled() {
+                cuda::nvrtc_check(kernel)?;
+            }
+            let ins: Vec<Option<&HostBuf>> = inputs
+                .iter()
+                .map(|b| match b {
+                    None => Ok(None),
+                    Some(Buffer::Host(h)) => Ok(Some(h)),
+                    Some(_) => Err(wrong()),
+                })
+                .collect::<Result<_>>()?;
+            cpu::run_kernel_reuse(kernel, &ins, args, slot, out, d)?
+                .into_iter()
+                .map(|b| b.map(Buffer::host))
+                .collect()
+        }
+        #[cfg(feature = "cuda")]
+        (Device::Cuda(dv), Buffer::Cuda(d)) => {
+            let ins: Vec<&cuda::CudaBuffer> = inputs
+                .iter()
+                .map(|b| match b {
+                    None => Ok(&*d),
+                    Some(Buffer::Cuda(c)) => Ok(c),
+                    Some(_) => Err(wrong()),
+                })
+                .collect::<Result<_>>()?;
+            dv.run_kernel_reuse(kernel, &ins, args, Some((slot, out)))?
+                .into_iter()
+                .map(|b| b.map(Buffer::Cuda))
+                .collect()
+        }
+        _ => return Err(wrong()),
+    };
+    if outs.get(out).is_none_or(|o| o.is_some()) {
+        return Err(crate::Error::internal(
+            "run_kernel",
+            "reused output missing",
+        ));
+    }
+    outs[out] = Some(donor);
+    Ok(outs.into_iter().flatten().collect())
+}
+
 /// `LAZYFUSE_NVRTC_CHECK=1`: compile every kernel the CPU runs with NVRTC too (for sm_90),
 /// so a codegen error fails the CPU test suite on a machine without a GPU.
 fn nvrtc_check_enabled() -> bool {
@@ -189,7 +263,7 @@ pub(crate) fn fft(
 ) -> Result<Buffer> {
     match (dev, input) {
         (Device::Cpu, Buffer::Host(h)) => {
-            Ok(Buffer::Host(cpu::fft::run(spec, h, in_shape, out_shape)?))
+            Ok(Buffer::host(cpu::fft::run(spec, h, in_shape, out_shape)?))
         }
         // cuFFT on the device's stream (`cuda::fft`).
         #[cfg(feature = "cuda")]

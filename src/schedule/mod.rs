@@ -9,6 +9,7 @@
 //! inside the kernel, even with several consumers. Materialized nodes of one shape whose
 //! dependencies are met at the same time share one multi-output kernel.
 
+mod inplace;
 mod lower;
 mod matmul;
 
@@ -66,6 +67,8 @@ pub(crate) enum TStep {
 /// A plan for every DAG of one structure: cached, then bound to each new DAG.
 pub(crate) struct Template {
     steps: Vec<TStep>,
+    /// In-place opportunities (`inplace`), checked at each execution.
+    reuse: Vec<inplace::Cand>,
 }
 
 /// One unit of work, bound to nodes.
@@ -96,9 +99,18 @@ pub(crate) enum Step {
 /// The plan of one evaluation.
 pub(crate) struct Schedule {
     pub(crate) steps: Vec<Step>,
+    /// In-place opportunities bound to this evaluation's nodes.
+    reuse: Vec<inplace::Bound>,
 }
 
 impl Schedule {
+    /// The schedule without in-place reuse: for plans bound to nodes whose edges differ
+    /// from the template's DAG (traced functions bind fresh nodes without inputs), where
+    /// reference counts cannot prove ownership.
+    pub(crate) fn without_reuse(mut self) -> Schedule {
+        self.reuse.clear();
+        self
+    }
     /// Number of kernel steps.
     pub(crate) fn kernel_count(&self) -> usize {
         self.steps
@@ -223,9 +235,11 @@ type PlanCache = HashMap<Vec<u64>, Arc<Template>, FxBuild>;
 static PLANS: Mutex<Option<PlanCache>> = Mutex::new(None);
 const PLAN_CACHE_MAX: usize = 4096;
 
-/// Plans the evaluation of `roots`: a cached plan of the same structure when there is one.
-pub(crate) fn plan(roots: &[Arc<Node>]) -> Result<Schedule> {
-    let probe = crate::profile::begin_wall();
+/// The plan template for `roots` (cached by structure) with the walked nodes it is
+/// positioned over, and whether it came from the cache.
+pub(crate) fn template_for_hit(
+    roots: &[Arc<Node>],
+) -> Result<(Arc<Template>, Vec<Arc<Node>>, bool)> {
     let walked = walk(roots);
     let pos: HashMap<u64, usize, FxBuild> = walked
         .iter()
@@ -265,10 +279,54 @@ pub(crate) fn plan(roots: &[Arc<Node>]) -> Result<Schedule> {
             t
         }
     };
+    Ok((template, nodes, hit))
+}
+
+/// The plan template for `roots` (cached by structure) with the walked nodes it is
+/// positioned over.
+pub(crate) fn template_for(roots: &[Arc<Node>]) -> Result<(Arc<Template>, Vec<Arc<Node>>)> {
+    template_for_hit(roots).map(|(t, n, _)| (t, n))
+}
+
+/// Plans the evaluation of `roots`: a cached plan of the same structure when there is one.
+pub(crate) fn plan(roots: &[Arc<Node>]) -> Result<Schedule> {
+    let probe = crate::profile::begin_wall();
+    let (template, nodes, hit) = template_for_hit(roots)?;
     let sched = bind(&template, &nodes)?;
     crate::profile::plan_done(probe, hit, sched.steps.len());
     config::debug_log!(3, "{sched}");
     Ok(sched)
+}
+
+impl TStep {
+    /// DAG positions this step reads. Exhaustive on purpose: a new kind of step must say
+    /// what it reads (in-place reuse and traced functions rely on it).
+    pub(crate) fn reads(&self) -> SmallVec<[usize; 8]> {
+        match self {
+            TStep::Kernel { inputs, .. } => inputs.iter().copied().collect(),
+            TStep::Copy { src, .. } | TStep::Fft { src, .. } | TStep::Alias { src, .. } => {
+                [*src].into_iter().collect()
+            }
+            TStep::MatMul { a, b, .. } => [*a, *b].into_iter().collect(),
+        }
+    }
+    /// DAG positions this step computes (exhaustive, like [`TStep::reads`]).
+    pub(crate) fn writes(&self) -> SmallVec<[usize; 4]> {
+        match self {
+            TStep::Kernel { outputs, .. } => outputs.iter().copied().collect(),
+            TStep::Copy { dst, .. }
+            | TStep::Fft { dst, .. }
+            | TStep::Alias { dst, .. }
+            | TStep::MatMul { dst, .. } => [*dst].into_iter().collect(),
+        }
+    }
+}
+
+impl Template {
+    /// The steps, over DAG positions.
+    pub(crate) fn steps(&self) -> &[TStep] {
+        &self.steps
+    }
 }
 
 fn make_template(
@@ -324,7 +382,8 @@ fn make_template(
         if extra.is_empty() {
             crate::stats::bump::plans(1);
             steps.append(&mut aliases);
-            return Ok(Template { steps });
+            let reuse = inplace::candidates(&steps, nodes, pos, roots);
+            return Ok(Template { steps, reuse });
         }
         // Materialize only the outermost of the reported nodes: the ones below them may be
         // read in a single context once these are buffers.
@@ -401,7 +460,7 @@ fn descendants(nodes: &[Arc<Node>], tops: &HashSet<u64>, mat: &HashSet<u64>) -> 
 }
 
 /// The template's steps with this DAG's nodes and values.
-fn bind(t: &Template, nodes: &[Arc<Node>]) -> Result<Schedule> {
+pub(crate) fn bind(t: &Template, nodes: &[Arc<Node>]) -> Result<Schedule> {
     let value = |p: usize| -> Result<Scalar> {
         match nodes[p].op {
             Op::Const(s) => Ok(s),
@@ -459,7 +518,10 @@ fn bind(t: &Template, nodes: &[Arc<Node>]) -> Result<Schedule> {
             })
         })
         .collect::<Result<_>>()?;
-    Ok(Schedule { steps })
+    Ok(Schedule {
+        steps,
+        reuse: inplace::bind(&t.reuse, nodes),
+    })
 }
 
 /// Plans and runs the evaluation of `roots`.
@@ -468,8 +530,18 @@ pub(crate) fn evaluate(roots: &[Arc<Node>]) -> Result<()> {
         return Ok(());
     }
     let _scope = crate::profile::scope(true);
-    let sched = plan(roots)?;
+    let probe = crate::profile::begin_wall();
+    let (template, nodes, hit) = template_for_hit(roots)?;
     crate::stats::bump::evals(1);
+    // a profiled eval runs step by step so that each step is timed
+    #[cfg(feature = "cuda")]
+    if !crate::profile::recording() && crate::function::eval_graph(&template, &nodes, roots)? {
+        return Ok(());
+    }
+    let sched = bind(&template, &nodes)?;
+    drop(nodes); // the schedule holds what it needs; fewer handles, more in-place reuse
+    crate::profile::plan_done(probe, hit, sched.steps.len());
+    config::debug_log!(3, "{sched}");
     execute(&sched)
 }
 
@@ -487,7 +559,7 @@ fn buffer_of(n: &Node) -> Result<Arc<Buffer>> {
 
 /// Runs a schedule step by step, realizing each step's outputs.
 pub(crate) fn execute(sched: &Schedule) -> Result<()> {
-    for step in &sched.steps {
+    for (si, step) in sched.steps.iter().enumerate() {
         match step {
             Step::Kernel {
                 kernel,
@@ -495,6 +567,9 @@ pub(crate) fn execute(sched: &Schedule) -> Result<()> {
                 outputs,
                 args,
             } => {
+                if inplace::try_run(sched, si, kernel, inputs, outputs, args)? {
+                    continue;
+                }
                 let bufs: Vec<Arc<Buffer>> =
                     inputs.iter().map(|n| buffer_of(n)).collect::<Result<_>>()?;
                 let refs: Vec<&Buffer> = bufs.iter().map(|b| b.as_ref()).collect();

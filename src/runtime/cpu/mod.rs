@@ -109,3 +109,86 @@ pub(crate) fn run_kernel(
     result?;
     Ok(outs)
 }
+
+/// [`run_kernel`] writing output `out` into `donor` (the buffer of input `slot`, whose entry
+/// in `inputs` is `None`): chunk by chunk, the kernel computes into a chunk-sized scratch
+/// buffer while reading `donor`, then the chunk is copied into `donor`. Sound because the
+/// kernel reads input `slot` only at the index it writes (the caller's guarantee), so no
+/// later chunk reads an element an earlier chunk replaced. Output `out`'s entry of the
+/// result is `None`; the other outputs are fresh.
+pub(crate) fn run_kernel_reuse(
+    kernel: &Kernel,
+    inputs: &[Option<&HostBuf>],
+    args: &LaunchArgs,
+    slot: usize,
+    out: usize,
+    donor: &mut HostBuf,
+) -> Result<Vec<Option<HostBuf>>> {
+    let n = args.len();
+    if donor.len() != n || kernel.outputs.get(out) != Some(&donor.dtype()) {
+        return Err(Error::internal(
+            "cpu kernel",
+            format!("input {slot} cannot hold output {out} of {n} elements"),
+        ));
+    }
+    let mut outs: Vec<Option<HostBuf>> = kernel
+        .outputs
+        .iter()
+        .enumerate()
+        .map(|(j, &d)| (j != out).then(|| HostBuf::zeros(d, n)))
+        .collect();
+    let mut scratch = HostBuf::zeros(donor.dtype(), n.min(CHUNK));
+    let mut start = 0;
+    while start < n {
+        let len = (n - start).min(CHUNK);
+        {
+            let ins: Vec<Slice<'_>> = inputs
+                .iter()
+                .enumerate()
+                .map(|(i, b)| match b {
+                    Some(b) => Ok(b.as_slice()),
+                    None if i == slot => Ok(donor.as_slice()),
+                    None => Err(Error::internal("cpu kernel", "missing input")),
+                })
+                .collect::<Result<_>>()?;
+            let mut slices: Vec<SliceMut<'_>> = Vec::with_capacity(outs.len());
+            let mut tile = Some(scratch.as_slice_mut());
+            for o in outs.iter_mut() {
+                let s = match o {
+                    Some(buf) => sub_mut(buf.as_slice_mut(), start, len),
+                    None => sub_mut(
+                        tile.take()
+                            .ok_or_else(|| Error::internal("cpu kernel", "two reused outputs"))?,
+                        0,
+                        len,
+                    ),
+                };
+                slices.push(s);
+            }
+            interp::run(kernel, &ins, &mut slices, args, start)
+                .map_err(|e| Error::internal("cpu kernel", e))?;
+        }
+        copy_chunk(donor, start, &scratch, len);
+        start += len;
+    }
+    Ok(outs)
+}
+
+/// Elements `start..start + len` of a writable view.
+fn sub_mut(s: SliceMut<'_>, start: usize, len: usize) -> SliceMut<'_> {
+    let (_, rest) = s.split_at(start);
+    rest.split_at(len).0
+}
+
+/// `dst[start..start + len] = src[..len]` (same dtype).
+fn copy_chunk(dst: &mut HostBuf, start: usize, src: &HostBuf, len: usize) {
+    macro_rules! copy {
+        ($($v:ident),*) => {
+            match (dst, src) {
+                $((HostBuf::$v(d), HostBuf::$v(s)) => d[start..start + len].copy_from_slice(&s[..len]),)*
+                _ => unreachable!("scratch has the donor's dtype"),
+            }
+        };
+    }
+    copy!(Bool, I32, I64, F32, F64, C64, C128)
+}

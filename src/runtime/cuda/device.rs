@@ -38,7 +38,7 @@ pub struct CudaDevice {
     pub(super) ctx: Arc<CudaContext>,
     /// The only stream work of this device goes to (see the module docs).
     pub(super) stream: Arc<CudaStream>,
-    kernels: KernelCache,
+    pub(super) kernels: KernelCache,
     pub(super) staging: Staging,
     /// Zeroed completion counters of multi-block reductions (kernels leave them zeroed).
     counters: OnceLock<CudaBuffer>,
@@ -107,6 +107,13 @@ fn device_count() -> std::result::Result<usize, String> {
             .unwrap_or_else(|_| Err("the CUDA driver library failed to load".to_string()))
         })
         .clone()
+}
+
+thread_local! {
+    /// The stream a CUDA graph is being captured on by this thread, with its device
+    /// ordinal (`graph::capture`); work of that device queued by this thread goes there.
+    pub(super) static CAPTURE: std::cell::RefCell<Option<(usize, Arc<CudaStream>)>> =
+        const { std::cell::RefCell::new(None) };
 }
 
 /// Grid size for `n` elements: enough blocks to cover every element once, capped at
@@ -201,6 +208,19 @@ impl CudaDevice {
         }))
     }
 
+    /// The stream this thread queues work of this device on: the device's stream, or the
+    /// capture stream while this thread records a CUDA graph for this device.
+    pub(super) fn work_stream(&self) -> Arc<CudaStream> {
+        CAPTURE
+            .with(|c| {
+                c.borrow()
+                    .as_ref()
+                    .filter(|(o, _)| *o == self.ordinal)
+                    .map(|(_, s)| s.clone())
+            })
+            .unwrap_or_else(|| self.stream.clone())
+    }
+
     /// An owning handle of this device.
     pub(super) fn arc(&self) -> Result<Arc<CudaDevice>> {
         self.me
@@ -263,6 +283,76 @@ impl CudaDevice {
         inputs: &[&CudaBuffer],
         args: &LaunchArgs,
     ) -> Result<Vec<CudaBuffer>> {
+        self.run_kernel_reuse(kernel, inputs, args, None)?
+            .into_iter()
+            .map(|b| b.ok_or_else(|| Error::internal("run_kernel", "output not allocated")))
+            .collect()
+    }
+
+    /// [`CudaDevice::run_kernel`], writing output `out` into input `slot`'s buffer when
+    /// `reuse` is `Some((slot, out))` (the caller guarantees that the kernel reads that input
+    /// only at the index it writes, and that nobody else observes the buffer). The entry of
+    /// output `out` is then `None`; every other output is freshly allocated.
+    pub(crate) fn run_kernel_reuse(
+        &self,
+        kernel: &Kernel,
+        inputs: &[&CudaBuffer],
+        args: &LaunchArgs,
+        reuse: Option<(usize, usize)>,
+    ) -> Result<Vec<Option<CudaBuffer>>> {
+        let (k, opts) = self.check_and_load(kernel, inputs, args, reuse)?;
+        let me = self.arc()?;
+        let n = kernel.out_len(args);
+        let outputs: Vec<Option<CudaBuffer>> = kernel
+            .outputs
+            .iter()
+            .enumerate()
+            .map(|(j, &d)| match reuse {
+                Some((_, out)) if out == j => Ok(None),
+                _ => self.alloc(&me, d, n).map(Some),
+            })
+            .collect::<Result<_>>()?;
+        let Some((k, opts)) = k.zip(opts) else {
+            return Ok(outputs); // nothing to compute
+        };
+        if let Some(red) = kernel.reduce {
+            let outs: Vec<CudaBuffer> = outputs.into_iter().flatten().collect();
+            self.launch_reduce(&me, &k, &opts, kernel, red, inputs, &outs, args)?;
+            return Ok(outs.into_iter().map(Some).collect());
+        }
+        let in_ptrs: SmallVec<[u64; 8]> = inputs.iter().map(|b| b.device_ptr()).collect();
+        let out_ptrs: SmallVec<[u64; 4]> = outputs
+            .iter()
+            .map(|b| match (b, reuse) {
+                (Some(b), _) => b.device_ptr(),
+                (None, Some((slot, _))) => in_ptrs[slot],
+                (None, None) => 0, // unreachable: every output is allocated without reuse
+            })
+            .collect();
+        let blob = pack_args_reduce(
+            kernel,
+            &opts,
+            &in_ptrs,
+            &out_ptrs,
+            args,
+            &ReduceLaunch::default(),
+        )
+        .map_err(|e| Error::internal("pack_args", e))?;
+        self.launch(&k, blob, n)?;
+        Ok(outputs)
+    }
+
+    /// Checks `inputs` (device, dtype, count) and the reuse request against `kernel`, and
+    /// loads (compiling on a miss) the kernel for this launch. `None` when `args` computes
+    /// no element.
+    #[allow(clippy::type_complexity)]
+    pub(super) fn check_and_load(
+        &self,
+        kernel: &Kernel,
+        inputs: &[&CudaBuffer],
+        args: &LaunchArgs,
+        reuse: Option<(usize, usize)>,
+    ) -> Result<(Option<Arc<LoadedKernel>>, Option<RenderOptions>)> {
         if inputs.len() != kernel.inputs.len() {
             return Err(Error::internal(
                 "run_kernel",
@@ -288,43 +378,41 @@ impl CudaDevice {
                 ));
             }
         }
-        let me = self.arc()?;
         let n = kernel.out_len(args);
+        if let Some((slot, out)) = reuse {
+            let ok = kernel.reduce.is_none()
+                && inputs.get(slot).is_some_and(|b| b.len() == n)
+                && kernel.outputs.get(out) == kernel.inputs.get(slot);
+            if !ok {
+                return Err(Error::internal(
+                    "run_kernel",
+                    format!("input {slot} cannot hold output {out} of {n} elements"),
+                ));
+            }
+        }
         if n == 0 {
-            return kernel
-                .outputs
-                .iter()
-                .map(|&d| self.alloc(&me, d, 0))
-                .collect();
+            return Ok((None, None));
         }
         let opts = render_options(args.len().max(n), inputs.iter().map(|b| b.len()));
         let k = self.kernels.get(&self.ctx, kernel, &opts)?;
-        let outputs: Vec<CudaBuffer> = kernel
-            .outputs
-            .iter()
-            .map(|&d| self.alloc(&me, d, n))
-            .collect::<Result<_>>()?;
-        let in_ptrs: SmallVec<[u64; 8]> = inputs.iter().map(|b| b.device_ptr()).collect();
-        let out_ptrs: SmallVec<[u64; 4]> = outputs.iter().map(|b| b.device_ptr()).collect();
-        let Some(red) = kernel.reduce else {
-            let blob = pack_args_reduce(
-                kernel,
-                &opts,
-                &in_ptrs,
-                &out_ptrs,
-                args,
-                &ReduceLaunch::default(),
-            )
-            .map_err(|e| Error::internal("pack_args", e))?;
-            let grid = grid_size(
-                n,
-                k.rendered.block.max(1),
-                k.rendered.per_thread,
-                self.sm_count,
-            );
-            self.launch(&k, blob, (grid, 1))?;
-            return Ok(outputs);
-        };
+        Ok((Some(k), Some(opts)))
+    }
+
+    /// Launches reduction kernel `k` into `outputs`, split as [`reduce_split`] decides
+    /// (partials of a split row in pool memory freed, stream-ordered, after the launch).
+    #[allow(clippy::too_many_arguments)]
+    fn launch_reduce(
+        &self,
+        me: &Arc<CudaDevice>,
+        k: &LoadedKernel,
+        opts: &RenderOptions,
+        kernel: &Kernel,
+        red: lazyfuse_codegen::Reduce,
+        inputs: &[&CudaBuffer],
+        outputs: &[CudaBuffer],
+        args: &LaunchArgs,
+    ) -> Result<()> {
+        let n = kernel.out_len(args);
         let r = args.shape.get(1).copied().unwrap_or(0);
         let (tpr, chunks, gx) = reduce_split(red.layout, n, r, self.sm_count);
         let mut launch = ReduceLaunch {
@@ -332,56 +420,53 @@ impl CudaDevice {
             chunks,
             ..ReduceLaunch::default()
         };
-        // partials live until the launch is done: freed stream-ordered after it
         let mut partials = Vec::new();
         if chunks > 1 {
             let vd = kernel.values[red.value as usize].dtype;
-            let ws = self.alloc(&me, vd, n * chunks as usize)?;
+            let ws = self.alloc(me, vd, n * chunks as usize)?;
             launch.workspace = ws.device_ptr();
             partials.push(ws);
             if red.op.is_arg() {
-                let wsi = self.alloc(&me, DType::I64, n * chunks as usize)?;
+                let wsi = self.alloc(me, DType::I64, n * chunks as usize)?;
                 launch.workspace_idx = wsi.device_ptr();
                 partials.push(wsi);
             }
-            launch.counters = self.reduce_counters(&me)?;
+            launch.counters = self.reduce_counters()?;
         }
-        let blob = pack_args_reduce(kernel, &opts, &in_ptrs, &out_ptrs, args, &launch)
+        let in_ptrs: SmallVec<[u64; 8]> = inputs.iter().map(|b| b.device_ptr()).collect();
+        let out_ptrs: SmallVec<[u64; 4]> = outputs.iter().map(|b| b.device_ptr()).collect();
+        let blob = pack_args_reduce(kernel, opts, &in_ptrs, &out_ptrs, args, &launch)
             .map_err(|e| Error::internal("pack_args", e))?;
-        self.launch(&k, blob, (gx, chunks))?;
+        let (blob, _, block) = self.launch_shape(k, blob, 0)?;
+        self.launch_at(k, blob, (gx, chunks), block)?;
         drop(partials);
-        Ok(outputs)
+        Ok(())
     }
 
     /// The device pointer of the zeroed reduction counters (allocated on first use).
-    fn reduce_counters(&self, me: &Arc<CudaDevice>) -> Result<u64> {
+    fn reduce_counters(&self) -> Result<u64> {
         if let Some(c) = self.counters.get() {
             return Ok(c.device_ptr());
         }
         let zeros = HostBuf::I32(vec![0; REDUCE_COUNTERS]);
         let buf = self.upload(&zeros)?;
-        let _ = me;
         Ok(self.counters.get_or_init(|| buf).device_ptr())
     }
 
     /// Launches `k` over `n` elements with the packed argument struct `blob`.
-    fn launch(&self, k: &LoadedKernel, mut blob: Vec<u8>, grid: (u32, u32)) -> Result<()> {
-        match k.param_size {
-            Some(size) if size != blob.len() => {
-                return Err(Error::internal(
-                    "run_kernel",
-                    format!(
-                        "kernel {} declares {size} parameter bytes, pack_args gave {}",
-                        k.rendered.entry,
-                        blob.len()
-                    ),
-                ))
-            }
-            Some(_) => {}
-            None if blob.len() < CLASSIC_PARAM_LIMIT => blob.resize(CLASSIC_PARAM_LIMIT, 0),
-            None => {}
-        }
-        let block = k.rendered.block.max(1);
+    pub(super) fn launch(&self, k: &LoadedKernel, blob: Vec<u8>, n: usize) -> Result<()> {
+        let (blob, grid, block) = self.launch_shape(k, blob, n)?;
+        self.launch_at(k, blob, (grid, 1), block)
+    }
+
+    /// Launches `k` on a `grid` of `block`-thread blocks with the checked blob.
+    fn launch_at(
+        &self,
+        k: &LoadedKernel,
+        mut blob: Vec<u8>,
+        grid: (u32, u32),
+        block: u32,
+    ) -> Result<()> {
         debug_log!(
             4,
             "launch {} grid={grid:?} block={block} per_thread={} args={}B",
@@ -406,11 +491,39 @@ impl CudaDevice {
                 (grid.0, grid.1, 1),
                 (block, 1, 1),
                 0,
-                self.stream.cu_stream(),
+                self.work_stream().cu_stream(),
                 &mut params,
             )
         }
         .map_err(driver_err("cuLaunchKernel"))
+    }
+
+    /// The checked (and, where the driver cannot report the parameter size, padded)
+    /// argument blob of a launch of `k` over `n` elements, its grid and its block size.
+    pub(super) fn launch_shape(
+        &self,
+        k: &LoadedKernel,
+        mut blob: Vec<u8>,
+        n: usize,
+    ) -> Result<(Vec<u8>, u32, u32)> {
+        match k.param_size {
+            Some(size) if size != blob.len() => {
+                return Err(Error::internal(
+                    "run_kernel",
+                    format!(
+                        "kernel {} declares {size} parameter bytes, pack_args gave {}",
+                        k.rendered.entry,
+                        blob.len()
+                    ),
+                ))
+            }
+            Some(_) => {}
+            None if blob.len() < CLASSIC_PARAM_LIMIT => blob.resize(CLASSIC_PARAM_LIMIT, 0),
+            None => {}
+        }
+        let block = k.rendered.block.max(1);
+        let grid = grid_size(n, block, k.rendered.per_thread, self.sm_count);
+        Ok((blob, grid, block))
     }
 }
 

@@ -677,8 +677,39 @@ impl CudaDevice {
         };
         let out_len: usize = out_shape.iter().product();
         let out = self.alloc(&me, out_dtype, out_len)?;
+        self.fft_into(spec, input, &out, in_shape, out_shape)?;
+        Ok(out)
+    }
+
+    /// [`CudaDevice::fft`] into the existing buffer `out` (of `out_shape`'s length and the
+    /// result's dtype), queued on the current work stream (the device's stream, or the
+    /// capture stream while a CUDA graph is being recorded on this thread).
+    pub(crate) fn fft_into(
+        &self,
+        spec: &FftSpec,
+        input: &CudaBuffer,
+        out: &CudaBuffer,
+        in_shape: &[usize],
+        out_shape: &[usize],
+    ) -> Result<()> {
+        let prec = check(spec, input.dtype(), input.len(), in_shape, out_shape)?;
+        let me = self.arc()?;
+        let out_dtype = match spec.kind {
+            FftKind::C2R => prec.real_dtype(),
+            _ => prec.complex_dtype(),
+        };
+        let out_len: usize = out_shape.iter().product();
+        if out.dtype() != out_dtype
+            || out.len() != out_len
+            || out.device().ordinal() != self.ordinal()
+        {
+            return Err(Error::internal(
+                "cuda fft",
+                format!("output buffer {out:?} for {out_len} x {out_dtype}"),
+            ));
+        }
         if out_len == 0 {
-            return Ok(out);
+            return Ok(());
         }
         if !cufft_present() {
             return Err(Error::NoCuda("cuFFT library not found".into()));
@@ -714,7 +745,7 @@ impl CudaDevice {
             })
         })?;
         drop(work); // freed on the stream, after the steps that use it
-        Ok(out)
+        Ok(())
     }
 }
 
@@ -875,14 +906,20 @@ impl Runner<'_> {
         dir: c_int,
     ) -> Result<()> {
         let (handle, work_size) = self.plan(key)?;
+        let stream = self.dev.work_stream();
+        // Plans are shared and the work stream differs while a graph is being captured:
+        // bind the plan to it for these executions (the state lock is held throughout).
+        // SAFETY: a live plan and a live stream of this device's context.
+        unsafe { cufft::set_stream(handle, stream.cu_stream() as cufft_sys::cudaStream_t) }
+            .map_err(cufft_err("cufftSetStream"))?;
         // The work area comes from the stream-ordered pool and is freed on the stream
         // after the executions below.
         // SAFETY: uninitialized bytes are fine for a work area (cuFFT writes before reading).
-        let work = unsafe { self.dev.stream.alloc::<u8>(work_size.max(1)) }
+        let work = unsafe { stream.alloc::<u8>(work_size.max(1)) }
             .map_err(driver_err("cuMemAllocAsync"))?;
         let work_ptr = {
             // Event tracking is off (module docs of `cuda`): the guard records nothing.
-            let (ptr, _guard) = work.device_ptr(&self.dev.stream);
+            let (ptr, _guard) = work.device_ptr(&stream);
             ptr
         };
         // SAFETY: the handle is a live plan of this device; the work area holds at least
@@ -975,7 +1012,7 @@ impl Runner<'_> {
     fn copy(&self, dst: u64, src: u64, bytes: usize) -> Result<()> {
         // SAFETY: both ranges lie inside live buffers of this device (sized by the program);
         // the copy is ordered on the stream like every other use of them.
-        unsafe { drv::memcpy_dtod_async(dst, src, bytes, self.dev.stream.cu_stream()) }
+        unsafe { drv::memcpy_dtod_async(dst, src, bytes, self.dev.work_stream().cu_stream()) }
             .map_err(driver_err("cuMemcpyDtoDAsync"))
     }
 
@@ -1021,7 +1058,7 @@ impl Runner<'_> {
                 (grid, 1, 1),
                 (HELPER_BLOCK, 1, 1),
                 0,
-                self.dev.stream.cu_stream(),
+                self.dev.work_stream().cu_stream(),
                 &mut params,
             )
         }

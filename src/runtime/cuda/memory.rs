@@ -40,6 +40,17 @@ impl fmt::Debug for CudaBuffer {
     }
 }
 
+impl Drop for CudaBuffer {
+    fn drop(&mut self) {
+        // the slice itself frees (stream-ordered) right after this
+        bump_live_sub(self.slice.len());
+    }
+}
+
+fn bump_live_sub(bytes: usize) {
+    crate::stats::DEVICE_BYTES.sub(bytes as u64);
+}
+
 impl CudaBuffer {
     /// Element dtype.
     pub fn dtype(&self) -> DType {
@@ -86,10 +97,13 @@ impl CudaDevice {
             op: "cuda alloc",
             msg: format!("{len} elements of {dtype} overflow the address space"),
         })?;
+        // The work stream: the device's stream, or the capture stream while this thread
+        // records a CUDA graph (then the allocation is part of the recording).
+        let stream = self.work_stream();
         // SAFETY: the bytes are uninitialized; u8 has no invalid values, and every buffer is
         // fully written before it is read (uploads copy all bytes, kernels store every
         // output element).
-        let alloc = || unsafe { self.stream.alloc::<u8>(bytes.max(1)) };
+        let alloc = || unsafe { stream.alloc::<u8>(bytes.max(1)) };
         let slice = match alloc() {
             Err(e) if is_oom(&e) => {
                 // Frees queued on the stream may not have reached the pool yet.
@@ -100,6 +114,7 @@ impl CudaDevice {
         }
         .map_err(driver_err("cuMemAllocAsync"))?;
         bump::buffers_allocated(1);
+        crate::stats::DEVICE_BYTES.add(slice.len() as u64);
         let buf = CudaBuffer {
             slice,
             dtype,

@@ -30,6 +30,7 @@ mod compile;
 mod device;
 mod disk_cache;
 mod fft;
+pub(crate) mod graph;
 mod memory;
 
 pub use compile::nvrtc_check;

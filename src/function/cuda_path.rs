@@ -1,0 +1,342 @@
+//! Traced functions and repeated evaluations on CUDA through `runtime::cuda::graph`:
+//! results are fresh buffers per call, intermediates live in the graph's arena.
+
+use super::{PosSlot, Res};
+use crate::graph::{Node, Op};
+use crate::runtime::cuda::graph::{GraphPlan, GraphStep, Slot};
+use crate::runtime::cuda::{CudaBuffer, CudaDevice};
+use crate::runtime::Buffer;
+use crate::schedule::{self, TStep, Template};
+use crate::{Device, Error, Result};
+use smallvec::SmallVec;
+use std::sync::Arc;
+
+pub(super) struct GraphState {
+    dev: Arc<CudaDevice>,
+    /// Graph operand of each DAG position a step refers to.
+    slot_of: Vec<Option<Slot>>,
+    /// Positions of the results computed per call, in `Ext` order after the inputs.
+    result_pos: Vec<usize>,
+    /// Nodes whose buffers are `Fixed` operands, in order.
+    fixed: Vec<Arc<Node>>,
+    plan: Option<GraphPlan>,
+    /// Number of per-call input buffers.
+    n_inputs: usize,
+}
+
+impl GraphState {
+    /// The graph state for a traced plan on `device`; `None` off CUDA or when the plan
+    /// holds steps a graph cannot run (copies between devices).
+    pub(super) fn new(
+        device: &Device,
+        template: &Template,
+        slots: &[PosSlot],
+        results: &[Res],
+        n_inputs: usize,
+    ) -> Option<GraphState> {
+        let Device::Cuda(dev) = device else {
+            return None;
+        };
+        if !template.steps().iter().all(|s| match s {
+            // reduction launches take a per-launch split and workspace: run plainly
+            TStep::Kernel { kernel, .. } => kernel.reduce.is_none(),
+            TStep::Fft { .. } => true,
+            _ => false,
+        }) {
+            return None;
+        }
+        let result_pos: Vec<usize> = {
+            let mut v: Vec<usize> = results
+                .iter()
+                .filter_map(|r| match r {
+                    Res::Pos(p) => Some(*p),
+                    _ => None,
+                })
+                .collect();
+            v.dedup();
+            let mut seen = Vec::new();
+            v.retain(|p| {
+                let new = !seen.contains(p);
+                seen.push(*p);
+                new
+            });
+            v
+        };
+        let mut slot_of = vec![None; slots.len()];
+        let mut fixed = Vec::new();
+        let mut arena = Vec::new();
+        for (p, s) in slots.iter().enumerate() {
+            slot_of[p] = match s {
+                PosSlot::Input(i) => Some(Slot::Ext(*i)),
+                PosSlot::Keep(n) if n.buffer().is_some() => {
+                    fixed.push(n.clone());
+                    Some(Slot::Fixed(usize::MAX)) // numbered below
+                }
+                PosSlot::Fresh(_, d, sh) => match result_pos.iter().position(|&r| r == p) {
+                    Some(k) => Some(Slot::Ext(n_inputs + k)),
+                    None => {
+                        arena.push((*d, sh.iter().product::<usize>()));
+                        Some(Slot::Arena(arena.len() - 1))
+                    }
+                },
+                _ => None,
+            };
+        }
+        let base = n_inputs + result_pos.len();
+        let mut k = 0;
+        for s in slot_of.iter_mut() {
+            if let Some(Slot::Fixed(_)) = s {
+                *s = Some(Slot::Fixed(base + k));
+                k += 1;
+            }
+        }
+        let mut st = GraphState {
+            dev: dev.clone(),
+            slot_of,
+            result_pos,
+            fixed,
+            plan: None,
+            n_inputs,
+        };
+        // Decide eligibility once, on the template's structure (no buffers needed).
+        let probe = st.steps_without_args(template).ok()?;
+        st.plan = Some(GraphPlan::new(dev.clone(), &probe, arena));
+        Some(st)
+    }
+
+    /// Whether graphs are off for this plan from the start (ineligible or disabled).
+    pub(super) fn is_off(&self) -> bool {
+        self.plan.as_ref().is_none_or(|p| p.is_off())
+    }
+
+    pub(super) fn is_recorded(&self) -> bool {
+        self.plan.as_ref().is_some_and(|p| p.is_recorded())
+    }
+
+    fn slot(&self, p: usize) -> Result<Slot> {
+        self.slot_of
+            .get(p)
+            .copied()
+            .flatten()
+            .ok_or_else(|| Error::internal("Function", format!("position {p} has no buffer")))
+    }
+
+    /// The steps with empty arguments (for the eligibility check).
+    fn steps_without_args<'a>(&self, t: &'a Template) -> Result<Vec<GraphStep<'a>>> {
+        static NO_ARGS: std::sync::OnceLock<lazyfuse_codegen::LaunchArgs> =
+            std::sync::OnceLock::new();
+        let no_args = NO_ARGS.get_or_init(Default::default);
+        self.steps(t, &vec![no_args; t.steps().len()], &[])
+    }
+
+    /// The graph steps of `t` with each kernel step's arguments from `args` and FFT
+    /// shapes from `nodes` (empty: shapes unknown, for the eligibility check).
+    fn steps<'a>(
+        &self,
+        t: &'a Template,
+        args: &[&'a lazyfuse_codegen::LaunchArgs],
+        shapes: &'a [(Vec<usize>, Vec<usize>, crate::graph::FftSpec)],
+    ) -> Result<Vec<GraphStep<'a>>> {
+        let mut out = Vec::new();
+        let mut f = 0;
+        for (i, s) in t.steps().iter().enumerate() {
+            match s {
+                TStep::Kernel {
+                    kernel,
+                    inputs,
+                    outputs,
+                    ..
+                } => out.push(GraphStep::Kernel {
+                    kernel,
+                    inputs: inputs
+                        .iter()
+                        .map(|&p| self.slot(p))
+                        .collect::<Result<SmallVec<_>>>()?,
+                    outputs: outputs
+                        .iter()
+                        .map(|&p| self.slot(p))
+                        .collect::<Result<SmallVec<_>>>()?,
+                    args: args[i],
+                }),
+                TStep::Fft { src, dst } => {
+                    let (in_shape, out_shape, spec) = match shapes.get(f) {
+                        Some((a, b, s)) => (a.as_slice(), b.as_slice(), s),
+                        None => (&[][..], &[][..], fft_spec_placeholder()),
+                    };
+                    f += 1;
+                    out.push(GraphStep::Fft {
+                        spec,
+                        src: self.slot(*src)?,
+                        dst: self.slot(*dst)?,
+                        in_shape,
+                        out_shape,
+                    });
+                }
+                _ => return Err(Error::internal("Function", "step kind without graph")),
+            }
+        }
+        Ok(out)
+    }
+
+    /// One call: fresh result buffers, then a plain, recorded or replayed run.
+    pub(super) fn call(
+        &mut self,
+        template: &Template,
+        nodes: &[Arc<Node>],
+        in_bufs: &[Arc<Buffer>],
+    ) -> Result<()> {
+        let sched = schedule::bind(template, nodes)?;
+        crate::config::debug_log!(3, "graph run of {sched}");
+        // kernel arguments (from the bound schedule) and FFT shapes, in step order
+        let mut args = Vec::with_capacity(sched.steps.len());
+        let mut ffts = Vec::new();
+        static NO_ARGS: std::sync::OnceLock<lazyfuse_codegen::LaunchArgs> =
+            std::sync::OnceLock::new();
+        let no_args = NO_ARGS.get_or_init(Default::default);
+        for s in &sched.steps {
+            match s {
+                schedule::Step::Kernel { args: a, .. } => args.push(a),
+                schedule::Step::Fft { src, dst } => {
+                    let Op::Fft(spec) = &dst.op else {
+                        return Err(Error::internal("Function", "fft step on a non-fft node"));
+                    };
+                    ffts.push((src.shape.to_vec(), dst.shape.to_vec(), spec.clone()));
+                    args.push(no_args);
+                }
+                _ => args.push(no_args),
+            }
+        }
+        let steps = self.steps(template, &args, &ffts)?;
+        // buffers: inputs, fresh results, fixed
+        let fixed_bufs: Vec<Arc<Buffer>> = self
+            .fixed
+            .iter()
+            .map(|n| {
+                n.buffer()
+                    .ok_or_else(|| Error::internal("Function", "captured array lost its buffer"))
+            })
+            .collect::<Result<_>>()?;
+        let outs: Vec<CudaBuffer> = self
+            .result_pos
+            .iter()
+            .map(|&p| self.dev.alloc_buffer(nodes[p].dtype, nodes[p].size()))
+            .collect::<Result<_>>()?;
+        let mut ext: Vec<&CudaBuffer> = Vec::new();
+        for b in in_bufs {
+            ext.push(cuda_of(b)?);
+        }
+        ext.extend(outs.iter());
+        for b in &fixed_bufs {
+            ext.push(cuda_of(b)?);
+        }
+        let plan = self
+            .plan
+            .as_mut()
+            .ok_or_else(|| Error::internal("Function", "no graph plan"))?;
+        plan.run(&steps, &ext)?;
+        drop(ext);
+        for (&p, buf) in self.result_pos.iter().zip(outs) {
+            nodes[p].realize(Arc::new(Buffer::Cuda(buf)));
+        }
+        Ok(())
+    }
+}
+
+fn cuda_of(b: &Buffer) -> Result<&CudaBuffer> {
+    match b {
+        Buffer::Cuda(c) => Ok(c),
+        _ => Err(Error::internal("Function", "host buffer in a CUDA plan")),
+    }
+}
+
+/// Graph states of plain evaluations, by plan template (the `Arc` keeps the address).
+type EvalGraphs = Vec<(Arc<Template>, Option<GraphState>)>;
+static EVAL_GRAPHS: std::sync::Mutex<EvalGraphs> = std::sync::Mutex::new(Vec::new());
+/// Most plans with eval-level graph state kept (each holds a graph and its arena).
+const EVAL_GRAPHS_MAX: usize = 64;
+
+/// Runs the evaluation of `roots` (planned as `template` over `nodes`) through a CUDA
+/// graph when the plan is worth one; `Ok(false)` when the caller should execute it
+/// plainly. Worth one: CUDA, graphs on, at least two steps (a single launch gains
+/// nothing from a graph and would lose in-place reuse), every root computed by the
+/// plan, only kernel and FFT steps, and FFTs between intermediates.
+pub(crate) fn eval_graph(
+    template: &Arc<Template>,
+    nodes: &[Arc<Node>],
+    roots: &[Arc<Node>],
+) -> Result<bool> {
+    let Some(Device::Cuda(_)) = roots.first().map(|r| &r.device) else {
+        return Ok(false);
+    };
+    if !crate::runtime::cuda::graph::graphs_enabled()
+        || template.steps().len() < 2
+        || roots
+            .iter()
+            .any(|r| r.buffer().is_some() || r.device != roots[0].device)
+    {
+        return Ok(false);
+    }
+    let mut cache = EVAL_GRAPHS.lock().unwrap_or_else(|e| e.into_inner());
+    let idx = match cache.iter().position(|(t, _)| Arc::ptr_eq(t, template)) {
+        Some(i) => i,
+        None => {
+            if cache.len() >= EVAL_GRAPHS_MAX {
+                cache.clear();
+            }
+            let state = new_eval_state(template, nodes, roots);
+            cache.push((template.clone(), state));
+            cache.len() - 1
+        }
+    };
+    let Some(state) = cache[idx].1.as_mut() else {
+        return Ok(false);
+    };
+    let bufs: Vec<Arc<Buffer>> = nodes.iter().filter_map(|n| n.buffer()).collect();
+    if bufs.len() != state.n_inputs {
+        return Ok(false); // realized-ness is part of the plan key; defensive only
+    }
+    state.call(template, nodes, &bufs)?;
+    Ok(true)
+}
+
+/// The graph state of an evaluation plan: realized positions are the per-eval inputs
+/// (in position order), roots the results, every other produced node an intermediate.
+fn new_eval_state(
+    template: &Template,
+    nodes: &[Arc<Node>],
+    roots: &[Arc<Node>],
+) -> Option<GraphState> {
+    let produced: std::collections::HashSet<usize> =
+        template.steps().iter().flat_map(|s| s.writes()).collect();
+    let mut k = 0;
+    let slots: Vec<PosSlot> = nodes
+        .iter()
+        .enumerate()
+        .map(|(p, n)| {
+            if n.buffer().is_some() {
+                k += 1;
+                PosSlot::Input(k - 1)
+            } else if produced.contains(&p) {
+                PosSlot::Fresh(n.op.clone(), n.dtype, n.shape.clone())
+            } else {
+                PosSlot::Unused
+            }
+        })
+        .collect();
+    let results: Vec<Res> = roots
+        .iter()
+        .map(|r| nodes.iter().position(|n| n.id == r.id).map(Res::Pos))
+        .collect::<Option<_>>()?;
+    let st = GraphState::new(&roots[0].device, template, &slots, &results, k)?;
+    (!st.is_off()).then_some(st)
+}
+
+/// A spec for eligibility probing only (never executed).
+fn fft_spec_placeholder() -> &'static crate::graph::FftSpec {
+    static SPEC: std::sync::OnceLock<crate::graph::FftSpec> = std::sync::OnceLock::new();
+    SPEC.get_or_init(|| crate::graph::FftSpec {
+        axes: Default::default(),
+        inverse: false,
+        kind: crate::graph::FftKind::C2C,
+    })
+}

@@ -1,0 +1,532 @@
+//! CUDA graphs for repeated plans: the first run launches normally (compiling kernels,
+//! making cuFFT plans), the second records the plan once on a private capture stream, and
+//! every later run updates the recorded kernel nodes' arguments and replays the whole plan
+//! with one `cuGraphLaunch` on the device's stream.
+//!
+//! # What may change between replays
+//! Only the arguments of the plan's own fused kernels: their by-value argument structs hold
+//! every buffer address and scalar, and `cuGraphExecKernelNodeSetParams` rewrites them
+//! before each launch. Everything recorded inside cuFFT (its kernels, the FFT helper
+//! kernels, copies) keeps the addresses it was recorded with, so FFT inputs and outputs
+//! must be buffers that stay put: intermediates in the graph's own arena (allocated when the
+//! graph is recorded, reused by every replay; a plan that is not recorded frees its
+//! intermediates after each run) or buffers the caller keeps alive for the graph's lifetime.
+//! The caller ([`GraphPlan::new`]) refuses plans that break this and runs them plainly.
+//! FFT work areas are allocated and freed inside the recording (graph memory nodes).
+//!
+//! # Ordering
+//! Recording executes nothing, so the capture stream needs no ordering against the device
+//! stream; replays go to the device stream and are ordered like any launch there. The
+//! arena is only touched by replays, which the stream serializes.
+//!
+//! # Failure
+//! Any error while recording, instantiating, updating or launching turns the graph off for
+//! this plan (logged at `LAZYFUSE_DEBUG>=1`, counted in `graph_fallbacks`) and the run
+//! proceeds with plain launches.
+
+use super::compile::LoadedKernel;
+use super::device::{CudaDevice, CAPTURE};
+use super::driver_err;
+use super::memory::CudaBuffer;
+use crate::config::debug_log;
+use crate::graph::FftSpec;
+use crate::stats::bump;
+use crate::{Error, Result};
+use cudarc::driver::{result as drv, sys as drv_sys, CudaStream};
+use lazyfuse_codegen::cuda::pack_args;
+use lazyfuse_codegen::{DType, Kernel, LaunchArgs};
+use smallvec::SmallVec;
+use std::ffi::c_void;
+use std::panic::{catch_unwind, AssertUnwindSafe};
+use std::sync::Arc;
+
+/// Where an operand of a graph step lives.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Slot {
+    /// A buffer given anew at every run (inputs and results): index into `ext`.
+    Ext(usize),
+    /// A buffer given at every run that is the same at every run (held by the caller for
+    /// the plan's lifetime): index into `ext`.
+    Fixed(usize),
+    /// The graph's own intermediate buffer number `i` (see [`GraphPlan::new`]).
+    Arena(usize),
+}
+
+/// One step of a plan run through [`GraphPlan::run`].
+pub(crate) enum GraphStep<'a> {
+    /// A fused kernel.
+    Kernel {
+        kernel: &'a Kernel,
+        inputs: SmallVec<[Slot; 8]>,
+        outputs: SmallVec<[Slot; 4]>,
+        args: &'a LaunchArgs,
+    },
+    /// An FFT (cuFFT).
+    Fft {
+        spec: &'a FftSpec,
+        src: Slot,
+        dst: Slot,
+        in_shape: &'a [usize],
+        out_shape: &'a [usize],
+    },
+}
+
+/// A recorded kernel node and what its arguments were last set to.
+struct KernelNode {
+    node: drv_sys::CUgraphNode,
+    kernel: Arc<LoadedKernel>,
+    grid: u32,
+    block: u32,
+    blob: Vec<u8>,
+}
+
+/// An instantiated graph and its kernel nodes, in step order.
+struct Recorded {
+    graph: drv_sys::CUgraph,
+    exec: drv_sys::CUgraphExec,
+    kernels: Vec<KernelNode>,
+}
+
+impl Drop for Recorded {
+    fn drop(&mut self) {
+        // SAFETY: both handles came from a successful capture and instantiation and are
+        // destroyed only here; an exec still running is freed by the driver on completion.
+        unsafe {
+            let _ = drv::graph::exec_destroy(self.exec);
+            let _ = drv::graph::destroy(self.graph);
+        }
+    }
+}
+
+// SAFETY: the raw graph handles are only used under the owner's lock (`GraphPlan` is used
+// through `&mut`), and the driver's graph objects are not tied to a thread.
+unsafe impl Send for Recorded {}
+
+/// The graph state of one repeated plan (owned by a traced `Function`).
+pub(crate) struct GraphPlan {
+    dev: Arc<CudaDevice>,
+    arena_spec: Vec<(DType, usize)>,
+    arena: Vec<CudaBuffer>,
+    recorded: Option<Recorded>,
+    /// Graphs are off for this plan (ineligible, disabled, or a failure).
+    off: bool,
+    runs: u64,
+}
+
+impl CudaDevice {
+    /// The default memory pool's `(used, reserved)` bytes: memory handed out by
+    /// stream-ordered allocations now, and memory the pool holds from the driver.
+    pub fn pool_usage(&self) -> Result<(u64, u64)> {
+        // SAFETY: `cu_device` is the device of this live context.
+        let pool = unsafe { drv::device::get_default_mem_pool(self.ctx.cu_device()) }
+            .map_err(driver_err("cuDeviceGetDefaultMemPool"))?;
+        let get = |attr: drv_sys::CUmemPool_attribute| -> Result<u64> {
+            let mut v: u64 = 0;
+            // SAFETY: both attributes are cuuint64_t values, which `v` is.
+            unsafe { drv::mem_pool::get_attribute(pool, attr, &mut v as *mut u64 as *mut c_void) }
+                .map_err(driver_err("cuMemPoolGetAttribute"))?;
+            Ok(v)
+        };
+        Ok((
+            get(drv_sys::CUmemPool_attribute::CU_MEMPOOL_ATTR_USED_MEM_CURRENT)?,
+            get(drv_sys::CUmemPool_attribute::CU_MEMPOOL_ATTR_RESERVED_MEM_CURRENT)?,
+        ))
+    }
+
+    /// A fresh uninitialized buffer of `len` elements of `dtype` (for results of graph
+    /// runs, which the graph's kernels write completely).
+    pub(crate) fn alloc_buffer(&self, dtype: DType, len: usize) -> Result<CudaBuffer> {
+        let me = self.arc()?;
+        self.alloc(&me, dtype, len)
+    }
+}
+
+/// `LAZYFUSE_GRAPHS`: `0` turns CUDA graphs off, `1` (the default) on.
+pub(crate) fn graphs_enabled() -> bool {
+    static ON: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
+    *ON.get_or_init(|| !std::env::var("LAZYFUSE_GRAPHS").is_ok_and(|v| v.trim() == "0"))
+}
+
+impl GraphPlan {
+    /// The graph state of a plan over `steps` on `dev` with intermediates `arena` (dtype,
+    /// length each). Graphs stay off when disabled or when an FFT reads or writes a buffer
+    /// that changes between runs.
+    pub(crate) fn new(
+        dev: Arc<CudaDevice>,
+        steps: &[GraphStep<'_>],
+        arena: Vec<(DType, usize)>,
+    ) -> GraphPlan {
+        let movable_fft = steps.iter().any(|s| {
+            matches!(s, GraphStep::Fft { src, dst, .. }
+                if matches!(src, Slot::Ext(_)) || !matches!(dst, Slot::Arena(_)))
+        });
+        let off = !graphs_enabled() || movable_fft;
+        if movable_fft && graphs_enabled() {
+            debug_log!(
+                1,
+                "graph: plan runs plainly (an FFT reads an input or writes a result)"
+            );
+            bump::graph_fallbacks(1);
+        }
+        GraphPlan {
+            dev,
+            arena_spec: arena,
+            arena: Vec::new(),
+            recorded: None,
+            off,
+            runs: 0,
+        }
+    }
+
+    /// Whether graphs are off for this plan.
+    pub(crate) fn is_off(&self) -> bool {
+        self.off
+    }
+
+    /// Whether runs replay a recorded graph.
+    pub(crate) fn is_recorded(&self) -> bool {
+        self.recorded.is_some()
+    }
+
+    /// Runs `steps` with `ext` as the buffers of `Slot::Ext`/`Slot::Fixed` operands (the
+    /// results among them already allocated): plainly on the first run, recorded on the
+    /// second and replayed from then on. Asynchronous like every launch.
+    pub(crate) fn run(&mut self, steps: &[GraphStep<'_>], ext: &[&CudaBuffer]) -> Result<()> {
+        if self.arena.len() != self.arena_spec.len() {
+            let me = self.dev.arc()?;
+            self.arena = self
+                .arena_spec
+                .iter()
+                .map(|&(d, n)| self.dev.alloc(&me, d, n))
+                .collect::<Result<_>>()?;
+        }
+        self.runs += 1;
+        if !self.off && self.recorded.is_none() && self.runs >= 2 {
+            match self.record(steps, ext) {
+                Ok(r) => {
+                    bump::graph_captures(1);
+                    debug_log!(2, "graph: recorded {} kernel nodes", r.kernels.len());
+                    self.recorded = Some(r);
+                }
+                Err(e) => self.give_up(&e),
+            }
+        }
+        let mut result = None;
+        if self.recorded.is_some() {
+            match self.replay(steps, ext) {
+                Ok(()) => result = Some(Ok(())),
+                Err(e) => self.give_up(&e),
+            }
+        }
+        let result = result.unwrap_or_else(|| self.plain(steps, ext, None));
+        if self.recorded.is_none() {
+            // Only a recorded graph needs its intermediates to stay put: otherwise they go
+            // back to the pool (after the queued work), so a plan run once holds nothing.
+            self.arena.clear();
+        }
+        result
+    }
+
+    fn give_up(&mut self, e: &Error) {
+        debug_log!(1, "graph: falling back to plain launches: {e}");
+        // Frees queued on an aborted capture store their errors on the context, which
+        // cudarc would report at the next unrelated call (`bind_to_thread`): clear them.
+        if let Err(stale) = self.dev.ctx.check_err() {
+            debug_log!(1, "graph: cleared a stored driver error: {stale:?}");
+        }
+        bump::graph_fallbacks(1);
+        self.recorded = None;
+        self.off = true;
+    }
+
+    fn ptr(&self, s: Slot, ext: &[&CudaBuffer]) -> Result<u64> {
+        self.buf(s, ext).map(|b| b.device_ptr())
+    }
+
+    fn buf<'b>(&'b self, s: Slot, ext: &[&'b CudaBuffer]) -> Result<&'b CudaBuffer> {
+        match s {
+            Slot::Ext(i) | Slot::Fixed(i) => ext.get(i).copied(),
+            Slot::Arena(i) => self.arena.get(i),
+        }
+        .ok_or_else(|| Error::internal("graph", format!("no buffer for {s:?}")))
+    }
+
+    /// The argument blob of kernel step `kernel` over these buffers.
+    fn blob(
+        &self,
+        kernel: &Kernel,
+        inputs: &[Slot],
+        outputs: &[Slot],
+        args: &LaunchArgs,
+        ext: &[&CudaBuffer],
+    ) -> Result<(Option<Arc<LoadedKernel>>, Vec<u8>)> {
+        let ins: Vec<&CudaBuffer> = inputs
+            .iter()
+            .map(|&s| self.buf(s, ext))
+            .collect::<Result<_>>()?;
+        for &o in outputs {
+            let b = self.buf(o, ext)?;
+            if b.len() != args.len() {
+                return Err(Error::internal("graph", "output of the wrong length"));
+            }
+        }
+        let (k, opts) = self.dev.check_and_load(kernel, &ins, args, None)?;
+        let Some((k, opts)) = k.zip(opts) else {
+            return Ok((None, Vec::new()));
+        };
+        let in_ptrs: SmallVec<[u64; 8]> = ins.iter().map(|b| b.device_ptr()).collect();
+        let out_ptrs: SmallVec<[u64; 4]> = outputs
+            .iter()
+            .map(|&s| self.ptr(s, ext))
+            .collect::<Result<_>>()?;
+        let blob = pack_args(kernel, &opts, &in_ptrs, &out_ptrs, args)
+            .map_err(|e| Error::internal("pack_args", e))?;
+        Ok((Some(k), blob))
+    }
+
+    /// Queues every step on the current work stream; while recording, collects the kernel
+    /// nodes into `nodes`.
+    fn plain(
+        &self,
+        steps: &[GraphStep<'_>],
+        ext: &[&CudaBuffer],
+        mut nodes: Option<&mut Vec<KernelNode>>,
+    ) -> Result<()> {
+        let counting = nodes.is_none();
+        for s in steps {
+            match s {
+                GraphStep::Kernel {
+                    kernel,
+                    inputs,
+                    outputs,
+                    args,
+                } => {
+                    let (k, blob) = self.blob(kernel, inputs, outputs, args, ext)?;
+                    let Some(k) = k else { continue };
+                    let (blob, grid, block) = self.dev.launch_shape(&k, blob, args.len())?;
+                    self.dev.launch(&k, blob.clone(), args.len())?;
+                    if counting {
+                        bump::kernels_launched(1);
+                    }
+                    if let Some(nodes) = nodes.as_deref_mut() {
+                        nodes.push(KernelNode {
+                            node: last_captured_node()?,
+                            kernel: k,
+                            grid,
+                            block,
+                            blob,
+                        });
+                    }
+                }
+                GraphStep::Fft {
+                    spec,
+                    src,
+                    dst,
+                    in_shape,
+                    out_shape,
+                } => {
+                    let (a, b) = (self.buf(*src, ext)?, self.buf(*dst, ext)?);
+                    self.dev.fft_into(spec, a, b, in_shape, out_shape)?;
+                    if counting {
+                        bump::library_calls(1);
+                    }
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// Records the steps on a fresh capture stream and instantiates the graph.
+    fn record(&self, steps: &[GraphStep<'_>], ext: &[&CudaBuffer]) -> Result<Recorded> {
+        let dev = &self.dev;
+        dev.ctx
+            .bind_to_thread()
+            .map_err(driver_err("cuCtxSetCurrent"))?;
+        let stream: Arc<CudaStream> = dev.ctx.new_stream().map_err(driver_err("cuStreamCreate"))?;
+        stream
+            .begin_capture(drv_sys::CUstreamCaptureMode::CU_STREAM_CAPTURE_MODE_THREAD_LOCAL)
+            .map_err(driver_err("cuStreamBeginCapture"))?;
+        struct Unset;
+        impl Drop for Unset {
+            fn drop(&mut self) {
+                CAPTURE.with(|c| c.borrow_mut().take());
+            }
+        }
+        let mut nodes = Vec::new();
+        let recorded = {
+            CAPTURE.with(|c| *c.borrow_mut() = Some((dev.ordinal(), stream.clone())));
+            let _unset = Unset;
+            // cudarc panics when a symbol is missing: report it as an error instead
+            catch_unwind(AssertUnwindSafe(|| {
+                self.plain(steps, ext, Some(&mut nodes))
+            }))
+            .unwrap_or_else(|_| {
+                Err(Error::Cuda {
+                    op: "graph capture",
+                    msg: "the driver bindings panicked".into(),
+                })
+            })
+        };
+        // Always end the capture, also after an error, so the stream is usable again.
+        // SAFETY: the stream is capturing (begun above) on this thread.
+        let ended = unsafe { drv::stream::end_capture(stream.cu_stream()) };
+        let graph = match (recorded, ended) {
+            (Ok(()), Ok(g)) if !g.is_null() => g,
+            (r, ended) => {
+                if let Ok(g) = ended {
+                    if !g.is_null() {
+                        // SAFETY: a graph the capture returned, not used elsewhere.
+                        let _ = unsafe { drv::graph::destroy(g) };
+                    }
+                }
+                return Err(match (r, ended) {
+                    (Err(e), _) => e,
+                    (Ok(()), Err(e)) => driver_err("cuStreamEndCapture")(e),
+                    (Ok(()), Ok(_)) => Error::Cuda {
+                        op: "cuStreamEndCapture",
+                        msg: "the capture produced no graph".into(),
+                    },
+                });
+            }
+        };
+        // SAFETY: a valid graph from the capture above.
+        let exec =
+            match unsafe { drv::graph::instantiate(graph, drv_sys::CUgraphInstantiate_flags(0)) } {
+                Ok(x) => x,
+                Err(e) => {
+                    // SAFETY: the graph is ours and not instantiated.
+                    let _ = unsafe { drv::graph::destroy(graph) };
+                    return Err(driver_err("cuGraphInstantiate")(e));
+                }
+            };
+        Ok(Recorded {
+            graph,
+            exec,
+            kernels: nodes,
+        })
+    }
+
+    /// Updates the recorded kernel nodes for this run's buffers and launches the graph on
+    /// the device stream.
+    fn replay(&mut self, steps: &[GraphStep<'_>], ext: &[&CudaBuffer]) -> Result<()> {
+        let mut blobs = Vec::new();
+        for s in steps {
+            if let GraphStep::Kernel {
+                kernel,
+                inputs,
+                outputs,
+                args,
+            } = s
+            {
+                let (k, blob) = self.blob(kernel, inputs, outputs, args, ext)?;
+                if let Some(k) = k {
+                    blobs.push(self.dev.launch_shape(&k, blob, args.len())?.0);
+                }
+            }
+        }
+        let rec = self
+            .recorded
+            .as_mut()
+            .ok_or_else(|| Error::internal("graph", "replay without a recording"))?;
+        if blobs.len() != rec.kernels.len() {
+            return Err(Error::internal("graph", "kernel count changed"));
+        }
+        self.dev
+            .ctx
+            .bind_to_thread()
+            .map_err(driver_err("cuCtxSetCurrent"))?;
+        let mut n_kernels = 0;
+        for (kn, mut blob) in rec.kernels.iter_mut().zip(blobs) {
+            n_kernels += 1;
+            if blob == kn.blob {
+                continue;
+            }
+            let mut params = [blob.as_mut_ptr() as *mut c_void];
+            let p = drv_sys::CUDA_KERNEL_NODE_PARAMS {
+                func: kn.kernel.func.cu_function(),
+                gridDimX: kn.grid,
+                gridDimY: 1,
+                gridDimZ: 1,
+                blockDimX: kn.block,
+                blockDimY: 1,
+                blockDimZ: 1,
+                sharedMemBytes: 0,
+                kernelParams: params.as_mut_ptr(),
+                extra: std::ptr::null_mut(),
+                kern: std::ptr::null_mut(),
+                ctx: std::ptr::null_mut(),
+            };
+            // SAFETY: `node` is a kernel node of the graph `exec` was instantiated from,
+            // recorded with this same function, grid and block; `params` points at one
+            // argument blob of the size the function declares (checked by launch_shape),
+            // which the driver copies during the call. Every address in it is a live
+            // buffer of this context that outlives the launch below (ext buffers are held
+            // by the caller until after it is queued and freed in stream order; the arena
+            // lives as long as this plan).
+            let r = catch_unwind(AssertUnwindSafe(|| unsafe {
+                drv_sys::cuGraphExecKernelNodeSetParams_v2(rec.exec, kn.node, &p).result()
+            }))
+            .unwrap_or(Err(cudarc::driver::DriverError(
+                drv_sys::cudaError_enum::CUDA_ERROR_NOT_FOUND,
+            )));
+            r.map_err(driver_err("cuGraphExecKernelNodeSetParams"))?;
+            kn.blob = blob;
+        }
+        // SAFETY: a live instantiated graph of this context, launched on the device stream
+        // (ordered after the work that wrote its inputs).
+        unsafe { drv::graph::launch(rec.exec, self.dev.stream.cu_stream()) }
+            .map_err(driver_err("cuGraphLaunch"))?;
+        bump::graph_launches(1);
+        bump::kernels_launched(n_kernels);
+        bump::library_calls(
+            steps
+                .iter()
+                .filter(|s| matches!(s, GraphStep::Fft { .. }))
+                .count() as u64,
+        );
+        Ok(())
+    }
+}
+
+/// The node the current capture on this thread's capture stream ends in: the kernel just
+/// launched (the capture is a chain, so it has exactly one dependency).
+fn last_captured_node() -> Result<drv_sys::CUgraphNode> {
+    let stream = CAPTURE
+        .with(|c| c.borrow().as_ref().map(|(_, s)| s.cu_stream()))
+        .ok_or_else(|| Error::internal("graph", "not capturing"))?;
+    let mut status = drv_sys::CUstreamCaptureStatus::CU_STREAM_CAPTURE_STATUS_NONE;
+    let mut id: drv_sys::cuuint64_t = 0;
+    let mut graph: drv_sys::CUgraph = std::ptr::null_mut();
+    let mut deps: *const drv_sys::CUgraphNode = std::ptr::null();
+    let mut n: usize = 0;
+    // SAFETY: every out-pointer is a valid local; edge data is not requested (null), which
+    // the driver allows when the edges carry default data (ours do: plain stream order).
+    let r = catch_unwind(AssertUnwindSafe(|| unsafe {
+        drv_sys::cuStreamGetCaptureInfo_v3(
+            stream,
+            &mut status,
+            &mut id,
+            &mut graph,
+            &mut deps,
+            std::ptr::null_mut(),
+            &mut n,
+        )
+        .result()
+    }))
+    .unwrap_or(Err(cudarc::driver::DriverError(
+        drv_sys::cudaError_enum::CUDA_ERROR_NOT_FOUND,
+    )));
+    r.map_err(driver_err("cuStreamGetCaptureInfo"))?;
+    if status != drv_sys::CUstreamCaptureStatus::CU_STREAM_CAPTURE_STATUS_ACTIVE
+        || n != 1
+        || deps.is_null()
+    {
+        return Err(Error::Cuda {
+            op: "graph capture",
+            msg: format!("capture status {status:?} with {n} dependencies after a launch"),
+        });
+    }
+    // SAFETY: the driver reported one valid entry at `deps`, alive until the next capture
+    // call on this stream.
+    Ok(unsafe { *deps })
+}

@@ -1,0 +1,561 @@
+//! Simulation loops stay healthy: the Allen-Cahn spectral step (BENCH.md `sim100`) run many
+//! times through `eval` and through a traced `lf::Function` keeps memory flat, plans and
+//! compiles only once, writes in place when it owns its input, and matches an independent
+//! rustfft oracle. Steps: `LAZYFUSE_LOOP_STEPS` (default 300).
+//!
+//! The counters are process-wide, so every test holds `LOCK` and measures deltas.
+
+mod common;
+
+use common::for_each_device;
+use lazyfuse as lf;
+use lf::{Array, DType, Device};
+use rustfft::num_complex::Complex64;
+use std::sync::{Mutex, MutexGuard};
+
+static LOCK: Mutex<()> = Mutex::new(());
+
+fn lock() -> MutexGuard<'static, ()> {
+    LOCK.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+fn graphs_on() -> bool {
+    std::env::var("LAZYFUSE_GRAPHS").map_or(true, |v| v.trim() != "0")
+}
+
+fn steps() -> usize {
+    std::env::var("LAZYFUSE_LOOP_STEPS")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(300)
+        .max(8)
+}
+
+/// Deterministic values in [-0.1, 0.1) (a fixed-seed LCG).
+fn field(n: usize, seed: u64) -> Vec<f32> {
+    let mut s = seed
+        .wrapping_mul(6364136223846793005)
+        .wrapping_add(1442695040888963407);
+    (0..n * n)
+        .map(|_| {
+            s = s
+                .wrapping_mul(6364136223846793005)
+                .wrapping_add(1442695040888963407);
+            ((s >> 40) as f32 / (1u64 << 24) as f32 - 0.5) * 0.2
+        })
+        .collect()
+}
+
+/// The multiplier of BENCH.md's sim100: 1 / (1 + dt k^2), k = 2 pi fftfreq(n, 1/n) / n.
+fn multiplier(n: usize, dt: f64) -> Vec<f64> {
+    let k: Vec<f64> = (0..n)
+        .map(|i| {
+            let f = if i < n.div_ceil(2) {
+                i as f64
+            } else {
+                i as f64 - n as f64
+            };
+            f * 2.0 * std::f64::consts::PI / n as f64
+        })
+        .collect();
+    let mut m = Vec::with_capacity(n * n);
+    for ky in &k {
+        for kx in &k {
+            m.push(1.0 / (1.0 + dt * (kx * kx + ky * ky)));
+        }
+    }
+    m
+}
+
+/// One step of the simulation, lazily.
+fn step(u: &Array, mult: &Array, dt: f64) -> Array {
+    let v = u + (u - u * u * u) * dt;
+    lf::fft::ifft2(&(lf::fft::fft2(&v) * mult)).real()
+}
+
+/// The oracle: `steps` steps in f64 with rustfft (2-D FFT as row then column passes).
+fn oracle(u0: &[f32], n: usize, dts: &[f64]) -> Vec<f64> {
+    let mut planner = rustfft::FftPlanner::<f64>::new();
+    let fwd = planner.plan_fft_forward(n);
+    let inv = planner.plan_fft_inverse(n);
+    let fft2 = |x: &mut Vec<Complex64>, f: &dyn rustfft::Fft<f64>| {
+        for row in x.chunks_mut(n) {
+            f.process(row);
+        }
+        let mut col = vec![Complex64::default(); n];
+        for j in 0..n {
+            for i in 0..n {
+                col[i] = x[i * n + j];
+            }
+            f.process(&mut col);
+            for i in 0..n {
+                x[i * n + j] = col[i];
+            }
+        }
+    };
+    let mut u: Vec<f64> = u0.iter().map(|&v| v as f64).collect();
+    for &dt in dts {
+        let m = multiplier(n, 0.1);
+        let mut c: Vec<Complex64> = u
+            .iter()
+            .map(|&x| Complex64::new(x + dt * (x - x * x * x), 0.0))
+            .collect();
+        fft2(&mut c, fwd.as_ref());
+        for (z, m) in c.iter_mut().zip(&m) {
+            *z *= m;
+        }
+        fft2(&mut c, inv.as_ref());
+        u = c.iter().map(|z| z.re / (n * n) as f64).collect();
+    }
+    u
+}
+
+fn setup(dev: &Device, n: usize) -> (Array, Array, Vec<f32>) {
+    let u0 = field(n, 7);
+    let m: Vec<f32> = multiplier(n, 0.1).iter().map(|&v| v as f32).collect();
+    let u = Array::from_vec_on(u0.clone(), &[n, n], dev).unwrap();
+    let mult = Array::from_vec_on(m, &[n, n], dev).unwrap();
+    (u, mult, u0)
+}
+
+fn check_close(got: &Array, want: &[f64], n: usize, tol: f64) {
+    assert_eq!(got.shape(), &[n, n]);
+    assert_eq!(got.dtype(), DType::F32);
+    let v = got.to_vec::<f32>().unwrap();
+    let worst = v
+        .iter()
+        .zip(want)
+        .map(|(g, w)| (*g as f64 - w).abs())
+        .fold(0.0, f64::max);
+    assert!(worst <= tol, "max abs error {worst:e} > {tol:e}");
+}
+
+/// Bytes of live buffers on `dev`'s side.
+fn live(dev: &Device) -> u64 {
+    let m = lf::memory_stats();
+    if dev.is_cuda() {
+        m.device_bytes_live
+    } else {
+        m.host_bytes_live
+    }
+}
+
+fn peak(dev: &Device) -> u64 {
+    let m = lf::memory_stats();
+    if dev.is_cuda() {
+        m.device_bytes_peak
+    } else {
+        m.host_bytes_peak
+    }
+}
+
+#[test]
+fn eval_loop_matches_the_oracle() {
+    let _l = lock();
+    for_each_device(|dev| {
+        let n = 32;
+        let (mut u, mult, u0) = setup(dev, n);
+        let dts: Vec<f64> = (0..6).map(|i| 0.1 + 0.01 * i as f64).collect();
+        for &dt in &dts {
+            u = step(&u, &mult, dt);
+            u.eval().unwrap();
+        }
+        check_close(&u, &oracle(&u0, n, &dts), n, 2e-5);
+    });
+}
+
+#[test]
+fn eval_loop_plans_once_compiles_once_and_stays_flat() {
+    let _l = lock();
+    for_each_device(|dev| {
+        let n = 64;
+        let (mut u, mult, _) = setup(dev, n);
+        // warm-up: plan, compile, first allocations of every size
+        for i in 0..3 {
+            u = step(&u, &mult, 0.1 + 1e-3 * i as f64);
+            u.eval().unwrap();
+        }
+        dev.synchronize().unwrap();
+        let live0 = live(dev);
+        lf::reset_stats();
+        u = step(&u, &mult, 0.2);
+        u.eval().unwrap();
+        dev.synchronize().unwrap();
+        let peak1 = peak(dev);
+        let pool1 = dev.pool_usage().unwrap();
+        let total = steps();
+        for i in 1..total {
+            // dt and t change every step: they are kernel arguments, not constants
+            let dt = 0.1 + 1e-4 * (i % 17) as f64;
+            u = step(&u, &mult, dt);
+            u.eval().unwrap();
+        }
+        dev.synchronize().unwrap();
+        let s = lf::stats();
+        assert_eq!(s.evals, total as u64);
+        assert_eq!(s.plans, 0, "the step was planned again");
+        assert_eq!(s.plan_cache_hits, total as u64);
+        assert_eq!(s.kernels_compiled, 0, "a kernel was compiled again");
+        assert_eq!(s.disk_cache_hits, 0);
+        // 3 fused kernels, 2 FFTs per step
+        assert_eq!(s.kernels_launched, 3 * total as u64);
+        assert_eq!(s.library_calls, 2 * total as u64);
+        if dev.is_cuda() && graphs_on() {
+            // recorded during the warm-up; every measured step is one graph launch
+            assert_eq!(s.graph_captures, 0);
+            assert_eq!(s.graph_launches, total as u64);
+            assert_eq!(s.graph_fallbacks, 0);
+        } else {
+            assert_eq!(s.graph_launches, 0);
+        }
+        assert_eq!(live(dev), live0, "memory held after the loop differs");
+        assert_eq!(peak(dev), peak1, "the high-water mark grew after one step");
+        // the CUDA pool: what the arrays hold now is what they held after one step, and
+        // the pool took no more memory from the driver
+        let pool = dev.pool_usage().unwrap();
+        assert_eq!(pool.is_some(), dev.is_cuda());
+        if let (Some((used1, reserved1)), Some((used, reserved))) = (pool1, pool) {
+            assert_eq!(used, used1, "pool bytes in use grew");
+            assert!(
+                reserved <= reserved1,
+                "pool reserve grew: {reserved1} -> {reserved}"
+            );
+        }
+        let v = u.to_vec::<f32>().unwrap();
+        assert!(v.iter().all(|x| x.is_finite()));
+    });
+}
+
+#[test]
+fn eval_writes_in_place_when_it_owns_the_input() {
+    let _l = lock();
+    for_each_device(|dev| {
+        let x: Vec<f32> = (0..1000).map(|i| i as f32 * 0.5).collect();
+        let mut u = Array::from_vec_on(x.clone(), &[10, 100], dev).unwrap();
+        lf::reset_stats();
+        let live0 = live(dev);
+        for _ in 0..5 {
+            u = &u * 2.0 + 1.0; // the old `u` is dropped here: only the new graph holds it
+            u.eval().unwrap();
+        }
+        let s = lf::stats();
+        assert_eq!(s.buffers_reused, 5);
+        assert_eq!(
+            live(dev),
+            live0,
+            "in-place steps allocate no new array memory"
+        );
+        assert_eq!(u.shape(), &[10, 100]);
+        assert_eq!(u.dtype(), DType::F32);
+        let want: Vec<f32> = x
+            .iter()
+            .map(|&v| (0..5).fold(v, |a, _| a * 2.0 + 1.0))
+            .collect();
+        assert_eq!(u.to_vec::<f32>().unwrap(), want);
+    });
+}
+
+#[test]
+fn a_second_handle_prevents_reuse() {
+    let _l = lock();
+    for_each_device(|dev| {
+        let x: Vec<f32> = (0..256).map(|i| i as f32).collect();
+        let u = Array::from_vec_on(x.clone(), &[256], dev).unwrap();
+        let keep = u.clone();
+        lf::reset_stats();
+        let u = &u * 3.0;
+        u.eval().unwrap();
+        assert_eq!(lf::stats().buffers_reused, 0);
+        assert_eq!(keep.to_vec::<f32>().unwrap(), x, "the kept handle changed");
+        let want: Vec<f32> = x.iter().map(|v| v * 3.0).collect();
+        assert_eq!(u.to_vec::<f32>().unwrap(), want);
+    });
+}
+
+#[test]
+fn a_lazy_consumer_outside_the_eval_prevents_reuse() {
+    let _l = lock();
+    for_each_device(|dev| {
+        let x: Vec<f32> = (0..64).map(|i| i as f32).collect();
+        let u = Array::from_vec_on(x.clone(), &[64], dev).unwrap();
+        let later = &u + 100.0; // lazy, not part of the next eval
+        lf::reset_stats();
+        let u = &u - 1.0;
+        u.eval().unwrap();
+        assert_eq!(lf::stats().buffers_reused, 0);
+        let want: Vec<f32> = x.iter().map(|v| v + 100.0).collect();
+        assert_eq!(later.to_vec::<f32>().unwrap(), want);
+        // and a lazy intermediate the user keeps (fused into the eval) prevents it too
+        let w = Array::from_vec_on(x.clone(), &[64], dev).unwrap();
+        let mid = &w * 2.0;
+        drop(w);
+        let out = &mid + 1.0;
+        out.eval().unwrap();
+        assert_eq!(lf::stats().buffers_reused, 0);
+        let want: Vec<f32> = x.iter().map(|v| v * 2.0).collect();
+        assert_eq!(mid.to_vec::<f32>().unwrap(), want);
+    });
+}
+
+#[test]
+fn shifted_reads_prevent_reuse() {
+    let _l = lock();
+    for_each_device(|dev| {
+        let n = 16;
+        let x: Vec<f32> = (0..n * n).map(|i| i as f32).collect();
+        let host = ndarray::Array2::from_shape_vec((n, n), x.clone()).unwrap();
+        lf::reset_stats();
+        // roll
+        let u = Array::from_vec_on(x.clone(), &[n, n], dev).unwrap();
+        let u = u.roll(1, 0) + 1.0;
+        u.eval().unwrap();
+        // flip
+        let v = Array::from_vec_on(x.clone(), &[n, n], dev).unwrap();
+        let v = v.flip(1) * 2.0;
+        v.eval().unwrap();
+        // transpose (same size and dtype, different index)
+        let w = Array::from_vec_on(x.clone(), &[n, n], dev).unwrap();
+        let w = w.transpose() - 1.0;
+        w.eval().unwrap();
+        assert_eq!(lf::stats().buffers_reused, 0);
+        let get = |a: &Array| a.to_host::<f32>().unwrap();
+        let mut rolled = host.clone();
+        for i in 0..n {
+            for j in 0..n {
+                rolled[[(i + 1) % n, j]] = host[[i, j]];
+            }
+        }
+        assert_eq!(get(&u), (rolled + 1.0).into_dyn());
+        let flipped = host.slice(ndarray::s![.., ..;-1]).to_owned();
+        assert_eq!(get(&v), (flipped * 2.0).into_dyn());
+        assert_eq!(get(&w), (host.t().to_owned() - 1.0).into_dyn());
+    });
+}
+
+#[test]
+fn same_index_reads_of_the_owned_input_reuse_it() {
+    let _l = lock();
+    for_each_device(|dev| {
+        // several reads at the output's index, a broadcast operand, a dtype-preserving chain
+        let n = 300;
+        let x: Vec<f32> = (0..n).map(|i| (i as f32 - 150.0) * 0.01).collect();
+        let b = Array::from_vec_on(vec![0.5f32, -0.25], &[2, 1], dev).unwrap();
+        let mut u = Array::from_vec_on(
+            x.iter().chain(&x).copied().collect::<Vec<_>>(),
+            &[2, n],
+            dev,
+        )
+        .unwrap();
+        lf::reset_stats();
+        u = &u * &u - &u * &b + u.sin();
+        u.eval().unwrap();
+        assert_eq!(lf::stats().buffers_reused, 1);
+        let got = u.to_vec::<f32>().unwrap();
+        for (r, bv) in [0.5f32, -0.25].iter().enumerate() {
+            for (i, &v) in x.iter().enumerate() {
+                let want = v * v - v * bv + v.sin();
+                let g = got[r * n + i];
+                assert!(
+                    (g - want).abs() <= 1e-6 * want.abs().max(1.0),
+                    "{g} vs {want}"
+                );
+            }
+        }
+    });
+}
+
+#[test]
+fn function_matches_the_eval_loop_and_replays() {
+    let _l = lock();
+    for_each_device(|dev| {
+        let n = 64;
+        let (u, mult, _) = setup(dev, n);
+        let dt = 0.1;
+        let f = lf::Function::trace(&[&u], |x| vec![step(&x[0], &mult, dt)]).unwrap();
+        let total = steps();
+        // the reference: plain evals
+        let mut r = u.clone();
+        for _ in 0..total.min(20) {
+            r = step(&r, &mult, dt);
+            r.eval().unwrap();
+        }
+        let mut v = u.clone();
+        lf::reset_stats();
+        v = f.call(&[&v]).unwrap().remove(0); // first call: plain launches
+        v = f.call(&[&v]).unwrap().remove(0); // second: recorded (CUDA), arena kept
+        dev.synchronize().unwrap();
+        let live1 = live(dev);
+        for _ in 2..total {
+            v = f.call(&[&v]).unwrap().remove(0);
+        }
+        dev.synchronize().unwrap();
+        let s = lf::stats();
+        assert_eq!(s.plans, 0, "calls never plan");
+        assert_eq!(s.plan_cache_hits, 0, "calls never look up plans");
+        assert_eq!(
+            s.kernels_compiled, 0,
+            "the trace's kernels were compiled once"
+        );
+        assert_eq!(s.evals, total as u64);
+        assert_eq!(live(dev), live1, "memory held after the calls differs");
+        if dev.is_cuda() && graphs_on() {
+            assert_eq!(s.graph_captures, 1);
+            assert_eq!(s.graph_launches, total as u64 - 1);
+            assert_eq!(s.graph_fallbacks, 0);
+            assert!(f.is_graph());
+        } else {
+            assert_eq!(s.graph_launches, 0);
+            assert!(!f.is_graph());
+        }
+        assert_eq!(s.kernels_launched, 3 * total as u64);
+        assert_eq!(s.library_calls, 2 * total as u64);
+        assert_eq!(v.shape(), &[n, n]);
+        assert_eq!(v.dtype(), DType::F32);
+        // same plan, same kernels: the first 20 steps agree exactly
+        let mut w = u.clone();
+        for _ in 0..total.min(20) {
+            w = f.call(&[&w]).unwrap().remove(0);
+        }
+        assert_eq!(w.to_vec::<f32>().unwrap(), r.to_vec::<f32>().unwrap());
+        assert!(v.to_vec::<f32>().unwrap().iter().all(|x| x.is_finite()));
+    });
+}
+
+#[test]
+fn function_takes_changing_scalars_as_inputs() {
+    let _l = lock();
+    for_each_device(|dev| {
+        let n = 32;
+        let (u, mult, u0) = setup(dev, n);
+        let dt0 = Array::from_vec_on(vec![0.1f32], &[1], dev).unwrap();
+        let f = lf::Function::trace(&[&u, &dt0], |x| {
+            let (u, dt) = (&x[0], &x[1]);
+            let v = u + (u - u * u * u) * dt;
+            vec![lf::fft::ifft2(&(lf::fft::fft2(&v) * &mult)).real()]
+        })
+        .unwrap();
+        let dts: Vec<f64> = (0..5).map(|i| 0.1 + 0.02 * i as f64).collect();
+        let mut v = u.clone();
+        for &dt in &dts {
+            let d = Array::from_vec_on(vec![dt as f32], &[1], dev).unwrap();
+            v = f.call(&[&v, &d]).unwrap().remove(0);
+        }
+        check_close(&v, &oracle(&u0, n, &dts), n, 2e-5);
+    });
+}
+
+#[test]
+fn function_results_are_fresh_arrays_and_inputs_survive() {
+    let _l = lock();
+    for_each_device(|dev| {
+        let x: Vec<f32> = (0..100).map(|i| i as f32).collect();
+        let a = Array::from_vec_on(x.clone(), &[100], dev).unwrap();
+        let f =
+            lf::Function::trace(&[&a], |x| vec![&x[0] * 2.0, x[0].clone(), &x[0] + 1.0]).unwrap();
+        let mut outs = Vec::new();
+        for _ in 0..4 {
+            outs.push(f.call(&[&a]).unwrap());
+        }
+        assert_eq!(a.to_vec::<f32>().unwrap(), x, "the input was overwritten");
+        for o in &outs {
+            assert_eq!(o.len(), 3);
+            let twice: Vec<f32> = x.iter().map(|v| v * 2.0).collect();
+            let plus: Vec<f32> = x.iter().map(|v| v + 1.0).collect();
+            assert_eq!(o[0].to_vec::<f32>().unwrap(), twice);
+            assert_eq!(o[1].to_vec::<f32>().unwrap(), x);
+            assert_eq!(o[2].to_vec::<f32>().unwrap(), plus);
+        }
+    });
+}
+
+#[test]
+fn function_rejects_mismatched_inputs() {
+    let _l = lock();
+    for_each_device(|dev| {
+        let a = Array::from_vec_on(vec![1.0f32; 8], &[8], dev).unwrap();
+        let f = lf::Function::trace(&[&a], |x| vec![x[0].exp()]).unwrap();
+        let wrong_shape = Array::from_vec_on(vec![1.0f32; 9], &[9], dev).unwrap();
+        let wrong_dtype = Array::from_vec_on(vec![1.0f64; 8], &[8], dev).unwrap();
+        assert!(matches!(
+            f.call(&[&wrong_shape]),
+            Err(lf::Error::Shape { .. })
+        ));
+        assert!(matches!(
+            f.call(&[&wrong_dtype]),
+            Err(lf::Error::Shape { .. })
+        ));
+        assert!(f.call(&[]).is_err());
+        let r = f.call(&[&a]).unwrap();
+        assert_eq!(r[0].to_vec::<f32>().unwrap(), vec![1f32.exp(); 8]);
+    });
+}
+
+#[test]
+fn a_multi_output_kernel_reuses_its_owned_input_once() {
+    let _l = lock();
+    for_each_device(|dev| {
+        let x: Vec<f64> = (0..500).map(|i| i as f64 * 0.25).collect();
+        let u = Array::from_vec_on(x.clone(), &[500], dev).unwrap();
+        let a = &u * 2.0;
+        let b = u.sqrt() + &u;
+        drop(u);
+        lf::reset_stats();
+        lf::eval(&[&a, &b]).unwrap();
+        let s = lf::stats();
+        assert_eq!(s.kernels_launched, 1, "one multi-output kernel");
+        assert_eq!(s.buffers_reused, 1);
+        assert_eq!((a.shape(), a.dtype()), (&[500usize][..], DType::F64));
+        let wa: Vec<f64> = x.iter().map(|v| v * 2.0).collect();
+        let wb: Vec<f64> = x.iter().map(|v| v.sqrt() + v).collect();
+        assert_eq!(a.to_vec::<f64>().unwrap(), wa);
+        assert_eq!(b.to_vec::<f64>().unwrap(), wb);
+    });
+}
+
+#[test]
+fn a_one_off_plan_keeps_only_its_result() {
+    let _l = lock();
+    for_each_device(|dev| {
+        let n = 32;
+        let (u, mult, _) = setup(dev, n);
+        dev.synchronize().unwrap();
+        let live0 = live(dev);
+        let r = step(&u, &mult, 0.1);
+        r.eval().unwrap();
+        dev.synchronize().unwrap();
+        assert_eq!(
+            live(dev),
+            live0 + (n * n * 4) as u64,
+            "intermediates outlived the eval"
+        );
+        drop(r);
+        assert_eq!(live(dev), live0);
+    });
+}
+
+#[test]
+fn function_never_overwrites_its_inputs_or_captures() {
+    let _l = lock();
+    for_each_device(|dev| {
+        let x: Vec<f32> = (0..128).map(|i| i as f32).collect();
+        let c = Array::from_vec_on(vec![0.5f32; 128], &[128], dev).unwrap();
+        let a = Array::from_vec_on(x.clone(), &[128], dev).unwrap();
+        // both the input and the capture are read at the index the kernel writes
+        let f = lf::Function::trace(&[&a], |i| vec![&i[0] + &c]).unwrap();
+        lf::reset_stats();
+        let mut v = a.clone();
+        for _ in 0..4 {
+            v = f.call(&[&v]).unwrap().remove(0);
+        }
+        assert_eq!(lf::stats().buffers_reused, 0);
+        assert_eq!(a.to_vec::<f32>().unwrap(), x);
+        assert_eq!(c.to_vec::<f32>().unwrap(), vec![0.5f32; 128]);
+        let want: Vec<f32> = x.iter().map(|v| v + 2.0).collect();
+        assert_eq!(v.to_vec::<f32>().unwrap(), want);
+        // and a second function over the same captured array still sees it intact
+        let g = lf::Function::trace(&[&a], |i| vec![&i[0] * &c]).unwrap();
+        let w = g.call(&[&a]).unwrap().remove(0);
+        let want: Vec<f32> = x.iter().map(|v| v * 0.5).collect();
+        assert_eq!(w.to_vec::<f32>().unwrap(), want);
+    });
+}

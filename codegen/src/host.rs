@@ -203,3 +203,11 @@ impl<'a> SliceMut<'a> {
         }
     }
 }
+
+// A slice only borrows: copying it copies the reference.
+impl Clone for Slice<'_> {
+    fn clone(&self) -> Self {
+        *self
+    }
+}
+impl Copy for Slice<'_> {}

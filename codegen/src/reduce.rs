@@ -378,7 +378,7 @@ pub(crate) fn run(
         DType::C64 => go!(Complex32, C64),
         DType::C128 => go!(Complex64, C128),
     }
-    let mut ins: Vec<Slice<'_>> = inputs.iter().map(copy_slice).collect();
+    let mut ins: Vec<Slice<'_>> = inputs.to_vec();
     ins.push(acc.as_slice());
     let mut params = args.params.clone();
     params.push(Scalar::I64(start as i64));
@@ -387,16 +387,4 @@ pub(crate) fn run(
         params,
     };
     interp::run(&epi, &ins, outputs, &epi_args, start)
-}
-
-fn copy_slice<'a>(s: &Slice<'a>) -> Slice<'a> {
-    match *s {
-        Slice::Bool(v) => Slice::Bool(v),
-        Slice::I32(v) => Slice::I32(v),
-        Slice::I64(v) => Slice::I64(v),
-        Slice::F32(v) => Slice::F32(v),
-        Slice::F64(v) => Slice::F64(v),
-        Slice::C64(v) => Slice::C64(v),
-        Slice::C128(v) => Slice::C128(v),
-    }
 }

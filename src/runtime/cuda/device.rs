@@ -670,12 +670,11 @@ extern "C" __global__ void __launch_bounds__(256) lf_hand_scale(const lf_args a)
             blob.extend_from_slice(&(n as i64).to_le_bytes());
             blob.extend_from_slice(&1.5f32.to_le_bytes());
             blob.extend_from_slice(&[0; 4]);
-            let grid = (grid_size(n, k.rendered.block, 1, d.sm_count), 1);
             assert!(
-                d.launch(&k, blob[..24].to_vec(), grid).is_err(),
+                d.launch(&k, blob[..24].to_vec(), n).is_err(),
                 "short blob rejected"
             );
-            d.launch(&k, blob, grid).unwrap();
+            d.launch(&k, blob, n).unwrap();
             drop(input); // freed after the kernel on the stream
             let HostBuf::F32(got) = d.download(&out, 0, n).unwrap() else {
                 panic!("dtype")

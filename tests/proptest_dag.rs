@@ -886,15 +886,16 @@ fn eval_roots(b: &Builder, roots: &[usize]) -> Result<Vec<OVal>, TestCaseError> 
         .collect()
 }
 
-/// A lazyfuse error as a failure; the known planner bug shown by the ignored test
-/// `bug_reduction_beside_a_root_of_its_output_size` (failing until fixed) rejects the case
-/// instead, so that it does not make these tests fail at random.
+/// A lazyfuse error as a failure; the known planner bugs shown by the ignored tests
+/// `bug_reduction_beside_a_root_of_its_output_size` and
+/// `bug_empty_var_with_two_epilogue_roots` (failing until fixed) reject the case instead,
+/// so that they do not make these tests fail at random.
 fn lf_error(e: lf::Error, log: &[String]) -> TestCaseError {
     let m = e.to_string();
-    if m.contains("internal error in lower") && m.contains("should be materialized") {
-        return TestCaseError::reject(format!(
-            "known planner bug (bug_reduction_beside_a_root_of_its_output_size): {m}"
-        ));
+    let known = m.contains("internal error in lower")
+        && (m.contains("should be materialized") || m.contains("reads per-element data"));
+    if known {
+        return TestCaseError::reject(format!("known planner bug: {m}"));
     }
     TestCaseError::fail(format!("{m}\nprogram:\n  {}", log.join("\n  ")))
 }
@@ -1042,5 +1043,30 @@ fn bug_reduction_beside_a_root_of_its_output_size() {
         lf::eval(&[&a, &b]).expect("x.sum_axes(&[]) and x + 1 in one eval");
         assert_eq!(a.to_vec::<f32>().unwrap(), vec![1.5, 2.0, 3.0]);
         assert_eq!(b.to_vec::<f32>().unwrap(), vec![2.5, 3.0, 4.0]);
+        // two roots reading one reduction: NumPy: -x.sum(axis=1) = [-3, -9], imag = [0, 0]
+        let x = Array::from_vec_on(vec![1.0f64, 2.0, 4.0, 5.0], &[2, 2], dev).unwrap();
+        let a = -x.sum_axes(&[1], false);
+        let b = a.imag();
+        lf::eval(&[&a, &b]).expect("-x.sum_axes(&[1]) and its imag in one eval");
+        assert_eq!(a.to_vec::<f64>().unwrap(), vec![-3.0, -9.0]);
+        assert_eq!(b.to_vec::<f64>().unwrap(), vec![0.0, 0.0]);
+    });
+}
+
+/// Known library bug (kept visible, ignored until fixed): the variance of an empty array
+/// (NaN) negated, evaluated in one `lf::eval` together with its `imag()`, fails with
+/// "internal error in lower: invalid kernel IR: reduction kernel: epilogue value 5 reads
+/// per-element data". The same with a non-empty input works, as does either root alone.
+#[test]
+#[ignore = "library bug: empty var with two epilogue roots gives invalid kernel IR"]
+fn bug_empty_var_with_two_epilogue_roots() {
+    for_each_device(|dev| {
+        // NumPy: -np.var(np.array([], bool)) = nan, np.imag(nan) = 0.0
+        let x = Array::from_vec_on(Vec::<bool>::new(), &[0], dev).unwrap();
+        let a = -x.var();
+        let b = a.imag();
+        lf::eval(&[&a, &b]).expect("-x.var() and its imag in one eval");
+        assert!(a.to_vec::<f64>().unwrap()[0].is_nan());
+        assert_eq!(b.to_vec::<f64>().unwrap(), vec![0.0]);
     });
 }

@@ -4,6 +4,8 @@
 //! Comparison: dtype and shape first; integers and bools exactly; floats NaN where NumPy has
 //! NaN, the same infinities, the sign of zero where the case is flagged `sz`, otherwise within
 //! rtol 1e-5 (F32/C64) or 1e-12 (F64/C128) with a 4-ulp floor for results near zero.
+//! Reductions (group `reduce`) get an extra absolute slack per output element that scales
+//! with the number of values combined (see [`reduce_slack`]).
 
 mod common;
 
@@ -49,6 +51,10 @@ enum Param {
     Dt(DType),
     Slice(SliceInfoElem),
     Width(usize, usize),
+    /// `keepdims` of a reduction.
+    Kd(bool),
+    /// `ddof` of a variance or standard deviation.
+    Ddof(usize),
 }
 
 #[derive(Debug)]
@@ -189,6 +195,8 @@ fn parse_param(tok: &str) -> Param {
         ["ix", i] => Param::Slice(SliceInfoElem::Index(pi(i) as isize)),
         ["na"] => Param::Slice(SliceInfoElem::NewAxis),
         ["w", b, a] => Param::Width(pi(b) as usize, pi(a) as usize),
+        ["kd", v] => Param::Kd(*v == "1"),
+        ["ddof", v] => Param::Ddof(pi(v) as usize),
         _ => panic!("fixtures: bad param {tok:?}"),
     }
 }
@@ -398,6 +406,50 @@ fn chain(x: &Array, y: &Array) -> Array {
     lf::where_(&z.gt(0.0), &z, 0.1f64 * &z) + 1.0
 }
 
+/// The axes (`i:` tokens), keepdims and ddof of a reduction's parameters.
+fn reduce_params(ps: &[Param]) -> (Vec<isize>, bool, usize) {
+    let (mut axes, mut kd, mut ddof) = (Vec::new(), false, 0);
+    for p in ps {
+        match *p {
+            Param::Int(a) => axes.push(a),
+            Param::Kd(k) => kd = k,
+            Param::Ddof(d) => ddof = d,
+            ref other => panic!("not a reduction parameter: {other:?}"),
+        }
+    }
+    (axes, kd, ddof)
+}
+
+/// `op` over all elements (`axes` `None`) or over `(axes, keepdims, ddof)`.
+fn reduce(op: &str, x: &Array, axes: Option<(&[isize], bool, usize)>) -> Array {
+    match axes {
+        None => match op {
+            "sum" => x.sum(),
+            "prod" => x.prod(),
+            "mean" => x.mean(),
+            "max" => x.max(),
+            "min" => x.min(),
+            "all" => x.all(),
+            "any" => x.any(),
+            "var" => x.var(),
+            "std" => x.std(),
+            _ => panic!("unknown reduction {op}"),
+        },
+        Some((a, kd, ddof)) => match op {
+            "sum" => x.sum_axes(a, kd),
+            "prod" => x.prod_axes(a, kd),
+            "mean" => x.mean_axes(a, kd),
+            "max" => x.max_axes(a, kd),
+            "min" => x.min_axes(a, kd),
+            "all" => x.all_axes(a, kd),
+            "any" => x.any_axes(a, kd),
+            "var" => x.var_axes(a, ddof, kd),
+            "std" => x.std_axes(a, ddof, kd),
+            _ => panic!("unknown reduction {op}"),
+        },
+    }
+}
+
 fn slice_elems(ps: &[Param]) -> Vec<SliceInfoElem> {
     ps.iter()
         .map(|p| match p {
@@ -485,6 +537,35 @@ fn build(c: &Case, x: &[Array]) -> Vec<Array> {
         }
         "psf" => return psf_pre_fft(int(&p[0]) as usize),
         "chain" => chain(&x[0], &x[1]),
+        "r" => reduce(arg, &x[0], None),
+        "ra" => {
+            let (axes, kd, ddof) = reduce_params(p);
+            reduce(arg, &x[0], Some((&axes, kd, ddof)))
+        }
+        "arg" => match arg {
+            "max" => x[0].argmax(int(&p[0])),
+            "min" => x[0].argmin(int(&p[0])),
+            _ => panic!("unknown arg reduction {arg}"),
+        },
+        "norm" => lf::linalg::norm(&x[0]),
+        "bsum" => {
+            let n = x[0].shape()[0];
+            x[0].broadcast_to(&[int(&p[0]) as usize, n]).sum()
+        }
+        "center" => &x[0] - x[0].mean_axes(&ints(p), true),
+        "softmax" => {
+            let e = (&x[0] - x[0].max_axes(&ints(p), true)).exp();
+            &e / e.sum_axes(&ints(p), true)
+        }
+        "zscore" => {
+            let ax = ints(p);
+            (&x[0] - x[0].mean_axes(&ax, true)) / x[0].std_axes(&ax, 0, true)
+        }
+        "sumsq_t" => {
+            let t = x[0].transpose();
+            (&t * &t + 1.0).sum_axes(&ints(p), false)
+        }
+        "max_epilogue" => x[0].max_axes(&ints(p), false) * 2.0 - 1.0,
         _ => panic!("unknown expression id {}", c.expr),
     };
     vec![one]
@@ -504,7 +585,7 @@ fn ulp(x: f64, single: bool) -> f64 {
     }
 }
 
-fn real_ok(g: f64, e: f64, single: bool, signed_zero: bool) -> bool {
+fn real_ok(g: f64, e: f64, single: bool, signed_zero: bool, extra: f64) -> bool {
     if e.is_nan() {
         return g.is_nan();
     }
@@ -515,14 +596,14 @@ fn real_ok(g: f64, e: f64, single: bool, signed_zero: bool) -> bool {
         return !signed_zero || g.is_sign_negative() == e.is_sign_negative();
     }
     let rtol = if single { 1e-5 } else { 1e-12 };
-    (g - e).abs() <= (rtol * e.abs().max(g.abs())).max(4.0 * ulp(e, single))
+    (g - e).abs() <= (rtol * e.abs().max(g.abs())).max(4.0 * ulp(e, single)) + extra
 }
 
-fn complex_ok(g: Complex64, e: Complex64, single: bool, signed_zero: bool) -> bool {
+fn complex_ok(g: Complex64, e: Complex64, single: bool, signed_zero: bool, extra: f64) -> bool {
     let special = |z: Complex64| !z.re.is_finite() || !z.im.is_finite();
     if special(e) || special(g) {
-        return real_ok(g.re, e.re, single, signed_zero)
-            && real_ok(g.im, e.im, single, signed_zero);
+        return real_ok(g.re, e.re, single, signed_zero, extra)
+            && real_ok(g.im, e.im, single, signed_zero, extra);
     }
     if signed_zero {
         for (a, b) in [(g.re, e.re), (g.im, e.im)] {
@@ -533,7 +614,7 @@ fn complex_ok(g: Complex64, e: Complex64, single: bool, signed_zero: bool) -> bo
     }
     let rtol = if single { 1e-5 } else { 1e-12 };
     let m = e.norm().max(g.norm());
-    (g - e).norm() <= (rtol * m).max(4.0 * ulp(m, single))
+    (g - e).norm() <= (rtol * m).max(4.0 * ulp(m, single)) + extra
 }
 
 fn read(a: &Array) -> lf::Result<Data> {
@@ -548,29 +629,37 @@ fn read(a: &Array) -> lf::Result<Data> {
     })
 }
 
-/// Indices and descriptions of mismatching elements.
-fn mismatches(got: &Data, exp: &Data, sz: bool) -> Vec<(usize, String, String)> {
+/// Indices and descriptions of mismatching elements; `slack[i]` (when present) is extra
+/// absolute tolerance for float element `i`.
+fn mismatches(got: &Data, exp: &Data, sz: bool, slack: &[f64]) -> Vec<(usize, String, String)> {
     fn collect<T: Copy + std::fmt::Debug>(
         g: &[T],
         e: &[T],
-        ok: impl Fn(T, T) -> bool,
+        ok: impl Fn(T, T, usize) -> bool,
     ) -> Vec<(usize, String, String)> {
         g.iter()
             .zip(e)
             .enumerate()
-            .filter(|(_, (&a, &b))| !ok(a, b))
+            .filter(|(i, (&a, &b))| !ok(a, b, *i))
             .map(|(i, (a, b))| (i, format!("{a:?}"), format!("{b:?}")))
             .collect()
     }
     let c32 = |z: Complex32| Complex64::new(z.re as f64, z.im as f64);
+    let x = |i: usize| slack.get(i).copied().unwrap_or(0.0);
     match (got, exp) {
-        (Data::Bool(g), Data::Bool(e)) => collect(g, e, |a, b| a == b),
-        (Data::I32(g), Data::I32(e)) => collect(g, e, |a, b| a == b),
-        (Data::I64(g), Data::I64(e)) => collect(g, e, |a, b| a == b),
-        (Data::F32(g), Data::F32(e)) => collect(g, e, |a, b| real_ok(a as f64, b as f64, true, sz)),
-        (Data::F64(g), Data::F64(e)) => collect(g, e, |a, b| real_ok(a, b, false, sz)),
-        (Data::C64(g), Data::C64(e)) => collect(g, e, |a, b| complex_ok(c32(a), c32(b), true, sz)),
-        (Data::C128(g), Data::C128(e)) => collect(g, e, |a, b| complex_ok(a, b, false, sz)),
+        (Data::Bool(g), Data::Bool(e)) => collect(g, e, |a, b, _| a == b),
+        (Data::I32(g), Data::I32(e)) => collect(g, e, |a, b, _| a == b),
+        (Data::I64(g), Data::I64(e)) => collect(g, e, |a, b, _| a == b),
+        (Data::F32(g), Data::F32(e)) => {
+            collect(g, e, |a, b, i| real_ok(a as f64, b as f64, true, sz, x(i)))
+        }
+        (Data::F64(g), Data::F64(e)) => collect(g, e, |a, b, i| real_ok(a, b, false, sz, x(i))),
+        (Data::C64(g), Data::C64(e)) => {
+            collect(g, e, |a, b, i| complex_ok(c32(a), c32(b), true, sz, x(i)))
+        }
+        (Data::C128(g), Data::C128(e)) => {
+            collect(g, e, |a, b, i| complex_ok(a, b, false, sz, x(i)))
+        }
         _ => vec![(0, "(dtype differs)".into(), String::new())],
     }
 }
@@ -643,7 +732,8 @@ fn check_case(c: &Case, dev: &Device) -> Vec<String> {
                 continue;
             }
         };
-        let bad = mismatches(&data, &exp.data, c.signed_zero);
+        let slack = reduce_slack(c, exp);
+        let bad = mismatches(&data, &exp.data, c.signed_zero, &slack);
         let n = bad.len();
         for (i, g, e) in bad.into_iter().take(usize::MAX) {
             let input: Vec<String> =
@@ -664,6 +754,120 @@ fn check_case(c: &Case, dev: &Device) -> Vec<String> {
         }
     }
     problems
+}
+
+/// Magnitudes of the elements of `d` (modulus for complex, 0/1 for bool).
+fn magnitudes(d: &Data) -> Vec<f64> {
+    match d {
+        Data::Bool(v) => v.iter().map(|&b| b as u8 as f64).collect(),
+        Data::I32(v) => v.iter().map(|&a| (a as f64).abs()).collect(),
+        Data::I64(v) => v.iter().map(|&a| (a as f64).abs()).collect(),
+        Data::F32(v) => v.iter().map(|&a| (a as f64).abs()).collect(),
+        Data::F64(v) => v.iter().map(|&a| a.abs()).collect(),
+        Data::C64(v) => v.iter().map(|a| (a.norm()) as f64).collect(),
+        Data::C128(v) => v.iter().map(|a| a.norm()).collect(),
+    }
+}
+
+/// For each element of an input of `shape`, the position (C order) of the output it is
+/// reduced into when `axes` (normalized) are reduced; and the number of outputs.
+fn reduce_groups(shape: &[usize], axes: &[usize]) -> (Vec<usize>, usize) {
+    let kept: Vec<usize> = (0..shape.len()).filter(|k| !axes.contains(k)).collect();
+    let m: usize = kept.iter().map(|&k| shape[k]).product();
+    let total: usize = shape.iter().product();
+    let pos = (0..total)
+        .map(|mut i| {
+            // the multi-index of flat index `i`, then its kept part in C order
+            let mut idx = vec![0; shape.len()];
+            for k in (0..shape.len()).rev() {
+                idx[k] = i % shape[k];
+                i /= shape[k];
+            }
+            kept.iter().fold(0, |acc, &k| acc * shape[k] + idx[k])
+        })
+        .collect();
+    (pos, m)
+}
+
+/// Extra absolute tolerance per output element of a `reduce/` case (empty otherwise).
+///
+/// NumPy sums floats pairwise (with short serial runs at the leaves, and serially across an
+/// outer axis), and so does lazyfuse in its own tree order; each result is within about
+/// `eps * log2(n) * sum|x|` of the exact sum, so two such sums of n values may differ by a
+/// few ulp times log2(n), relative to `sum|x|` (not to the result, which cancellation can
+/// make arbitrarily small). Hence, with `L = ceil(log2 n) + 1` and `eps` of the result's
+/// precision:
+/// * sum: `4 eps L sum|x|`; mean: the same divided by n;
+/// * var, std, norm (sums of nonnegative terms): `4 eps L |want|`;
+/// * prod (serial in NumPy): `4 eps n |want|`;
+/// * reductions inside elementwise work (`center`, `softmax`, ...): `8 eps L M (1 + |want|)`
+///   with `M = max(max|x|, 1)` and n the input's size;
+/// * max, min, argmax, argmin, all, any and integer results: exact (no slack).
+fn reduce_slack(c: &Case, exp: &Arr) -> Vec<f64> {
+    // an infinite or NaN input makes the bound meaningless: no slack, exact specials
+    reduce_slack_raw(c, exp)
+        .into_iter()
+        .map(|s| if s.is_finite() { s } else { 0.0 })
+        .collect()
+}
+
+fn reduce_slack_raw(c: &Case, exp: &Arr) -> Vec<f64> {
+    if !c.name.starts_with("reduce/") || c.inputs.is_empty() {
+        return Vec::new();
+    }
+    let eps = match exp.dtype {
+        DType::F32 | DType::C64 => f32::EPSILON as f64,
+        DType::F64 | DType::C128 => f64::EPSILON,
+        _ => return Vec::new(),
+    };
+    let want = magnitudes(&exp.data);
+    let x = &c.inputs[0];
+    let mag = magnitudes(&x.data);
+    let log = |n: usize| (n.max(2) as f64).log2().ceil() + 1.0;
+    let (head, op) = c.expr.split_once(':').unwrap_or((c.expr.as_str(), ""));
+    let nd = x.shape.len();
+    let axes: Vec<usize> = match head {
+        "r" | "norm" | "bsum" => (0..nd).collect(),
+        "ra" => reduce_params(&c.params)
+            .0
+            .iter()
+            .map(|&a| {
+                if a < 0 {
+                    (a + nd as isize) as usize
+                } else {
+                    a as usize
+                }
+            })
+            .collect(),
+        "arg" => return Vec::new(),
+        _ => {
+            let m = mag.iter().fold(1.0f64, |a, &b| a.max(b));
+            let l = log(mag.len());
+            return want.iter().map(|w| 8.0 * eps * l * m * (1.0 + w)).collect();
+        }
+    };
+    let (pos, m) = reduce_groups(&x.shape, &axes);
+    let n: usize = axes.iter().map(|&a| x.shape[a]).product();
+    let mut abs_sum = vec![0.0; m];
+    for (&p, &v) in pos.iter().zip(&mag) {
+        abs_sum[p] += v;
+    }
+    let l = log(n);
+    match (head, op) {
+        ("bsum", _) => {
+            let k = int(&c.params[0]) as f64;
+            let n = k as usize * mag.len();
+            vec![4.0 * eps * log(n) * k * abs_sum[0]]
+        }
+        (_, "sum") => abs_sum.iter().map(|s| 4.0 * eps * l * s).collect(),
+        (_, "mean") => abs_sum
+            .iter()
+            .map(|s| 4.0 * eps * l * s / n.max(1) as f64)
+            .collect(),
+        (_, "var" | "std") | ("norm", _) => want.iter().map(|w| 4.0 * eps * l * w).collect(),
+        (_, "prod") => want.iter().map(|w| 4.0 * eps * n as f64 * w).collect(),
+        _ => Vec::new(),
+    }
 }
 
 fn element_text(d: &Data, i: usize) -> String {
@@ -720,7 +924,7 @@ fn fixture_file_parses() {
     assert!(header.starts_with("# numpy 2."), "{header}");
     let groups = [
         "unary", "binary", "promote", "weak", "clip", "where", "cast", "view", "creation",
-        "workload",
+        "workload", "reduce",
     ];
     for c in cs {
         let g = c.name.split('/').next().unwrap_or("");
@@ -776,4 +980,9 @@ fn numpy_creation() {
 #[test]
 fn numpy_workloads() {
     run_group("workload");
+}
+
+#[test]
+fn numpy_reductions() {
+    run_group("reduce");
 }

@@ -1894,3 +1894,362 @@ pub fn iota(dtype: DType, shape: &[usize]) -> OVal {
         .collect();
     OVal::new(dtype, shape, v)
 }
+
+// ------------------------------------------------------------------------------------
+// Reductions (naive: one plain loop per output over its group of input elements)
+// ------------------------------------------------------------------------------------
+
+/// A reduction; `Var`/`Std` carry their `ddof`. `Norm` is `linalg::norm` (all elements).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Red {
+    Sum,
+    Prod,
+    Mean,
+    Max,
+    Min,
+    All,
+    Any,
+    Var(usize),
+    Std(usize),
+    ArgMax,
+    ArgMin,
+    Norm,
+}
+
+impl Red {
+    pub const ALL: [Red; 14] = [
+        Red::Sum,
+        Red::Prod,
+        Red::Mean,
+        Red::Max,
+        Red::Min,
+        Red::All,
+        Red::Any,
+        Red::Var(0),
+        Red::Var(1),
+        Red::Std(0),
+        Red::Std(1),
+        Red::ArgMax,
+        Red::ArgMin,
+        Red::Norm,
+    ];
+
+    /// The lazyfuse call: over all elements for `axes` `None` (no keepdims there), else
+    /// over `axes` (`ArgMax`/`ArgMin` take exactly one).
+    pub fn apply(self, a: &Array, axes: Option<&[isize]>, keepdims: bool) -> Array {
+        match (self, axes) {
+            (Red::Sum, None) => a.sum(),
+            (Red::Prod, None) => a.prod(),
+            (Red::Mean, None) => a.mean(),
+            (Red::Max, None) => a.max(),
+            (Red::Min, None) => a.min(),
+            (Red::All, None) => a.all(),
+            (Red::Any, None) => a.any(),
+            (Red::Var(0), None) => a.var(),
+            (Red::Std(0), None) => a.std(),
+            (Red::Var(d), None) => {
+                a.var_axes(&(0..a.ndim() as isize).collect::<Vec<_>>(), d, false)
+            }
+            (Red::Std(d), None) => {
+                a.std_axes(&(0..a.ndim() as isize).collect::<Vec<_>>(), d, false)
+            }
+            (Red::Norm, _) => lf::linalg::norm(a),
+            (Red::ArgMax, Some(ax)) => a.argmax(ax[0]),
+            (Red::ArgMin, Some(ax)) => a.argmin(ax[0]),
+            (Red::ArgMax | Red::ArgMin, None) => panic!("argmax/argmin need an axis"),
+            (Red::Sum, Some(ax)) => a.sum_axes(ax, keepdims),
+            (Red::Prod, Some(ax)) => a.prod_axes(ax, keepdims),
+            (Red::Mean, Some(ax)) => a.mean_axes(ax, keepdims),
+            (Red::Max, Some(ax)) => a.max_axes(ax, keepdims),
+            (Red::Min, Some(ax)) => a.min_axes(ax, keepdims),
+            (Red::All, Some(ax)) => a.all_axes(ax, keepdims),
+            (Red::Any, Some(ax)) => a.any_axes(ax, keepdims),
+            (Red::Var(d), Some(ax)) => a.var_axes(ax, d, keepdims),
+            (Red::Std(d), Some(ax)) => a.std_axes(ax, d, keepdims),
+        }
+    }
+
+    /// NumPy's result dtype for an input of dtype `d`; `None` where lazyfuse refuses it
+    /// (order of complex values).
+    pub fn result_dtype(self, d: DType) -> Option<DType> {
+        use DType::*;
+        let int = matches!(d, Bool | I32 | I64);
+        let real = |d: DType| match d {
+            F32 | C64 => F32,
+            _ => F64,
+        };
+        Some(match self {
+            Red::Sum | Red::Prod if int => I64,
+            Red::Sum | Red::Prod => d,
+            Red::Mean if int => F64,
+            Red::Mean => d,
+            Red::Max | Red::Min | Red::ArgMax | Red::ArgMin if d.is_complex() => return None,
+            Red::Max | Red::Min => d,
+            Red::ArgMax | Red::ArgMin => I64,
+            Red::All | Red::Any => Bool,
+            Red::Var(_) | Red::Std(_) | Red::Norm => real(d),
+        })
+    }
+}
+
+/// Neumaier-compensated sum (accurate to about one rounding of the result).
+fn csum(xs: impl Iterator<Item = f64>) -> f64 {
+    let (mut s, mut c) = (0.0f64, 0.0f64);
+    for x in xs {
+        let t = s + x;
+        if s.abs() >= x.abs() {
+            c += (s - t) + x;
+        } else {
+            c += (x - t) + s;
+        }
+        s = t;
+    }
+    if c.is_finite() {
+        s + c
+    } else {
+        s
+    }
+}
+
+/// The value of one output of `op` over `g` (the input's values in C order) in dtype
+/// `out`, with a bound on the error a correct pairwise/tree implementation may make.
+fn reduce_group(op: Red, g: &[V], inp: DType, out: DType) -> (V, f64) {
+    let eps = match out {
+        DType::F32 | DType::C64 => f32::EPSILON as f64,
+        _ => f64::EPSILON,
+    };
+    let n = g.len();
+    let l = (n.max(2) as f64).log2().ceil() + 1.0;
+    let single = matches!(inp, DType::F32 | DType::C64);
+    // beyond these magnitudes intermediate results may overflow in an order-dependent
+    // way (or squares of F32 values overflow): no claim then
+    let (sum_big, sq_big) = if single { (1e34, 1e17) } else { (1e304, 1e150) };
+    let maxabs = g
+        .iter()
+        .map(|v| {
+            let (r, i) = v.parts();
+            r.hypot(i)
+        })
+        .filter(|m| m.is_finite())
+        .fold(0.0f64, f64::max);
+    let parts: Vec<(f64, f64)> = g.iter().map(|v| v.parts()).collect();
+    let re_sum = || csum(parts.iter().map(|p| p.0));
+    let im_sum = || csum(parts.iter().map(|p| p.1));
+    let abs_sum = || csum(parts.iter().map(|p| p.0.hypot(p.1)));
+    let make = |re: f64, im: f64| V::C128(Cd::new(re, im)).cast(out);
+    let real = |x: f64| V::F64(x).cast(out);
+    let ints = || {
+        g.iter().map(|v| match *v {
+            V::Bool(b) => b as i64,
+            V::I32(x) => x as i64,
+            V::I64(x) => x,
+            _ => unreachable!(),
+        })
+    };
+    match op {
+        Red::Sum if out == DType::I64 => (V::I64(ints().fold(0i64, i64::wrapping_add)), 0.0),
+        Red::Prod if out == DType::I64 => (V::I64(ints().fold(1i64, i64::wrapping_mul)), 0.0),
+        Red::Sum | Red::Mean => {
+            let k = if op == Red::Mean { n as f64 } else { 1.0 };
+            let b = if maxabs > sum_big {
+                f64::INFINITY
+            } else {
+                4.0 * eps * l * abs_sum() / k
+            };
+            (make(re_sum() / k, im_sum() / k), b)
+        }
+        Red::Prod => {
+            let mut p = Cd::new(1.0, 0.0);
+            let mut logs = 0.0f64;
+            for &(r, i) in &parts {
+                p = if out.is_complex() {
+                    p * Cd::new(r, i)
+                } else {
+                    Cd::new(p.re * r, 0.0)
+                };
+                let m = r.hypot(i);
+                if m != 0.0 {
+                    logs += m.log2().abs();
+                }
+            }
+            let lim = if single { 100.0 } else { 900.0 };
+            let b = if logs.is_finite() && logs <= lim {
+                4.0 * eps * n as f64 * p.norm()
+            } else {
+                f64::INFINITY
+            };
+            (make(p.re, p.im), b)
+        }
+        Red::Max | Red::Min if inp == DType::Bool => {
+            let mut it = g.iter().map(|v| v.as_bool());
+            let r = if op == Red::Max {
+                it.any(|b| b)
+            } else {
+                it.all(|b| b)
+            };
+            (V::Bool(r), 0.0)
+        }
+        Red::Max | Red::Min if out == DType::I32 || out == DType::I64 => {
+            let it = ints();
+            let r = if op == Red::Max {
+                it.max().expect("nonempty")
+            } else {
+                it.min().expect("nonempty")
+            };
+            (V::I64(r).cast(out), 0.0)
+        }
+        Red::Max | Red::Min => {
+            let mut r = parts[0].0;
+            for &(x, _) in &parts[1..] {
+                if r.is_nan() {
+                    break;
+                }
+                if x.is_nan() || (op == Red::Max && x > r) || (op == Red::Min && x < r) {
+                    r = x;
+                }
+            }
+            (real(r), 0.0)
+        }
+        Red::ArgMax | Red::ArgMin => {
+            let mut best = 0usize;
+            for (k, &(x, _)) in parts.iter().enumerate().skip(1) {
+                let b = parts[best].0;
+                if b.is_nan() {
+                    break;
+                }
+                if x.is_nan() || (op == Red::ArgMax && x > b) || (op == Red::ArgMin && x < b) {
+                    best = k;
+                }
+            }
+            // I64 values beyond 2^53 compare exactly
+            if inp == DType::I64 {
+                let v: Vec<i64> = ints().collect();
+                best = 0;
+                for k in 1..n {
+                    if (op == Red::ArgMax && v[k] > v[best])
+                        || (op == Red::ArgMin && v[k] < v[best])
+                    {
+                        best = k;
+                    }
+                }
+            }
+            (V::I64(best as i64), 0.0)
+        }
+        Red::All => (V::Bool(g.iter().all(|v| v.as_bool())), 0.0),
+        Red::Any => (V::Bool(g.iter().any(|v| v.as_bool())), 0.0),
+        Red::Var(ddof) | Red::Std(ddof) => {
+            let (mr, mi) = (re_sum() / n as f64, im_sum() / n as f64);
+            let ss = csum(
+                parts
+                    .iter()
+                    .map(|&(r, i)| (r - mr).powi(2) + (i - mi).powi(2)),
+            );
+            let m = mr.hypot(mi);
+            let scale = csum(parts.iter().map(|&(r, i)| (r.hypot(i) + m).powi(2)));
+            let den = (n as f64 - ddof as f64).max(0.0);
+            let var = ss / den;
+            let bv = if maxabs > sq_big {
+                f64::INFINITY
+            } else {
+                8.0 * eps * l * scale / den.max(1.0)
+            };
+            if let Red::Var(_) = op {
+                (real(var), bv)
+            } else {
+                let sd = var.sqrt();
+                let bs = if sd > 0.0 {
+                    bv.sqrt().min(bv / (2.0 * sd))
+                } else {
+                    bv.sqrt()
+                };
+                (real(sd), bs)
+            }
+        }
+        Red::Norm => {
+            let ss = csum(parts.iter().map(|&(r, i)| r * r + i * i));
+            let b = if maxabs > sq_big {
+                f64::INFINITY
+            } else {
+                4.0 * eps * l * ss.sqrt()
+            };
+            (real(ss.sqrt()), b)
+        }
+    }
+}
+
+/// `op` of `x` over `axes` (all axes for `None`, which also ignores `keepdims`) the naive
+/// way, with NumPy's result dtype, and per output element a bound on the error of a correct
+/// implementation (pairwise or tree order, accumulating in the result's precision;
+/// infinite where overflow of intermediates makes the result order-dependent). `None`
+/// where lazyfuse refuses the reduction: complex max/min/argmax/argmin, an empty max/min/
+/// argmax/argmin, an axis out of range or repeated, or argmax/argmin without one axis.
+pub fn reduce(
+    op: Red,
+    x: &OVal,
+    axes: Option<&[isize]>,
+    keepdims: bool,
+) -> Option<(OVal, ArrayD<f64>)> {
+    let out = op.result_dtype(x.dtype)?;
+    let nd = x.shape().len();
+    let mut red: Vec<usize> = match axes {
+        None => (0..nd).collect(),
+        Some(ax) => ax
+            .iter()
+            .map(|&a| {
+                let k = if a < 0 { a + nd as isize } else { a };
+                (0..nd as isize).contains(&k).then_some(k as usize)
+            })
+            .collect::<Option<_>>()?,
+    };
+    red.sort_unstable();
+    if red.windows(2).any(|w| w[0] == w[1]) {
+        return None;
+    }
+    let arg = matches!(op, Red::ArgMax | Red::ArgMin);
+    if arg && (axes.is_none() || red.len() != 1) {
+        return None;
+    }
+    let keepdims = keepdims && axes.is_some() && !arg;
+    let shape = x.shape();
+    let n: usize = red.iter().map(|&a| shape[a]).product();
+    if n == 0 && (arg || matches!(op, Red::Max | Red::Min)) {
+        return None;
+    }
+    let kept: Vec<usize> = (0..nd).filter(|k| !red.contains(k)).collect();
+    let m: usize = kept.iter().map(|&k| shape[k]).product();
+    let mut groups: Vec<Vec<V>> = vec![Vec::with_capacity(n); m];
+    for (idx, &v) in x.a.indexed_iter() {
+        let p = kept.iter().fold(0, |acc, &k| acc * shape[k] + idx[k]);
+        groups[p].push(v);
+    }
+    let (vals, bounds): (Vec<V>, Vec<f64>) = groups
+        .iter()
+        .map(|g| reduce_group(op, g, x.dtype, out))
+        .unzip();
+    let out_shape: Vec<usize> = if keepdims {
+        (0..nd)
+            .map(|k| if red.contains(&k) { 1 } else { shape[k] })
+            .collect()
+    } else {
+        kept.iter().map(|&k| shape[k]).collect()
+    };
+    let b = ArrayD::from_shape_vec(IxDyn(&out_shape), bounds).expect("bounds shape");
+    Some((OVal::new(out, &out_shape, vals), b))
+}
+
+/// `x` moved by `sign * bound` per element (real part for complex; integers and bools
+/// unchanged): the twins that give a reduction's error bound as slack.
+pub fn offset(x: &OVal, bound: &ArrayD<f64>, sign: f64) -> OVal {
+    let mut y = x.clone();
+    ndarray::Zip::from(&mut y.a).and(bound).for_each(|v, &b| {
+        let d = sign * b;
+        *v = match *v {
+            V::F32(a) => V::F32((a as f64 + d) as f32),
+            V::F64(a) => V::F64(a + d),
+            V::C64(z) => V::C64(Cf::new((z.re as f64 + d) as f32, z.im)),
+            V::C128(z) => V::C128(Cd::new(z.re + d, z.im)),
+            other => other,
+        };
+    });
+    y
+}

@@ -15,7 +15,8 @@ File format (one case per line; lines starting with '#' are comments):
     f64:2.5 f32:2.5 i64:-3 i32:7 bool:1 c128:RE:IM c64:RE:IM (Rust scalars, NumPy weak scalars),
     i:3 (an integer: axis, shift, count, shape entry), dt:f32 (a dtype),
     sl:START:END:STEP (an ndarray slice; END `n` = open), ix:I (an index), na (a new axis),
-    w:BEFORE:AFTER (a pad width). Floats use Python's repr, which Rust parses exactly.
+    w:BEFORE:AFTER (a pad width), kd:0|1 (keepdims of a reduction), ddof:N (a variance's
+    delta degrees of freedom). Floats use Python's repr, which Rust parses exactly.
 * flags: `-` or comma-separated: `sz` = the sign of zero results must match.
 * inputs / outputs: `;`-separated arrays, each `dtype [d0,d1,..] HEX` with HEX the raw
   little-endian bytes in C order (`_` when empty); dtypes bool i32 i64 f32 f64 c64 c128.
@@ -663,6 +664,198 @@ def gen_workloads():
     add("workload/bcast_small", "b:mul", [], [a, b], a * b)
 
 
+# ---------------------------------------------------------------------------------------
+# Reductions
+
+# NumPy function of each reduction id; `r:OP` reduces all elements, `ra:OP` the `i:` axes
+# (with `kd:` keepdims and, for var/std, `ddof:`), `arg:max`/`arg:min` one `i:` axis.
+RED_NP = {"sum": np.sum, "prod": np.prod, "mean": np.mean, "max": np.max, "min": np.min,
+          "all": np.all, "any": np.any, "var": np.var, "std": np.std}
+# lazyfuse refuses complex max/min/argmax/argmin (complex values have no order)
+RED_ORDERED = ["max", "min"]
+
+
+def red_ok(op, dt):
+    return not (op in RED_ORDERED and dt in COMPLEX)
+
+
+def red_values(op, dt, shape, rng):
+    """Inputs for `op`: products of values near +-1 (no overflow in floats), else regular."""
+    n = int(np.prod(shape))
+    if op == "prod" and dt in FLOATS:
+        v = rng.uniform(0.8, 1.25, size=n) * np.where(rng.random(n) < 0.3, -1.0, 1.0)
+        return v.reshape(shape).astype(DT[dt])
+    if op == "prod" and dt in COMPLEX:
+        ang = rng.uniform(-np.pi, np.pi, size=n)
+        mag = rng.uniform(0.9, 1.1, size=n)
+        return cplx((mag * np.cos(ang)).reshape(shape), (mag * np.sin(ang)).reshape(shape), dt)
+    if op in ("all", "any") and dt != "bool":
+        # mostly nonzero, so that `all` is not always False
+        x = regular(dt, shape, rng, nonzero=True)
+        z = rng.random(shape) < (0.5 / max(n, 1) if n > 8 else 0.2)
+        x[z] = 0
+        return x
+    return regular(dt, shape, rng)
+
+
+def red_case(name, op, x, axes=None, keepdims=False, ddof=0, flags=""):
+    f = RED_NP[op]
+    kw = {}
+    if op in ("var", "std") and ddof:
+        kw["ddof"] = ddof
+    if axes is None:
+        if keepdims or ddof:
+            raise ValueError("full reductions take no keepdims/ddof")
+        y = f(x, **kw)
+        add(name, f"r:{op}", [], [x], np.asarray(y), flags=flags)
+        return
+    y = f(x, axis=tuple(axes), keepdims=keepdims, **kw)
+    params = [f"i:{a}" for a in axes] + [f"kd:{int(keepdims)}"]
+    if op in ("var", "std"):
+        params.append(f"ddof:{ddof}")
+    add(name, f"ra:{op}", params, [x], np.asarray(y), flags=flags)
+
+
+def ax_name(axes, keepdims, ddof=0):
+    s = "all" if axes is None else ("ax" + "_".join(str(a) for a in axes) if axes else "ax_none")
+    return s + ("_kd" if keepdims else "") + (f"_ddof{ddof}" if ddof else "")
+
+
+def shape_name(shape):
+    return "x".join(str(d) for d in shape) if shape else "0d"
+
+
+def gen_reduce():
+    rng = np.random.default_rng(606)
+    # (shape, axes, keepdims): every op and dtype; the big shapes below only for floats
+    small = [((), None, False), ((), [], False), ((0,), None, False), ((1,), None, False),
+             ((3,), None, False), ((3,), [-1], True), ((2, 3, 4), [0], False),
+             ((2, 3, 4), [1], True), ((2, 3, 4), [-1], False), ((2, 3, 4), [0, 2], False),
+             ((2, 3, 4), [-3, -1], True), ((2, 3, 4), [2, 0, 1], False),
+             ((2, 3, 4), [], False), ((4, 1, 5), [1], False), ((3, 0, 2), None, False),
+             ((3, 0, 2), [1], False), ((3, 0, 2), [0], True), ((3, 0, 2), [0, -1], False)]
+    big = [((783,), None, False), ((783,), [0], True), ((7, 129), None, False),
+           ((7, 129), [0], False), ((7, 129), [-1], True), ((7, 129), [1, 0], False)]
+    for op in RED_NP:
+        for dt in ALL:
+            if not red_ok(op, dt):
+                continue
+            # (keeps fixtures.txt small: the big shapes mostly where accuracy is at stake)
+            if dt in FLOATS:
+                cfgs = small + (big if op in ("sum", "mean", "var", "std", "prod")
+                                else big[2:4])
+            elif dt in COMPLEX:
+                cfgs = small + (big[:1] if op in ("sum", "mean", "var") else [])
+            else:
+                cfgs = small + big[3:4]
+            for shape, axes, kd in cfgs:
+                n_red = (int(np.prod(shape)) if axes is None
+                         else int(np.prod([shape[a] for a in axes])))
+                if op in ("max", "min") and n_red == 0 and int(np.prod(shape)) == 0:
+                    if axes is None or any(shape[a] == 0 for a in axes):
+                        continue  # NumPy raises: no identity
+                x = red_values(op, dt, shape, rng)
+                red_case(f"reduce/{op}_{dt}_{shape_name(shape)}_{ax_name(axes, kd)}", op, x,
+                         axes, kd)
+    # ddof (var and std)
+    for dt in ["f32", "f64", "i32", "c64", "c128", "bool"]:
+        x = regular(dt, (3, 5), rng)
+        for op in ("var", "std"):
+            for axes, kd, ddof in [([-1], False, 1), ([0], True, 2), ([0, 1], False, 1),
+                                   ([0], False, 3), ([1], False, 7)]:
+                red_case(f"reduce/{op}_{dt}_3x5_{ax_name(axes, kd, ddof)}", op, x, axes, kd,
+                         ddof)
+    # argmax / argmin (first occurrence of ties)
+    for dt in ["bool", "i32", "i64", "f32", "f64"]:
+        for shape, axes in [((1,), [0]), ((7,), [0]), ((7,), [-1]), ((2, 3, 4), [0]),
+                            ((2, 3, 4), [1]), ((2, 3, 4), [-1]), ((7, 129), [1]),
+                            ((7, 129), [0]), ((783,), [0]), ((3, 0, 2), [0]), ((3, 0, 2), [2])]:
+            x = regular(dt, shape, rng)
+            if dt in INTS:
+                x = (x // 3).astype(DT[dt])  # many ties
+            for op, f in (("max", np.argmax), ("min", np.argmin)):
+                add(f"reduce/arg{op}_{dt}_{shape_name(shape)}_ax{axes[0]}", f"arg:{op}",
+                    [f"i:{axes[0]}"], [x], np.asarray(f(x, axis=axes[0])))
+    # linalg.norm of all elements
+    for dt in ALL:
+        for shape in [(0,), (1,), (3,), (2, 3, 4)] + ([(783,), (7, 129)] if dt in FLOATS else []):
+            x = regular(dt, shape, rng)
+            add(f"reduce/norm_{dt}_{shape_name(shape)}", "norm", [], [x],
+                np.asarray(np.linalg.norm(x)))
+    # special values: NaN propagation, infinities, signed zeros, integer extremes
+    for dt in FLOATS:
+        nan, inf = np.nan, np.inf
+        rows = arr([[1.0, nan, 3.0, nan], [-inf, 2.0, inf, 0.0], [inf, inf, 1.0, -2.0],
+                    [-0.0, -0.0, -0.0, -0.0], [0.0, -0.0, 0.0, -0.0], [-inf, -inf, -5.0, -inf],
+                    [2.0, 5.0, 5.0, -1.0], [nan, 1.0, -inf, nan]], dt)
+        for op in ["sum", "prod", "mean", "max", "min", "all", "any", "var", "std"]:
+            red_case(f"reduce/special_{op}_{dt}_rows", op, rows, [-1], False)
+            red_case(f"reduce/special_{op}_{dt}_cols", op, rows, [0], True)
+            red_case(f"reduce/special_{op}_{dt}_all", op, rows, None)
+        for op, f in (("max", np.argmax), ("min", np.argmin)):
+            add(f"reduce/special_arg{op}_{dt}_rows", f"arg:{op}", ["i:1"], [rows],
+                np.asarray(f(rows, axis=1)))
+            add(f"reduce/special_arg{op}_{dt}_cols", f"arg:{op}", ["i:0"], [rows],
+                np.asarray(f(rows, axis=0)))
+        add(f"reduce/special_norm_{dt}", "norm", [], [rows[1]], np.asarray(np.linalg.norm(rows[1])))
+        add(f"reduce/special_norm_nan_{dt}", "norm", [], [rows[0]],
+            np.asarray(np.linalg.norm(rows[0])))
+        # the sign of zero: NumPy's sum of -0.0 values is +0.0 (its pairwise sum starts at
+        # +0.0); prod keeps the sign
+        negz = arr([-0.0, -0.0, -0.0], dt)
+        for op in ("sum", "prod", "mean", "max", "min"):
+            red_case(f"reduce/signed_zero_{op}_{dt}", op, negz, None, flags="sz")
+        # overflow of an F32/F64 sum to infinity
+        big = arr([np.finfo(DT[dt]).max] * 4 + [-1.0], dt)
+        red_case(f"reduce/overflow_sum_{dt}", "sum", big, None)
+        red_case(f"reduce/overflow_mean_{dt}", "mean", big, None)
+        tiny = arr([np.finfo(DT[dt]).smallest_subnormal] * 6 + [-0.0], dt)
+        red_case(f"reduce/subnormal_sum_{dt}", "sum", tiny, None)
+        red_case(f"reduce/subnormal_min_{dt}", "min", tiny, None)
+    for dt in COMPLEX:
+        s = complex_specials(dt).reshape(7, 7)
+        for op in ("sum", "mean", "prod", "all", "any"):
+            red_case(f"reduce/special_{op}_{dt}_rows", op, s, [1], False)
+    for dt in INTS:
+        x = arr(ISPECIAL[dt], dt).reshape(2, 7)
+        for op in ["sum", "prod", "max", "min", "mean", "all", "any"]:
+            red_case(f"reduce/special_{op}_{dt}_rows", op, x, [-1], True)
+            red_case(f"reduce/special_{op}_{dt}_all", op, x, None)
+        for op, f in (("max", np.argmax), ("min", np.argmin)):
+            add(f"reduce/special_arg{op}_{dt}", f"arg:{op}", ["i:1"], [x],
+                np.asarray(f(x, axis=1)))
+    # products that overflow I64 wrap around like NumPy's
+    w = arr([3037000500, 3037000500, -7, 2**62, 5, 2**40, 2**40, 1], "i64")
+    red_case("reduce/prod_i64_wraps", "prod", w, None)
+    red_case("reduce/sum_i64_wraps", "sum", arr([2**63 - 1, 2**63 - 1, 5], "i64"), None)
+    red_case("reduce/sum_i32_widens", "sum", arr([2**31 - 1] * 3, "i32"), None)
+    # a long F32 sum, where a serial loop loses about 1e-4 relative and a pairwise one not
+    x = rng.uniform(0.0, 1.0, 1024).astype(np.float32)
+    add("reduce/sum_f32_broadcast_131072", "bsum", ["i:128"], [x],
+        np.asarray(np.broadcast_to(x, (128, 1024)).sum(dtype=np.float32)))
+    # reductions fused with elementwise work before and after them
+    for dt in FLOATS + ["c128"]:
+        x = regular(dt, (6, 7, 5), rng)
+        for axes in ([-1], [0, 2], [1]):
+            m = np.mean(x, axis=tuple(axes), keepdims=True)
+            add(f"reduce/center_{dt}_{ax_name(axes, True)}", "center",
+                [f"i:{a}" for a in axes], [x], x - m)
+    for dt in FLOATS:
+        x = regular(dt, (6, 7, 5), rng)
+        for axes in ([-1], [0, 2]):
+            ax = tuple(axes)
+            e = np.exp(x - np.max(x, axis=ax, keepdims=True))
+            add(f"reduce/softmax_{dt}_{ax_name(axes, True)}", "softmax",
+                [f"i:{a}" for a in axes], [x], e / np.sum(e, axis=ax, keepdims=True))
+            z = (x - np.mean(x, axis=ax, keepdims=True)) / np.std(x, axis=ax, keepdims=True)
+            add(f"reduce/zscore_{dt}_{ax_name(axes, True)}", "zscore",
+                [f"i:{a}" for a in axes], [x], z)
+            add(f"reduce/sumsq_t_{dt}_{ax_name(axes, False)}", "sumsq_t",
+                [f"i:{a}" for a in axes], [x], np.sum(x.T * x.T + 1, axis=ax))
+            add(f"reduce/max_epilogue_{dt}_{ax_name(axes, False)}", "max_epilogue",
+                [f"i:{a}" for a in axes], [x], np.max(x, axis=ax) * 2 - 1)
+
+
 def main():
     if not np.__version__.startswith("2."):
         sys.exit(f"NumPy 2.x required, found {np.__version__}")
@@ -675,6 +868,7 @@ def main():
         gen_views()
         gen_creation()
         gen_workloads()
+        gen_reduce()
     header = [
         "# NumPy reference fixtures for tests/numpy_fixtures.rs -- generated by tests/data/gen.py,",
         "# do not edit. Format: see the docstring of gen.py.",

@@ -886,17 +886,9 @@ fn eval_roots(b: &Builder, roots: &[usize]) -> Result<Vec<OVal>, TestCaseError> 
         .collect()
 }
 
-/// A lazyfuse error as a failure; the known planner bugs shown by the ignored tests
-/// `bug_reduction_beside_a_root_of_its_output_size` and
-/// `bug_empty_var_with_two_epilogue_roots` (failing until fixed) reject the case instead,
-/// so that they do not make these tests fail at random.
+/// A lazyfuse error as a failure, with the program that caused it.
 fn lf_error(e: lf::Error, log: &[String]) -> TestCaseError {
     let m = e.to_string();
-    let known = m.contains("internal error in lower")
-        && (m.contains("should be materialized") || m.contains("reads per-element data"));
-    if known {
-        return TestCaseError::reject(format!("known planner bug: {m}"));
-    }
     TestCaseError::fail(format!("{m}\nprogram:\n  {}", log.join("\n  ")))
 }
 
@@ -1020,15 +1012,11 @@ fn shared_subexpressions_evaluated_once_per_plan() {
     });
 }
 
-/// Known library bug (kept visible, ignored until fixed): a reduction evaluated in one
-/// `lf::eval` with another root whose elementwise kernel has as many elements as the
-/// reduction has outputs fails in the planner with "internal error in lower: #N
-/// sum(Inner) float32[1] should be materialized" (likewise max/min/any/all/prod, other
-/// dtypes, `sum_axes(&[], ..)` beside `x + 1`). Each root alone evaluates correctly.
-/// The random DAGs above reject the cases that hit it (see `lf_error`).
+/// Regression (found by the random DAGs): a reduction evaluated in one `lf::eval` with
+/// another root whose kernel has as many elements as the reduction has outputs once shared
+/// that root's kernel group and failed in the planner.
 #[test]
-#[ignore = "library bug: a reduction beside a root of its output size fails in lower"]
-fn bug_reduction_beside_a_root_of_its_output_size() {
+fn reduction_beside_a_root_of_its_output_size() {
     for_each_device(|dev| {
         // NumPy: x.sum() = 6.5, y + 1 = [5.0]
         let x = Array::from_vec_on(vec![1.5f32, 2.0, 3.0], &[3], dev).unwrap();
@@ -1053,13 +1041,11 @@ fn bug_reduction_beside_a_root_of_its_output_size() {
     });
 }
 
-/// Known library bug (kept visible, ignored until fixed): the variance of an empty array
-/// (NaN) negated, evaluated in one `lf::eval` together with its `imag()`, fails with
-/// "internal error in lower: invalid kernel IR: reduction kernel: epilogue value 5 reads
-/// per-element data". The same with a non-empty input works, as does either root alone.
+/// Regression (found by the random DAGs): the variance of an empty array negated,
+/// evaluated together with its `imag()` (a 0.0 constant root, the same node as the divisor
+/// `n - ddof` of the variance) once loaded that constant in a reduction's epilogue.
 #[test]
-#[ignore = "library bug: empty var with two epilogue roots gives invalid kernel IR"]
-fn bug_empty_var_with_two_epilogue_roots() {
+fn empty_var_with_two_epilogue_roots() {
     for_each_device(|dev| {
         // NumPy: -np.var(np.array([], bool)) = nan, np.imag(nan) = 0.0
         let x = Array::from_vec_on(Vec::<bool>::new(), &[0], dev).unwrap();

@@ -187,8 +187,10 @@ impl Lowerer<'_> {
         if let Some(&v) = self.memo.get(&key) {
             return Ok(v);
         }
-        let materialized =
-            node.buffer().is_some() || (self.mat.contains(&node.id) && node.id != computing);
+        // a constant is always a parameter, even where it is also a root or evaluated
+        // (epilogues of reductions may read only parameters)
+        let materialized = !matches!(node.op, Op::Const(_))
+            && (node.buffer().is_some() || (self.mat.contains(&node.id) && node.id != computing));
         let v = if materialized {
             self.load(node, idx)
         } else {
@@ -694,7 +696,9 @@ pub(super) fn build(
             }
         }
         let kernel = b.finish();
-        kernel.validate().map_err(|e| Error::internal("lower", e))?;
+        kernel
+            .validate()
+            .map_err(|e| Error::internal("lower", format!("{e} in\n{kernel}")))?;
         steps.push(TStep::Kernel {
             kernel: Arc::new(kernel),
             inputs: inputs.iter().map(|n| pos[&n.id]).collect(),

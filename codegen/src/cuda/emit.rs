@@ -229,7 +229,7 @@ fn live_values(k: &Kernel, mode: Mode) -> Vec<bool> {
 }
 
 /// The 16-byte vector struct of an element type.
-fn vec_type(d: DType) -> String {
+pub(super) fn vec_type(d: DType) -> String {
     format!("lf_vec_{}", sfx(d))
 }
 

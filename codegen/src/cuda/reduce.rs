@@ -48,6 +48,50 @@ __device__ __forceinline__ void lf_argpick(bool is_max, T& av, long long& ai, T 
 }
 "#;
 
+/// Values per 16-byte vector load of the body: above 1 when the reduced positions are
+/// contiguous (`Inner`) and every body load reads its input at the element's own index,
+/// unguarded, from inputs of one element size of 4 or 8 bytes.
+fn body_vector_width(k: &Kernel, at: usize, layout: ReduceLayout) -> u32 {
+    if layout != ReduceLayout::Inner {
+        return 1;
+    }
+    let index = k.values[..at].iter().position(|v| v.inst == Inst::Index);
+    let mut size = None;
+    for v in &k.values[..at] {
+        if let Inst::Load {
+            input,
+            index: ix,
+            guard,
+        } = v.inst
+        {
+            let s = k.inputs[input as usize].size();
+            if guard.is_some() || Some(ix as usize) != index || size.is_some_and(|x| x != s) {
+                return 1;
+            }
+            size = Some(s);
+        }
+    }
+    match size {
+        Some(4) => 4,
+        Some(8) => 2,
+        _ => 1,
+    }
+}
+
+/// Body values needed per element when loads come from vectors (load indices are dead).
+fn live_in_vector_mode(k: &Kernel, at: usize, value: u32) -> Vec<bool> {
+    let mut live = vec![false; at];
+    live[value as usize] = true;
+    for i in (0..at).rev() {
+        if live[i] && !matches!(k.values[i].inst, Inst::Load { .. }) {
+            for o in k.values[i].inst.operands() {
+                live[o as usize] = true;
+            }
+        }
+    }
+    live
+}
+
 /// Renders the whole source of reduction kernel `k` (validated and normalized).
 pub(super) fn emit(k: &Kernel, opts: &RenderOptions, layout: &ArgLayout, entry: &str) -> Emitted {
     let red = k.reduce.expect("a reduction kernel");
@@ -117,7 +161,16 @@ pub(super) fn emit(k: &Kernel, opts: &RenderOptions, layout: &ArgLayout, entry: 
     let _ = writeln!(w, "  const int me = row * tpr + lane;");
     let _ = writeln!(w, "  const IDX G = (IDX)a.chunks;");
     let _ = writeln!(w, "  const IDX g = (IDX)blockIdx.y;");
-    let _ = writeln!(w, "  const IDX clen = (R + G - 1) / G;");
+    let pt = body_vector_width(k, at, red.layout);
+    if pt > 1 {
+        // chunks start at multiples of the vector width
+        let _ = writeln!(
+            w,
+            "  const IDX clen = ((R + G - 1) / G + {pt} - 1) / {pt} * {pt};"
+        );
+    } else {
+        let _ = writeln!(w, "  const IDX clen = (R + G - 1) / G;");
+    }
     let _ = writeln!(w, "  const IDX r0 = g * clen;");
     let _ = writeln!(w, "  const IDX r1 = (r0 + clen < R) ? r0 + clen : R;");
     let _ = writeln!(w, "  __shared__ {acc_t} sh[{BLOCK}];");
@@ -148,6 +201,61 @@ pub(super) fn emit(k: &Kernel, opts: &RenderOptions, layout: &ArgLayout, entry: 
         let _ = writeln!(w, "    long long acci = -1;");
     }
     let _ = writeln!(w, "    if (m < M) {{");
+    if pt > 1 {
+        // whole 16-byte vectors when every row and chunk starts on a vector boundary
+        let live = live_in_vector_mode(k, at, red.value);
+        let lane_uses = |inst: Inst| {
+            k.values[..at]
+                .iter()
+                .zip(&live)
+                .any(|(v, &l)| l && v.inst == inst)
+        };
+        let _ = writeln!(w, "      if (R % {pt} == 0) {{");
+        let _ = writeln!(w, "#pragma unroll 2");
+        let _ = writeln!(
+            w,
+            "        for (IDX q = r0 + (IDX)lane * {pt}; q < r1; q += (IDX)tpr * {pt}) {{"
+        );
+        let _ = writeln!(w, "          const IDX base = m * R + q;");
+        for &i in &super::emit::loaded_inputs(k) {
+            let vt = super::emit::vec_type(k.inputs[i as usize]);
+            let _ = writeln!(
+                w,
+                "          const {vt} x{i} = *(const {vt}*)(in{i} + base);"
+            );
+        }
+        let _ = writeln!(w, "#pragma unroll");
+        let _ = writeln!(w, "          for (int j = 0; j < {pt}; ++j) {{");
+        if arg || lane_uses(Inst::Axis(1)) {
+            let _ = writeln!(w, "            const IDX r = q + (IDX)j;");
+        }
+        if lane_uses(Inst::Index) {
+            let _ = writeln!(w, "            const IDX i = base + (IDX)j;");
+        }
+        if lane_uses(Inst::Axis(0)) {
+            let _ = writeln!(w, "            const IDX ax0 = m;");
+        }
+        if lane_uses(Inst::Axis(1)) {
+            let _ = writeln!(w, "            const IDX ax1 = r;");
+        }
+        for (id, v) in k.values[..at].iter().enumerate() {
+            if !uniform[id] && live[id] {
+                let expr = e.value(v.inst, v.dtype, Mode::Vector, opts);
+                let _ = writeln!(w, "            const {} v{id} = {expr};", c_type(v.dtype));
+            }
+        }
+        let step = combine(
+            &mut e,
+            "acc",
+            "acci",
+            &format!("v{}", red.value),
+            "(long long)r",
+        );
+        let _ = writeln!(w, "            {step}");
+        let _ = writeln!(w, "          }}");
+        let _ = writeln!(w, "        }}");
+        let _ = writeln!(w, "      }} else {{");
+    }
     // unrolled so that several independent loads are in flight per thread
     let _ = writeln!(w, "#pragma unroll 4");
     let _ = writeln!(w, "      for (IDX r = r0 + lane; r < r1; r += tpr) {{");
@@ -175,6 +283,9 @@ pub(super) fn emit(k: &Kernel, opts: &RenderOptions, layout: &ArgLayout, entry: 
     );
     let _ = writeln!(w, "        {step}");
     let _ = writeln!(w, "      }}");
+    if pt > 1 {
+        let _ = writeln!(w, "      }}");
+    }
     let _ = writeln!(w, "    }}");
     let tree = |e: &mut Emitter<'_>, w: &mut String, ind: &str| {
         let _ = writeln!(w, "{ind}sh[me] = acc;");
@@ -302,6 +413,21 @@ pub(super) fn emit(k: &Kernel, opts: &RenderOptions, layout: &ArgLayout, entry: 
     prelude::emit_helpers(&e.helpers, s);
     if arg {
         s.push_str(ARGPICK);
+    }
+    if pt > 1 {
+        let vt: BTreeSet<DType> = super::emit::loaded_inputs(k)
+            .iter()
+            .map(|&i| k.inputs[i as usize])
+            .collect();
+        for d in vt {
+            let _ = writeln!(
+                s,
+                "struct __align__(16) {} {{ {} v[{}]; }};",
+                super::emit::vec_type(d),
+                c_type(d),
+                16 / d.size()
+            );
+        }
     }
     let _ = writeln!(s, "struct lf_args {{");
     for f in &layout.fields {

@@ -9,6 +9,7 @@
 //     reduce all of %3 (Inner)
 //     out0 <- %4
 typedef unsigned long long IDX;
+struct __align__(16) lf_vec_i32 { int v[4]; };
 struct lf_args {
   const int* __restrict__ in0; /* offset 0 */
   bool* __restrict__ out0; /* offset 8 */
@@ -31,7 +32,7 @@ extern "C" __global__ void __launch_bounds__(256) lf_0e2934b8c70b2128(const lf_a
   const int me = row * tpr + lane;
   const IDX G = (IDX)a.chunks;
   const IDX g = (IDX)blockIdx.y;
-  const IDX clen = (R + G - 1) / G;
+  const IDX clen = ((R + G - 1) / G + 4 - 1) / 4 * 4;
   const IDX r0 = g * clen;
   const IDX r1 = (r0 + clen < R) ? r0 + clen : R;
   __shared__ bool sh[256];
@@ -43,6 +44,19 @@ extern "C" __global__ void __launch_bounds__(256) lf_0e2934b8c70b2128(const lf_a
     const IDX m = mb + row;
     bool acc = true;
     if (m < M) {
+      if (R % 4 == 0) {
+#pragma unroll 2
+        for (IDX q = r0 + (IDX)lane * 4; q < r1; q += (IDX)tpr * 4) {
+          const IDX base = m * R + q;
+          const lf_vec_i32 x0 = *(const lf_vec_i32*)(in0 + base);
+#pragma unroll
+          for (int j = 0; j < 4; ++j) {
+            const int v1 = x0.v[j];
+            const bool v3 = v1 != v2;
+            acc = acc && v3;
+          }
+        }
+      } else {
 #pragma unroll 4
       for (IDX r = r0 + lane; r < r1; r += tpr) {
         const IDX i = m * R + r;
@@ -50,6 +64,7 @@ extern "C" __global__ void __launch_bounds__(256) lf_0e2934b8c70b2128(const lf_a
         const int v1 = in0[v0];
         const bool v3 = v1 != v2;
         acc = acc && v3;
+      }
       }
     }
     sh[me] = acc;

@@ -10,6 +10,7 @@
 //     reduce sum of %2 (Inner)
 //     out0 <- %5
 typedef unsigned int IDX;
+struct __align__(16) lf_vec_f32 { float v[4]; };
 struct lf_args {
   const float* __restrict__ in0; /* offset 0 */
   float* __restrict__ out0; /* offset 8 */
@@ -33,7 +34,7 @@ extern "C" __global__ void __launch_bounds__(256) lf_05fbac1e18ef6b47_i32(const 
   const int me = row * tpr + lane;
   const IDX G = (IDX)a.chunks;
   const IDX g = (IDX)blockIdx.y;
-  const IDX clen = (R + G - 1) / G;
+  const IDX clen = ((R + G - 1) / G + 4 - 1) / 4 * 4;
   const IDX r0 = g * clen;
   const IDX r1 = (r0 + clen < R) ? r0 + clen : R;
   __shared__ float sh[256];
@@ -45,6 +46,19 @@ extern "C" __global__ void __launch_bounds__(256) lf_05fbac1e18ef6b47_i32(const 
     const IDX m = mb + row;
     float acc = 0e0f;
     if (m < M) {
+      if (R % 4 == 0) {
+#pragma unroll 2
+        for (IDX q = r0 + (IDX)lane * 4; q < r1; q += (IDX)tpr * 4) {
+          const IDX base = m * R + q;
+          const lf_vec_f32 x0 = *(const lf_vec_f32*)(in0 + base);
+#pragma unroll
+          for (int j = 0; j < 4; ++j) {
+            const float v1 = x0.v[j];
+            const float v2 = __fmul_rn(v1, v1);
+            acc = acc + v2;
+          }
+        }
+      } else {
 #pragma unroll 4
       for (IDX r = r0 + lane; r < r1; r += tpr) {
         const IDX i = m * R + r;
@@ -52,6 +66,7 @@ extern "C" __global__ void __launch_bounds__(256) lf_05fbac1e18ef6b47_i32(const 
         const float v1 = in0[v0];
         const float v2 = __fmul_rn(v1, v1);
         acc = acc + v2;
+      }
       }
     }
     sh[me] = acc;

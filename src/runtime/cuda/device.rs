@@ -47,7 +47,7 @@ pub struct CudaDevice {
 /// Completion counters available to one reduction launch (one per row block).
 const REDUCE_COUNTERS: usize = 1 << 16;
 /// Blocks a reduction launch aims for before it splits rows over several blocks.
-const REDUCE_BLOCKS_PER_SM: usize = 4;
+const REDUCE_BLOCKS_PER_SM: usize = 8;
 /// Fewest values each thread of a split reduction handles.
 const REDUCE_MIN_PER_THREAD: usize = 64;
 
@@ -571,20 +571,20 @@ mod tests {
 
     #[test]
     fn reduce_splits() {
-        // full reduction of 2^26: one row, split over ~4 blocks per SM
+        // full reduction of 2^26: one row, split over ~8 blocks per SM
         assert_eq!(
             reduce_split(ReduceLayout::Inner, 1, 1 << 26, 132),
-            (256, 528, 1)
+            (256, 1056, 1)
         );
         // rows of 4096 already give 4096 blocks: no split
         assert_eq!(
             reduce_split(ReduceLayout::Inner, 4096, 4096, 132),
             (256, 1, 2112)
         );
-        // axis-0 mean of 4096^2: 128 row blocks of 32 columns, 5 chunks each
+        // axis-0 mean of 4096^2: 128 row blocks of 32 columns, 8 chunks each
         assert_eq!(
             reduce_split(ReduceLayout::Outer, 4096, 4096, 132),
-            (8, 5, 128)
+            (8, 8, 128)
         );
         // short rows share a block; tiny work is never split
         assert_eq!(reduce_split(ReduceLayout::Inner, 1000, 3, 132), (4, 1, 16));

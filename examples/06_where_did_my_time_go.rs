@@ -3,7 +3,7 @@
 //! the compute it waits for. Prints the profiles used in the README's "Where did my time
 //! go?" section.
 //!
-//! Run: `cargo run --release --example 05_where_did_my_time_go [-- N]` (default N = 512).
+//! Run: `cargo run --release --example 06_where_did_my_time_go [-- N]` (default N = 512).
 
 use lazyfuse as lf;
 use lf::{Array, DType};

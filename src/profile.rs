@@ -521,6 +521,7 @@ pub(crate) fn begin(dev: &Device) -> Option<Probe> {
 
 /// True when this thread is recording a profile (then evaluations run step by step, not
 /// as CUDA graph replays, so that every step is timed).
+#[cfg_attr(not(feature = "cuda"), allow(dead_code))]
 pub(crate) fn recording() -> bool {
     on() && REC.with(|r| r.borrow().is_some())
 }

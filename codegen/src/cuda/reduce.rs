@@ -5,7 +5,7 @@
 //! Every order is fixed by the launch split, so results repeat exactly run to run.
 
 use super::emit::{literal, Emitted, Emitter, Mode};
-use super::prelude::{self, Helper};
+use super::prelude::Helper;
 use super::{c_type, ArgLayout, RenderOptions, BLOCK};
 use crate::ops::{BinaryOp, ReduceLayout, ReduceOp};
 use crate::{DType, Inst, Kernel, Scalar};
@@ -141,6 +141,18 @@ pub(super) fn emit(k: &Kernel, opts: &RenderOptions, layout: &ArgLayout, entry: 
         format!("{a} = {};", e.binary(op, vd, a, b, opts))
     };
 
+    // The body values of one element (those `live` and not uniform) and the combine step.
+    let body_step = |e: &mut Emitter<'_>, w: &mut String, ind: &str, mode: Mode, live: &[bool]| {
+        for (id, v) in k.values[..at].iter().enumerate() {
+            if !uniform[id] && live[id] {
+                let expr = e.value(v.inst, v.dtype, mode, opts);
+                let _ = writeln!(w, "{ind}const {} v{id} = {expr};", c_type(v.dtype));
+            }
+        }
+        let step = combine(e, "acc", "acci", &format!("v{}", red.value), "(long long)r");
+        let _ = writeln!(w, "{ind}{step}");
+    };
+
     let mut body = String::new();
     let w = &mut body;
     let _ = writeln!(w, "  const IDX M = (IDX)a.shape[0];");
@@ -238,20 +250,7 @@ pub(super) fn emit(k: &Kernel, opts: &RenderOptions, layout: &ArgLayout, entry: 
         if lane_uses(Inst::Axis(1)) {
             let _ = writeln!(w, "            const IDX ax1 = r;");
         }
-        for (id, v) in k.values[..at].iter().enumerate() {
-            if !uniform[id] && live[id] {
-                let expr = e.value(v.inst, v.dtype, Mode::Vector, opts);
-                let _ = writeln!(w, "            const {} v{id} = {expr};", c_type(v.dtype));
-            }
-        }
-        let step = combine(
-            &mut e,
-            "acc",
-            "acci",
-            &format!("v{}", red.value),
-            "(long long)r",
-        );
-        let _ = writeln!(w, "            {step}");
+        body_step(&mut e, w, "            ", Mode::Vector, &live);
         let _ = writeln!(w, "          }}");
         let _ = writeln!(w, "        }}");
         let _ = writeln!(w, "      }} else {{");
@@ -268,20 +267,7 @@ pub(super) fn emit(k: &Kernel, opts: &RenderOptions, layout: &ArgLayout, entry: 
     if used_axes.contains(&1) {
         let _ = writeln!(w, "        const IDX ax1 = r;");
     }
-    for (id, v) in k.values[..at].iter().enumerate() {
-        if !uniform[id] {
-            let expr = e.value(v.inst, v.dtype, Mode::Scalar, opts);
-            let _ = writeln!(w, "        const {} v{id} = {expr};", c_type(v.dtype));
-        }
-    }
-    let step = combine(
-        &mut e,
-        "acc",
-        "acci",
-        &format!("v{}", red.value),
-        "(long long)r",
-    );
-    let _ = writeln!(w, "        {step}");
+    body_step(&mut e, w, "        ", Mode::Scalar, &vec![true; at]);
     let _ = writeln!(w, "      }}");
     if pt > 1 {
         let _ = writeln!(w, "      }}");
@@ -400,46 +386,16 @@ pub(super) fn emit(k: &Kernel, opts: &RenderOptions, layout: &ArgLayout, entry: 
         red.op.name(),
         red.layout
     );
-    let _ = writeln!(s, "// Self-contained: no headers. Kernel IR:");
-    for line in k.to_string().lines() {
-        let _ = writeln!(s, "//   {line}");
-    }
-    let idx = if opts.index32 {
-        "unsigned int"
-    } else {
-        "unsigned long long"
-    };
-    let _ = writeln!(s, "typedef {idx} IDX;");
-    prelude::emit_helpers(&e.helpers, s);
-    if arg {
-        s.push_str(ARGPICK);
-    }
-    if pt > 1 {
-        let vt: BTreeSet<DType> = super::emit::loaded_inputs(k)
+    let vt: BTreeSet<DType> = if pt > 1 {
+        super::emit::loaded_inputs(k)
             .iter()
             .map(|&i| k.inputs[i as usize])
-            .collect();
-        for d in vt {
-            let _ = writeln!(
-                s,
-                "struct __align__(16) {} {{ {} v[{}]; }};",
-                super::emit::vec_type(d),
-                c_type(d),
-                16 / d.size()
-            );
-        }
-    }
-    let _ = writeln!(s, "struct lf_args {{");
-    for f in &layout.fields {
-        let _ = writeln!(s, "  {}; /* offset {} */", f.decl, f.offset);
-    }
-    let _ = writeln!(s, "}}; /* {} bytes, align {} */", layout.size, layout.align);
-    let _ = writeln!(
-        s,
-        "extern \"C\" __global__ void __launch_bounds__({BLOCK}) {entry}(const lf_args a) {{"
-    );
-    s.push_str(&body);
-    let _ = writeln!(s, "}}");
+            .collect()
+    } else {
+        BTreeSet::new()
+    };
+    let extra = if arg { ARGPICK } else { "" };
+    super::emit::assemble(k, opts, layout, entry, &e.helpers, extra, &vt, &body, s);
     Emitted {
         source: src,
         per_thread: 1,

@@ -221,6 +221,23 @@ fn eval_loop_plans_once_compiles_once_and_stays_flat() {
                 "pool reserve grew: {reserved1} -> {reserved}"
             );
         }
+        println!(
+            "{dev}: {total} steps: plans {}, kernels compiled {}, kernels launched {}, \
+             library calls {}, graph launches {}, graph fallbacks {}, live bytes {} -> {}, \
+             peak {} -> {}, pool (used, reserved) {:?} -> {:?}",
+            s.plans,
+            s.kernels_compiled,
+            s.kernels_launched,
+            s.library_calls,
+            s.graph_launches,
+            s.graph_fallbacks,
+            live0,
+            live(dev),
+            peak1,
+            peak(dev),
+            pool1,
+            pool
+        );
         let v = u.to_vec::<f32>().unwrap();
         assert!(v.iter().all(|x| x.is_finite()));
     });

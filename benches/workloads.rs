@@ -292,6 +292,21 @@ fn run_sim(dev: &Device, quick: bool) -> lf::Result<()> {
             row("sim100", n, system(fused), t, &format!("one step: {note}"));
         }
         lf::set_fusion(true);
+        // the step traced once and replayed per call (one CUDA graph launch on a GPU)
+        let f = lf::Function::trace(&[&u0], |x| vec![sim_step(&x[0], &mult, dt)])?;
+        let reps = if dev.is_cuda() { 5 } else { 3 };
+        let t = bench(dev, 1, reps, |_| {
+            let mut u = u0.clone();
+            for _ in 0..steps {
+                u = f.call(&[&u]).expect("call").remove(0);
+            }
+        });
+        let how = if f.is_graph() {
+            "traced Function, CUDA graph per step"
+        } else {
+            "traced Function"
+        };
+        row("sim100", n, "lazyfuse-graph", t, how);
     }
     Ok(())
 }

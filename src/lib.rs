@@ -58,6 +58,25 @@
 //! that consumes the last handle of an input may write its output into that input's buffer,
 //! and [`Function`] traces a step once and replays it, on CUDA as one graph launch (see
 //! `examples/03_simulation_loop.rs`).
+//!
+//! Reductions fuse with the elementwise work that feeds them and with the scalar work after
+//! them (`sum(x*x)` reads `x` once; a mean divides inside its reduction kernel), and
+//! `matmul` is one cuBLAS call (ndarray on the CPU) reading transposed operands in place.
+//!
+//! ```
+//! use lazyfuse as lf;
+//! use lf::DType;
+//!
+//! # fn main() -> lf::Result<()> {
+//! let x = lf::random::normal(&[256, 8], DType::F64, 3);
+//! let z = (&x - x.mean_axes(&[0], true)) / x.std_axes(&[0], 0, true);
+//! assert_eq!(z.shape(), &[256, 8]);
+//! let cov = z.transpose().matmul(&z) / 256.0; // correlation matrix, ones on the diagonal
+//! let d = cov.to_vec::<f64>()?;
+//! assert!((0..8).all(|i| (d[i * 9] - 1.0).abs() < 1e-12));
+//! # Ok(())
+//! # }
+//! ```
 
 #![warn(missing_docs)]
 

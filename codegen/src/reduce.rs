@@ -245,36 +245,8 @@ fn tree<T: RElem>(op: ReduceOp, parts: &[Part<T>]) -> Part<T> {
     }
 }
 
-/// Writes the row results into the accumulator buffer (values, or positions for args).
-fn put<T: RElem + 'static>(op: ReduceOp, acc: &mut HostBuf, at: usize, p: Part<T>) {
-    if op.is_arg() {
-        if let HostBuf::I64(v) = acc {
-            v[at] = Ord::max(p.1, 0);
-        }
-        return;
-    }
-    let any: &mut dyn std::any::Any = match acc {
-        HostBuf::Bool(v) => &mut v[at],
-        HostBuf::I32(v) => &mut v[at],
-        HostBuf::I64(v) => &mut v[at],
-        HostBuf::F32(v) => &mut v[at],
-        HostBuf::F64(v) => &mut v[at],
-        HostBuf::C64(v) => &mut v[at],
-        HostBuf::C128(v) => &mut v[at],
-    };
-    if let Some(x) = any.downcast_mut::<T>() {
-        *x = p.0;
-    }
-}
-
 /// Reduces the rows held in `vals` (`rows` rows of `rn` values, or one chunk of a row).
-fn rows_of<T: RElem + 'static>(
-    op: ReduceOp,
-    vals: &[T],
-    rn: usize,
-    base: i64,
-    out: &mut Vec<Part<T>>,
-) {
+fn rows_of<T: RElem>(op: ReduceOp, vals: &[T], rn: usize, base: i64, out: &mut Vec<Part<T>>) {
     if rn == 0 {
         return;
     }
@@ -309,8 +281,6 @@ pub(crate) fn run(
             "outputs {start}..{start}+{len} exceed the {m} outputs"
         )));
     }
-    let at = kernel.reduced_at().unwrap_or(0);
-    let mut acc = HostBuf::zeros(kernel.values[at].dtype, len);
     let vd = body.outputs[0];
     let body_args = LaunchArgs {
         shape: args.shape.clone(),
@@ -319,11 +289,10 @@ pub(crate) fn run(
     let mut tmp = HostBuf::zeros(vd, CHUNK.min(len.saturating_mul(rn)).max(1));
     macro_rules! go {
         ($T:ty, $get:ident) => {{
+            let mut rows: Vec<Part<$T>> = Vec::with_capacity(len);
             let mut parts: Vec<Part<$T>> = Vec::new();
             if rn == 0 {
-                for i in 0..len {
-                    put::<$T>(red.op, &mut acc, i, identity(red.op));
-                }
+                rows.resize(len, identity(red.op));
             } else if rn <= CHUNK {
                 let per = (CHUNK / rn).max(1);
                 let mut i = 0;
@@ -334,12 +303,8 @@ pub(crate) fn run(
                         let mut sub = [SliceMut::$get(&mut s[..n])];
                         interp::run(&body, inputs, &mut sub, &body_args, (start + i) * rn)?;
                     }
-                    parts.clear();
                     if let HostBuf::$get(v) = &tmp {
-                        rows_of::<$T>(red.op, &v[..n], rn, 0, &mut parts);
-                    }
-                    for (j, p) in parts.iter().enumerate() {
-                        put::<$T>(red.op, &mut acc, i + j, *p);
+                        rows_of::<$T>(red.op, &v[..n], rn, 0, &mut rows);
                     }
                     i += k;
                 }
@@ -364,12 +329,18 @@ pub(crate) fn run(
                         }
                         r0 += c;
                     }
-                    put::<$T>(red.op, &mut acc, i, tree(red.op, &parts));
+                    rows.push(tree(red.op, &parts));
                 }
+            }
+            // the accumulator: values, or the positions of arg ops
+            if red.op.is_arg() {
+                HostBuf::I64(rows.iter().map(|p| Ord::max(p.1, 0)).collect())
+            } else {
+                HostBuf::$get(rows.iter().map(|p| p.0).collect())
             }
         }};
     }
-    match vd {
+    let acc = match vd {
         DType::Bool => go!(bool, Bool),
         DType::I32 => go!(i32, I32),
         DType::I64 => go!(i64, I64),
@@ -377,7 +348,7 @@ pub(crate) fn run(
         DType::F64 => go!(f64, F64),
         DType::C64 => go!(Complex32, C64),
         DType::C128 => go!(Complex64, C128),
-    }
+    };
     let mut ins: Vec<Slice<'_>> = inputs.to_vec();
     ins.push(acc.as_slice());
     let mut params = args.params.clone();

@@ -536,7 +536,8 @@ pub(super) fn build(
 ) -> Result<(Vec<TStep>, HashSet<u64>)> {
     // levels: a target runs after every target it reads
     let mut level: HashMap<u64, usize> = HashMap::new();
-    let mut groups: Vec<(GroupKey, Vec<Arc<Node>>)> = Vec::new();
+    // (key, shareable, targets): a group of a target that shares no kernel takes no others
+    let mut groups: Vec<(GroupKey, bool, Vec<Arc<Node>>)> = Vec::new();
     for n in nodes
         .iter()
         .filter(|n| mat.contains(&n.id) && n.buffer().is_none())
@@ -551,20 +552,21 @@ pub(super) fn build(
         // with fusion off every operation is its own kernel, so outputs are not shared;
         // a reduction kernel has one output (and joins no other group)
         let shareable = !key.1 && config::fusion_enabled() && reduce_root(n, mat).is_none();
-        let found = groups
+        match groups
             .iter_mut()
-            .find(|(k, g)| shareable && *k == key && reduce_root(&g[0], mat).is_none());
-        match found {
-            Some((_, g)) => g.push(n.clone()),
-            None => groups.push((key, vec![n.clone()])),
+            .find(|(k, s, _)| shareable && *s && *k == key)
+        {
+            Some((_, _, g)) => g.push(n.clone()),
+            None => groups.push((key, shareable, vec![n.clone()])),
         }
     }
-    groups.sort_by_key(|((l, ..), _)| *l);
+    groups.sort_by_key(|((l, ..), ..)| *l);
     let load_free = load_free(nodes, mat);
     let mut steps = Vec::new();
     let mut contexts: HashMap<u64, usize> = HashMap::new();
     let mut extra = HashSet::new();
-    let mut queue: std::collections::VecDeque<(GroupKey, Vec<Arc<Node>>)> = groups.into();
+    let mut queue: std::collections::VecDeque<(GroupKey, Vec<Arc<Node>>)> =
+        groups.into_iter().map(|(k, _, g)| (k, g)).collect();
     let mut gi = 0;
     while let Some(((level, is_copy, shape, device), targets)) = queue.pop_front() {
         gi += 1;

@@ -437,8 +437,8 @@ impl CudaDevice {
         let out_ptrs: SmallVec<[u64; 4]> = outputs.iter().map(|b| b.device_ptr()).collect();
         let blob = pack_args_reduce(kernel, opts, &in_ptrs, &out_ptrs, args, &launch)
             .map_err(|e| Error::internal("pack_args", e))?;
-        let (blob, _, block) = self.launch_shape(k, blob, 0)?;
-        self.launch_at(k, blob, (gx, chunks), block)?;
+        let blob = checked_blob(k, blob)?;
+        self.launch_at(k, blob, (gx, chunks), k.rendered.block.max(1))?;
         drop(partials);
         Ok(())
     }
@@ -503,28 +503,35 @@ impl CudaDevice {
     pub(super) fn launch_shape(
         &self,
         k: &LoadedKernel,
-        mut blob: Vec<u8>,
+        blob: Vec<u8>,
         n: usize,
     ) -> Result<(Vec<u8>, u32, u32)> {
-        match k.param_size {
-            Some(size) if size != blob.len() => {
-                return Err(Error::internal(
-                    "run_kernel",
-                    format!(
-                        "kernel {} declares {size} parameter bytes, pack_args gave {}",
-                        k.rendered.entry,
-                        blob.len()
-                    ),
-                ))
-            }
-            Some(_) => {}
-            None if blob.len() < CLASSIC_PARAM_LIMIT => blob.resize(CLASSIC_PARAM_LIMIT, 0),
-            None => {}
-        }
+        let blob = checked_blob(k, blob)?;
         let block = k.rendered.block.max(1);
         let grid = grid_size(n, block, k.rendered.per_thread, self.sm_count);
         Ok((blob, grid, block))
     }
+}
+
+/// The argument blob of a launch of `k`, checked against the size the driver reports for
+/// the kernel's parameter (or, where it reports none, zero-padded to the classic limit).
+fn checked_blob(k: &LoadedKernel, mut blob: Vec<u8>) -> Result<Vec<u8>> {
+    match k.param_size {
+        Some(size) if size != blob.len() => {
+            return Err(Error::internal(
+                "run_kernel",
+                format!(
+                    "kernel {} declares {size} parameter bytes, pack_args gave {}",
+                    k.rendered.entry,
+                    blob.len()
+                ),
+            ))
+        }
+        Some(_) => {}
+        None if blob.len() < CLASSIC_PARAM_LIMIT => blob.resize(CLASSIC_PARAM_LIMIT, 0),
+        None => {}
+    }
+    Ok(blob)
 }
 
 /// A CUDA event with timing enabled, recorded on a device's stream.

@@ -178,7 +178,7 @@ impl Array {
             self.dtype(),
             self.node.shape.clone(),
             dev.clone(),
-            vec![self.node.clone()],
+            smallvec::smallvec![self.node.clone()],
         ))
     }
 

@@ -56,3 +56,31 @@ fn concurrent_evals_are_correct() {
         });
     });
 }
+
+/// Threads sharing one evaluated array build the same expressions (hash-consing hands them
+/// the same nodes) while evaluations reuse buffers in place: every readback must be right
+/// and no evaluation may fail. Regression: a thread walking a shared node while another
+/// evaluation consumed a buffer beneath it got "node not realized after eval".
+#[test]
+fn shared_expressions_with_in_place_reuse() {
+    common::for_each_device(|dev| {
+        let base = lf::Array::from_vec_on(vec![1.0f64, 2.0, 3.0], &[3], dev).unwrap();
+        base.eval().unwrap();
+        let iters = if dev.is_cuda() { 500 } else { 10000 };
+        std::thread::scope(|s| {
+            for _ in 0..8 {
+                s.spawn(|| {
+                    for _ in 0..iters {
+                        let x = &base * 2.0;
+                        x.eval().unwrap();
+                        let y = x * 0.5 + 1.0;
+                        assert_eq!(y.shape(), &[3]);
+                        assert_eq!(y.dtype(), lf::DType::F64);
+                        let v = y.to_vec::<f64>().unwrap();
+                        assert_eq!(v, vec![2.0, 3.0, 4.0]);
+                    }
+                });
+            }
+        });
+    });
+}

@@ -240,6 +240,17 @@ impl Default for Col {
 }
 
 impl Col {
+    fn dtype(&self) -> DType {
+        match self {
+            Col::Bool(_) => DType::Bool,
+            Col::I32(_) => DType::I32,
+            Col::I64(_) => DType::I64,
+            Col::F32(_) => DType::F32,
+            Col::F64(_) => DType::F64,
+            Col::C64(_) => DType::C64,
+            Col::C128(_) => DType::C128,
+        }
+    }
     fn new(dtype: DType, n: usize) -> Col {
         with_type!(dtype, T => T::wrap(vec![T::default(); n]))
     }
@@ -1441,6 +1452,7 @@ impl<'a, 'b> Ctx<'a, 'b> {
         // A value whose computation fails at planning time (a uniform or shifted load out of
         // bounds) is an error only if a store needs it: it is "poisoned" until then.
         let mut poison: Vec<Option<IrError>> = vec![None; nv];
+        let mut ones: [Option<Col>; 8] = Default::default();
         for v in 0..nv {
             if !matches!(ctx.locs[v], Loc::Pending) {
                 continue;
@@ -1475,9 +1487,17 @@ impl<'a, 'b> Ctx<'a, 'b> {
                 }
                 Inst::Axis(_) => Loc::Pending,
                 inst if !any_bad && inst.operands().all(|o| matches!(loc(o), Loc::Uni(_))) => {
-                    let mut col = Col::new(val.dtype, 1);
-                    match ctx.eval(v, col.view(1), Tile { i0: 0, n: 1 }) {
-                        Ok(()) => Loc::Uni(col.first()),
+                    // one reusable 1-element column per dtype: folding allocates once
+                    let slot = &mut ones[val.dtype as usize % ones.len()];
+                    let mut col = match slot.take() {
+                        Some(c) if c.dtype() == val.dtype => c,
+                        _ => Col::new(val.dtype, 1),
+                    };
+                    let r = ctx.eval(v, col.view(1), Tile { i0: 0, n: 1 });
+                    let first = col.first();
+                    *slot = Some(col);
+                    match r {
+                        Ok(()) => Loc::Uni(first),
                         Err(e) => {
                             err = Some(e);
                             Loc::Uni(Scalar::zero(val.dtype))
@@ -1612,7 +1632,7 @@ impl<'a, 'b> Ctx<'a, 'b> {
             }
         }
         let tile_n = TILE.min(len);
-        let mut free: Vec<Vec<usize>> = vec![Vec::new(); DType::ALL.len()];
+        let mut free: [Vec<usize>; DType::ALL.len()] = Default::default();
         let dix = |d: DType| DType::ALL.iter().position(|&x| x == d).unwrap_or(0);
         for &v in &computed {
             ctx.order.push(v);
@@ -1627,11 +1647,14 @@ impl<'a, 'b> Ctx<'a, 'b> {
                 };
                 ctx.locs[v] = Loc::Slot(s);
             }
-            let ops: Vec<usize> = kernel.values[v]
-                .inst
-                .operands()
-                .map(|o| root(&ctx.locs, o as usize))
-                .collect();
+            // at most three operands (`Inst::operands`): no allocation per value
+            let mut ops = [usize::MAX; 3];
+            let mut m = 0;
+            for o in kernel.values[v].inst.operands() {
+                ops[m] = root(&ctx.locs, o as usize);
+                m += 1;
+            }
+            let ops = &ops[..m];
             for (k, &o) in ops.iter().enumerate() {
                 if ops[..k].contains(&o) || last_use[o] != v {
                     continue;

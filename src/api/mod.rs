@@ -13,7 +13,6 @@ pub(crate) mod reduce;
 use crate::graph::{Node, Op, Shape};
 use crate::{Array, Device};
 use lazyfuse_codegen::DType;
-use std::sync::Arc;
 
 /// Builds (or reuses, by hash-consing) a node.
 pub(crate) fn make(
@@ -23,7 +22,7 @@ pub(crate) fn make(
     device: &Device,
     inputs: &[&Array],
 ) -> Array {
-    let inputs: Vec<Arc<Node>> = inputs.iter().map(|a| a.node.clone()).collect();
+    let inputs: crate::graph::Inputs = inputs.iter().map(|a| a.node.clone()).collect();
     Array::from_node(Node::new(op, dtype, shape, device.clone(), inputs))
 }
 

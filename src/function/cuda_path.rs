@@ -249,10 +249,33 @@ fn cuda_of(b: &Buffer) -> Result<&CudaBuffer> {
     }
 }
 
-/// Graph states of plain evaluations, by plan template (the `Arc` keeps the address).
-type EvalGraphs = Vec<(Arc<Template>, Option<GraphState>)>;
-static EVAL_GRAPHS: std::sync::Mutex<EvalGraphs> = std::sync::Mutex::new(Vec::new());
-/// Most plans with eval-level graph state kept (each holds a graph and its arena).
+/// The graph state of plain evaluations of one plan template, owned by the template (so a
+/// replay locks only its own plan, never a process-wide table).
+#[derive(Default)]
+pub(crate) struct EvalGraphSlot(std::sync::Mutex<SlotState>);
+
+#[derive(Default)]
+enum SlotState {
+    /// Not tried yet (or no budget was left when it was).
+    #[default]
+    Untried,
+    /// The plan is not worth a graph.
+    Ineligible,
+    Ready(Counted),
+}
+
+/// A graph state counted in [`LIVE_EVAL_GRAPHS`] while it lives.
+struct Counted(GraphState);
+
+impl Drop for Counted {
+    fn drop(&mut self) {
+        LIVE_EVAL_GRAPHS.fetch_sub(1, std::sync::atomic::Ordering::Relaxed);
+    }
+}
+
+/// Eval-level graph states alive in the process (each holds a graph and its arena).
+static LIVE_EVAL_GRAPHS: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+/// Most eval-level graph states alive at once; plans beyond it run plainly.
 const EVAL_GRAPHS_MAX: usize = 64;
 
 /// Runs the evaluation of `roots` (planned as `template` over `nodes`) through a CUDA
@@ -276,19 +299,27 @@ pub(crate) fn eval_graph(
     {
         return Ok(false);
     }
-    let mut cache = EVAL_GRAPHS.lock().unwrap_or_else(|e| e.into_inner());
-    let idx = match cache.iter().position(|(t, _)| Arc::ptr_eq(t, template)) {
-        Some(i) => i,
-        None => {
-            if cache.len() >= EVAL_GRAPHS_MAX {
-                cache.clear();
-            }
-            let state = new_eval_state(template, nodes, roots);
-            cache.push((template.clone(), state));
-            cache.len() - 1
-        }
+    // another thread replaying this plan's graph right now: run plainly instead of waiting
+    let mut slot = match template.eval_graph.0.try_lock() {
+        Ok(g) => g,
+        Err(std::sync::TryLockError::Poisoned(p)) => p.into_inner(),
+        Err(std::sync::TryLockError::WouldBlock) => return Ok(false),
     };
-    let Some(state) = cache[idx].1.as_mut() else {
+    use std::sync::atomic::Ordering::Relaxed;
+    if matches!(*slot, SlotState::Untried) {
+        if LIVE_EVAL_GRAPHS.fetch_add(1, Relaxed) >= EVAL_GRAPHS_MAX {
+            LIVE_EVAL_GRAPHS.fetch_sub(1, Relaxed);
+            return Ok(false);
+        }
+        *slot = match new_eval_state(template, nodes, roots) {
+            Some(st) => SlotState::Ready(Counted(st)),
+            None => {
+                LIVE_EVAL_GRAPHS.fetch_sub(1, Relaxed);
+                SlotState::Ineligible
+            }
+        };
+    }
+    let SlotState::Ready(Counted(state)) = &mut *slot else {
         return Ok(false);
     };
     let bufs: Vec<Arc<Buffer>> = nodes.iter().filter_map(|n| n.buffer()).collect();

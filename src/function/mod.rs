@@ -174,7 +174,7 @@ impl Function {
             DType::Bool,
             Shape::new(),
             device.clone(),
-            Vec::new(),
+            Default::default(),
         );
         let params = examples
             .iter()
@@ -299,7 +299,7 @@ fn same_device(op: &'static str, a: &Device, b: &Device) -> Result<()> {
 }
 
 #[cfg(feature = "cuda")]
-pub(crate) use cuda_path::eval_graph;
+pub(crate) use cuda_path::{eval_graph, EvalGraphSlot};
 
 #[cfg(feature = "cuda")]
 mod cuda_path;

@@ -8,12 +8,12 @@ use crate::Device;
 use lazyfuse_codegen::{BinaryOp, DType, RandomKind, ReduceLayout, ReduceOp, Scalar, UnaryOp};
 use smallvec::SmallVec;
 use std::collections::HashMap;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering::Relaxed};
-use std::sync::{Arc, Mutex, MutexGuard, Weak};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering::Relaxed, Ordering::SeqCst};
+use std::sync::{Arc, Condvar, Mutex, MutexGuard, OnceLock, Weak};
 
 /// A small, fast, deterministic hasher (FxHash's mixing) for node keys and plan keys.
 #[derive(Default, Clone, Copy)]
-pub(crate) struct FxHasher(u64);
+pub(crate) struct FxHasher(pub(crate) u64);
 
 impl std::hash::Hasher for FxHasher {
     fn write(&mut self, bytes: &[u8]) {
@@ -153,8 +153,11 @@ impl Op {
     }
 }
 
+/// A node's inputs (inline for up to three: no heap allocation for most nodes).
+pub(crate) type Inputs = SmallVec<[Arc<Node>; 3]>;
+
 pub(crate) struct NodeState {
-    pub(crate) inputs: Vec<Arc<Node>>,
+    pub(crate) inputs: Inputs,
     pub(crate) buffer: Option<Arc<Buffer>>,
 }
 
@@ -168,27 +171,58 @@ pub(crate) struct Node {
     pub(crate) dtype: DType,
     pub(crate) shape: Shape,
     pub(crate) device: Device,
+    /// Hash-consing identity: the ids of the inputs the node was built from (kept after
+    /// realization drops the inputs themselves).
+    input_ids: SmallVec<[u64; 3]>,
+    /// Hash of (op with values, dtype, shape, device, input ids) when the node is in the
+    /// hash-consing table, else `None`.
+    interned: Option<u64>,
     state: Mutex<NodeState>,
     /// Set when an evaluation took this node's buffer to write in place; hash-consing never
     /// hands the node out again (see [`consume_buffer`]).
     consumed: AtomicBool,
+    /// Set while a step that overwrites a consumed buffer beneath this node runs (its
+    /// inputs are detached meanwhile; see [`consume_buffer`]).
+    pending: AtomicBool,
 }
 
-#[derive(PartialEq, Eq, Hash)]
-struct Key {
-    op: Op,
-    dtype: DType,
-    shape: Shape,
-    device: Device,
-    inputs: SmallVec<[u64; 3]>,
+/// The hash-consing table, sharded by key hash so that threads building different nodes
+/// rarely meet on one lock. A node removes its own entry when it drops, so the table holds
+/// live nodes only (no sweeps).
+const SHARDS: usize = 64;
+
+/// Buckets of nodes by key hash (the hash is already mixed: identity hashing).
+type Bucket = HashMap<u64, SmallVec<[Weak<Node>; 1]>, std::hash::BuildHasherDefault<IdHasher>>;
+
+/// Passes a precomputed 64-bit hash through.
+#[derive(Default, Clone, Copy)]
+pub(crate) struct IdHasher(u64);
+
+impl std::hash::Hasher for IdHasher {
+    fn write(&mut self, bytes: &[u8]) {
+        for &b in bytes {
+            self.0 = (self.0 << 8) ^ b as u64;
+        }
+    }
+    fn write_u64(&mut self, x: u64) {
+        self.0 = x;
+    }
+    fn finish(&self) -> u64 {
+        self.0
+    }
 }
 
-struct Table {
-    map: HashMap<Key, Weak<Node>, FxBuild>,
-    sweep_at: usize,
+fn shards() -> &'static [Mutex<Bucket>] {
+    static TABLE: OnceLock<Vec<Mutex<Bucket>>> = OnceLock::new();
+    TABLE.get_or_init(|| (0..SHARDS).map(|_| Mutex::new(Bucket::default())).collect())
 }
 
-static TABLE: Mutex<Option<Table>> = Mutex::new(None);
+fn shard(hash: u64) -> MutexGuard<'static, Bucket> {
+    shards()[(hash >> 58) as usize % SHARDS]
+        .lock()
+        .unwrap_or_else(|e| e.into_inner())
+}
+
 static NEXT_ID: AtomicU64 = AtomicU64::new(1);
 
 fn structure_hash(op: &Op, dtype: DType, shape: &Shape, device: &Device) -> u64 {
@@ -203,6 +237,26 @@ fn structure_hash(op: &Op, dtype: DType, shape: &Shape, device: &Device) -> u64 
     h.finish()
 }
 
+/// The hash-consing key hash: the structure hash, constant values and seeds, and inputs.
+fn key_hash(shash: u64, op: &Op, inputs: &[u64]) -> u64 {
+    use std::hash::{Hash, Hasher};
+    let mut h = FxHasher(shash);
+    match op {
+        Op::Const(s) => s.hash(&mut h),
+        Op::Random(_, seed) => seed.hash(&mut h),
+        _ => {}
+    }
+    for &i in inputs {
+        h.write_u64(i);
+    }
+    // final avalanche so that the shard index (top bits) and bucket bits are well mixed
+    let mut x = h.finish();
+    x ^= x >> 33;
+    x = x.wrapping_mul(0xff51_afd7_ed55_8ccd);
+    x ^= x >> 33;
+    x
+}
+
 impl Node {
     /// The node for `op` over `inputs`: an existing equal node when one is alive
     /// (hash-consing), else a new one.
@@ -211,46 +265,50 @@ impl Node {
         dtype: DType,
         shape: Shape,
         device: Device,
-        inputs: Vec<Arc<Node>>,
+        inputs: Inputs,
     ) -> Arc<Node> {
-        let key = Key {
-            op: op.clone(),
-            dtype,
-            shape: shape.clone(),
-            device: device.clone(),
-            inputs: inputs.iter().map(|n| n.id).collect(),
-        };
-        let mut guard = TABLE.lock().unwrap_or_else(|e| e.into_inner());
-        let table = guard.get_or_insert_with(|| Table {
-            map: HashMap::default(),
-            sweep_at: 1024,
-        });
-        if let Some(n) = table
-            .map
-            .get(&key)
-            .and_then(Weak::upgrade)
-            .filter(|n| !n.consumed.load(Relaxed))
-        {
-            return n;
+        let shash = structure_hash(&op, dtype, &shape, &device);
+        let input_ids: SmallVec<[u64; 3]> = inputs.iter().map(|n| n.id).collect();
+        let kh = key_hash(shash, &op, &input_ids);
+        let mut rejected: SmallVec<[Arc<Node>; 1]> = SmallVec::new();
+        let mut table = shard(kh);
+        if let Some(bucket) = table.get(&kh) {
+            for w in bucket {
+                let Some(n) = w.upgrade() else { continue };
+                if n.shash == shash
+                    && n.dtype == dtype
+                    && n.input_ids == input_ids
+                    && n.shape == shape
+                    && n.op == op
+                    && n.device == device
+                    && !n.consumed.load(Relaxed)
+                {
+                    drop(table);
+                    return n;
+                }
+                // dropped after the lock is released: dropping a node takes its shard lock
+                rejected.push(n);
+            }
         }
         let node = Arc::new(Node {
             id: NEXT_ID.fetch_add(1, Relaxed),
-            shash: structure_hash(&op, dtype, &shape, &device),
+            shash,
             op,
             dtype,
             shape,
             device,
+            input_ids,
+            interned: Some(kh),
             state: Mutex::new(NodeState {
                 inputs,
                 buffer: None,
             }),
             consumed: AtomicBool::new(false),
+            pending: AtomicBool::new(false),
         });
-        table.map.insert(key, Arc::downgrade(&node));
-        if table.map.len() >= table.sweep_at {
-            table.map.retain(|_, w| w.strong_count() > 0);
-            table.sweep_at = (table.map.len() * 2).max(1024);
-        }
+        table.entry(kh).or_default().push(Arc::downgrade(&node));
+        drop(table);
+        drop(rejected);
         node
     }
 
@@ -262,26 +320,24 @@ impl Node {
     /// A realized leaf holding a buffer that may be shared with other nodes (never shared
     /// by hash-consing).
     pub(crate) fn leaf_shared(buffer: Arc<Buffer>, shape: Shape, device: Device) -> Arc<Node> {
-        let shash = structure_hash(&Op::Buffer, buffer.dtype(), &shape, &device);
-        Arc::new(Node {
-            id: NEXT_ID.fetch_add(1, Relaxed),
-            shash,
-            op: Op::Buffer,
-            dtype: buffer.dtype(),
-            shape,
-            device,
-            state: Mutex::new(NodeState {
-                inputs: Vec::new(),
-                buffer: Some(buffer),
-            }),
-            consumed: AtomicBool::new(false),
-        })
+        let dtype = buffer.dtype();
+        Node::unshared(Op::Buffer, dtype, shape, device, Some(buffer))
     }
 
     /// An unrealized node without inputs, never shared by hash-consing: the output of a
     /// bound plan whose computation is described by the plan, not by the node (traced
     /// functions bind their cached plans to such nodes).
     pub(crate) fn fresh(op: Op, dtype: DType, shape: Shape, device: Device) -> Arc<Node> {
+        Node::unshared(op, dtype, shape, device, None)
+    }
+
+    fn unshared(
+        op: Op,
+        dtype: DType,
+        shape: Shape,
+        device: Device,
+        buffer: Option<Arc<Buffer>>,
+    ) -> Arc<Node> {
         Arc::new(Node {
             id: NEXT_ID.fetch_add(1, Relaxed),
             shash: structure_hash(&op, dtype, &shape, &device),
@@ -289,16 +345,36 @@ impl Node {
             dtype,
             shape,
             device,
+            input_ids: SmallVec::new(),
+            interned: None,
             state: Mutex::new(NodeState {
-                inputs: Vec::new(),
-                buffer: None,
+                inputs: Inputs::new(),
+                buffer,
             }),
             consumed: AtomicBool::new(false),
+            pending: AtomicBool::new(false),
         })
     }
 
     pub(crate) fn state(&self) -> MutexGuard<'_, NodeState> {
         self.state.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// The state, once the node is not pending: while a step that overwrites a buffer
+    /// beneath it runs in another thread (see [`consume_buffer`]), this waits for the step
+    /// to realize the node or give its inputs back.
+    pub(crate) fn settled_state(&self) -> MutexGuard<'_, NodeState> {
+        loop {
+            let st = self.state();
+            if st.buffer.is_some() || !self.pending.load(SeqCst) {
+                return st;
+            }
+            drop(st);
+            let mut g = SETTLED.0.lock().unwrap_or_else(|e| e.into_inner());
+            while self.pending.load(SeqCst) {
+                g = SETTLED.1.wait(g).unwrap_or_else(|e| e.into_inner());
+            }
+        }
     }
 
     /// The buffer, when realized.
@@ -307,8 +383,8 @@ impl Node {
     }
 
     /// The inputs (empty once realized).
-    pub(crate) fn inputs(&self) -> Vec<Arc<Node>> {
-        self.state().inputs.clone()
+    pub(crate) fn inputs(&self) -> Inputs {
+        self.settled_state().inputs.clone()
     }
 
     /// Stores the node's value; from now on it is a leaf and its inputs are released.
@@ -318,6 +394,9 @@ impl Node {
             s.buffer = Some(buffer);
             std::mem::take(&mut s.inputs)
         };
+        if self.pending.swap(false, SeqCst) {
+            notify_settled();
+        }
         drop(old); // dropped outside the lock: may cascade into other nodes
     }
 
@@ -328,43 +407,113 @@ impl Node {
 }
 
 /// Takes the buffer of the realized node `node` for an evaluation to overwrite, when
-/// `unobserved()` (run under the hash-consing lock, so that no other thread can obtain the
-/// node meanwhile) confirms that nothing outside the evaluation can read it. From then on
+/// `unobserved()` confirms that nothing outside the evaluation can read it. From then on
 /// hash-consing never returns `node`, and its buffer is gone. `None` when the node holds no
 /// buffer, someone else holds the buffer, or `unobserved()` says no.
+///
+/// `tips` are the nodes the overwriting step computes. Before the check they are detached
+/// from their inputs and marked pending (under the node's hash-consing shard lock, so no
+/// other thread can obtain `node` meanwhile): a thread that holds a tip and walks it from
+/// now on waits until the tip is realized (or restored) instead of reaching, through the
+/// tip, nodes beneath it whose buffer is being overwritten. The returned [`Detached`] puts
+/// the inputs back on tips that are still unrealized when it drops (a failed step).
 pub(crate) fn consume_buffer(
     node: &Arc<Node>,
+    tips: &[Arc<Node>],
     unobserved: impl FnOnce() -> bool,
-) -> Option<Arc<Buffer>> {
-    let _table = TABLE.lock().unwrap_or_else(|e| e.into_inner());
+) -> Option<(Arc<Buffer>, Detached)> {
+    // no other thread can obtain the node by hash-consing while its shard is locked
+    let _table = node.interned.map(shard);
     let mut st = node.state();
     if st.buffer.as_ref().is_none_or(|b| Arc::strong_count(b) != 1) {
         return None;
     }
     drop(st);
+    let mut detached = Detached {
+        tips: SmallVec::new(),
+    };
+    for t in tips {
+        let mut ts = t.state();
+        if ts.buffer.is_some() {
+            return None; // computed meanwhile by another evaluation
+        }
+        t.pending.store(true, SeqCst);
+        let inputs = std::mem::take(&mut ts.inputs);
+        drop(ts);
+        detached.tips.push((t.clone(), inputs));
+    }
     if !unobserved() {
-        return None;
+        return None; // `detached` restores the tips
     }
     node.consumed.store(true, Relaxed);
     st = node.state();
-    st.buffer.take()
+    let buf = st.buffer.take()?;
+    Some((buf, detached))
+}
+
+/// Inputs taken from the tips of a step that overwrites a consumed buffer (see
+/// [`consume_buffer`]); dropped after the step, they are released, or put back on tips the
+/// step did not realize.
+pub(crate) struct Detached {
+    tips: SmallVec<[(Arc<Node>, Inputs); 2]>,
+}
+
+impl Drop for Detached {
+    fn drop(&mut self) {
+        let mut released: SmallVec<[Inputs; 2]> = SmallVec::new();
+        for (t, inputs) in self.tips.drain(..) {
+            let mut ts = t.state();
+            if ts.buffer.is_none() {
+                ts.inputs = inputs;
+            } else {
+                released.push(inputs);
+            }
+            drop(ts);
+            if t.pending.swap(false, SeqCst) {
+                notify_settled();
+            }
+        }
+        drop(released); // outside every lock: may cascade into other nodes
+    }
+}
+
+/// Waiters for pending nodes (see [`Node::settled_state`]).
+static SETTLED: (Mutex<()>, Condvar) = (Mutex::new(()), Condvar::new());
+
+fn notify_settled() {
+    let _g = SETTLED.0.lock().unwrap_or_else(|e| e.into_inner());
+    SETTLED.1.notify_all();
 }
 
 impl Drop for Node {
     fn drop(&mut self) {
+        if let Some(kh) = self.interned {
+            // This node's entry is dead now (no strong reference is left; when the node was
+            // moved out of its `Arc` below, `self` is no longer at the entry's address, so
+            // dead entries are recognized by their count, not their address).
+            let mut table = shard(kh);
+            if let Some(bucket) = table.get_mut(&kh) {
+                bucket.retain(|w| w.strong_count() > 0);
+                if bucket.is_empty() {
+                    table.remove(&kh);
+                }
+            }
+        }
         // Release long input chains iteratively so dropping a deep graph cannot overflow
-        // the stack.
-        let mut stack = std::mem::take(
+        // the stack: an input this node held the last reference to is unwrapped here and
+        // its own inputs are released by this loop (the stack stays inline for small graphs).
+        let own = std::mem::take(
             &mut self
                 .state
                 .get_mut()
                 .unwrap_or_else(|e| e.into_inner())
                 .inputs,
         );
+        let mut stack: SmallVec<[Arc<Node>; 8]> = own.into_iter().collect();
         while let Some(n) = stack.pop() {
             if let Ok(mut inner) = Arc::try_unwrap(n) {
                 let s = inner.state.get_mut().unwrap_or_else(|e| e.into_inner());
-                stack.append(&mut s.inputs);
+                stack.extend(s.inputs.drain(..));
             }
         }
     }

@@ -72,6 +72,15 @@ impl CudaDevice {
         match self._never {}
     }
     /// Unreachable.
+    pub(crate) fn run_kernel_shared(
+        &self,
+        _k: &std::sync::Arc<Kernel>,
+        _i: &[&CudaBuffer],
+        _a: &LaunchArgs,
+    ) -> Result<Vec<CudaBuffer>> {
+        match self._never {}
+    }
+    /// Unreachable.
     pub fn run_kernel(
         &self,
         _k: &Kernel,

@@ -142,7 +142,7 @@ pub(crate) fn mark_elapsed(start: &Mark, end: &Mark) -> Result<Duration> {
 /// Runs one fused kernel on `dev`, returning its freshly allocated outputs.
 pub(crate) fn run_kernel(
     dev: &Device,
-    kernel: &Kernel,
+    kernel: &std::sync::Arc<Kernel>,
     inputs: &[&Buffer],
     args: &LaunchArgs,
 ) -> Result<Vec<Buffer>> {
@@ -152,7 +152,7 @@ pub(crate) fn run_kernel(
             if nvrtc_check_enabled() {
                 cuda::nvrtc_check(kernel)?;
             }
-            let ins: Vec<&HostBuf> = inputs
+            let ins: smallvec::SmallVec<[&HostBuf; 4]> = inputs
                 .iter()
                 .map(|b| match b {
                     Buffer::Host(h) => Ok(h),
@@ -168,7 +168,7 @@ pub(crate) fn run_kernel(
                 .collect())
         }
         Device::Cuda(d) => {
-            let ins: Vec<&cuda::CudaBuffer> = inputs
+            let ins: smallvec::SmallVec<[&cuda::CudaBuffer; 4]> = inputs
                 .iter()
                 .map(|b| match b {
                     Buffer::Cuda(c) => Ok(c),
@@ -178,7 +178,7 @@ pub(crate) fn run_kernel(
                     )),
                 })
                 .collect::<Result<_>>()?;
-            Ok(d.run_kernel(kernel, &ins, args)?
+            Ok(d.run_kernel_shared(kernel, &ins, args)?
                 .into_iter()
                 .map(Buffer::Cuda)
                 .collect())
@@ -192,7 +192,7 @@ pub(crate) fn run_kernel(
 /// every output, `donor` itself at position `out`.
 pub(crate) fn run_kernel_reuse(
     dev: &Device,
-    kernel: &Kernel,
+    kernel: &std::sync::Arc<Kernel>,
     inputs: &[Option<&Buffer>],
     args: &LaunchArgs,
     (slot, out): (usize, usize),

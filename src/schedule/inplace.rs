@@ -279,7 +279,7 @@ impl Bound {
 pub(crate) fn try_run(
     sched: &super::Schedule,
     si: usize,
-    kernel: &Kernel,
+    kernel: &Arc<Kernel>,
     inputs: &[Arc<Node>],
     outputs: &[Arc<Node>],
     args: &LaunchArgs,
@@ -294,7 +294,7 @@ pub(crate) fn try_run(
     if !same_node || !fits {
         return Ok(false);
     }
-    let Some(buf) = graph::consume_buffer(&b.x, || b.unobserved()) else {
+    let Some((buf, detached)) = graph::consume_buffer(&b.x, outputs, || b.unobserved()) else {
         return Ok(false);
     };
     let donor: Buffer = Arc::try_unwrap(buf)
@@ -330,5 +330,6 @@ pub(crate) fn try_run(
     for (node, buf) in outputs.iter().zip(outs) {
         node.realize(Arc::new(buf));
     }
+    drop(detached);
     Ok(true)
 }

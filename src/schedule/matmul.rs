@@ -119,7 +119,7 @@ pub(super) fn library_reads(node: &Arc<Node>) -> Result<Vec<Arc<Node>>> {
             let nb = batch_rank(&inputs);
             inputs.iter().map(|i| Ok(resolve(i, nb)?.0)).collect()
         }
-        _ => Ok(inputs),
+        _ => Ok(inputs.into_vec()),
     }
 }
 

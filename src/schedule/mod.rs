@@ -13,7 +13,7 @@ mod inplace;
 mod lower;
 mod matmul;
 
-use crate::graph::{FxBuild, FxHasher, Node, Op};
+use crate::graph::{FxBuild, FxHasher, Inputs, Node, Op};
 use crate::runtime::matmul::GemmSpec;
 use crate::runtime::{self, Buffer};
 use crate::{config, profile, Device, Error, Result};
@@ -23,7 +23,6 @@ use std::collections::{HashMap, HashSet};
 use std::fmt;
 use std::hash::Hasher;
 use std::sync::Arc;
-use std::sync::Mutex;
 
 /// Where a kernel's scalar argument comes from when a plan is bound to a DAG.
 #[derive(Clone, Debug)]
@@ -69,15 +68,22 @@ pub(crate) struct Template {
     steps: Vec<TStep>,
     /// In-place opportunities (`inplace`), checked at each execution.
     reuse: Vec<inplace::Cand>,
+    /// The CUDA graph that replays plain evaluations of this plan (owned here, so replays
+    /// of different plans never share a lock).
+    #[cfg(feature = "cuda")]
+    pub(crate) eval_graph: crate::function::EvalGraphSlot,
 }
+
+/// The nodes a bound step reads or writes (inline for small kernels).
+pub(crate) type NodeList = SmallVec<[Arc<Node>; 4]>;
 
 /// One unit of work, bound to nodes.
 pub(crate) enum Step {
     /// A fused kernel: reads `inputs`' buffers, computes `outputs`.
     Kernel {
         kernel: Arc<Kernel>,
-        inputs: Vec<Arc<Node>>,
-        outputs: Vec<Arc<Node>>,
+        inputs: NodeList,
+        outputs: NodeList,
         args: LaunchArgs,
     },
     /// Copy of `src`'s buffer to `dst`'s device.
@@ -159,127 +165,161 @@ impl fmt::Display for Schedule {
     }
 }
 
-/// A node of a walked DAG with what planning reads of its state, taken under one lock.
-pub(crate) struct Walked {
-    pub(crate) node: Arc<Node>,
-    realized: bool,
-    inputs: SmallVec<[u64; 3]>,
+/// Scratch space of [`walk`], kept per thread so that a cached eval allocates nothing to
+/// walk its DAG: node id -> walk position (`usize::MAX` while the node is on the stack).
+struct WalkScratch {
+    seen: HashMap<u64, usize, FxBuild>,
+    stack: Vec<Frame>,
+}
+
+/// A step of the iterative walk: visit a node, or place it once its inputs are placed
+/// (with its realized-ness and inputs as read at the visit).
+enum Frame {
+    Visit(Arc<Node>),
+    Done(Arc<Node>, bool, Inputs),
+}
+
+thread_local! {
+    static WALK: std::cell::RefCell<WalkScratch> = std::cell::RefCell::new(WalkScratch {
+        seen: HashMap::default(),
+        stack: Vec::new(),
+    });
 }
 
 /// Every node reachable from `roots` (realized nodes included, not walked through),
-/// inputs before users, in a deterministic order.
-fn walk(roots: &[Arc<Node>]) -> Vec<Walked> {
-    let mut order = Vec::new();
-    let mut seen: HashSet<u64, FxBuild> = HashSet::default();
-    let mut stack: Vec<(Arc<Node>, Option<Walked>)> =
-        roots.iter().rev().map(|r| (r.clone(), None)).collect();
-    while let Some((n, done)) = stack.pop() {
-        if let Some(w) = done {
-            order.push(w);
-            continue;
-        }
-        if !seen.insert(n.id) {
-            continue;
-        }
-        let (realized, inputs): (bool, Vec<Arc<Node>>) = {
-            let st = n.state();
-            let realized = st.buffer.is_some();
-            (
-                realized,
-                if realized {
-                    Vec::new()
-                } else {
-                    st.inputs.clone()
-                },
-            )
-        };
-        let w = Walked {
-            node: n.clone(),
-            realized,
-            inputs: inputs.iter().map(|i| i.id).collect(),
-        };
-        stack.push((n, Some(w)));
-        for i in inputs.into_iter().rev() {
-            if !seen.contains(&i.id) {
-                stack.push((i, None));
+/// inputs before users, in a deterministic order; and the structural plan key of the DAG,
+/// written into `key`: the fusion switch, per node its structure hash (ops without
+/// constant values and seeds, dtypes, shapes, devices), realized-ness and the walk
+/// positions of its inputs, then the roots' positions. Equal keys mean equal plans, and
+/// the plan cache compares whole keys (not a hash of them).
+fn walk(roots: &[Arc<Node>], fuse: bool, key: &mut Vec<u64>) -> Vec<Arc<Node>> {
+    WALK.with(|w| match w.try_borrow_mut() {
+        Ok(mut scratch) => walk_with(&mut scratch, roots, fuse, key),
+        // re-entered from a walk on this thread (cannot happen today): fresh scratch
+        Err(_) => walk_with(
+            &mut WalkScratch {
+                seen: HashMap::default(),
+                stack: Vec::new(),
+            },
+            roots,
+            fuse,
+            key,
+        ),
+    })
+}
+
+fn walk_with(
+    scratch: &mut WalkScratch,
+    roots: &[Arc<Node>],
+    fuse: bool,
+    key: &mut Vec<u64>,
+) -> Vec<Arc<Node>> {
+    const ON_STACK: usize = usize::MAX;
+    let WalkScratch { seen, stack } = scratch;
+    seen.clear();
+    stack.clear();
+    key.clear();
+    key.push(fuse as u64);
+    let mut order: Vec<Arc<Node>> = Vec::with_capacity(16);
+    stack.extend(roots.iter().rev().map(|r| Frame::Visit(r.clone())));
+    while let Some(frame) = stack.pop() {
+        match frame {
+            Frame::Done(n, realized, inputs) => {
+                // inputs are placed: hash this node with their positions
+                let mut h = FxHasher::default();
+                h.write_u64(n.shash);
+                h.write_u8(realized as u8);
+                for i in &inputs {
+                    h.write_usize(seen.get(&i.id).copied().unwrap_or(ON_STACK));
+                }
+                key.push(h.finish());
+                seen.insert(n.id, order.len());
+                order.push(n);
+            }
+            Frame::Visit(n) => {
+                if seen.contains_key(&n.id) {
+                    continue;
+                }
+                seen.insert(n.id, ON_STACK);
+                // what planning reads of the node's state, taken under one lock
+                let (realized, inputs) = {
+                    let st = n.settled_state();
+                    match st.buffer.is_some() {
+                        true => (true, Inputs::new()),
+                        false => (false, st.inputs.clone()),
+                    }
+                };
+                let visits: SmallVec<[Arc<Node>; 3]> = inputs
+                    .iter()
+                    .rev()
+                    .filter(|i| !seen.contains_key(&i.id))
+                    .cloned()
+                    .collect();
+                // popped once the inputs' frames above it are all placed
+                stack.push(Frame::Done(n, realized, inputs));
+                stack.extend(visits.into_iter().map(Frame::Visit));
             }
         }
     }
+    key.extend(roots.iter().map(|r| seen[&r.id] as u64));
+    seen.clear();
     order
 }
 
-/// The structural key of a walked DAG: each node's structure hash (ops without constant
-/// values and seeds, dtypes, shapes, devices), realized-ness and wiring, the roots and the
-/// fusion switch.
-fn structure_key(
-    walked: &[Walked],
-    pos: &HashMap<u64, usize, FxBuild>,
-    roots: &[Arc<Node>],
-) -> Vec<u64> {
-    let mut key = Vec::with_capacity(walked.len() + roots.len() + 1);
-    key.push(config::fusion_enabled() as u64);
-    for w in walked {
-        let mut h = FxHasher::default();
-        h.write_u64(w.node.shash);
-        h.write_u8(w.realized as u8);
-        for i in &w.inputs {
-            h.write_usize(pos[i]);
-        }
-        key.push(h.finish());
-    }
-    key.extend(roots.iter().map(|r| pos[&r.id] as u64));
-    key
-}
-
 type PlanCache = HashMap<Vec<u64>, Arc<Template>, FxBuild>;
-static PLANS: Mutex<Option<PlanCache>> = Mutex::new(None);
+static PLANS: std::sync::RwLock<Option<PlanCache>> = std::sync::RwLock::new(None);
 const PLAN_CACHE_MAX: usize = 4096;
 
+thread_local! {
+    static KEY: std::cell::RefCell<Vec<u64>> = const { std::cell::RefCell::new(Vec::new()) };
+}
+
 /// The plan template for `roots` (cached by structure) with the walked nodes it is
-/// positioned over, and whether it came from the cache.
+/// positioned over, and whether it came from the cache. Readers of the plan cache never
+/// block each other; the key is built in a per-thread buffer.
 pub(crate) fn template_for_hit(
     roots: &[Arc<Node>],
 ) -> Result<(Arc<Template>, Vec<Arc<Node>>, bool)> {
-    let walked = walk(roots);
-    let pos: HashMap<u64, usize, FxBuild> = walked
-        .iter()
-        .enumerate()
-        .map(|(i, w)| (w.node.id, i))
-        .collect();
-    let key = structure_key(&walked, &pos, roots);
-    let nodes: Vec<Arc<Node>> = walked.into_iter().map(|w| w.node).collect();
+    let fuse = config::fusion_enabled(); // read once: the key and the plan agree
+    KEY.with(|k| match k.try_borrow_mut() {
+        Ok(mut key) => template_with_key(roots, fuse, &mut key),
+        Err(_) => template_with_key(roots, fuse, &mut Vec::new()),
+    })
+}
+
+fn template_with_key(
+    roots: &[Arc<Node>],
+    fuse: bool,
+    key: &mut Vec<u64>,
+) -> Result<(Arc<Template>, Vec<Arc<Node>>, bool)> {
+    let nodes = walk(roots, fuse, key);
     let cached = PLANS
-        .lock()
+        .read()
         .unwrap_or_else(|e| e.into_inner())
         .as_ref()
-        .and_then(|c| c.get(&key).cloned());
-    let hit = cached.is_some();
-    let template = match cached {
-        Some(t) => {
-            crate::stats::bump::plan_cache_hits(1);
-            t
-        }
-        None => {
-            if config::debug_level() >= 2 {
-                let guard = PLANS.lock().unwrap_or_else(|e| e.into_inner());
-                let why =
-                    crate::explain::plan_miss(&key, &nodes, guard.iter().flat_map(|c| c.keys()));
-                config::debug_log!(2, "plan cache miss: {why}");
-            }
-            let t = Arc::new(make_template(&nodes, &pos, roots)?);
-            let mut guard = PLANS.lock().unwrap_or_else(|e| e.into_inner());
-            let cache = guard.get_or_insert_with(HashMap::default);
-            if config::debug_level() >= 2 {
-                crate::explain::remember_plan(&key, &nodes);
-            }
-            if cache.len() >= PLAN_CACHE_MAX {
-                cache.clear();
-            }
-            cache.insert(key, t.clone());
-            t
-        }
-    };
-    Ok((template, nodes, hit))
+        .and_then(|c| c.get(key.as_slice()).cloned());
+    if let Some(t) = cached {
+        crate::stats::bump::plan_cache_hits(1);
+        return Ok((t, nodes, true));
+    }
+    if config::debug_level() >= 2 {
+        let guard = PLANS.read().unwrap_or_else(|e| e.into_inner());
+        let why = crate::explain::plan_miss(key, &nodes, guard.iter().flat_map(|c| c.keys()));
+        config::debug_log!(2, "plan cache miss: {why}");
+    }
+    let pos: HashMap<u64, usize, FxBuild> =
+        nodes.iter().enumerate().map(|(i, n)| (n.id, i)).collect();
+    let t = Arc::new(make_template(&nodes, &pos, roots, fuse)?);
+    if config::debug_level() >= 2 {
+        crate::explain::remember_plan(key, &nodes);
+    }
+    let mut guard = PLANS.write().unwrap_or_else(|e| e.into_inner());
+    let cache = guard.get_or_insert_with(HashMap::default);
+    if cache.len() >= PLAN_CACHE_MAX {
+        cache.clear();
+    }
+    cache.insert(key.clone(), t.clone());
+    Ok((t, nodes, false))
 }
 
 /// The plan template for `roots` (cached by structure) with the walked nodes it is
@@ -333,8 +373,8 @@ fn make_template(
     nodes: &[Arc<Node>],
     pos: &HashMap<u64, usize, FxBuild>,
     roots: &[Arc<Node>],
+    fuse: bool,
 ) -> Result<Template> {
-    let fuse = config::fusion_enabled();
     let mut mat: HashSet<u64> = HashSet::new();
     let mut aliases = Vec::new();
     for r in roots {
@@ -383,7 +423,12 @@ fn make_template(
             crate::stats::bump::plans(1);
             steps.append(&mut aliases);
             let reuse = inplace::candidates(&steps, nodes, pos, roots);
-            return Ok(Template { steps, reuse });
+            return Ok(Template {
+                steps,
+                reuse,
+                #[cfg(feature = "cuda")]
+                eval_graph: Default::default(),
+            });
         }
         // Materialize only the outermost of the reported nodes: the ones below them may be
         // read in a single context once these are buffers.
@@ -570,9 +615,9 @@ pub(crate) fn execute(sched: &Schedule) -> Result<()> {
                 if inplace::try_run(sched, si, kernel, inputs, outputs, args)? {
                     continue;
                 }
-                let bufs: Vec<Arc<Buffer>> =
+                let bufs: SmallVec<[Arc<Buffer>; 4]> =
                     inputs.iter().map(|n| buffer_of(n)).collect::<Result<_>>()?;
-                let refs: Vec<&Buffer> = bufs.iter().map(|b| b.as_ref()).collect();
+                let refs: SmallVec<[&Buffer; 4]> = bufs.iter().map(|b| b.as_ref()).collect();
                 let dev: &Device = &outputs[0].device;
                 let probe = profile::begin(dev);
                 let outs = runtime::run_kernel(dev, kernel, &refs, args)?;

@@ -302,6 +302,22 @@ pub fn pack_args_reduce(
     red: &ReduceLaunch,
 ) -> Result<Vec<u8>, IrError> {
     kernel.validate()?;
+    let layout = arg_layout(kernel)?;
+    pack_args_prepared(kernel, &layout, opts, inputs, outputs, args, red)
+}
+
+/// [`pack_args_reduce`] for a kernel already validated (every kernel a compiled plan
+/// launches was validated when it was rendered) with its precomputed [`arg_layout`]: the
+/// launch-time checks of counts, ranks and dtypes stay, nothing is allocated but the blob.
+pub fn pack_args_prepared(
+    kernel: &Kernel,
+    layout: &ArgLayout,
+    opts: &RenderOptions,
+    inputs: &[u64],
+    outputs: &[u64],
+    args: &LaunchArgs,
+    red: &ReduceLaunch,
+) -> Result<Vec<u8>, IrError> {
     if kernel.reduce.is_some()
         && (!red.threads_per_output.is_power_of_two()
             || red.threads_per_output > BLOCK
@@ -357,7 +373,6 @@ pub fn pack_args_reduce(
     if opts.index32 && n > i32::MAX as i64 {
         return err(format!("{n} elements do not fit 32-bit index math"));
     }
-    let layout = arg_layout(kernel)?;
     let mut buf = vec![0u8; layout.size];
     for f in &layout.fields {
         let at = &mut buf[f.offset..f.offset + f.size];

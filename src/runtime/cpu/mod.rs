@@ -55,7 +55,17 @@ pub(crate) fn run_kernel(
     if n == 0 {
         return Ok(outs);
     }
-    let ins: Vec<Slice<'_>> = inputs.iter().map(|h| h.as_slice()).collect();
+    let ins: smallvec::SmallVec<[Slice<'_>; 4]> = inputs.iter().map(|h| h.as_slice()).collect();
+    if n <= chunk {
+        // one work item: run it here, with no chunk lists and no hand-off
+        {
+            let mut slices: smallvec::SmallVec<[SliceMut<'_>; 4]> =
+                outs.iter_mut().map(|o| o.as_slice_mut()).collect();
+            interp::run(kernel, &ins, &mut slices, args, 0)
+                .map_err(|e| Error::internal("cpu kernel", e))?;
+        }
+        return Ok(outs);
+    }
     // Split every output into the same chunks; chunk c of every output goes to one task.
     let mut chunks: Vec<Vec<SliceMut<'_>>> = Vec::new();
     for out in outs.iter_mut() {

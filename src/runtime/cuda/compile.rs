@@ -5,17 +5,18 @@
 use super::disk_cache::{DiskCache, Lookup};
 use super::driver_err;
 use crate::config::debug_log;
+use crate::graph::FxBuild;
 use crate::profile::{self, CompileSource};
 use crate::stats::bump;
 use crate::{Error, Result};
 use cudarc::driver::{sys as drv_sys, CudaContext, CudaFunction};
 use cudarc::nvrtc::{result as nvrtc, sys as nvrtc_sys, Ptx};
-use lazyfuse_codegen::cuda::{render, RenderOptions, Rendered};
+use lazyfuse_codegen::cuda::{render, ArgLayout, RenderOptions, Rendered};
 use lazyfuse_codegen::Kernel;
 use std::collections::{HashMap, HashSet};
 use std::ffi::{c_char, c_int, CString};
 use std::path::PathBuf;
-use std::sync::{Arc, Mutex, MutexGuard, OnceLock};
+use std::sync::{Arc, Mutex, MutexGuard, OnceLock, RwLock};
 use std::time::{Duration, Instant};
 
 /// Arch `nvrtc_check` compiles for: the H200 the project targets.
@@ -415,7 +416,24 @@ pub(super) struct KernelCache {
     compile_lock: Mutex<()>,
     target: Target,
     disk: Option<DiskCache>,
+    /// Launch-ready entries keyed by the address of a plan's shared kernel (each entry holds
+    /// that `Arc`, so the address cannot be reused while the entry lives): a cached plan's
+    /// launch finds its kernel without hashing or comparing the IR, under a shared lock.
+    front: RwLock<HashMap<(usize, RenderOptions), Prepared, FxBuild>>,
 }
+
+/// A loaded kernel with what every launch of it needs, resolved once.
+#[derive(Clone)]
+pub(super) struct Prepared {
+    /// Keeps the keyed address alive.
+    _kernel: Arc<Kernel>,
+    pub(super) loaded: Arc<LoadedKernel>,
+    /// The argument struct's layout (offsets of every field).
+    pub(super) layout: Arc<ArgLayout>,
+}
+
+/// Most entries of the launch front cache before it starts over.
+const FRONT_MAX: usize = 8192;
 
 impl KernelCache {
     /// An empty cache compiling for `target`, persisting to `disk`.
@@ -425,6 +443,7 @@ impl KernelCache {
             compile_lock: Mutex::new(()),
             target,
             disk,
+            front: RwLock::new(HashMap::default()),
         }
     }
 
@@ -436,7 +455,52 @@ impl KernelCache {
     /// Drops every loaded kernel of this cache (their modules unload once no launch holds
     /// them); the disk cache is kept.
     pub(super) fn clear(&self) {
+        self.front
+            .write()
+            .unwrap_or_else(|e| e.into_inner())
+            .clear();
         lock(&self.map).clear();
+    }
+
+    /// The launch-ready kernel for a plan's shared `kernel`: by address from the front
+    /// cache, else through [`KernelCache::get`] (memory, disk, NVRTC) and remembered.
+    pub(super) fn prepared(
+        &self,
+        ctx: &Arc<CudaContext>,
+        kernel: &Arc<Kernel>,
+        opts: &RenderOptions,
+    ) -> Result<Prepared> {
+        let key = (Arc::as_ptr(kernel) as usize, *opts);
+        let hit = self
+            .front
+            .read()
+            .unwrap_or_else(|e| e.into_inner())
+            .get(&key)
+            .cloned();
+        if let Some(p) = hit {
+            bump::kernel_cache_hits(1);
+            if profile::on() {
+                let entry = &p.loaded.rendered.entry;
+                profile::note_compile(entry, CompileSource::MemoryHit, Duration::ZERO);
+            }
+            return Ok(p);
+        }
+        let loaded = self.get(ctx, kernel, opts)?;
+        let layout = Arc::new(
+            lazyfuse_codegen::cuda::arg_layout(kernel)
+                .map_err(|e| Error::internal("arg_layout", e))?,
+        );
+        let p = Prepared {
+            _kernel: kernel.clone(),
+            loaded,
+            layout,
+        };
+        let mut front = self.front.write().unwrap_or_else(|e| e.into_inner());
+        if front.len() >= FRONT_MAX {
+            front.clear();
+        }
+        front.insert(key, p.clone());
+        Ok(p)
     }
 
     fn lookup(&self, kernel: &Kernel, opts: &RenderOptions) -> Option<Arc<LoadedKernel>> {

@@ -1,14 +1,14 @@
 //! A CUDA device: driver detection, the per-ordinal registry, context/stream/pool setup,
 //! and kernel launches.
 
-use super::compile::{lock, KernelCache, LoadedKernel, Target};
+use super::compile::{lock, KernelCache, LoadedKernel, Prepared, Target};
 use super::disk_cache::DiskCache;
 use super::driver_err;
 use super::memory::{CudaBuffer, Staging};
 use crate::config::debug_log;
 use crate::{Error, Result};
 use cudarc::driver::{result as drv, sys as drv_sys, CudaContext, CudaStream};
-use lazyfuse_codegen::cuda::{pack_args_reduce, ReduceLaunch, RenderOptions, BLOCK};
+use lazyfuse_codegen::cuda::{pack_args_prepared, ReduceLaunch, RenderOptions, BLOCK};
 use lazyfuse_codegen::{DType, HostBuf, Kernel, LaunchArgs, ReduceLayout};
 use smallvec::SmallVec;
 use std::ffi::c_void;
@@ -283,6 +283,17 @@ impl CudaDevice {
         inputs: &[&CudaBuffer],
         args: &LaunchArgs,
     ) -> Result<Vec<CudaBuffer>> {
+        self.run_kernel_shared(&Arc::new(kernel.clone()), inputs, args)
+    }
+
+    /// [`CudaDevice::run_kernel`] of a plan's shared kernel: launches of one `Arc` find
+    /// their loaded kernel and argument layout without hashing or comparing the IR.
+    pub(crate) fn run_kernel_shared(
+        &self,
+        kernel: &Arc<Kernel>,
+        inputs: &[&CudaBuffer],
+        args: &LaunchArgs,
+    ) -> Result<Vec<CudaBuffer>> {
         self.run_kernel_reuse(kernel, inputs, args, None)?
             .into_iter()
             .map(|b| b.ok_or_else(|| Error::internal("run_kernel", "output not allocated")))
@@ -295,12 +306,12 @@ impl CudaDevice {
     /// output `out` is then `None`; every other output is freshly allocated.
     pub(crate) fn run_kernel_reuse(
         &self,
-        kernel: &Kernel,
+        kernel: &Arc<Kernel>,
         inputs: &[&CudaBuffer],
         args: &LaunchArgs,
         reuse: Option<(usize, usize)>,
     ) -> Result<Vec<Option<CudaBuffer>>> {
-        let (k, opts) = self.check_and_load(kernel, inputs, args, reuse)?;
+        let prepared = self.check_and_load(kernel, inputs, args, reuse)?;
         let me = self.arc()?;
         let n = kernel.out_len(args);
         let outputs: Vec<Option<CudaBuffer>> = kernel
@@ -312,12 +323,12 @@ impl CudaDevice {
                 _ => self.alloc(&me, d, n).map(Some),
             })
             .collect::<Result<_>>()?;
-        let Some((k, opts)) = k.zip(opts) else {
+        let Some((p, opts)) = prepared else {
             return Ok(outputs); // nothing to compute
         };
         if let Some(red) = kernel.reduce {
             let outs: Vec<CudaBuffer> = outputs.into_iter().flatten().collect();
-            self.launch_reduce(&me, &k, &opts, kernel, red, inputs, &outs, args)?;
+            self.launch_reduce(&me, &p, &opts, kernel, red, inputs, &outs, args)?;
             return Ok(outs.into_iter().map(Some).collect());
         }
         let in_ptrs: SmallVec<[u64; 8]> = inputs.iter().map(|b| b.device_ptr()).collect();
@@ -329,8 +340,9 @@ impl CudaDevice {
                 (None, None) => 0, // unreachable: every output is allocated without reuse
             })
             .collect();
-        let blob = pack_args_reduce(
+        let blob = pack_args_prepared(
             kernel,
+            &p.layout,
             &opts,
             &in_ptrs,
             &out_ptrs,
@@ -338,7 +350,7 @@ impl CudaDevice {
             &ReduceLaunch::default(),
         )
         .map_err(|e| Error::internal("pack_args", e))?;
-        self.launch(&k, blob, n)?;
+        self.launch(&p.loaded, blob, n)?;
         Ok(outputs)
     }
 
@@ -348,11 +360,11 @@ impl CudaDevice {
     #[allow(clippy::type_complexity)]
     pub(super) fn check_and_load(
         &self,
-        kernel: &Kernel,
+        kernel: &Arc<Kernel>,
         inputs: &[&CudaBuffer],
         args: &LaunchArgs,
         reuse: Option<(usize, usize)>,
-    ) -> Result<(Option<Arc<LoadedKernel>>, Option<RenderOptions>)> {
+    ) -> Result<Option<(Prepared, RenderOptions)>> {
         if inputs.len() != kernel.inputs.len() {
             return Err(Error::internal(
                 "run_kernel",
@@ -391,11 +403,11 @@ impl CudaDevice {
             }
         }
         if n == 0 {
-            return Ok((None, None));
+            return Ok(None);
         }
         let opts = render_options(args.len().max(n), inputs.iter().map(|b| b.len()));
-        let k = self.kernels.get(&self.ctx, kernel, &opts)?;
-        Ok((Some(k), Some(opts)))
+        let p = self.kernels.prepared(&self.ctx, kernel, &opts)?;
+        Ok(Some((p, opts)))
     }
 
     /// Launches reduction kernel `k` into `outputs`, split as [`reduce_split`] decides
@@ -404,7 +416,7 @@ impl CudaDevice {
     fn launch_reduce(
         &self,
         me: &Arc<CudaDevice>,
-        k: &LoadedKernel,
+        p: &Prepared,
         opts: &RenderOptions,
         kernel: &Kernel,
         red: lazyfuse_codegen::Reduce,
@@ -435,8 +447,9 @@ impl CudaDevice {
         }
         let in_ptrs: SmallVec<[u64; 8]> = inputs.iter().map(|b| b.device_ptr()).collect();
         let out_ptrs: SmallVec<[u64; 4]> = outputs.iter().map(|b| b.device_ptr()).collect();
-        let blob = pack_args_reduce(kernel, opts, &in_ptrs, &out_ptrs, args, &launch)
+        let blob = pack_args_prepared(kernel, &p.layout, opts, &in_ptrs, &out_ptrs, args, &launch)
             .map_err(|e| Error::internal("pack_args", e))?;
+        let k = &*p.loaded;
         let blob = checked_blob(k, blob)?;
         self.launch_at(k, blob, (gx, chunks), k.rendered.block.max(1))?;
         drop(partials);

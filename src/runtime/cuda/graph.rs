@@ -33,7 +33,7 @@ use crate::graph::FftSpec;
 use crate::stats::bump;
 use crate::{Error, Result};
 use cudarc::driver::{result as drv, sys as drv_sys, CudaStream};
-use lazyfuse_codegen::cuda::pack_args;
+use lazyfuse_codegen::cuda::pack_args_prepared;
 use lazyfuse_codegen::{DType, Kernel, LaunchArgs};
 use smallvec::SmallVec;
 use std::ffi::c_void;
@@ -56,7 +56,7 @@ pub(crate) enum Slot {
 pub(crate) enum GraphStep<'a> {
     /// A fused kernel.
     Kernel {
-        kernel: &'a Kernel,
+        kernel: &'a Arc<Kernel>,
         inputs: SmallVec<[Slot; 8]>,
         outputs: SmallVec<[Slot; 4]>,
         args: &'a LaunchArgs,
@@ -254,7 +254,7 @@ impl GraphPlan {
     /// The argument blob of kernel step `kernel` over these buffers.
     fn blob(
         &self,
-        kernel: &Kernel,
+        kernel: &Arc<Kernel>,
         inputs: &[Slot],
         outputs: &[Slot],
         args: &LaunchArgs,
@@ -270,8 +270,7 @@ impl GraphPlan {
                 return Err(Error::internal("graph", "output of the wrong length"));
             }
         }
-        let (k, opts) = self.dev.check_and_load(kernel, &ins, args, None)?;
-        let Some((k, opts)) = k.zip(opts) else {
+        let Some((p, opts)) = self.dev.check_and_load(kernel, &ins, args, None)? else {
             return Ok((None, Vec::new()));
         };
         let in_ptrs: SmallVec<[u64; 8]> = ins.iter().map(|b| b.device_ptr()).collect();
@@ -279,9 +278,17 @@ impl GraphPlan {
             .iter()
             .map(|&s| self.ptr(s, ext))
             .collect::<Result<_>>()?;
-        let blob = pack_args(kernel, &opts, &in_ptrs, &out_ptrs, args)
-            .map_err(|e| Error::internal("pack_args", e))?;
-        Ok((Some(k), blob))
+        let blob = pack_args_prepared(
+            kernel,
+            &p.layout,
+            &opts,
+            &in_ptrs,
+            &out_ptrs,
+            args,
+            &Default::default(),
+        )
+        .map_err(|e| Error::internal("pack_args", e))?;
+        Ok((Some(p.loaded), blob))
     }
 
     /// Queues every step on the current work stream; while recording, collects the kernel

@@ -180,18 +180,69 @@ fn run_matmul(dev: &Device) -> lf::Result<()> {
     Ok(())
 }
 
+/// The 10-op expression of the latency rows.
+fn ten_ops(a: &Array, b: &Array) -> Array {
+    ((((a + b) * 2.0 - 1.0).sin() * b).exp() + a).sqrt().abs() * 3.0 - b
+}
+
 fn run_latency(dev: &Device) -> lf::Result<()> {
     let a = Array::from_vec_on(vec![1.5f32], &[1], dev)?;
     let b = Array::from_vec_on(vec![2.5f32], &[1], dev)?;
     let t = bench(dev, 1000, 7, |_| (&a + &b).eval().expect("eval"));
     row("latency", 1, "lazyfuse a+b (eval, async)", t, "");
-    // a cached 10-op expression: per-eval host overhead (graph build + plan + launch)
-    let ten =
-        |a: &Array, b: &Array| ((((a + b) * 2.0 - 1.0).sin() * b).exp() + a).sqrt().abs() * 3.0 - b;
-    let t = bench(dev, 1000, 7, |_| ten(&a, &b).eval().expect("eval"));
+    let fab = lf::Function::trace(&[&a, &b], |x| vec![&x[0] + &x[1]])?;
+    let t = bench(dev, 1000, 7, |_| drop(fab.call(&[&a, &b]).expect("call")));
+    row(
+        "latency",
+        1,
+        "lazyfuse-graph a+b (Function call, async)",
+        t,
+        "",
+    );
+    // the host path alone: building the expression (hash-consed nodes), nothing evaluated
+    let t = bench(dev, 1000, 7, |_| drop(ten_ops(&a, &b)));
+    row("latency", 1, "lazyfuse 10-op expr (rebuild only)", t, "");
+    // a cached 10-op expression, rebuilt every call: graph build + plan lookup + bind + launch
+    let t = bench(dev, 1000, 7, |_| ten_ops(&a, &b).eval().expect("eval"));
     row("latency", 1, "lazyfuse 10-op expr (eval, async)", t, "");
+    let f = lf::Function::trace(&[&a, &b], |x| vec![ten_ops(&x[0], &x[1])])?;
+    let t = bench(dev, 1000, 7, |_| drop(f.call(&[&a, &b]).expect("call")));
+    row(
+        "latency",
+        1,
+        "lazyfuse-graph 10-op expr (Function call, async)",
+        t,
+        "",
+    );
+    // eval throughput of independent small expressions from several threads at once
+    for threads in [1usize, 8] {
+        let per = 2000;
+        let t = bench(dev, 1, 5, |_| {
+            std::thread::scope(|s| {
+                for k in 0..threads {
+                    let dev = dev.clone();
+                    s.spawn(move || {
+                        let x = Array::from_vec_on(vec![k as f32], &[1], &dev).expect("upload");
+                        let y = Array::from_vec_on(vec![0.5f32], &[1], &dev).expect("upload");
+                        for _ in 0..per {
+                            ten_ops(&x, &y).eval().expect("eval");
+                        }
+                        dev.synchronize().expect("synchronize");
+                    });
+                }
+            });
+        });
+        let evals_per_s = (threads * per) as f64 / t;
+        row(
+            "latency",
+            1,
+            &format!("lazyfuse 10-op expr, {threads} threads (per eval)"),
+            t / (threads * per) as f64,
+            &format!("{:.0} evals/s", evals_per_s),
+        );
+    }
     lf::set_fusion(false);
-    let t = bench(dev, 200, 7, |_| ten(&a, &b).eval().expect("eval"));
+    let t = bench(dev, 200, 7, |_| ten_ops(&a, &b).eval().expect("eval"));
     row(
         "latency",
         1,

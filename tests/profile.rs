@@ -196,3 +196,27 @@ fn only_work_inside_the_closure_is_reported() {
         assert_eq!(outer.evals, 1 + 1);
     });
 }
+
+/// A kernel run in place (its input's last handle moved into the expression) is profiled
+/// like any other launch. Regression: in-place kernels never reached the profiler.
+#[test]
+fn in_place_kernels_are_reported() {
+    for_each_device(|dev| {
+        let x = Array::from_vec_on((0..1000).map(|i| i as f32).collect(), &[1000], dev).unwrap();
+        x.eval().unwrap();
+        let before = lf::stats().buffers_reused;
+        let (_, r) = lf::profile(|| {
+            let y = x * 2.0; // `x` moved: its buffer may hold `y`
+            y.eval().unwrap();
+            let v = y.to_vec::<f32>().unwrap();
+            assert_eq!(v[999], 1998.0);
+        });
+        assert!(
+            lf::stats().buffers_reused > before,
+            "the kernel did not run in place"
+        );
+        assert_eq!(r.kernels().len(), 1, "{r}");
+        let k = r.kernels()[0];
+        assert_eq!(k.bytes, 2 * 1000 * 4, "{r}");
+    });
+}

@@ -318,14 +318,15 @@ pub(crate) fn try_run(
             }
         })
         .collect();
-    let outs = runtime::run_kernel_reuse(
-        &outputs[0].device,
-        kernel,
-        &refs,
-        args,
-        (b.slot, b.out),
-        donor,
-    )?;
+    let dev = &outputs[0].device;
+    let probe = crate::profile::begin(dev);
+    let outs = runtime::run_kernel_reuse(dev, kernel, &refs, args, (b.slot, b.out), donor)?;
+    if probe.is_some() {
+        // the same profile entry as a plain launch: the reused buffer counts as read once
+        let mut read: SmallVec<[&Buffer; 4]> = others.iter().map(|a| &**a).collect();
+        read.extend(outs.get(b.out));
+        crate::profile::kernel_done(probe, dev, kernel, &read, &args.shape);
+    }
     crate::stats::bump::buffers_reused(1);
     for (node, buf) in outputs.iter().zip(outs) {
         node.realize(Arc::new(buf));

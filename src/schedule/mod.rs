@@ -292,34 +292,47 @@ fn template_with_key(
     fuse: bool,
     key: &mut Vec<u64>,
 ) -> Result<(Arc<Template>, Vec<Arc<Node>>, bool)> {
-    let nodes = walk(roots, fuse, key);
-    let cached = PLANS
-        .read()
-        .unwrap_or_else(|e| e.into_inner())
-        .as_ref()
-        .and_then(|c| c.get(key.as_slice()).cloned());
-    if let Some(t) = cached {
-        crate::stats::bump::plan_cache_hits(1);
-        return Ok((t, nodes, true));
+    loop {
+        let nodes = walk(roots, fuse, key);
+        let cached = PLANS
+            .read()
+            .unwrap_or_else(|e| e.into_inner())
+            .as_ref()
+            .and_then(|c| c.get(key.as_slice()).cloned());
+        if let Some(t) = cached {
+            crate::stats::bump::plan_cache_hits(1);
+            return Ok((t, nodes, true));
+        }
+        if config::debug_level() >= 2 {
+            let guard = PLANS.read().unwrap_or_else(|e| e.into_inner());
+            let why = crate::explain::plan_miss(key, &nodes, guard.iter().flat_map(|c| c.keys()));
+            config::debug_log!(2, "plan cache miss: {why}");
+        }
+        let pos: HashMap<u64, usize, FxBuild> =
+            nodes.iter().enumerate().map(|(i, n)| (n.id, i)).collect();
+        let planned = make_template(&nodes, &pos, roots, fuse);
+        // Planning reads the nodes' live state. When another thread realized one of them
+        // meanwhile, the plan (or its error) belongs to a DAG other than the key's: plan
+        // again from a fresh walk instead of caching it. Realization only goes one way, so
+        // this ends.
+        let mut again = Vec::with_capacity(key.len());
+        drop(walk(roots, fuse, &mut again));
+        if again != *key {
+            config::debug_log!(2, "a node was realized while planning: planning again");
+            continue;
+        }
+        let t = Arc::new(planned?);
+        if config::debug_level() >= 2 {
+            crate::explain::remember_plan(key, &nodes);
+        }
+        let mut guard = PLANS.write().unwrap_or_else(|e| e.into_inner());
+        let cache = guard.get_or_insert_with(HashMap::default);
+        if cache.len() >= PLAN_CACHE_MAX {
+            cache.clear();
+        }
+        cache.insert(key.clone(), t.clone());
+        return Ok((t, nodes, false));
     }
-    if config::debug_level() >= 2 {
-        let guard = PLANS.read().unwrap_or_else(|e| e.into_inner());
-        let why = crate::explain::plan_miss(key, &nodes, guard.iter().flat_map(|c| c.keys()));
-        config::debug_log!(2, "plan cache miss: {why}");
-    }
-    let pos: HashMap<u64, usize, FxBuild> =
-        nodes.iter().enumerate().map(|(i, n)| (n.id, i)).collect();
-    let t = Arc::new(make_template(&nodes, &pos, roots, fuse)?);
-    if config::debug_level() >= 2 {
-        crate::explain::remember_plan(key, &nodes);
-    }
-    let mut guard = PLANS.write().unwrap_or_else(|e| e.into_inner());
-    let cache = guard.get_or_insert_with(HashMap::default);
-    if cache.len() >= PLAN_CACHE_MAX {
-        cache.clear();
-    }
-    cache.insert(key.clone(), t.clone());
-    Ok((t, nodes, false))
 }
 
 /// The plan template for `roots` (cached by structure) with the walked nodes it is

@@ -1,5 +1,5 @@
 //! Host-path probe: the cached 10-op expression on one element, evaluated in a loop
-//! (`lat_probe N eval|build|function`), for `perf stat` and `perf record`.
+//! (`host_path N eval|build|function`), for `perf stat` and `perf record`.
 use lazyfuse as lf;
 use lf::Array;
 use std::alloc::{GlobalAlloc, Layout, System};

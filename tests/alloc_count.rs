@@ -1,0 +1,85 @@
+//! Heap allocations of a cached plain eval, counted by a counting global allocator: the
+//! host path of a rebuilt small expression must stay cheap (the count is asserted so that it
+//! cannot silently grow).
+
+mod common;
+
+use lazyfuse as lf;
+use lf::Array;
+use std::alloc::{GlobalAlloc, Layout, System};
+use std::sync::atomic::{AtomicUsize, Ordering::Relaxed};
+
+struct Counting;
+
+static ALLOCS: AtomicUsize = AtomicUsize::new(0);
+
+// SAFETY: every call forwards to the system allocator with the caller's arguments.
+unsafe impl GlobalAlloc for Counting {
+    unsafe fn alloc(&self, l: Layout) -> *mut u8 {
+        ALLOCS.fetch_add(1, Relaxed);
+        // SAFETY: the caller upholds `GlobalAlloc::alloc`'s contract.
+        unsafe { System.alloc(l) }
+    }
+    unsafe fn dealloc(&self, p: *mut u8, l: Layout) {
+        // SAFETY: `p` came from `System` through this allocator with layout `l`.
+        unsafe { System.dealloc(p, l) }
+    }
+    unsafe fn realloc(&self, p: *mut u8, l: Layout, n: usize) -> *mut u8 {
+        ALLOCS.fetch_add(1, Relaxed);
+        // SAFETY: as for `dealloc`; `n` is the caller's new size.
+        unsafe { System.realloc(p, l, n) }
+    }
+}
+
+#[global_allocator]
+static GLOBAL: Counting = Counting;
+
+fn ten_ops(a: &Array, b: &Array) -> Array {
+    ((((a + b) * 2.0 - 1.0).sin() * b).exp() + a).sqrt().abs() * 3.0 - b
+}
+
+/// Fewest allocations over `reps` measurements of `f` (other threads of the harness may
+/// allocate meanwhile; the minimum is this thread's own count).
+fn min_allocs(reps: usize, mut f: impl FnMut()) -> usize {
+    (0..reps)
+        .map(|_| {
+            let before = ALLOCS.load(Relaxed);
+            f();
+            ALLOCS.load(Relaxed) - before
+        })
+        .min()
+        .unwrap_or(0)
+}
+
+#[test]
+fn cached_eval_allocations_stay_bounded() {
+    common::for_each_device(|dev| {
+        let a = Array::from_vec_on(vec![1.5f32], &[1], dev).unwrap();
+        let b = Array::from_vec_on(vec![2.5f32], &[1], dev).unwrap();
+        for _ in 0..10 {
+            ten_ops(&a, &b).eval().unwrap(); // plan, compile and warm every cache
+        }
+        let build = min_allocs(20, || drop(ten_ops(&a, &b)));
+        let total = min_allocs(20, || ten_ops(&a, &b).eval().unwrap());
+        dev.synchronize().unwrap();
+        eprintln!("{dev}: {build} allocations to build, {total} to build and eval");
+        // one node allocation per op and scalar operand (17 nodes), a few for the
+        // expression's operands
+        assert!(build <= 32, "{dev}: building took {build} allocations");
+        // measured: 59 on the CPU; the bound leaves room for the CUDA launch path
+        let bound = if dev.is_cuda() { 80 } else { 64 };
+        assert!(
+            total <= bound,
+            "{dev}: a cached eval took {total} allocations"
+        );
+        // the value is still right
+        let v = ten_ops(&a, &b).to_vec::<f32>().unwrap();
+        let (x, y) = (1.5f32, 2.5f32);
+        let want = ((((x + y) * 2.0 - 1.0).sin() * y).exp() + x).sqrt().abs() * 3.0 - y;
+        assert!(
+            (v[0] - want).abs() <= 1e-5 * want.abs(),
+            "{} vs {want}",
+            v[0]
+        );
+    });
+}

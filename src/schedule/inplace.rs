@@ -114,14 +114,16 @@ pub(crate) fn candidates(
         .filter_map(|r| pos.get(&r.id))
         .copied()
         .collect();
-    // consumers of every node, with edge multiplicity
+    // consumers of every node, with edge multiplicity; positions are visited in order, so
+    // an earlier edge from the same consumer is the last entry (a node read by many, such
+    // as a shared constant, costs no scan per consumer)
     let mut consumers: Vec<SmallVec<[(usize, usize); 2]>> = vec![SmallVec::new(); nodes.len()];
     for (p, n) in nodes.iter().enumerate() {
         for i in n.inputs() {
             let Some(&ip) = pos.get(&i.id) else { continue };
-            match consumers[ip].iter_mut().find(|(c, _)| *c == p) {
-                Some(e) => e.1 += 1,
-                None => consumers[ip].push((p, 1)),
+            match consumers[ip].last_mut() {
+                Some(e) if e.0 == p => e.1 += 1,
+                _ => consumers[ip].push((p, 1)),
             }
         }
     }

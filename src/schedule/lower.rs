@@ -57,6 +57,43 @@ enum Role {
     Seed,
 }
 
+/// What [`Lowerer::enter`] found: the value, or a computation to lower.
+enum Entered {
+    Value(ValueId),
+    Frame(Frame),
+}
+
+/// The next move of a frame: lower an input at an index, or finish with a value.
+enum Next {
+    Input(Arc<Node>, Idx),
+    Done(ValueId),
+}
+
+/// Per-op state of a frame beyond the input values it has collected.
+enum Cont {
+    /// Nothing emitted yet.
+    Start,
+    /// Pad: the in-bounds condition the source's value is selected by.
+    Pad { valid: ValueId },
+    /// Concat: the node's multi-index, the upper-bound condition of each input lowered so
+    /// far (none for the last), and the start of the next input along the axis.
+    Concat {
+        axes: Axes,
+        conds: Vec<Option<ValueId>>,
+        offset: usize,
+    },
+}
+
+/// One computation being lowered: a node at an index, with the values of the inputs
+/// lowered so far.
+struct Frame {
+    node: Arc<Node>,
+    inputs: Vec<Arc<Node>>,
+    idx: Idx,
+    values: SmallVec<[ValueId; 3]>,
+    cont: Cont,
+}
+
 struct Lowerer<'a> {
     b: Builder,
     params: Vec<ParamSrc>,
@@ -182,84 +219,141 @@ impl Lowerer<'_> {
         )
     }
 
+    /// The value of `node` at `idx` in the kernel computing `computing`: a load of a
+    /// materialized node, else its computation (memoized per node and index context).
+    ///
+    /// An explicit-stack machine, so that the depth of the DAG is bounded by memory, not by
+    /// the thread's stack: each frame is one computation whose inputs are being lowered, and
+    /// `resume` takes it to its next input or to its value. The IR is emitted in the order
+    /// of a depth-first recursion over the inputs.
     fn lower(&mut self, node: &Arc<Node>, idx: &Idx, computing: u64) -> Result<ValueId> {
+        let mut stack: Vec<Frame> = Vec::new();
+        // the value the top frame asked for (the result once the stack is empty)
+        let mut arg = match self.enter(node, idx.clone(), computing) {
+            Entered::Value(v) => return Ok(v),
+            Entered::Frame(f) => {
+                stack.push(f);
+                None
+            }
+        };
+        while let Some(top) = stack.last_mut() {
+            match self.resume(top, arg.take())? {
+                Next::Input(n, x) => match self.enter(&n, x, computing) {
+                    Entered::Value(v) => arg = Some(v),
+                    Entered::Frame(f) => stack.push(f),
+                },
+                Next::Done(v) => {
+                    if let Some(f) = stack.pop() {
+                        self.memo.insert((f.node.id, f.idx.key()), v);
+                    }
+                    arg = Some(v);
+                }
+            }
+        }
+        arg.ok_or_else(|| Error::internal("lower", "lowering ended without a value"))
+    }
+
+    /// Starts lowering `node` at `idx`: its value when memoized or loaded, else a frame
+    /// that computes it.
+    fn enter(&mut self, node: &Arc<Node>, idx: Idx, computing: u64) -> Entered {
         let key = (node.id, idx.key());
         if let Some(&v) = self.memo.get(&key) {
-            return Ok(v);
+            return Entered::Value(v);
         }
         // a constant is always a parameter, even where it is also a root or evaluated
         // (epilogues of reductions may read only parameters)
         let materialized = !matches!(node.op, Op::Const(_))
             && (node.buffer().is_some() || (self.mat.contains(&node.id) && node.id != computing));
-        let v = if materialized {
-            self.load(node, idx)
-        } else {
-            // Pure functions of the index (generators and math on them) are recomputed
-            // wherever they are read: cheaper than a buffer round trip.
-            if node.op.is_elementwise()
-                && !self.load_free.contains(&node.id)
-                && !self.mat.contains(&node.id)
-            {
-                let ctx = idx.key();
-                match self.seen.get(&node.id) {
-                    Some(prev) if *prev != ctx => {
-                        self.extra.insert(node.id);
-                    }
-                    Some(_) => {}
-                    None => {
-                        self.seen.insert(node.id, ctx);
-                    }
+        if materialized {
+            let v = self.load(node, &idx);
+            self.memo.insert(key, v);
+            return Entered::Value(v);
+        }
+        // Pure functions of the index (generators and math on them) are recomputed
+        // wherever they are read: cheaper than a buffer round trip.
+        if node.op.is_elementwise()
+            && !self.load_free.contains(&node.id)
+            && !self.mat.contains(&node.id)
+        {
+            let ctx = key.1;
+            match self.seen.get(&node.id) {
+                Some(prev) if *prev != ctx => {
+                    self.extra.insert(node.id);
+                }
+                Some(_) => {}
+                None => {
+                    self.seen.insert(node.id, ctx);
                 }
             }
-            self.compute(node, idx, computing)?
-        };
-        self.memo.insert(key, v);
-        Ok(v)
+        }
+        Entered::Frame(Frame {
+            node: node.clone(),
+            inputs: node.inputs(),
+            idx,
+            values: SmallVec::new(),
+            cont: Cont::Start,
+        })
     }
 
-    fn compute(&mut self, node: &Arc<Node>, idx: &Idx, computing: u64) -> Result<ValueId> {
-        let inputs = node.inputs();
+    /// Takes frame `f` one step on, given the value of the input it asked for last
+    /// (`None` on the first step): the next input to lower, or the frame's value.
+    fn resume(&mut self, f: &mut Frame, arg: Option<ValueId>) -> Result<Next> {
+        if let Some(v) = arg {
+            f.values.push(v);
+        }
+        let lowered = f.values.len();
+        let node = &f.node;
+        let idx = &f.idx;
         let input = |k: usize| -> Result<Arc<Node>> {
-            inputs
+            f.inputs
                 .get(k)
                 .cloned()
                 .ok_or_else(|| Error::internal("lower", format!("{node:?} lacks input {k}")))
         };
+        let with_axes = |axes: Axes| Idx {
+            lin: None,
+            axes: Some(axes),
+            guard: idx.guard,
+        };
+        // views read their one input at another index and take its value
+        let view = |x: Idx| -> Result<Next> { Ok(Next::Input(input(0)?, x)) };
         Ok(match &node.op {
-            Op::Const(s) => self.param(node.id, Role::Value, *s),
-            Op::Iota => self.linear(idx, node),
+            Op::Reshape | Op::Permute(_) | Op::Broadcast | Op::Slice(_) | Op::Roll { .. }
+                if lowered > 0 =>
+            {
+                Next::Done(f.values[0])
+            }
+            Op::Const(s) => Next::Done(self.param(node.id, Role::Value, *s)),
+            Op::Iota => Next::Done(self.linear(idx, node)),
             Op::Random(kind, seed) => {
                 let ctr = self.linear(idx, node);
                 let s = self.param(node.id, Role::Seed, Scalar::I64(*seed as i64));
-                self.b.push(Inst::Random(*kind, ctr, s), node.dtype)
+                Next::Done(self.b.push(Inst::Random(*kind, ctr, s), node.dtype))
             }
-            Op::Unary(op) => {
-                let a = self.lower(&input(0)?, idx, computing)?;
-                self.b.unary(*op, a)
-            }
-            Op::Binary(op) => {
-                let a = self.lower(&input(0)?, idx, computing)?;
-                let b = self.lower(&input(1)?, idx, computing)?;
-                self.b.binary(*op, a, b)
-            }
-            Op::Where => {
-                let c = self.lower(&input(0)?, idx, computing)?;
-                let a = self.lower(&input(1)?, idx, computing)?;
-                let b = self.lower(&input(2)?, idx, computing)?;
-                self.b.select(c, a, b)
-            }
-            Op::Cast => {
-                let a = self.lower(&input(0)?, idx, computing)?;
-                self.b.cast(a, node.dtype)
+            Op::Unary(_) | Op::Binary(_) | Op::Where | Op::Cast => {
+                let arity = match node.op {
+                    Op::Binary(_) => 2,
+                    Op::Where => 3,
+                    _ => 1,
+                };
+                if lowered < arity {
+                    return Ok(Next::Input(input(lowered)?, idx.clone()));
+                }
+                let v = &f.values;
+                Next::Done(match &node.op {
+                    Op::Unary(op) => self.b.unary(*op, v[0]),
+                    Op::Binary(op) => self.b.binary(*op, v[0], v[1]),
+                    Op::Where => self.b.select(v[0], v[1], v[2]),
+                    _ => self.b.cast(v[0], node.dtype),
+                })
             }
             Op::Reshape => {
                 let lin = self.linear(idx, node);
-                let x = Idx {
+                view(Idx {
                     lin: Some(lin),
                     axes: None,
                     guard: idx.guard,
-                };
-                self.lower(&input(0)?, &x, computing)?
+                })?
             }
             Op::Permute(p) => {
                 let a = self.axes(idx, node);
@@ -267,17 +361,12 @@ impl Lowerer<'_> {
                 for (k, &pk) in p.iter().enumerate() {
                     xa[pk] = a[k];
                 }
-                let x = Idx {
-                    lin: None,
-                    axes: Some(xa),
-                    guard: idx.guard,
-                };
-                self.lower(&input(0)?, &x, computing)?
+                view(with_axes(xa))?
             }
             Op::Broadcast => {
                 let src = input(0)?;
                 let x = self.broadcast_idx(idx, node, &src);
-                self.lower(&src, &x, computing)?
+                Next::Input(src, x)
             }
             Op::Slice(sl) => {
                 let a = self.axes(idx, node);
@@ -292,54 +381,7 @@ impl Lowerer<'_> {
                         self.b.binary(BinaryOp::Add, m, s0)
                     });
                 }
-                let x = Idx {
-                    lin: None,
-                    axes: Some(xa),
-                    guard: idx.guard,
-                };
-                self.lower(&input(0)?, &x, computing)?
-            }
-            Op::Pad(w, value) => {
-                let src = input(0)?;
-                let a = self.axes(idx, node);
-                let mut xa = Axes::new();
-                let mut valid: Option<ValueId> = None;
-                for (k, &(before, after)) in w.iter().enumerate() {
-                    if before == 0 && after == 0 {
-                        xa.push(a[k]);
-                        continue;
-                    }
-                    let j = if before > 0 {
-                        let b0 = self.iparam(node.id, Role::Before(k), before);
-                        self.b.binary(BinaryOp::Sub, a[k], b0)
-                    } else {
-                        a[k]
-                    };
-                    let n = self.iparam(node.id, Role::SrcSize(k), src.shape[k]);
-                    let lt = self.b.binary(BinaryOp::Lt, j, n);
-                    let ok = if before > 0 {
-                        let zero = self.c(0);
-                        let ge = self.b.binary(BinaryOp::Ge, j, zero);
-                        self.b.binary(BinaryOp::And, ge, lt)
-                    } else {
-                        lt
-                    };
-                    valid = Some(self.and(valid, ok));
-                    xa.push(j);
-                }
-                let valid = valid.ok_or_else(|| Error::internal("lower", "pad without padding"))?;
-                let guard = Some(self.and(idx.guard, valid));
-                let inner = self.lower(
-                    &src,
-                    &Idx {
-                        lin: None,
-                        axes: Some(xa),
-                        guard,
-                    },
-                    computing,
-                )?;
-                let fill = self.param(node.id, Role::Fill, *value);
-                self.b.select(valid, inner, fill)
+                view(with_axes(xa))?
             }
             Op::Roll { axis, shift } => {
                 let n = node.shape[*axis];
@@ -348,14 +390,117 @@ impl Lowerer<'_> {
                 let np = self.iparam(node.id, Role::Size(*axis), n);
                 let s = self.b.binary(BinaryOp::Add, xa[*axis], r);
                 xa[*axis] = self.b.binary(BinaryOp::IdxMod, s, np);
-                let x = Idx {
-                    lin: None,
-                    axes: Some(xa),
-                    guard: idx.guard,
-                };
-                self.lower(&input(0)?, &x, computing)?
+                view(with_axes(xa))?
             }
-            Op::Concat(axis) => self.concat(node, &inputs, *axis, idx, computing)?,
+            Op::Pad(w, value) => match f.cont {
+                Cont::Start => {
+                    let src = input(0)?;
+                    let a = self.axes(idx, node);
+                    let mut xa = Axes::new();
+                    let mut valid: Option<ValueId> = None;
+                    for (k, &(before, after)) in w.iter().enumerate() {
+                        if before == 0 && after == 0 {
+                            xa.push(a[k]);
+                            continue;
+                        }
+                        let j = if before > 0 {
+                            let b0 = self.iparam(node.id, Role::Before(k), before);
+                            self.b.binary(BinaryOp::Sub, a[k], b0)
+                        } else {
+                            a[k]
+                        };
+                        let n = self.iparam(node.id, Role::SrcSize(k), src.shape[k]);
+                        let lt = self.b.binary(BinaryOp::Lt, j, n);
+                        let ok = if before > 0 {
+                            let zero = self.c(0);
+                            let ge = self.b.binary(BinaryOp::Ge, j, zero);
+                            self.b.binary(BinaryOp::And, ge, lt)
+                        } else {
+                            lt
+                        };
+                        valid = Some(self.and(valid, ok));
+                        xa.push(j);
+                    }
+                    let valid =
+                        valid.ok_or_else(|| Error::internal("lower", "pad without padding"))?;
+                    let guard = Some(self.and(idx.guard, valid));
+                    f.cont = Cont::Pad { valid };
+                    Next::Input(
+                        src,
+                        Idx {
+                            lin: None,
+                            axes: Some(xa),
+                            guard,
+                        },
+                    )
+                }
+                Cont::Pad { valid } => {
+                    let fill = self.param(node.id, Role::Fill, *value);
+                    Next::Done(self.b.select(valid, f.values[0], fill))
+                }
+                Cont::Concat { .. } => return Err(Error::internal("lower", "pad frame state")),
+            },
+            Op::Concat(axis) => {
+                let axis = *axis;
+                if let Cont::Start = f.cont {
+                    let a = self.axes(idx, node);
+                    f.cont = Cont::Concat {
+                        axes: a,
+                        conds: Vec::with_capacity(f.inputs.len()),
+                        offset: 0,
+                    };
+                }
+                let Cont::Concat {
+                    axes: a,
+                    conds,
+                    offset,
+                } = &mut f.cont
+                else {
+                    return Err(Error::internal("lower", "concat frame state"));
+                };
+                let i = a[axis];
+                let m = f.inputs.len();
+                let t = lowered;
+                if t < m {
+                    // input t is read where the index lies in its part, shifted to it
+                    let x = &f.inputs[t];
+                    let lo = (t > 0).then(|| self.iparam(node.id, Role::Offset(t), *offset));
+                    *offset += x.shape[axis];
+                    let lt = (t + 1 < m).then(|| {
+                        let hi = self.iparam(node.id, Role::Offset(t + 1), *offset);
+                        self.b.binary(BinaryOp::Lt, i, hi)
+                    });
+                    let mut guard = idx.guard;
+                    let mut xa = a.clone();
+                    if let Some(lo) = lo {
+                        let ge = self.b.binary(BinaryOp::Ge, i, lo);
+                        guard = Some(self.and(guard, ge));
+                        xa[axis] = self.b.binary(BinaryOp::Sub, i, lo);
+                    }
+                    if let Some(lt) = lt {
+                        guard = Some(self.and(guard, lt));
+                    }
+                    conds.push(lt);
+                    return Ok(Next::Input(
+                        x.clone(),
+                        Idx {
+                            lin: None,
+                            axes: Some(xa),
+                            guard,
+                        },
+                    ));
+                }
+                // the select chain, innermost (last input) first
+                let values = &f.values;
+                let mut r = *values
+                    .last()
+                    .ok_or_else(|| Error::internal("lower", "concat without inputs"))?;
+                for t in (0..m - 1).rev() {
+                    let c = conds[t].ok_or_else(|| Error::internal("lower", "concat condition"))?;
+                    r = self.b.select(c, values[t], r);
+                }
+                Next::Done(r)
+            }
             Op::Buffer | Op::ToDevice | Op::Fft(_) | Op::Reduce(..) | Op::MatMul => {
                 return Err(Error::internal(
                     "lower",
@@ -400,56 +545,6 @@ impl Lowerer<'_> {
             axes: Some(xa),
             guard: idx.guard,
         }
-    }
-
-    fn concat(
-        &mut self,
-        node: &Arc<Node>,
-        inputs: &[Arc<Node>],
-        axis: usize,
-        idx: &Idx,
-        computing: u64,
-    ) -> Result<ValueId> {
-        let a = self.axes(idx, node);
-        let i = a[axis];
-        let m = inputs.len();
-        let mut values = Vec::with_capacity(m);
-        let mut conds = Vec::with_capacity(m);
-        let mut offset = 0usize;
-        for (t, x) in inputs.iter().enumerate() {
-            let lo = (t > 0).then(|| self.iparam(node.id, Role::Offset(t), offset));
-            offset += x.shape[axis];
-            let lt = (t + 1 < m).then(|| {
-                let hi = self.iparam(node.id, Role::Offset(t + 1), offset);
-                self.b.binary(BinaryOp::Lt, i, hi)
-            });
-            let mut guard = idx.guard;
-            let mut xa = a.clone();
-            if let Some(lo) = lo {
-                let ge = self.b.binary(BinaryOp::Ge, i, lo);
-                guard = Some(self.and(guard, ge));
-                xa[axis] = self.b.binary(BinaryOp::Sub, i, lo);
-            }
-            if let Some(lt) = lt {
-                guard = Some(self.and(guard, lt));
-            }
-            values.push(self.lower(
-                x,
-                &Idx {
-                    lin: None,
-                    axes: Some(xa),
-                    guard,
-                },
-                computing,
-            )?);
-            conds.push(lt);
-        }
-        let mut r = values[m - 1];
-        for t in (0..m - 1).rev() {
-            let c = conds[t].ok_or_else(|| Error::internal("lower", "concat condition"))?;
-            r = self.b.select(c, values[t], r);
-        }
-        Ok(r)
     }
 }
 

@@ -22,49 +22,51 @@ type Strides = SmallVec<[usize; 6]>;
 
 /// `node` as a strided view of a base node's C-order buffer: the base and the strides of
 /// `node`'s axes; `None` when some view on the way is not a pure stride change.
+///
+/// Walks down the chain of views to the base first, then composes the strides back up
+/// from it, so a long chain of views cannot exhaust the stack.
 fn strided(node: &Arc<Node>) -> Option<(Arc<Node>, Strides)> {
-    let own = || {
-        Some((
-            node.clone(),
-            crate::shape::strides(&node.shape).into_iter().collect(),
-        ))
-    };
-    if node.buffer().is_some() {
-        return own();
-    }
-    let input = || node.inputs().into_iter().next();
-    match &node.op {
-        Op::Permute(p) => {
-            let (base, s) = strided(&input()?)?;
-            Some((base, p.iter().map(|&k| s[k]).collect()))
+    let own = |n: &Arc<Node>| -> Strides { crate::shape::strides(&n.shape).into_iter().collect() };
+    // the views from `node` down to (without) the base, each with its input
+    let mut views: Vec<(Arc<Node>, Arc<Node>)> = Vec::new();
+    let mut cur = node.clone();
+    let base = loop {
+        if cur.buffer().is_some() {
+            break cur;
         }
-        Op::Broadcast => {
-            let src = input()?;
-            let (base, s) = strided(&src)?;
-            let off = node.shape.len() - src.shape.len();
-            let mut out: Strides = SmallVec::from_elem(0, node.shape.len());
-            for (j, &d) in src.shape.iter().enumerate() {
-                if d != 1 {
-                    out[j + off] = s[j];
-                }
+        match &cur.op {
+            Op::Permute(_) | Op::Broadcast | Op::Reshape => {
+                let input = cur.inputs().into_iter().next()?;
+                views.push((cur, input.clone()));
+                cur = input;
             }
-            Some((base, out))
+            Op::Const(_) | Op::Slice(_) | Op::Pad(..) | Op::Roll { .. } | Op::Concat(_) => {
+                return None
+            }
+            // any other computation is materialized into a C-order buffer
+            _ => break cur,
         }
-        Op::Reshape => {
+    };
+    let mut s = own(&base);
+    for (view, src) in views.iter().rev() {
+        s = match &view.op {
+            Op::Permute(p) => p.iter().map(|&k| s[k]).collect(),
+            Op::Broadcast => {
+                let off = view.shape.len() - src.shape.len();
+                let mut out: Strides = SmallVec::from_elem(0, view.shape.len());
+                for (j, &d) in src.shape.iter().enumerate() {
+                    if d != 1 {
+                        out[j + off] = s[j];
+                    }
+                }
+                out
+            }
             // a reshape of the base itself (C-contiguous) is the same buffer
-            let src = input()?;
-            let (base, _) = strided(&src)?;
-            (base.id == src.id).then(|| {
-                (
-                    base,
-                    crate::shape::strides(&node.shape).into_iter().collect(),
-                )
-            })
-        }
-        Op::Const(_) | Op::Slice(_) | Op::Pad(..) | Op::Roll { .. } | Op::Concat(_) => None,
-        // any other computation is materialized into a C-order buffer
-        _ => own(),
+            _ if base.id == src.id => own(view),
+            _ => return None,
+        };
     }
+    Some((base, s))
 }
 
 /// The layout of a matrix operand of shape `sh` with element strides `s`, for an output

@@ -1,0 +1,224 @@
+//! Deep DAGs plan and evaluate without exhausting the stack: long elementwise chains (on a
+//! spawned thread's default 2 MiB stack and, 100,000 ops deep, on the test thread), long
+//! chains of views, and a matmul operand behind a long chain of transposes, each checked
+//! against plain Rust loops.
+//!
+//! Chains of views that take scalar arguments per view (flip, roll, slice, pad, reshapes
+//! of permuted data) are left out: a few hundred of them exceed the kernel argument limit
+//! before depth matters.
+
+mod common;
+
+use common::for_each_device;
+use lazyfuse as lf;
+use lf::{Array, DType, Device};
+
+/// The start values of the elementwise chains.
+const START: [f64; 2] = [0.5, 1.0];
+
+/// `ops` alternating `x * 1.0001` and `x + 0.001` over `START` on `dev`.
+fn alternating_chain(dev: &Device, ops: usize) -> Array {
+    let mut x = Array::from_vec_on(START.to_vec(), &[2], dev).expect("from_vec_on");
+    for i in 0..ops {
+        x = if i % 2 == 0 { &x * 1.0001 } else { &x + 0.001 };
+    }
+    x
+}
+
+/// The same recurrence as [`alternating_chain`] in plain f64.
+fn alternating_reference(ops: usize) -> Vec<f64> {
+    START
+        .iter()
+        .map(|&v0| {
+            let mut v = v0;
+            for i in 0..ops {
+                v = if i % 2 == 0 { v * 1.0001 } else { v + 0.001 };
+            }
+            v
+        })
+        .collect()
+}
+
+/// Checks shape and dtype, then every value within `rel` relative error of `want`.
+fn assert_values(x: &Array, shape: &[usize], want: &[f64], rel: f64, what: &str) {
+    assert_eq!(x.shape(), shape, "{what}: shape");
+    assert_eq!(x.dtype(), DType::F64, "{what}: dtype");
+    let got = x
+        .to_vec::<f64>()
+        .unwrap_or_else(|e| panic!("{what}: evaluation failed: {e}"));
+    assert_eq!(got.len(), want.len(), "{what}: element count");
+    for (k, (g, w)) in got.iter().zip(want).enumerate() {
+        assert!(
+            (g - w).abs() <= rel * w.abs(),
+            "{what}: element {k} is {g}, expected {w} (relative tolerance {rel})"
+        );
+    }
+}
+
+/// Runs `body` on a freshly spawned thread with the default stack size, propagating its
+/// panic; the thread starts in `dev`'s default-device scope like the test thread.
+fn on_spawned_thread(dev: &Device, body: impl FnOnce(&Device) + Send + 'static) {
+    let dev = dev.clone();
+    let r = std::thread::spawn(move || lf::with_default_device(&dev, || body(&dev))).join();
+    if let Err(e) = r {
+        std::panic::resume_unwind(e);
+    }
+}
+
+#[test]
+fn chain_of_2500_ops_on_a_default_stack() {
+    const OPS: usize = 2_500;
+    for_each_device(|dev| {
+        on_spawned_thread(dev, |dev| {
+            let x = alternating_chain(dev, OPS);
+            assert_values(
+                &x,
+                &[2],
+                &alternating_reference(OPS),
+                1e-12,
+                "2,500-op chain on a spawned thread",
+            );
+        });
+    });
+}
+
+#[test]
+fn chain_of_100000_ops_on_the_test_thread() {
+    const OPS: usize = 100_000;
+    for_each_device(|dev| {
+        let x = alternating_chain(dev, OPS);
+        let start = std::time::Instant::now();
+        let kernels = lf::debug::kernel_count(&[&x]).expect("planning a 100,000-op chain");
+        eprintln!(
+            "planned the 100,000-op chain on {dev} in {:?} ({kernels} kernel(s))",
+            start.elapsed()
+        );
+        assert_values(
+            &x,
+            &[2],
+            &alternating_reference(OPS),
+            1e-12,
+            "100,000-op chain",
+        );
+    });
+}
+
+/// Row-major `[rows, cols]` test data: element `(i, j)` is `i * cols + j`.
+fn iota_matrix(rows: usize, cols: usize) -> Vec<f64> {
+    (0..rows * cols).map(|v| v as f64).collect()
+}
+
+/// The transpose of row-major `[rows, cols]` data.
+fn transposed(v: &[f64], rows: usize, cols: usize) -> Vec<f64> {
+    let mut t = vec![0.0; v.len()];
+    for i in 0..rows {
+        for j in 0..cols {
+            t[j * rows + i] = v[i * cols + j];
+        }
+    }
+    t
+}
+
+#[test]
+fn chain_of_3001_transposes_on_a_default_stack() {
+    const VIEWS: usize = 3_001; // odd: the result is transposed
+    for_each_device(|dev| {
+        on_spawned_thread(dev, |dev| {
+            let data = iota_matrix(2, 3);
+            let mut x = Array::from_vec_on(data.clone(), &[2, 3], dev).expect("from_vec_on");
+            for _ in 0..VIEWS {
+                x = x.transpose();
+            }
+            assert_values(
+                &x,
+                &[3, 2],
+                &transposed(&data, 2, 3),
+                0.0,
+                "3,001 transposes",
+            );
+        });
+    });
+}
+
+#[test]
+fn chain_of_3000_reshapes_on_a_default_stack() {
+    const VIEWS: usize = 3_000;
+    for_each_device(|dev| {
+        on_spawned_thread(dev, |dev| {
+            let data = iota_matrix(2, 3);
+            let mut x = Array::from_vec_on(data.clone(), &[2, 3], dev).expect("from_vec_on");
+            for i in 0..VIEWS {
+                x = if i % 2 == 0 {
+                    x.reshape(&[6])
+                } else {
+                    x.reshape(&[3, 2])
+                };
+            }
+            assert_values(&x, &[3, 2], &data, 0.0, "3,000 reshapes");
+        });
+    });
+}
+
+#[test]
+fn transposes_between_3000_elementwise_ops_on_a_default_stack() {
+    const STEPS: usize = 3_000;
+    let (rows, cols) = (2, 3);
+    for_each_device(|dev| {
+        on_spawned_thread(dev, move |dev| {
+            let data = iota_matrix(rows, cols);
+            let mut x = Array::from_vec_on(data.clone(), &[rows, cols], dev).expect("from_vec_on");
+            // reference: row-major data of the current shape
+            let (mut want, mut shape) = (data, [rows, cols]);
+            for i in 0..STEPS {
+                if i % 2 == 0 {
+                    x = x.transpose();
+                    want = transposed(&want, shape[0], shape[1]);
+                    shape = [shape[1], shape[0]];
+                } else {
+                    x = &x * 1.0001 + 0.001;
+                    want.iter_mut().for_each(|v| *v = *v * 1.0001 + 0.001);
+                }
+            }
+            assert_values(
+                &x,
+                &shape,
+                &want,
+                1e-12,
+                "transposes between elementwise ops",
+            );
+        });
+    });
+}
+
+#[test]
+fn matmul_operand_behind_100000_transposes_on_a_default_stack() {
+    const VIEWS: usize = 100_000;
+    let (m, k, n) = (2, 3, 4);
+    for_each_device(|dev| {
+        on_spawned_thread(dev, move |dev| {
+            let a_data = iota_matrix(m, k);
+            let b_data: Vec<f64> = iota_matrix(k, n).iter().map(|v| v * 0.5 - 1.0).collect();
+            let a = Array::from_vec_on(a_data.clone(), &[m, k], dev).expect("from_vec_on");
+            let b = Array::from_vec_on(b_data.clone(), &[k, n], dev).expect("from_vec_on");
+            // an even number of transposes: the operand is `a` itself, read in place
+            let mut at = a.clone();
+            for _ in 0..VIEWS {
+                at = at.transpose();
+            }
+            let c = at.matmul(&b);
+            let want: Vec<f64> = (0..m * n)
+                .map(|e| {
+                    let (i, j) = (e / n, e % n);
+                    (0..k).map(|l| a_data[i * k + l] * b_data[l * n + j]).sum()
+                })
+                .collect();
+            assert_values(
+                &c,
+                &[m, n],
+                &want,
+                1e-12,
+                "matmul behind 100,000 transposes",
+            );
+        });
+    });
+}

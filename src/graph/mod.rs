@@ -411,12 +411,13 @@ impl Node {
 /// hash-consing never returns `node`, and its buffer is gone. `None` when the node holds no
 /// buffer, someone else holds the buffer, or `unobserved()` says no.
 ///
-/// `tips` are the nodes the overwriting step computes. Before the check they are detached
-/// from their inputs and marked pending (under the node's hash-consing shard lock, so no
-/// other thread can obtain `node` meanwhile): a thread that holds a tip and walks it from
-/// now on waits until the tip is realized (or restored) instead of reaching, through the
-/// tip, nodes beneath it whose buffer is being overwritten. The returned [`Detached`] puts
-/// the inputs back on tips that are still unrealized when it drops (a failed step).
+/// `tips` are the nodes the overwriting step computes. The check runs under the node's
+/// hash-consing shard lock (no other thread can obtain `node` meanwhile) and the tips'
+/// state locks (no tip is realized meanwhile); when it passes, the tips are detached from
+/// their inputs and marked pending: a thread that holds a tip and walks it from now on waits
+/// until the tip is realized (or restored) instead of reaching, through the tip, nodes
+/// beneath it whose buffer is being overwritten. The returned [`Detached`] puts the inputs
+/// back on tips that are still unrealized when it drops (a failed step).
 pub(crate) fn consume_buffer(
     node: &Arc<Node>,
     tips: &[Arc<Node>],
@@ -429,22 +430,30 @@ pub(crate) fn consume_buffer(
         return None;
     }
     drop(st);
+    // Hold the tips' states (in id order, so two evaluations of one step cannot deadlock)
+    // across the check: no tip can be realized (which drops its input edges and would make
+    // a reference count look explained), detached or restored meanwhile.
+    let mut order: SmallVec<[&Arc<Node>; 4]> = tips.iter().collect();
+    order.sort_by_key(|t| t.id);
+    order.dedup_by_key(|t| t.id);
+    let mut guards: SmallVec<[MutexGuard<'_, NodeState>; 4]> =
+        order.iter().map(|t| t.state()).collect();
+    let settled = order
+        .iter()
+        .zip(&guards)
+        .all(|(t, g)| g.buffer.is_none() && !t.pending.load(SeqCst));
+    if !settled || !unobserved() {
+        return None; // computed or being computed by another evaluation, or observed
+    }
     let mut detached = Detached {
         tips: SmallVec::new(),
     };
-    for t in tips {
-        let mut ts = t.state();
-        if ts.buffer.is_some() {
-            return None; // computed meanwhile by another evaluation
-        }
+    for (t, g) in order.iter().zip(guards.iter_mut()) {
         t.pending.store(true, SeqCst);
-        let inputs = std::mem::take(&mut ts.inputs);
-        drop(ts);
-        detached.tips.push((t.clone(), inputs));
+        let inputs = std::mem::take(&mut g.inputs);
+        detached.tips.push(((*t).clone(), inputs));
     }
-    if !unobserved() {
-        return None; // `detached` restores the tips
-    }
+    drop(guards);
     node.consumed.store(true, Relaxed);
     st = node.state();
     let buf = st.buffer.take()?;

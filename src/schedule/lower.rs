@@ -88,7 +88,7 @@ enum Cont {
 /// lowered so far.
 struct Frame {
     node: Arc<Node>,
-    inputs: Vec<Arc<Node>>,
+    inputs: crate::graph::Inputs,
     idx: Idx,
     values: SmallVec<[ValueId; 3]>,
     cont: Cont,
@@ -628,6 +628,7 @@ pub(super) fn build(
     nodes: &[Arc<Node>],
     pos: &HashMap<u64, usize, FxBuild>,
     mat: &HashSet<u64>,
+    fuse: bool,
 ) -> Result<(Vec<TStep>, HashSet<u64>)> {
     // levels: a target runs after every target it reads
     let mut level: HashMap<u64, usize> = HashMap::new();
@@ -646,7 +647,7 @@ pub(super) fn build(
         let key = (l, n.op.is_library(), n.shape.to_vec(), n.device.clone());
         // with fusion off every operation is its own kernel, so outputs are not shared;
         // a reduction kernel has one output (and joins no other group)
-        let shareable = !key.1 && config::fusion_enabled() && reduce_root(n, mat).is_none();
+        let shareable = !key.1 && fuse && reduce_root(n, mat).is_none();
         match groups
             .iter_mut()
             .find(|(k, s, _)| shareable && *s && *k == key)

@@ -431,7 +431,7 @@ fn make_template(
     }
     // Grow the materialized set until no computation is read in two index contexts.
     loop {
-        let (mut steps, extra) = lower::build(nodes, pos, &mat)?;
+        let (mut steps, extra) = lower::build(nodes, pos, &mat, fuse)?;
         if extra.is_empty() {
             crate::stats::bump::plans(1);
             steps.append(&mut aliases);

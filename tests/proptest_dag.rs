@@ -174,11 +174,17 @@ fn program() -> impl Strategy<Value = Program> {
         })
 }
 
-/// The default configuration: `PROPTEST_CASES` (else 256) cases, no regression files.
+/// The default configuration: `PROPTEST_CASES` (else 256) cases, no regression files, a
+/// fixed seed (`PROPTEST_RNG_SEED` picks another) so that every run checks the same DAGs.
 fn config() -> ProptestConfig {
+    let seed = std::env::var("PROPTEST_RNG_SEED")
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(0x5eed_1a2f);
     ProptestConfig {
         failure_persistence: None,
         max_shrink_iters: 512,
+        rng_seed: proptest::test_runner::RngSeed::Fixed(seed),
         ..ProptestConfig::default()
     }
 }

@@ -56,9 +56,11 @@ fn main() -> lf::Result<()> {
         f.call(&[&a, &b])?;
     }
     let c0 = ALLOCS.load(Relaxed);
+    TRACE.store(std::env::var("TRACE").is_ok_and(|v| v == "build"), Relaxed);
     let x = ten(&a, &b);
+    TRACE.store(false, Relaxed);
     let c1 = ALLOCS.load(Relaxed);
-    TRACE.store(std::env::var("TRACE").is_ok(), Relaxed);
+    TRACE.store(std::env::var("TRACE").is_ok_and(|v| v != "build"), Relaxed);
     x.eval()?;
     drop(x);
     TRACE.store(false, Relaxed);

@@ -1406,6 +1406,23 @@ fn uni_int(l: Loc) -> Option<i64> {
     }
 }
 
+/// Reusable planning vectors of [`Ctx::new`], one set per thread.
+#[derive(Default)]
+struct Scratch {
+    affine: Vec<Option<i64>>,
+    poison: Vec<Option<IrError>>,
+    live: Vec<bool>,
+    computed: Vec<usize>,
+    last_use: Vec<usize>,
+    readers: Vec<usize>,
+    stores: Vec<usize>,
+    free: [Vec<usize>; DType::ALL.len()],
+}
+
+thread_local! {
+    static SCRATCH: std::cell::Cell<Scratch> = std::cell::Cell::new(Scratch::default());
+}
+
 impl<'a, 'b> Ctx<'a, 'b> {
     /// Plans the evaluation of `start .. start + len` (`len > 0`): finds the needed values,
     /// evaluates the uniform ones, turns loads at `Index + c` into reads of the input in
@@ -1444,14 +1461,20 @@ impl<'a, 'b> Ctx<'a, 'b> {
             order: Vec::new(),
         };
         // Classification, in order. `affine[v] = Some(c)`: value v is `Index + c`.
-        let mut affine: Vec<Option<i64>> = vec![None; nv];
+        // planning vectors come from a per-thread scratch (no allocation per launch)
+        let mut scratch = SCRATCH.with(|c| c.take());
+        let mut affine = std::mem::take(&mut scratch.affine);
+        affine.clear();
+        affine.resize(nv, None);
         let root = |locs: &[Loc], v: usize| match locs[v] {
             Loc::Alias(r) => r,
             _ => v,
         };
         // A value whose computation fails at planning time (a uniform or shifted load out of
         // bounds) is an error only if a store needs it: it is "poisoned" until then.
-        let mut poison: Vec<Option<IrError>> = vec![None; nv];
+        let mut poison = std::mem::take(&mut scratch.poison);
+        poison.clear();
+        poison.resize(nv, None);
         let mut ones: [Option<Col>; 8] = Default::default();
         for v in 0..nv {
             if !matches!(ctx.locs[v], Loc::Pending) {
@@ -1583,7 +1606,9 @@ impl<'a, 'b> Ctx<'a, 'b> {
         }
         // Values still to be computed per tile: those reachable from the stores through
         // pending values and aliases.
-        let mut live = vec![false; nv];
+        let mut live = std::mem::take(&mut scratch.live);
+        live.clear();
+        live.resize(nv, false);
         for s in &kernel.stores {
             live[root(&ctx.locs, s.value as usize)] = true;
         }
@@ -1601,10 +1626,12 @@ impl<'a, 'b> Ctx<'a, 'b> {
             }
         }
         // Columns, reused once their last reader has run.
-        let computed: Vec<usize> = (0..nv)
-            .filter(|&v| live[v] && matches!(ctx.locs[v], Loc::Pending))
-            .collect();
-        let mut last_use = vec![0usize; nv];
+        let mut computed = std::mem::take(&mut scratch.computed);
+        computed.clear();
+        computed.extend((0..nv).filter(|&v| live[v] && matches!(ctx.locs[v], Loc::Pending)));
+        let mut last_use = std::mem::take(&mut scratch.last_use);
+        last_use.clear();
+        last_use.resize(nv, 0);
         for &v in &computed {
             for o in kernel.values[v].inst.operands() {
                 last_use[root(&ctx.locs, o as usize)] = v;
@@ -1615,13 +1642,17 @@ impl<'a, 'b> Ctx<'a, 'b> {
         }
         // A computed value stored once and read by no other value is computed straight
         // into its output.
-        let mut readers = vec![0usize; nv];
+        let mut readers = std::mem::take(&mut scratch.readers);
+        readers.clear();
+        readers.resize(nv, 0);
         for &v in &computed {
             for o in kernel.values[v].inst.operands() {
                 readers[root(&ctx.locs, o as usize)] += 1;
             }
         }
-        let mut stores = vec![0usize; nv];
+        let mut stores = std::mem::take(&mut scratch.stores);
+        stores.clear();
+        stores.resize(nv, 0);
         for s in &kernel.stores {
             stores[root(&ctx.locs, s.value as usize)] += 1;
         }
@@ -1632,7 +1663,10 @@ impl<'a, 'b> Ctx<'a, 'b> {
             }
         }
         let tile_n = TILE.min(len);
-        let mut free: [Vec<usize>; DType::ALL.len()] = Default::default();
+        let mut free = std::mem::take(&mut scratch.free);
+        for f in free.iter_mut() {
+            f.clear();
+        }
         let dix = |d: DType| DType::ALL.iter().position(|&x| x == d).unwrap_or(0);
         for &v in &computed {
             ctx.order.push(v);
@@ -1670,6 +1704,17 @@ impl<'a, 'b> Ctx<'a, 'b> {
                 ctx.locs[v] = ctx.locs[r];
             }
         }
+        let scratch = Scratch {
+            affine,
+            poison,
+            live,
+            computed,
+            last_use,
+            readers,
+            stores,
+            free,
+        };
+        SCRATCH.with(|c| c.set(scratch));
         Ok(ctx)
     }
 

@@ -250,7 +250,15 @@ impl Kernel {
             self.infer(&v.inst, v.dtype)
                 .map_err(|e| IrError(format!("value {i}: {}", e.0)))?;
         }
-        let mut seen = vec![false; self.outputs.len()];
+        // a bit per output for the usual few outputs (no allocation), a vector beyond
+        let mut small = [false; 16];
+        let mut big = Vec::new();
+        let seen: &mut [bool] = if self.outputs.len() <= small.len() {
+            &mut small[..self.outputs.len()]
+        } else {
+            big.resize(self.outputs.len(), false);
+            &mut big
+        };
         for s in &self.stores {
             let o = s.output as usize;
             if o >= self.outputs.len() || seen[o] {

@@ -62,22 +62,19 @@ impl Operand {
     fn to_array(&self, dtype: DType, shape: &[usize], dev: &Device) -> Array {
         match self {
             Operand::Array(a) => a.astype(dtype).broadcast_to(shape),
-            Operand::Scalar(s) => Array::scalar_on_dtype(s.cast(dtype), dev).broadcast_to(shape),
+            Operand::Scalar(s) => Array::const_at(s.cast(dtype), shape, dev),
         }
     }
 }
 
 /// The common dtype of operands under NEP 50.
 pub(crate) fn common_dtype(ops: &[&Operand]) -> DType {
-    let arrays: Vec<DType> = ops
-        .iter()
-        .filter_map(|o| match o {
-            Operand::Array(a) => Some(a.dtype()),
-            _ => None,
-        })
-        .collect();
-    let mut d = match arrays.split_first() {
-        Some((first, rest)) => rest.iter().fold(*first, |x, &y| promote::result_type(x, y)),
+    let mut arrays = ops.iter().filter_map(|o| match o {
+        Operand::Array(a) => Some(a.dtype()),
+        _ => None,
+    });
+    let mut d = match arrays.next() {
+        Some(first) => arrays.fold(first, promote::result_type),
         None => {
             // only scalars: each takes its default dtype
             return ops
@@ -100,7 +97,7 @@ pub(crate) fn common_dtype(ops: &[&Operand]) -> DType {
 /// Device of the array operands (the default device when there is none).
 #[track_caller]
 fn operands_device(op: &str, ops: &[&Operand]) -> Device {
-    let arrays: Vec<&Array> = ops
+    let arrays: smallvec::SmallVec<[&Array; 3]> = ops
         .iter()
         .filter_map(|o| match o {
             Operand::Array(a) => Some(a),
@@ -169,9 +166,7 @@ impl Operand {
     fn to_bool(&self, shape: &[usize], dev: &Device) -> Array {
         match self {
             Operand::Array(a) => a.astype(DType::Bool).broadcast_to(shape),
-            Operand::Scalar(s) => {
-                Array::scalar_on_dtype(s.cast(DType::Bool), dev).broadcast_to(shape)
-            }
+            Operand::Scalar(s) => Array::const_at(s.cast(DType::Bool), shape, dev),
         }
     }
 }
@@ -263,13 +258,26 @@ impl Array {
         make(Op::Const(s), s.dtype(), Shape::new(), dev, &[])
     }
 
+    /// The constant `s` (of its own dtype) at every index of `shape`: one node, where a
+    /// 0-d constant and a broadcast view would be two.
+    pub(crate) fn const_at(s: Scalar, shape: &[usize], dev: &Device) -> Array {
+        make(Op::Const(s), s.dtype(), shape.into(), dev, &[])
+    }
+
     /// Conversion to `dtype` with NumPy `astype` rules (a no-op when equal).
     pub fn astype(&self, dtype: DType) -> Array {
         if dtype == self.dtype() {
             return self.clone();
         }
         if let Some(s) = self.scalar_value() {
-            return Array::scalar_on_dtype(s.cast(dtype), &self.node.device);
+            let c = s.cast(dtype);
+            return make(
+                Op::Const(c),
+                dtype,
+                self.node.shape.clone(),
+                &self.node.device,
+                &[],
+            );
         }
         make(
             Op::Cast,

@@ -116,6 +116,17 @@ impl Array {
                 self.shape()
             );
         }
+        if let Op::Const(s) = self.node.op {
+            // a constant broadcast is the constant at the new shape: one node, no view
+            // (its value is a kernel parameter at every index either way)
+            return make(
+                Op::Const(s),
+                self.dtype(),
+                shape.into(),
+                &self.node.device,
+                &[],
+            );
+        }
         make(
             Op::Broadcast,
             self.dtype(),

@@ -52,7 +52,8 @@ pub(crate) type Shape = SmallVec<[usize; 4]>;
 pub(crate) enum Op {
     /// Data created on a device (always realized).
     Buffer,
-    /// A 0-d constant; in kernels its value is a parameter.
+    /// A constant: one value at every index of the node's shape (0-d, or a constant
+    /// broadcast); in kernels its value is a parameter.
     Const(Scalar),
     /// `0, 1, .., n-1` as I64 (1-D).
     Iota,

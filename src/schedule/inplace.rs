@@ -251,7 +251,7 @@ impl Bound {
     /// Whether nothing outside this evaluation can read `x` after the step (see the module
     /// docs). Every count includes the one reference this `Bound` holds.
     fn unobserved(&self) -> bool {
-        let mut dying = vec![false; self.cone.len()];
+        let mut dying: SmallVec<[bool; 32]> = SmallVec::from_elem(false, self.cone.len());
         for (i, (n, m)) in self.cone.iter().enumerate() {
             dying[i] = m.tip || {
                 let explained: usize = 1

@@ -99,7 +99,7 @@ impl Array {
 
     /// Materializes the array on its device. On CUDA this returns once the work is queued.
     pub fn eval(&self) -> Result<()> {
-        crate::schedule::evaluate(std::slice::from_ref(&self.node))
+        crate::exec::evaluate(std::slice::from_ref(&self.node))
     }
 
     /// The evaluated buffer (evaluating first when needed).
@@ -241,7 +241,7 @@ fn single_element(node: &Arc<Node>) -> Option<(Arc<Buffer>, usize)> {
 /// Materializes several arrays in one plan; shared subexpressions are computed once.
 pub fn eval(arrays: &[&Array]) -> Result<()> {
     let nodes: Vec<Arc<Node>> = arrays.iter().map(|a| a.node.clone()).collect();
-    crate::schedule::evaluate(&nodes)
+    crate::exec::evaluate(&nodes)
 }
 
 impl std::fmt::Debug for Array {

@@ -86,6 +86,7 @@ mod config;
 mod device;
 mod element;
 mod error;
+mod exec;
 mod explain;
 mod function;
 mod graph;
@@ -127,18 +128,18 @@ pub mod debug {
     /// The number of library calls (FFTs, matmuls) evaluating `arrays` would make now.
     pub fn library_count(arrays: &[&Array]) -> crate::Result<usize> {
         let nodes: Vec<_> = arrays.iter().map(|a| a.node.clone()).collect();
-        Ok(crate::schedule::plan(&nodes)?.library_count())
+        Ok(crate::exec::plan(&nodes)?.library_count())
     }
 
     /// The number of fused kernels evaluating `arrays` would launch now (planning only).
     pub fn kernel_count(arrays: &[&Array]) -> crate::Result<usize> {
         let nodes: Vec<_> = arrays.iter().map(|a| a.node.clone()).collect();
-        Ok(crate::schedule::plan(&nodes)?.kernel_count())
+        Ok(crate::exec::plan(&nodes)?.kernel_count())
     }
 
     /// The plan evaluating `arrays` would run, as text (what `LAZYFUSE_DEBUG=3` prints).
     pub fn plan(arrays: &[&Array]) -> crate::Result<String> {
         let nodes: Vec<_> = arrays.iter().map(|a| a.node.clone()).collect();
-        Ok(crate::schedule::plan(&nodes)?.to_string())
+        Ok(crate::exec::plan(&nodes)?.to_string())
     }
 }

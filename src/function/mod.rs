@@ -2,30 +2,12 @@
 //! with the plan bound straight to new inputs (no graph building, hashing or planning per
 //! call); on CUDA a repeated call replays one CUDA graph.
 
+use crate::exec::{PosSlot, Res};
 use crate::graph::{Node, Op, Shape};
 use crate::schedule::{self, Template};
 use crate::{Array, DType, Device, Error, Result};
 use std::collections::{HashMap, HashSet};
 use std::sync::{Arc, Mutex};
-
-/// What a DAG position of the traced plan becomes at each call.
-enum PosSlot {
-    /// The call's input `i`.
-    Input(usize),
-    /// A node the trace captured (an evaluated array, a constant), kept by the function.
-    Keep(Arc<Node>),
-    /// A node the plan computes: a new node per call.
-    Fresh(Op, DType, Shape),
-    /// Not referenced by the plan's steps.
-    Unused,
-}
-
-/// Where a result of a call comes from.
-enum Res {
-    Pos(usize),
-    Input(usize),
-    Keep(Arc<Node>),
-}
 
 struct Inner {
     device: Device,
@@ -36,7 +18,7 @@ struct Inner {
     /// Stands in for positions no step refers to.
     dummy: Arc<Node>,
     #[cfg(feature = "cuda")]
-    graph: Option<cuda_path::GraphState>,
+    graph: Option<crate::exec::replay::GraphState>,
 }
 
 /// A computation traced once and called many times: the explicit form of a simulation
@@ -181,8 +163,13 @@ impl Function {
             .map(|a| (a.shape().to_vec(), a.dtype()))
             .collect();
         #[cfg(feature = "cuda")]
-        let graph =
-            cuda_path::GraphState::new(&device, &template, &slots, &results, examples.len());
+        let graph = crate::exec::replay::GraphState::new(
+            &device,
+            &template,
+            &slots,
+            &results,
+            examples.len(),
+        );
         Ok(Function {
             inner: Arc::new(Mutex::new(Inner {
                 device,
@@ -266,9 +253,9 @@ impl Function {
         }
         // No in-place reuse: the bound nodes do not carry the template's edges, so
         // reference counts say nothing about who else reads the inputs and captures.
-        let sched = schedule::bind(&inner.template, &nodes)?.without_reuse();
+        let sched = crate::exec::bind(&inner.template, &nodes)?.without_reuse();
         drop(nodes);
-        schedule::execute(&sched)?;
+        crate::exec::execute(&sched)?;
         Ok(results)
     }
 
@@ -297,9 +284,3 @@ fn same_device(op: &'static str, a: &Device, b: &Device) -> Result<()> {
         })
     }
 }
-
-#[cfg(feature = "cuda")]
-pub(crate) use cuda_path::{eval_graph, EvalGraphSlot};
-
-#[cfg(feature = "cuda")]
-mod cuda_path;

@@ -7,7 +7,7 @@
 //! `X`'s dtype. The *cone* of `X` is every node of the DAG that consumes `X` through nodes
 //! computed inside step `k`; its tips are step `k`'s outputs.
 //!
-//! Ownership (checked at every execution, [`try_run`]): walking the cone from the tips
+//! Ownership (checked at every execution, `exec::inplace::try_run`): walking the cone from the tips
 //! down, a node *dies* with this step when it is an output of the step (realizing it drops
 //! its inputs) or when every strong reference to it is accounted for by the schedule and
 //! by dying consumers. `X` is consumed when it dies and its buffer has no other handle:
@@ -17,10 +17,8 @@
 //! meanwhile.
 
 use super::TStep;
-use crate::graph::{self, FxBuild, Node};
-use crate::runtime::{self, Buffer};
-use crate::{Error, Result};
-use lazyfuse_codegen::{Inst, Kernel, LaunchArgs};
+use crate::graph::{FxBuild, Node};
+use lazyfuse_codegen::{Inst, Kernel};
 use smallvec::SmallVec;
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -28,38 +26,27 @@ use std::sync::Arc;
 /// One node of a candidate's cone, by DAG position.
 #[derive(Clone, Debug)]
 pub(crate) struct ConeNode {
-    pos: usize,
+    pub(crate) pos: usize,
     /// An output of the step: dies when the step realizes it.
-    tip: bool,
+    pub(crate) tip: bool,
     /// References the schedule's steps hold.
-    sched_refs: usize,
+    pub(crate) sched_refs: usize,
     /// Consumers inside the cone: (index into the cone, number of edges).
-    consumers: SmallVec<[(usize, usize); 2]>,
+    pub(crate) consumers: SmallVec<[(usize, usize); 2]>,
 }
 
 /// A structural in-place opportunity of a template.
 #[derive(Clone, Debug)]
 pub(crate) struct Cand {
-    step: usize,
-    slot: usize,
-    out: usize,
-    x: usize,
-    x_sched_refs: usize,
+    pub(crate) step: usize,
+    pub(crate) slot: usize,
+    pub(crate) out: usize,
+    pub(crate) x: usize,
+    pub(crate) x_sched_refs: usize,
     /// Consumers of `X` in the cone: (index into the cone, number of edges).
-    x_consumers: SmallVec<[(usize, usize); 2]>,
+    pub(crate) x_consumers: SmallVec<[(usize, usize); 2]>,
     /// Users before their inputs.
-    cone: Vec<ConeNode>,
-}
-
-/// A candidate bound to the nodes of one evaluation.
-pub(crate) struct Bound {
-    step: usize,
-    slot: usize,
-    out: usize,
-    x: Arc<Node>,
-    x_sched_refs: usize,
-    x_consumers: SmallVec<[(usize, usize); 2]>,
-    cone: Vec<(Arc<Node>, ConeNode)>,
+    pub(crate) cone: Vec<ConeNode>,
 }
 
 /// Whether `kernel` reads input `slot` only at the index it writes.
@@ -225,114 +212,4 @@ fn cone_of(
         .map(|&(c, m)| Some((index_of(c)?, m)))
         .collect::<Option<_>>()?;
     Some((xc, cone))
-}
-
-/// Binds the candidates to one evaluation's nodes.
-pub(crate) fn bind(cands: &[Cand], nodes: &[Arc<Node>]) -> Vec<Bound> {
-    cands
-        .iter()
-        .map(|c| Bound {
-            step: c.step,
-            slot: c.slot,
-            out: c.out,
-            x: nodes[c.x].clone(),
-            x_sched_refs: c.x_sched_refs,
-            x_consumers: c.x_consumers.clone(),
-            cone: c
-                .cone
-                .iter()
-                .map(|m| (nodes[m.pos].clone(), m.clone()))
-                .collect(),
-        })
-        .collect()
-}
-
-impl Bound {
-    /// Whether nothing outside this evaluation can read `x` after the step (see the module
-    /// docs). Every count includes the one reference this `Bound` holds.
-    fn unobserved(&self) -> bool {
-        let mut dying: SmallVec<[bool; 32]> = SmallVec::from_elem(false, self.cone.len());
-        for (i, (n, m)) in self.cone.iter().enumerate() {
-            dying[i] = m.tip || {
-                let explained: usize = 1
-                    + m.sched_refs
-                    + m.consumers
-                        .iter()
-                        .filter(|&&(c, _)| dying[c])
-                        .map(|&(_, k)| k)
-                        .sum::<usize>();
-                Arc::strong_count(n) == explained
-            };
-        }
-        let explained: usize = 1
-            + self.x_sched_refs
-            + self
-                .x_consumers
-                .iter()
-                .filter(|&&(c, _)| dying[c])
-                .map(|&(_, k)| k)
-                .sum::<usize>();
-        Arc::strong_count(&self.x) == explained
-    }
-}
-
-/// Runs kernel step `si` of `sched` in place when its candidate's input can be consumed;
-/// `Ok(false)` (nothing done) otherwise.
-pub(crate) fn try_run(
-    sched: &super::Schedule,
-    si: usize,
-    kernel: &Arc<Kernel>,
-    inputs: &[Arc<Node>],
-    outputs: &[Arc<Node>],
-    args: &LaunchArgs,
-) -> Result<bool> {
-    let Some(b) = sched.reuse.iter().find(|b| b.step == si) else {
-        return Ok(false);
-    };
-    let same_node = inputs.get(b.slot).is_some_and(|n| Arc::ptr_eq(n, &b.x));
-    let fits = outputs
-        .get(b.out)
-        .is_some_and(|o| o.device == b.x.device && args.len() == b.x.size());
-    if !same_node || !fits {
-        return Ok(false);
-    }
-    let Some((buf, detached)) = graph::consume_buffer(&b.x, outputs, || b.unobserved()) else {
-        return Ok(false);
-    };
-    let donor: Buffer = Arc::try_unwrap(buf)
-        .map_err(|_| Error::internal("in place", "consumed buffer still shared"))?;
-    let others: Vec<Arc<Buffer>> = inputs
-        .iter()
-        .enumerate()
-        .filter(|&(i, _)| i != b.slot)
-        .map(|(_, n)| {
-            n.buffer()
-                .ok_or_else(|| Error::internal("execute", format!("input {n:?} not materialized")))
-        })
-        .collect::<Result<_>>()?;
-    let mut it = others.iter();
-    let refs: Vec<Option<&Buffer>> = (0..inputs.len())
-        .map(|i| {
-            if i == b.slot {
-                None
-            } else {
-                it.next().map(|a| &**a)
-            }
-        })
-        .collect();
-    let dev = &outputs[0].device;
-    let probe = crate::profile::begin(dev);
-    let outs = runtime::run_kernel_reuse(dev, kernel, &refs, args, (b.slot, b.out), donor)?;
-    if probe.is_some() {
-        // the same profile entry as a plain launch: the reused buffer counts as read once
-        let mut read: SmallVec<[&Buffer; 4]> = others.iter().map(|a| &**a).collect();
-        read.extend(outs.get(b.out));
-        crate::profile::kernel_done(probe, dev, kernel, &read, &args.shape);
-    }
-    crate::stats::bump::buffers_reused(1);
-    for (node, buf) in outputs.iter().zip(outs) {
-        node.realize(Arc::new(buf));
-    }
-    drop(detached);
-    Ok(true)
 }

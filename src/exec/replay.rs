@@ -1,17 +1,20 @@
-//! Traced functions and repeated evaluations on CUDA through `runtime::cuda::graph`:
-//! results are fresh buffers per call, intermediates live in the graph's arena.
+//! Repeated plans on CUDA replayed as captured graphs (`runtime::cuda::graph`), for traced
+//! functions and for plain evaluations: results are fresh buffers per call, intermediates
+//! live in the graph's arena.
 
 use super::{PosSlot, Res};
+use crate::graph::FxBuild;
 use crate::graph::{Node, Op};
 use crate::runtime::cuda::graph::{GraphPlan, GraphStep, Slot};
 use crate::runtime::cuda::{CudaBuffer, CudaDevice};
 use crate::runtime::Buffer;
-use crate::schedule::{self, TStep, Template};
+use crate::schedule::{TStep, Template};
 use crate::{Device, Error, Result};
 use smallvec::SmallVec;
-use std::sync::Arc;
+use std::collections::HashMap;
+use std::sync::{Arc, RwLock};
 
-pub(super) struct GraphState {
+pub(crate) struct GraphState {
     dev: Arc<CudaDevice>,
     /// Graph operand of each DAG position a step refers to.
     slot_of: Vec<Option<Slot>>,
@@ -27,7 +30,7 @@ pub(super) struct GraphState {
 impl GraphState {
     /// The graph state for a traced plan on `device`; `None` off CUDA or when the plan
     /// holds steps a graph cannot run (copies between devices).
-    pub(super) fn new(
+    pub(crate) fn new(
         device: &Device,
         template: &Template,
         slots: &[PosSlot],
@@ -105,11 +108,11 @@ impl GraphState {
     }
 
     /// Whether graphs are off for this plan from the start (ineligible or disabled).
-    pub(super) fn is_off(&self) -> bool {
+    pub(crate) fn is_off(&self) -> bool {
         self.plan.as_ref().is_none_or(|p| p.is_off())
     }
 
-    pub(super) fn is_recorded(&self) -> bool {
+    pub(crate) fn is_recorded(&self) -> bool {
         self.plan.as_ref().is_some_and(|p| p.is_recorded())
     }
 
@@ -179,13 +182,13 @@ impl GraphState {
     }
 
     /// One call: fresh result buffers, then a plain, recorded or replayed run.
-    pub(super) fn call(
+    pub(crate) fn call(
         &mut self,
         template: &Template,
         nodes: &[Arc<Node>],
         in_bufs: &[Arc<Buffer>],
     ) -> Result<()> {
-        let sched = schedule::bind(template, nodes)?;
+        let sched = super::bind(template, nodes)?;
         crate::config::debug_log!(3, "graph run of {sched}");
         // kernel arguments (from the bound schedule) and FFT shapes, in step order
         let mut args = Vec::with_capacity(sched.steps.len());
@@ -195,8 +198,8 @@ impl GraphState {
         let no_args = NO_ARGS.get_or_init(Default::default);
         for s in &sched.steps {
             match s {
-                schedule::Step::Kernel { args: a, .. } => args.push(a),
-                schedule::Step::Fft { src, dst } => {
+                super::Step::Kernel { args: a, .. } => args.push(a),
+                super::Step::Fft { src, dst } => {
                     let Op::Fft(spec) = &dst.op else {
                         return Err(Error::internal("Function", "fft step on a non-fft node"));
                     };
@@ -249,34 +252,57 @@ fn cuda_of(b: &Buffer) -> Result<&CudaBuffer> {
     }
 }
 
-/// The graph state of plain evaluations of one plan template, owned by the template (so a
-/// replay locks only its own plan, never a process-wide table).
-#[derive(Default)]
-pub(crate) struct EvalGraphSlot(std::sync::Mutex<SlotState>);
+/// The graph state of plain evaluations of one plan template. A replay locks only its
+/// own plan's state (and try-locks it: a plan busy in another thread runs plainly); the
+/// table of states is read under a shared lock that no launch holds.
+struct PlanGraph {
+    /// Keeps the keyed address alive.
+    _template: Arc<Template>,
+    state: std::sync::Mutex<SlotState>,
+}
 
 #[derive(Default)]
 enum SlotState {
-    /// Not tried yet (or no budget was left when it was).
+    /// Not tried yet.
     #[default]
     Untried,
     /// The plan is not worth a graph.
     Ineligible,
-    Ready(Counted),
+    Ready(GraphState),
 }
 
-/// A graph state counted in [`LIVE_EVAL_GRAPHS`] while it lives.
-struct Counted(GraphState);
-
-impl Drop for Counted {
-    fn drop(&mut self) {
-        LIVE_EVAL_GRAPHS.fetch_sub(1, std::sync::atomic::Ordering::Relaxed);
-    }
-}
-
-/// Eval-level graph states alive in the process (each holds a graph and its arena).
-static LIVE_EVAL_GRAPHS: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
-/// Most eval-level graph states alive at once; plans beyond it run plainly.
+type PlanGraphs = HashMap<usize, Arc<PlanGraph>, FxBuild>;
+/// Graph states of plain evaluations, by the address of their template.
+static PLAN_GRAPHS: RwLock<Option<PlanGraphs>> = RwLock::new(None);
+/// Most plans with eval-level graph state kept (each holds a graph and its arena); the
+/// table starts over beyond it.
 const EVAL_GRAPHS_MAX: usize = 64;
+
+/// The graph state entry of `template`, created on first use.
+fn plan_graph(template: &Arc<Template>) -> Arc<PlanGraph> {
+    let key = Arc::as_ptr(template) as usize;
+    let found = PLAN_GRAPHS
+        .read()
+        .unwrap_or_else(|e| e.into_inner())
+        .as_ref()
+        .and_then(|m| m.get(&key).cloned());
+    if let Some(p) = found {
+        return p;
+    }
+    let mut guard = PLAN_GRAPHS.write().unwrap_or_else(|e| e.into_inner());
+    let map = guard.get_or_insert_with(HashMap::default);
+    if map.len() >= EVAL_GRAPHS_MAX && !map.contains_key(&key) {
+        map.clear(); // entries busy in other threads live on through their handles
+    }
+    map.entry(key)
+        .or_insert_with(|| {
+            Arc::new(PlanGraph {
+                _template: template.clone(),
+                state: Default::default(),
+            })
+        })
+        .clone()
+}
 
 /// Runs the evaluation of `roots` (planned as `template` over `nodes`) through a CUDA
 /// graph when the plan is worth one; `Ok(false)` when the caller should execute it
@@ -299,27 +325,20 @@ pub(crate) fn eval_graph(
     {
         return Ok(false);
     }
+    let entry = plan_graph(template);
     // another thread replaying this plan's graph right now: run plainly instead of waiting
-    let mut slot = match template.eval_graph.0.try_lock() {
+    let mut slot = match entry.state.try_lock() {
         Ok(g) => g,
         Err(std::sync::TryLockError::Poisoned(p)) => p.into_inner(),
         Err(std::sync::TryLockError::WouldBlock) => return Ok(false),
     };
-    use std::sync::atomic::Ordering::Relaxed;
     if matches!(*slot, SlotState::Untried) {
-        if LIVE_EVAL_GRAPHS.fetch_add(1, Relaxed) >= EVAL_GRAPHS_MAX {
-            LIVE_EVAL_GRAPHS.fetch_sub(1, Relaxed);
-            return Ok(false);
-        }
         *slot = match new_eval_state(template, nodes, roots) {
-            Some(st) => SlotState::Ready(Counted(st)),
-            None => {
-                LIVE_EVAL_GRAPHS.fetch_sub(1, Relaxed);
-                SlotState::Ineligible
-            }
+            Some(st) => SlotState::Ready(st),
+            None => SlotState::Ineligible,
         };
     }
-    let SlotState::Ready(Counted(state)) = &mut *slot else {
+    let SlotState::Ready(state) = &mut *slot else {
         return Ok(false);
     };
     let bufs: Vec<Arc<Buffer>> = nodes.iter().filter_map(|n| n.buffer()).collect();

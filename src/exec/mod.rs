@@ -1,0 +1,313 @@
+//! Execution: binds a plan template to one evaluation's nodes and runs its steps (fused
+//! kernels, library calls, copies, in-place reuse), each through one profiling hook;
+//! repeated plans on CUDA replay a captured graph (`replay`). `schedule` only decides.
+
+pub(crate) mod inplace;
+#[cfg(feature = "cuda")]
+pub(crate) mod replay;
+
+use crate::graph::{Node, Op, Shape};
+use crate::runtime::matmul::GemmSpec;
+use crate::runtime::{self, Buffer};
+use crate::schedule::{self, ParamSrc, TStep, Template};
+use crate::{config, profile, Device, Error, Result};
+use lazyfuse_codegen::{DType, Kernel, LaunchArgs, Scalar};
+use smallvec::SmallVec;
+use std::fmt;
+use std::sync::Arc;
+
+/// What a DAG position of the traced plan becomes at each call.
+pub(crate) enum PosSlot {
+    /// The call's input `i`.
+    Input(usize),
+    /// A node the trace captured (an evaluated array, a constant), kept by the function.
+    Keep(Arc<Node>),
+    /// A node the plan computes: a new node per call.
+    Fresh(Op, DType, Shape),
+    /// Not referenced by the plan's steps.
+    Unused,
+}
+
+/// Where a result of a call comes from.
+pub(crate) enum Res {
+    Pos(usize),
+    Input(usize),
+    Keep(Arc<Node>),
+}
+
+/// The nodes a bound step reads or writes (inline for small kernels).
+pub(crate) type NodeList = SmallVec<[Arc<Node>; 4]>;
+
+/// One unit of work, bound to nodes.
+pub(crate) enum Step {
+    /// A fused kernel: reads `inputs`' buffers, computes `outputs`.
+    Kernel {
+        kernel: Arc<Kernel>,
+        inputs: NodeList,
+        outputs: NodeList,
+        args: LaunchArgs,
+    },
+    /// Copy of `src`'s buffer to `dst`'s device.
+    Copy { src: Arc<Node>, dst: Arc<Node> },
+    /// The FFT `dst` of `src`'s buffer (a cuFFT / rustfft call).
+    Fft { src: Arc<Node>, dst: Arc<Node> },
+    /// `dst`, a reshape of `src`, takes `src`'s buffer (C order is unchanged).
+    Alias { src: Arc<Node>, dst: Arc<Node> },
+    /// The product `dst` read from `a`'s and `b`'s buffers as `spec` lays them out (a
+    /// cuBLAS / ndarray call).
+    MatMul {
+        a: Arc<Node>,
+        b: Arc<Node>,
+        dst: Arc<Node>,
+        spec: Arc<GemmSpec>,
+    },
+}
+
+/// The plan of one evaluation.
+pub(crate) struct Schedule {
+    pub(crate) steps: Vec<Step>,
+    /// In-place opportunities bound to this evaluation's nodes.
+    reuse: Vec<inplace::Bound>,
+}
+
+impl Schedule {
+    /// The schedule without in-place reuse: for plans bound to nodes whose edges differ
+    /// from the template's DAG (traced functions bind fresh nodes without inputs), where
+    /// reference counts cannot prove ownership.
+    pub(crate) fn without_reuse(mut self) -> Schedule {
+        self.reuse.clear();
+        self
+    }
+    /// Number of kernel steps.
+    pub(crate) fn kernel_count(&self) -> usize {
+        self.steps
+            .iter()
+            .filter(|s| matches!(s, Step::Kernel { .. }))
+            .count()
+    }
+    /// Number of library steps (FFTs, matmuls).
+    pub(crate) fn library_count(&self) -> usize {
+        self.steps
+            .iter()
+            .filter(|s| matches!(s, Step::Fft { .. } | Step::MatMul { .. }))
+            .count()
+    }
+}
+
+impl fmt::Display for Schedule {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        writeln!(f, "schedule: {} steps", self.steps.len())?;
+        for (i, s) in self.steps.iter().enumerate() {
+            match s {
+                Step::Kernel {
+                    kernel,
+                    inputs,
+                    outputs,
+                    args,
+                } => {
+                    writeln!(
+                        f,
+                        "step {i}: kernel shape={:?} inputs={inputs:?} outputs={outputs:?} params={:?}",
+                        args.shape, args.params
+                    )?;
+                    for line in kernel.to_string().lines() {
+                        writeln!(f, "    {line}")?;
+                    }
+                }
+                Step::Copy { src, dst } => writeln!(f, "step {i}: copy {src:?} -> {dst:?}")?,
+                Step::Fft { src, dst } => writeln!(f, "step {i}: fft {src:?} -> {dst:?}")?,
+                Step::Alias { src, dst } => writeln!(f, "step {i}: alias {src:?} -> {dst:?}")?,
+                Step::MatMul { a, b, dst, spec } => {
+                    writeln!(f, "step {i}: matmul {a:?} @ {b:?} -> {dst:?}: {spec}")?
+                }
+            }
+        }
+        Ok(())
+    }
+}
+
+/// Plans the evaluation of `roots`: a cached plan of the same structure when there is one.
+pub(crate) fn plan(roots: &[Arc<Node>]) -> Result<Schedule> {
+    let probe = crate::profile::begin_wall();
+    let (template, nodes, hit) = schedule::template_for_hit(roots)?;
+    let sched = bind(&template, &nodes)?;
+    crate::profile::plan_done(probe, hit, sched.steps.len());
+    config::debug_log!(3, "{sched}");
+    Ok(sched)
+}
+
+/// The template's steps with this DAG's nodes and values.
+pub(crate) fn bind(t: &Template, nodes: &[Arc<Node>]) -> Result<Schedule> {
+    let value = |p: usize| -> Result<Scalar> {
+        match nodes[p].op {
+            Op::Const(s) => Ok(s),
+            Op::Random(_, seed) => Ok(Scalar::I64(seed as i64)),
+            _ => Err(Error::internal(
+                "bind",
+                "parameter source is not a constant",
+            )),
+        }
+    };
+    let steps = t
+        .steps()
+        .iter()
+        .map(|s| {
+            Ok(match s {
+                TStep::Kernel {
+                    kernel,
+                    inputs,
+                    outputs,
+                    shape,
+                    params,
+                } => Step::Kernel {
+                    kernel: kernel.clone(),
+                    inputs: inputs.iter().map(|&p| nodes[p].clone()).collect(),
+                    outputs: outputs.iter().map(|&p| nodes[p].clone()).collect(),
+                    args: LaunchArgs {
+                        shape: shape.clone(),
+                        params: params
+                            .iter()
+                            .map(|p| match p {
+                                ParamSrc::Fixed(v) => Ok(*v),
+                                ParamSrc::Node(i) => value(*i),
+                            })
+                            .collect::<Result<_>>()?,
+                    },
+                },
+                TStep::Copy { src, dst } => Step::Copy {
+                    src: nodes[*src].clone(),
+                    dst: nodes[*dst].clone(),
+                },
+                TStep::Fft { src, dst } => Step::Fft {
+                    src: nodes[*src].clone(),
+                    dst: nodes[*dst].clone(),
+                },
+                TStep::Alias { src, dst } => Step::Alias {
+                    src: nodes[*src].clone(),
+                    dst: nodes[*dst].clone(),
+                },
+                TStep::MatMul { a, b, dst, spec } => Step::MatMul {
+                    a: nodes[*a].clone(),
+                    b: nodes[*b].clone(),
+                    dst: nodes[*dst].clone(),
+                    spec: spec.clone(),
+                },
+            })
+        })
+        .collect::<Result<_>>()?;
+    Ok(Schedule {
+        steps,
+        reuse: inplace::bind(t.reuse(), nodes),
+    })
+}
+
+/// Plans and runs the evaluation of `roots`.
+pub(crate) fn evaluate(roots: &[Arc<Node>]) -> Result<()> {
+    if roots.iter().all(|r| r.buffer().is_some()) {
+        return Ok(());
+    }
+    let _scope = crate::profile::scope(true);
+    let probe = crate::profile::begin_wall();
+    let (template, nodes, hit) = schedule::template_for_hit(roots)?;
+    crate::stats::bump::evals(1);
+    // a profiled eval runs step by step so that each step is timed
+    #[cfg(feature = "cuda")]
+    if !crate::profile::recording() && replay::eval_graph(&template, &nodes, roots)? {
+        return Ok(());
+    }
+    let sched = bind(&template, &nodes)?;
+    drop(nodes); // the schedule holds what it needs; fewer handles, more in-place reuse
+    crate::profile::plan_done(probe, hit, sched.steps.len());
+    config::debug_log!(3, "{sched}");
+    execute(&sched)
+}
+
+/// Bytes held by `bufs` together (what a step reads from them, each read once).
+fn bytes_of(bufs: &[&Buffer]) -> u64 {
+    bufs.iter()
+        .map(|b| (b.len() * b.dtype().size()) as u64)
+        .sum()
+}
+
+fn buffer_of(n: &Node) -> Result<Arc<Buffer>> {
+    n.buffer()
+        .ok_or_else(|| Error::internal("execute", format!("input {n:?} not materialized")))
+}
+
+/// Runs a schedule step by step, realizing each step's outputs.
+pub(crate) fn execute(sched: &Schedule) -> Result<()> {
+    for (si, step) in sched.steps.iter().enumerate() {
+        match step {
+            Step::Kernel {
+                kernel,
+                inputs,
+                outputs,
+                args,
+            } => {
+                if inplace::try_run(sched, si, kernel, inputs, outputs, args)? {
+                    continue;
+                }
+                let bufs: SmallVec<[Arc<Buffer>; 4]> =
+                    inputs.iter().map(|n| buffer_of(n)).collect::<Result<_>>()?;
+                let refs: SmallVec<[&Buffer; 4]> = bufs.iter().map(|b| b.as_ref()).collect();
+                let dev: &Device = &outputs[0].device;
+                let probe = profile::begin(dev);
+                let outs = runtime::run_kernel(dev, kernel, &refs, args)?;
+                profile::kernel_done(probe, dev, kernel, &refs, &args.shape);
+                for (node, buf) in outputs.iter().zip(outs) {
+                    node.realize(Arc::new(buf));
+                }
+            }
+            Step::Fft { src, dst } => {
+                let Op::Fft(spec) = &dst.op else {
+                    return Err(Error::internal("execute", "fft step on a non-fft node"));
+                };
+                let b = buffer_of(src)?;
+                crate::stats::bump::library_calls(1);
+                let probe = profile::begin(&dst.device);
+                let out = runtime::fft(&dst.device, spec, &b, &src.shape, &dst.shape)?;
+                if probe.is_some() {
+                    let bytes = bytes_of(&[&b]) + bytes_of(&[&out]);
+                    let detail = format!("{:?} {:?} -> {:?}", spec.kind, src.shape, dst.shape);
+                    let name = format!(
+                        "fft axes={:?}{}",
+                        spec.axes,
+                        if spec.inverse { " inverse" } else { "" }
+                    );
+                    profile::library_done(probe, &dst.device, name, detail, bytes);
+                }
+                dst.realize(Arc::new(out));
+            }
+            Step::Alias { src, dst } => dst.realize(buffer_of(src)?),
+            Step::MatMul { a, b, dst, spec } => {
+                let (x, y) = (buffer_of(a)?, buffer_of(b)?);
+                crate::stats::bump::library_calls(1);
+                let probe = profile::begin(&dst.device);
+                let out = runtime::matmul::run(&dst.device, spec, &x, &y)?;
+                if probe.is_some() {
+                    let bytes = bytes_of(&[&x, &y]) + bytes_of(&[&out]);
+                    let detail = format!("{:?} @ {:?} -> {:?}", a.shape, b.shape, dst.shape);
+                    profile::library_done(probe, &dst.device, "matmul".into(), detail, bytes);
+                }
+                dst.realize(Arc::new(out));
+            }
+            Step::Copy { src, dst } => {
+                let b = buffer_of(src)?;
+                let probe = profile::begin_wall();
+                let host = runtime::download(&b, 0, b.len())?;
+                let out = runtime::upload(&dst.device, host)?;
+                let bytes = 2 * bytes_of(&[&out]);
+                let detail = format!("{} -> {}", src.device, dst.device);
+                profile::host_done(
+                    probe,
+                    profile::EntryKind::DeviceCopy,
+                    "to_device",
+                    detail,
+                    bytes,
+                );
+                dst.realize(Arc::new(out));
+            }
+        }
+    }
+    Ok(())
+}

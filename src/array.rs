@@ -46,9 +46,11 @@ impl Array {
 
     // --- creation from host data ---
 
-    /// An array holding `data` (C order) with `shape`, on the default device.
+    /// An array holding `data` (C order) with `shape`, on the default device
+    /// ([`default_device`](crate::default_device)); an error, too, when the default device
+    /// comes from a `LAZYFUSE_DEVICE` that cannot be opened.
     pub fn from_vec<T: Element>(data: Vec<T>, shape: &[usize]) -> Result<Array> {
-        Array::from_vec_on(data, shape, &crate::default_device())
+        Array::from_vec_on(data, shape, &crate::device::try_default_device()?)
     }
 
     /// [`Array::from_vec`] on `dev`.
@@ -82,8 +84,10 @@ impl Array {
     /// [`Array::from_ndarray_on`] to get the error.
     #[track_caller]
     pub fn from_ndarray<T: Element, D: ndarray::Dimension>(a: &ndarray::Array<T, D>) -> Array {
-        Array::from_ndarray_on(a, &crate::default_device())
-            .unwrap_or_else(|e| panic!("from_ndarray: {e}"))
+        match Array::from_ndarray_on(a, &crate::default_device()) {
+            Ok(x) => x,
+            Err(e) => panic!("from_ndarray: {e}"),
+        }
     }
 
     /// [`Array::from_ndarray`] on `dev`, with the error as a `Result`.
@@ -169,6 +173,7 @@ impl Array {
     }
 
     /// A lazy copy of this array on `dev`.
+    #[track_caller]
     pub fn to_device(&self, dev: &Device) -> Array {
         if &self.node.device == dev {
             return self.clone();

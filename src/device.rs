@@ -3,7 +3,7 @@
 use crate::runtime::cuda::CudaDevice;
 use crate::{Error, Result};
 use std::fmt;
-use std::sync::{Arc, RwLock};
+use std::sync::{Arc, OnceLock, RwLock};
 
 /// Where arrays live and kernels run.
 #[derive(Clone)]
@@ -27,11 +27,29 @@ impl Device {
     }
 
     /// What [`Device::default`] picks, as a `Result`: `LAZYFUSE_DEVICE=cpu|cuda|cuda:N`
-    /// forces a device (forcing CUDA where none is usable is an error); unset, CUDA device 0
-    /// when usable, else the CPU.
+    /// (surrounding spaces and case ignored) forces a device: forcing CUDA where none is
+    /// usable is an error, and so is any other value; unset or blank, CUDA device 0 when
+    /// usable, else the CPU.
     pub fn try_default() -> Result<Device> {
-        match std::env::var("LAZYFUSE_DEVICE").ok().as_deref() {
-            None | Some("") => {
+        let raw = match std::env::var("LAZYFUSE_DEVICE") {
+            Ok(v) => v,
+            Err(std::env::VarError::NotPresent) => String::new(),
+            Err(std::env::VarError::NotUnicode(v)) => {
+                return Err(Error::Config(format!(
+                    "LAZYFUSE_DEVICE={v:?}: not UTF-8; expected cpu, cuda or cuda:N"
+                )))
+            }
+        };
+        let v = raw.trim().to_ascii_lowercase();
+        // a forced device that cannot be opened names the setting that forced it
+        let forced = |r: Result<Device>| {
+            r.map_err(|e| match e {
+                Error::NoCuda(m) => Error::NoCuda(format!("{m} (LAZYFUSE_DEVICE={raw:?})")),
+                e => e,
+            })
+        };
+        match v.as_str() {
+            "" => {
                 if CudaDevice::available() {
                     if let Ok(d) = Device::cuda(0) {
                         return Ok(d);
@@ -39,12 +57,12 @@ impl Device {
                 }
                 Ok(Device::Cpu)
             }
-            Some("cpu") => Ok(Device::Cpu),
-            Some("cuda") => Device::cuda(0),
-            Some(s) => match s.strip_prefix("cuda:").and_then(|n| n.parse().ok()) {
-                Some(n) => Device::cuda(n),
+            "cpu" => Ok(Device::Cpu),
+            "cuda" => forced(Device::cuda(0)),
+            s => match s.strip_prefix("cuda:").and_then(|n| n.trim().parse().ok()) {
+                Some(n) => forced(Device::cuda(n)),
                 None => Err(Error::Config(format!(
-                    "LAZYFUSE_DEVICE={s}: expected cpu, cuda or cuda:N"
+                    "LAZYFUSE_DEVICE={raw:?}: expected cpu, cuda or cuda:N"
                 ))),
             },
         }
@@ -92,14 +110,26 @@ impl Device {
 }
 
 impl Default for Device {
-    /// See [`Device::try_default`].
-    ///
-    /// # Panics
-    /// When `LAZYFUSE_DEVICE` forces a device that cannot be opened (a configuration error
-    /// the `Default` trait cannot report); use [`Device::try_default`] to get the error.
+    /// See [`Device::try_default`]. Where that is an error (`LAZYFUSE_DEVICE` forces a
+    /// device that cannot be opened, or holds no device name), the CPU, after one warning
+    /// on stderr per process: the `Default` trait cannot report the error, and a
+    /// misconfigured environment should not abort a program. Use [`Device::try_default`]
+    /// to get the error.
     fn default() -> Device {
-        Device::try_default().unwrap_or_else(|e| panic!("lazyfuse: Device::default(): {e}"))
+        match Device::try_default() {
+            Ok(d) => d,
+            Err(e) => cpu_fallback(&e),
+        }
     }
+}
+
+/// The CPU in place of a default device that cannot be had, after one warning per process.
+fn cpu_fallback(e: &Error) -> Device {
+    static WARNED: std::sync::Once = std::sync::Once::new();
+    WARNED.call_once(|| {
+        eprintln!("lazyfuse: warning: no default device ({e}); using the CPU instead");
+    });
+    Device::Cpu
 }
 
 impl PartialEq for Device {
@@ -136,7 +166,12 @@ impl fmt::Display for Device {
     }
 }
 
+/// The process-wide default set by [`set_default_device`].
 static DEFAULT: RwLock<Option<Device>> = RwLock::new(None);
+
+/// [`Device::try_default`] as resolved on first use, for the rest of the process (opening a
+/// device, or failing to, happens once; the error is kept to be reported again).
+static ENV_DEFAULT: OnceLock<Result<Device>> = OnceLock::new();
 
 /// Makes `dev` the device creation functions use.
 pub fn set_default_device(dev: &Device) {
@@ -162,15 +197,44 @@ pub fn with_default_device<R>(dev: &Device, f: impl FnOnce() -> R) -> R {
 }
 
 /// The device creation functions use: the innermost [`with_default_device`] of this
-/// thread, else the process-wide default (initialized from [`Device::default`] on first
-/// use).
+/// thread, else the one [`set_default_device`] set, else [`Device::try_default`] (resolved
+/// once per process).
+///
+/// Where that last one is an error (`LAZYFUSE_DEVICE` forces a device that cannot be
+/// opened, or holds no device name), the infallible builders (`zeros`, `scalar`, `arange`,
+/// `random::normal`, ...) use the CPU, after one warning on stderr per process, while the
+/// fallible ones (`Array::from_vec`, `from_slice`) return the error.
 pub fn default_device() -> Device {
+    match try_default_device() {
+        Ok(d) => d,
+        Err(e) => cpu_fallback(&e),
+    }
+}
+
+/// [`default_device`] with a default from the environment that cannot be had as the error.
+pub(crate) fn try_default_device() -> Result<Device> {
     if let Some(d) = SCOPED.with(|s| s.borrow().last().cloned()) {
-        return d;
+        return Ok(d);
     }
     if let Some(d) = DEFAULT.read().unwrap_or_else(|e| e.into_inner()).as_ref() {
-        return d.clone();
+        return Ok(d.clone());
     }
-    let mut w = DEFAULT.write().unwrap_or_else(|e| e.into_inner());
-    w.get_or_insert_with(Device::default).clone()
+    match ENV_DEFAULT.get_or_init(Device::try_default) {
+        Ok(d) => Ok(d.clone()),
+        Err(e) => Err(replay(e)),
+    }
+}
+
+/// A copy of an error from opening a device (`Error` is not `Clone`: it can hold FFI
+/// diagnostics; the ones opening a device gives are plain text).
+fn replay(e: &Error) -> Error {
+    match e {
+        Error::NoCuda(m) => Error::NoCuda(m.clone()),
+        Error::Cuda { op, msg } => Error::Cuda {
+            op,
+            msg: msg.clone(),
+        },
+        Error::Config(m) => Error::Config(m.clone()),
+        e => Error::Config(e.to_string()),
+    }
 }

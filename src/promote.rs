@@ -1,6 +1,7 @@
 //! NumPy 2 (NEP 50) type promotion for the dtypes lazyfuse has, including weak Rust scalars.
 
 use crate::DType;
+use lazyfuse_codegen::Scalar;
 
 /// `numpy.result_type(a, b)` restricted to lazyfuse's dtypes.
 pub fn result_type(a: DType, b: DType) -> DType {
@@ -81,4 +82,29 @@ pub(crate) fn float_dtype(d: DType) -> DType {
         DType::I32 | DType::I64 => DType::F64,
         x => x,
     }
+}
+
+/// The value of a weak integer scalar `s` that the integer dtype `t` cannot hold (`None`
+/// when it fits, when it is not an integer, or when `t` is not an integer dtype).
+pub(crate) fn weak_int_overflow(s: &Scalar, t: DType) -> Option<i64> {
+    let v = match *s {
+        Scalar::I32(v) => i64::from(v),
+        Scalar::I64(v) => v,
+        _ => return None,
+    };
+    let fits = match t {
+        DType::I32 => i32::try_from(v).is_ok(),
+        _ => true, // I64 holds every Rust integer scalar; float targets round, as NumPy's do
+    };
+    (!fits).then_some(v)
+}
+
+/// Panics at the caller's line for a weak integer scalar that does not fit the integer
+/// dtype the operation `op` computes in (NumPy 2 raises `OverflowError` there).
+#[track_caller]
+pub(crate) fn overflow_panic(op: &str, v: i64, t: DType) -> ! {
+    panic!(
+        "{op}: integer scalar {v} out of bounds for dtype {t} (NumPy raises OverflowError); \
+         convert the array first, e.g. `.astype(DType::I64)`"
+    )
 }

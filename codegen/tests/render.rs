@@ -487,8 +487,16 @@ fn corpus() -> Vec<(&'static str, Kernel, RenderOptions)> {
     ]
 }
 
+/// The snapshot folder, found at run time: `cargo test` runs test binaries from the package
+/// directory with `CARGO_MANIFEST_DIR` set, and a test binary copied to another machine
+/// (`shared/tools/gpu-bundle`) is run from a copy of the package directory. A path fixed at
+/// compile time (`env!`) would point into the building machine's checkout instead.
 fn snapshot_dir() -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/snapshots")
+    let root = match std::env::var_os("CARGO_MANIFEST_DIR") {
+        Some(d) if !d.is_empty() => PathBuf::from(d),
+        _ => std::env::current_dir().unwrap_or_else(|e| panic!("current directory: {e}")),
+    };
+    root.join("tests/snapshots")
 }
 
 #[test]

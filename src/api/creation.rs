@@ -16,40 +16,59 @@ pub enum Indexing {
 }
 
 impl Array {
-    /// A 0-d array holding `v`, on the default device.
+    /// A 0-d array holding `v`, on the default device ([`crate::default_device`]: the CPU,
+    /// with a warning, when `LAZYFUSE_DEVICE` names a device that cannot be opened).
+    #[track_caller]
     pub fn scalar<T: Element>(v: T) -> Array {
         Array::scalar_on(v, &crate::default_device())
     }
     /// [`Array::scalar`] on `dev`.
+    #[track_caller]
     pub fn scalar_on<T: Element>(v: T, dev: &Device) -> Array {
         Array::scalar_on_dtype(v.to_scalar(), dev)
     }
     /// An array of `shape` filled with `v` converted to `dtype`.
+    ///
+    /// # Panics
+    /// When `v` is an integer that the integer `dtype` cannot hold (NumPy 2's `full`
+    /// raises `OverflowError` rather than wrapping it).
+    #[track_caller]
     pub fn full<T: Element>(shape: &[usize], v: T, dtype: DType) -> Array {
         Array::full_on(shape, v, dtype, &crate::default_device())
     }
     /// [`Array::full`] on `dev`.
+    #[track_caller]
     pub fn full_on<T: Element>(shape: &[usize], v: T, dtype: DType, dev: &Device) -> Array {
-        Array::scalar_on_dtype(v.to_scalar().cast(dtype), dev).broadcast_to(shape)
+        let s = v.to_scalar();
+        if let Some(v) = crate::promote::weak_int_overflow(&s, dtype) {
+            crate::promote::overflow_panic("full", v, dtype);
+        }
+        Array::scalar_on_dtype(s.cast(dtype), dev).broadcast_to(shape)
     }
-    /// Zeros.
+    /// Zeros, on the default device (see [`Array::scalar`] for a default that cannot be
+    /// opened).
+    #[track_caller]
     pub fn zeros(shape: &[usize], dtype: DType) -> Array {
         Array::zeros_on(shape, dtype, &crate::default_device())
     }
     /// [`Array::zeros`] on `dev`.
+    #[track_caller]
     pub fn zeros_on(shape: &[usize], dtype: DType, dev: &Device) -> Array {
         Array::full_on(shape, 0i64, dtype, dev)
     }
     /// Ones.
+    #[track_caller]
     pub fn ones(shape: &[usize], dtype: DType) -> Array {
         Array::ones_on(shape, dtype, &crate::default_device())
     }
     /// [`Array::ones`] on `dev`.
+    #[track_caller]
     pub fn ones_on(shape: &[usize], dtype: DType, dev: &Device) -> Array {
         Array::full_on(shape, 1i64, dtype, dev)
     }
 
     /// `0, 1, .., n-1` as I64.
+    #[track_caller]
     pub(crate) fn iota_on(n: usize, dev: &Device) -> Array {
         make(Op::Iota, DType::I64, Shape::from_slice(&[n]), dev, &[])
     }
@@ -78,10 +97,12 @@ impl Array {
 
     /// `num` evenly spaced values from `start` to `stop`, both included (NumPy `linspace`;
     /// integer dtypes round toward -inf as NumPy 2 does).
+    #[track_caller]
     pub fn linspace(start: f64, stop: f64, num: usize, dtype: DType) -> Array {
         Array::linspace_on(start, stop, num, dtype, &crate::default_device())
     }
     /// [`Array::linspace`] on `dev`.
+    #[track_caller]
     pub fn linspace_on(start: f64, stop: f64, num: usize, dtype: DType, dev: &Device) -> Array {
         let i = Array::iota_on(num, dev).astype(DType::F64);
         let y = if num > 1 {
@@ -95,10 +116,12 @@ impl Array {
     }
 
     /// The `n x n` identity matrix.
+    #[track_caller]
     pub fn eye(n: usize, dtype: DType) -> Array {
         Array::eye_on(n, dtype, &crate::default_device())
     }
     /// [`Array::eye`] on `dev`.
+    #[track_caller]
     pub fn eye_on(n: usize, dtype: DType, dev: &Device) -> Array {
         let i = Array::iota_on(n, dev);
         i.reshape(&[-1, 1]).eq(i.reshape(&[1, -1])).astype(dtype)
@@ -107,6 +130,7 @@ impl Array {
 
 /// Coordinate arrays from 1-D coordinate vectors (NumPy `meshgrid`; inputs of other ranks
 /// are flattened).
+#[track_caller]
 pub fn meshgrid(arrays: &[&Array], indexing: Indexing) -> Vec<Array> {
     let k = arrays.len();
     let mut lens: Vec<usize> = arrays.iter().map(|a| a.size()).collect();

@@ -57,12 +57,29 @@ impl Operand {
             Operand::Scalar(_) => &[],
         }
     }
+    /// The value of a weak integer scalar that the integer dtype `dtype` cannot hold.
+    fn int_out_of_range(&self, dtype: DType) -> Option<i64> {
+        match self {
+            Operand::Scalar(s) => promote::weak_int_overflow(s, dtype),
+            Operand::Array(_) => None,
+        }
+    }
+
     /// This operand as an array of `dtype` broadcast to `shape` on `dev`.
+    ///
+    /// # Panics
+    /// When a weak integer scalar does not fit `dtype` (NumPy 2 raises `OverflowError`
+    /// rather than wrapping it).
     #[track_caller]
-    fn to_array(&self, dtype: DType, shape: &[usize], dev: &Device) -> Array {
+    fn to_array(&self, op: &str, dtype: DType, shape: &[usize], dev: &Device) -> Array {
         match self {
             Operand::Array(a) => a.astype(dtype).broadcast_to(shape),
-            Operand::Scalar(s) => Array::const_at(s.cast(dtype), shape, dev),
+            Operand::Scalar(s) => {
+                if let Some(v) = promote::weak_int_overflow(s, dtype) {
+                    promote::overflow_panic(op, v, dtype);
+                }
+                Array::const_at(s.cast(dtype), shape, dev)
+            }
         }
     }
 }
@@ -115,10 +132,14 @@ fn operands_device(op: &str, ops: &[&Operand]) -> Device {
 fn broadcast_all(op: &str, ops: &[&Operand]) -> Shape {
     let mut shape = Shape::new();
     for o in ops {
-        shape = crate::shape::broadcast_shapes(&shape, o.shape()).unwrap_or_else(|| {
-            let shapes: Vec<&[usize]> = ops.iter().map(|o| o.shape()).collect();
-            panic!("{op}: shapes {shapes:?} cannot be broadcast together")
-        });
+        // `match`, not `unwrap_or_else(|| panic!(..))`: a closure would report its own line
+        shape = match crate::shape::broadcast_shapes(&shape, o.shape()) {
+            Some(s) => s,
+            None => {
+                let shapes: Vec<&[usize]> = ops.iter().map(|o| o.shape()).collect();
+                panic!("{op}: shapes {shapes:?} cannot be broadcast together")
+            }
+        };
     }
     shape
 }
@@ -129,7 +150,7 @@ pub(crate) fn binary(op: BinaryOp, a: Operand, b: Operand) -> Array {
     use BinaryOp::*;
     let name = op.name();
     let t = common_dtype(&[&a, &b]);
-    let (op, t) = match op {
+    let (op, mut t) = match op {
         Add if t.is_bool() => (Or, t),
         Mul if t.is_bool() => (And, t),
         Sub if t.is_bool() => {
@@ -150,12 +171,22 @@ pub(crate) fn binary(op: BinaryOp, a: Operand, b: Operand) -> Array {
     {
         panic!("{name}: not supported for complex dtype {t}");
     }
+    // NumPy 2 compares with an integer the array's dtype cannot hold exactly (the result is
+    // bool, so computing in I64 changes nothing else); other ops refuse it in `to_array`
+    if matches!(op, Eq | Ne | Lt | Le | Gt | Ge)
+        && (a.int_out_of_range(t).is_some() || b.int_out_of_range(t).is_some())
+    {
+        t = DType::I64;
+    }
     let dev = operands_device(name, &[&a, &b]);
     let shape = broadcast_all(name, &[&a, &b]);
     let (x, y) = if matches!(op, And | Or | Xor) {
         (a.to_bool(&shape, &dev), b.to_bool(&shape, &dev))
     } else {
-        (a.to_array(t, &shape, &dev), b.to_array(t, &shape, &dev))
+        (
+            a.to_array(name, t, &shape, &dev),
+            b.to_array(name, t, &shape, &dev),
+        )
     };
     let out = op.result_dtype(t, t).expect("dtype rules checked above");
     make(Op::Binary(op), out, shape, &dev, &[&x, &y])
@@ -180,8 +211,8 @@ pub fn where_(cond: &Array, a: impl Into<Operand>, b: impl Into<Operand>) -> Arr
     let dev = operands_device("where", &[&c, &a, &b]);
     let shape = broadcast_all("where", &[&c, &a, &b]);
     let cb = cond.astype(DType::Bool).broadcast_to(&shape);
-    let x = a.to_array(t, &shape, &dev);
-    let y = b.to_array(t, &shape, &dev);
+    let x = a.to_array("where", t, &shape, &dev);
+    let y = b.to_array("where", t, &shape, &dev);
     make(Op::Where, t, shape, &dev, &[&cb, &x, &y])
 }
 
@@ -202,14 +233,15 @@ pub fn complex(re: &Array, im: &Array) -> Array {
 #[track_caller]
 fn binary_same(op: BinaryOp, t: DType, out: DType, a: &Array, b: &Array) -> Array {
     let dev = same_device(op.name(), &[a, b]);
-    let shape = crate::shape::broadcast_shapes(a.shape(), b.shape()).unwrap_or_else(|| {
-        panic!(
+    let shape = match crate::shape::broadcast_shapes(a.shape(), b.shape()) {
+        Some(s) => s,
+        None => panic!(
             "{}: shapes {:?} and {:?} cannot be broadcast together",
             op.name(),
             a.shape(),
             b.shape()
-        )
-    });
+        ),
+    };
     let x = a.astype(t).broadcast_to(&shape);
     let y = b.astype(t).broadcast_to(&shape);
     make(Op::Binary(op), out, shape, &dev, &[&x, &y])
@@ -218,6 +250,7 @@ fn binary_same(op: BinaryOp, t: DType, out: DType, a: &Array, b: &Array) -> Arra
 macro_rules! float_unary {
     ($($(#[$m:meta])* $name:ident => $op:ident),* $(,)?) => {$(
         $(#[$m])*
+        #[track_caller]
         pub fn $name(&self) -> Array {
             self.float_unary(UnaryOp::$op)
         }
@@ -235,10 +268,11 @@ macro_rules! binary_method {
 }
 
 impl Array {
+    #[track_caller]
     fn unary_node(&self, op: UnaryOp) -> Array {
-        let out = op
-            .result_dtype(self.dtype())
-            .unwrap_or_else(|| panic!("{}: not supported for dtype {}", op.name(), self.dtype()));
+        let Some(out) = op.result_dtype(self.dtype()) else {
+            panic!("{}: not supported for dtype {}", op.name(), self.dtype())
+        };
         make(
             Op::Unary(op),
             out,
@@ -248,6 +282,7 @@ impl Array {
         )
     }
 
+    #[track_caller]
     fn float_unary(&self, op: UnaryOp) -> Array {
         self.astype(promote::float_dtype(self.dtype()))
             .unary_node(op)
@@ -328,6 +363,7 @@ impl Array {
     }
 
     /// Absolute value; the modulus (a real array) for complex input.
+    #[track_caller]
     pub fn abs(&self) -> Array {
         if self.dtype().is_bool() {
             return self.clone();
@@ -335,6 +371,7 @@ impl Array {
         self.unary_node(UnaryOp::Abs)
     }
 
+    #[track_caller]
     fn rounding(&self, op: UnaryOp) -> Array {
         match self.dtype() {
             d if d.is_complex() => panic!("{}: not supported for dtype {d}", op.name()),
@@ -343,18 +380,22 @@ impl Array {
         }
     }
     /// Round down.
+    #[track_caller]
     pub fn floor(&self) -> Array {
         self.rounding(UnaryOp::Floor)
     }
     /// Round up.
+    #[track_caller]
     pub fn ceil(&self) -> Array {
         self.rounding(UnaryOp::Ceil)
     }
     /// Round half to even (NumPy `round`).
+    #[track_caller]
     pub fn round(&self) -> Array {
         self.rounding(UnaryOp::Round)
     }
     /// Round toward zero.
+    #[track_caller]
     pub fn trunc(&self) -> Array {
         self.rounding(UnaryOp::Trunc)
     }
@@ -367,6 +408,7 @@ impl Array {
         self.unary_node(UnaryOp::Sign)
     }
     /// `x * x`.
+    #[track_caller]
     pub fn square(&self) -> Array {
         if self.dtype().is_bool() {
             return self.clone();
@@ -374,6 +416,7 @@ impl Array {
         self.unary_node(UnaryOp::Square)
     }
     /// Real part (the array itself when real).
+    #[track_caller]
     pub fn real(&self) -> Array {
         if self.dtype().is_complex() {
             self.unary_node(UnaryOp::Real)
@@ -382,6 +425,7 @@ impl Array {
         }
     }
     /// Imaginary part (zeros when real).
+    #[track_caller]
     pub fn imag(&self) -> Array {
         if self.dtype().is_complex() {
             self.unary_node(UnaryOp::Imag)
@@ -391,6 +435,7 @@ impl Array {
         }
     }
     /// Complex conjugate (the array itself when real).
+    #[track_caller]
     pub fn conj(&self) -> Array {
         if self.dtype().is_complex() {
             self.unary_node(UnaryOp::Conj)
@@ -399,22 +444,27 @@ impl Array {
         }
     }
     /// Argument of complex values (0 or pi for reals), a real array.
+    #[track_caller]
     pub fn angle(&self) -> Array {
         self.float_unary(UnaryOp::Angle)
     }
     /// True where NaN.
+    #[track_caller]
     pub fn isnan(&self) -> Array {
         self.unary_node(UnaryOp::IsNan)
     }
     /// True where infinite.
+    #[track_caller]
     pub fn isinf(&self) -> Array {
         self.unary_node(UnaryOp::IsInf)
     }
     /// True where finite.
+    #[track_caller]
     pub fn isfinite(&self) -> Array {
         self.unary_node(UnaryOp::IsFinite)
     }
     /// Logical not of the truth value.
+    #[track_caller]
     pub fn logical_not(&self) -> Array {
         self.astype(DType::Bool).unary_node(UnaryOp::Not)
     }
@@ -479,8 +529,28 @@ impl Array {
         self.pow(p)
     }
     /// `minimum(maximum(self, lo), hi)` (NaN bounds propagate, as NumPy's `clip`).
+    ///
+    /// An integer bound outside the range of an integer array's dtype is dropped where it
+    /// clips nothing (`lo` below the minimum, `hi` above the maximum) and panics where it
+    /// would become a value, as NumPy 2 does.
     #[track_caller]
     pub fn clip(&self, lo: impl Into<Operand>, hi: impl Into<Operand>) -> Array {
-        self.maximum(lo).minimum(hi)
+        let x = self.clip_side(lo.into(), BinaryOp::Maximum);
+        x.clip_side(hi.into(), BinaryOp::Minimum)
+    }
+
+    /// One side of [`Array::clip`]: `maximum(self, bound)` or `minimum(self, bound)`.
+    #[track_caller]
+    fn clip_side(&self, bound: Operand, op: BinaryOp) -> Array {
+        let x = Operand::Array(self.clone());
+        let t = common_dtype(&[&x, &bound]);
+        if let Some(v) = bound.int_out_of_range(t) {
+            // beyond the dtype's range on the side this bound keeps: it clips nothing
+            if (op == BinaryOp::Maximum) == (v < 0) {
+                return self.clone();
+            }
+            promote::overflow_panic("clip", v, t);
+        }
+        binary(op, x, bound)
     }
 }

@@ -34,8 +34,10 @@ impl Norm {
 fn axes_of(op: &str, a: &Array, axes: &[isize]) -> SmallVec<[usize; 4]> {
     let mut out: SmallVec<[usize; 4]> = SmallVec::new();
     for &ax in axes {
-        let k = norm_axis(ax, a.ndim(), false)
-            .unwrap_or_else(|| panic!("{op}: axis {ax} out of range for shape {:?}", a.shape()));
+        // `let else`, not `unwrap_or_else(|| panic!(..))`: a closure reports its own line
+        let Some(k) = norm_axis(ax, a.ndim(), false) else {
+            panic!("{op}: axis {ax} out of range for shape {:?}", a.shape())
+        };
         if out.contains(&k) {
             panic!("{op}: axis {ax} repeated in {axes:?}");
         }
@@ -49,6 +51,7 @@ fn axes_of(op: &str, a: &Array, axes: &[isize]) -> SmallVec<[usize; 4]> {
 
 /// Applies `scale` where it fuses: into the kernel materializing a lazy input, else
 /// onto the (lazy) output.
+#[track_caller]
 fn transform(x: Array, spec: FftSpec, out_dtype: DType, out_shape: Shape, scale: f64) -> Array {
     let scale_input = scale != 1.0 && !x.is_evaluated();
     let x = if scale_input { x * scale } else { x };
@@ -209,14 +212,16 @@ pub fn irfftn(a: &Array, n: Option<usize>, axes: &[isize]) -> Array {
     c2r("irfftn", a, n, axes, Norm::Backward)
 }
 
+#[track_caller]
 fn shift(a: &Array, axes: Option<&[isize]>, inverse: bool) -> Array {
+    let op = if inverse { "ifftshift" } else { "fftshift" };
     let all: Vec<isize> = (0..a.ndim() as isize).collect();
     let axes = axes.unwrap_or(&all);
     let mut y = a.clone();
     for &ax in axes {
-        let k = norm_axis(ax, a.ndim(), false).unwrap_or_else(|| {
-            panic!("fftshift: axis {ax} out of range for shape {:?}", a.shape())
-        });
+        let Some(k) = norm_axis(ax, a.ndim(), false) else {
+            panic!("{op}: axis {ax} out of range for shape {:?}", a.shape())
+        };
         let n = a.shape()[k] as isize;
         let s = if inverse { -(n / 2) } else { n / 2 };
         y = y.roll(s, k as isize);
@@ -236,6 +241,7 @@ pub fn ifftshift(a: &Array, axes: Option<&[isize]>) -> Array {
 }
 
 /// Sample frequencies of an `n`-point FFT with sample spacing `d`.
+#[track_caller]
 pub fn fftfreq(n: usize, d: f64, dtype: DType) -> Array {
     let i = Array::iota_on(n, &crate::default_device());
     let half = n.div_ceil(2) as i64;
@@ -244,6 +250,7 @@ pub fn fftfreq(n: usize, d: f64, dtype: DType) -> Array {
 }
 
 /// Sample frequencies of an `n`-point [`rfft`] with sample spacing `d`.
+#[track_caller]
 pub fn rfftfreq(n: usize, d: f64, dtype: DType) -> Array {
     let i = Array::iota_on(n / 2 + 1, &crate::default_device());
     (i.astype(DType::F64) * (1.0 / (d * n as f64))).astype(dtype)

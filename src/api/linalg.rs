@@ -110,8 +110,10 @@ fn matmul_impl(op: &str, a: &Array, b: &Array) -> Array {
         b.clone()
     };
     let (sa, sb) = (a2.shape(), b2.shape());
-    let batch = broadcast_shapes(&sa[..sa.len() - 2], &sb[..sb.len() - 2])
-        .unwrap_or_else(|| panic!("{op}: batch dimensions do not broadcast for {}", what()));
+    // `let else`, not `unwrap_or_else(|| panic!(..))`: a closure reports its own line
+    let Some(batch) = broadcast_shapes(&sa[..sa.len() - 2], &sb[..sb.len() - 2]) else {
+        panic!("{op}: batch dimensions do not broadcast for {}", what())
+    };
     let dt = result_type(a.dtype(), b.dtype());
     let (m, n) = (sa[sa.len() - 2], sb[sb.len() - 1]);
     // the node has NumPy's result shape: the axes the vectors gained are dropped (the
@@ -142,6 +144,7 @@ fn matmul_impl(op: &str, a: &Array, b: &Array) -> Array {
 /// Matrix products with an integer or bool result dtype (cuBLAS has none): the
 /// broadcast products `a[.., m, k, 1] * b[.., 1, k, n]` summed over `k` by one fused
 /// reduction kernel (NumPy's integer `@` wraps like this sum; bool `@` is `any(a & b)`).
+#[track_caller]
 fn matmul_integer(a: &Array, b: &Array, dt: DType) -> Array {
     let mut sa: Shape = a.shape().iter().copied().collect();
     sa.push(1);

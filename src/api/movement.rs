@@ -12,8 +12,11 @@ use smallvec::SmallVec;
 
 #[track_caller]
 fn axis_of(op: &str, axis: isize, ndim: usize) -> usize {
-    norm_axis(axis, ndim, false)
-        .unwrap_or_else(|| panic!("{op}: axis {axis} out of range for an array of rank {ndim}"))
+    // `match`, not `unwrap_or_else(|| panic!(..))`: a closure would report its own line
+    match norm_axis(axis, ndim, false) {
+        Some(a) => a,
+        None => panic!("{op}: axis {axis} out of range for an array of rank {ndim}"),
+    }
 }
 
 impl Array {
@@ -30,18 +33,19 @@ impl Array {
         if infer > 1 || shape.iter().any(|&d| d < -1) {
             panic!("reshape: invalid shape {shape:?}");
         }
-        let new: Shape = shape
-            .iter()
-            .map(|&d| {
-                if d >= 0 {
-                    d as usize
-                } else {
-                    size.checked_div(known).unwrap_or_else(|| {
+        let mut new = Shape::new();
+        for &d in shape {
+            new.push(if d >= 0 {
+                d as usize
+            } else {
+                match size.checked_div(known) {
+                    Some(n) => n,
+                    None => {
                         panic!("reshape: cannot infer -1 in {shape:?} with a zero-size dimension")
-                    })
+                    }
                 }
-            })
-            .collect();
+            });
+        }
         if new.iter().product::<usize>() != size {
             panic!(
                 "reshape: cannot reshape array of shape {:?} into {shape:?}",
@@ -59,6 +63,7 @@ impl Array {
     }
 
     /// Reverses the axes.
+    #[track_caller]
     pub fn transpose(&self) -> Array {
         let p: Vec<usize> = (0..self.ndim()).rev().collect();
         self.permute(&p)
@@ -139,12 +144,12 @@ impl Array {
     /// Inserts an axis of length 1 at `axis`.
     #[track_caller]
     pub fn expand_dims(&self, axis: isize) -> Array {
-        let a = norm_axis(axis, self.ndim(), true).unwrap_or_else(|| {
+        let Some(a) = norm_axis(axis, self.ndim(), true) else {
             panic!(
                 "expand_dims: axis {axis} out of range for rank {}",
                 self.ndim()
             )
-        });
+        };
         let mut s: Shape = self.node.shape.clone();
         s.insert(a, 1);
         self.reshape_to(s)
@@ -315,9 +320,9 @@ impl Array {
 /// Joins arrays along an existing axis (dtypes promote as NumPy's `concatenate`).
 #[track_caller]
 pub fn concatenate(arrays: &[&Array], axis: isize) -> Array {
-    let first = arrays
-        .first()
-        .unwrap_or_else(|| panic!("concatenate: no arrays given"));
+    let Some(first) = arrays.first() else {
+        panic!("concatenate: no arrays given")
+    };
     let nd = first.ndim();
     if nd == 0 {
         panic!("concatenate: zero-dimensional arrays cannot be concatenated");
@@ -357,19 +362,19 @@ pub fn concatenate(arrays: &[&Array], axis: isize) -> Array {
 /// Joins arrays of one shape along a new axis.
 #[track_caller]
 pub fn stack(arrays: &[&Array], axis: isize) -> Array {
-    let first = arrays
-        .first()
-        .unwrap_or_else(|| panic!("stack: no arrays given"));
+    let Some(first) = arrays.first() else {
+        panic!("stack: no arrays given")
+    };
     if arrays.iter().any(|x| x.shape() != first.shape()) {
         let shapes: Vec<&[usize]> = arrays.iter().map(|x| x.shape()).collect();
         panic!("stack: all arrays must have the same shape, got {shapes:?}");
     }
-    let a = norm_axis(axis, first.ndim(), true).unwrap_or_else(|| {
+    let Some(a) = norm_axis(axis, first.ndim(), true) else {
         panic!(
             "stack: axis {axis} out of range for rank {}",
             first.ndim() + 1
         )
-    });
+    };
     let expanded: Vec<Array> = arrays.iter().map(|x| x.expand_dims(a as isize)).collect();
     let refs: Vec<&Array> = expanded.iter().collect();
     if refs.len() == 1 {

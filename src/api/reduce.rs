@@ -19,6 +19,7 @@ struct Reduced {
 }
 
 impl Reduced {
+    #[track_caller]
     fn finish(self, f: impl FnOnce(Array, usize) -> Array) -> Array {
         f(self.flat, self.count).reshape_to(self.shape)
     }
@@ -30,14 +31,15 @@ fn norm_axes(name: &str, axes: Option<&[isize]>, ndim: usize) -> Vec<usize> {
     let Some(axes) = axes else {
         return (0..ndim).collect();
     };
-    let mut out: Vec<usize> = axes
-        .iter()
-        .map(|&a| {
-            norm_axis(a, ndim, false).unwrap_or_else(|| {
-                panic!("{name}: axis {a} out of range for an array of rank {ndim}")
-            })
-        })
-        .collect();
+    // a loop of `match`es, not `map(unwrap_or_else(|| panic!(..)))`: a closure would
+    // report its own line instead of the caller's
+    let mut out: Vec<usize> = Vec::with_capacity(axes.len());
+    for &a in axes {
+        match norm_axis(a, ndim, false) {
+            Some(k) => out.push(k),
+            None => panic!("{name}: axis {a} out of range for an array of rank {ndim}"),
+        }
+    }
     out.sort_unstable();
     if out.windows(2).any(|w| w[0] == w[1]) {
         panic!("{name}: duplicate axis in {axes:?}");
@@ -74,9 +76,9 @@ impl Array {
         } else {
             ReduceLayout::Outer
         };
-        let dtype = op
-            .result_dtype(self.dtype())
-            .unwrap_or_else(|| panic!("{name}: not supported for dtype {}", self.dtype()));
+        let Some(dtype) = op.result_dtype(self.dtype()) else {
+            panic!("{name}: not supported for dtype {}", self.dtype())
+        };
         let flat = make(
             Op::Reduce(op, layout),
             dtype,
@@ -206,7 +208,8 @@ impl Array {
 
     /// `|x - mean|^2` summed and divided by `n - ddof`, in the dtype NumPy gives `var`.
     #[track_caller]
-    fn var_opt(&self, axes: Option<&[isize]>, ddof: usize, keepdims: bool) -> Array {
+    fn var_opt(&self, name: &str, axes: Option<&[isize]>, ddof: usize, keepdims: bool) -> Array {
+        norm_axes(name, axes, self.ndim()); // bad axes named after the caller's op
         let x = self.astype(self.mean_dtype());
         let mean = x.mean_opt(axes, true);
         let d = &x - &mean;
@@ -306,22 +309,22 @@ impl Array {
     /// C64, F64 otherwise).
     #[track_caller]
     pub fn var_axes(&self, axes: &[isize], ddof: usize, keepdims: bool) -> Array {
-        self.var_opt(Some(axes), ddof, keepdims)
+        self.var_opt("var", Some(axes), ddof, keepdims)
     }
     /// Standard deviation over `axes` (`sqrt` of [`Array::var_axes`]).
     #[track_caller]
     pub fn std_axes(&self, axes: &[isize], ddof: usize, keepdims: bool) -> Array {
-        self.var_opt(Some(axes), ddof, keepdims).sqrt()
+        self.var_opt("std", Some(axes), ddof, keepdims).sqrt()
     }
     /// Variance of all elements.
     #[track_caller]
     pub fn var(&self) -> Array {
-        self.var_opt(None, 0, false)
+        self.var_opt("var", None, 0, false)
     }
     /// Standard deviation of all elements.
     #[track_caller]
     pub fn std(&self) -> Array {
-        self.var_opt(None, 0, false).sqrt()
+        self.var_opt("std", None, 0, false).sqrt()
     }
 }
 

@@ -1,0 +1,528 @@
+//! Misuse and bad environments: integer scalars that do not fit the array's dtype, panics
+//! that name the caller's line (not a line inside lazyfuse), and a `LAZYFUSE_DEVICE` that
+//! names no usable device (checked in child processes, as the default device is resolved
+//! once per process).
+
+mod common;
+
+use lazyfuse as lf;
+use lf::{fft, linalg, Array, DType, Device};
+use std::cell::{Cell, RefCell};
+use std::collections::HashMap;
+use std::panic::{catch_unwind, AssertUnwindSafe, PanicHookInfo};
+use std::sync::{Mutex, MutexGuard};
+
+/// A panic caught by [`PanicProbe::catch`]: its message and where it was raised.
+#[derive(Debug)]
+struct Caught {
+    msg: String,
+    file: String,
+    line: u32,
+}
+
+thread_local! {
+    /// Set while [`PanicProbe::catch`] runs on this thread.
+    static CATCHING: Cell<bool> = const { Cell::new(false) };
+    /// The location of the last panic caught on this thread.
+    static LOCATION: RefCell<Option<(String, u32)>> = const { RefCell::new(None) };
+}
+
+/// The panic hook is process-wide: one probe at a time.
+static HOOK: Mutex<()> = Mutex::new(());
+
+/// A panic hook recording [`PanicHookInfo::location`] of the panics [`PanicProbe::catch`]
+/// expects, without printing them; every other panic (a failing assertion, on this or
+/// another thread) goes to the default hook. Dropping it restores the default hook.
+struct PanicProbe {
+    _lock: MutexGuard<'static, ()>,
+}
+
+impl PanicProbe {
+    fn install() -> PanicProbe {
+        let lock = HOOK.lock().unwrap_or_else(|e| e.into_inner());
+        let default: Box<dyn Fn(&PanicHookInfo<'_>) + Sync + Send> = std::panic::take_hook();
+        std::panic::set_hook(Box::new(move |info| {
+            if CATCHING.with(|c| c.get()) {
+                let loc = info.location().map(|l| (l.file().to_string(), l.line()));
+                LOCATION.with(|l| *l.borrow_mut() = loc);
+            } else {
+                default(info);
+            }
+        }));
+        PanicProbe { _lock: lock }
+    }
+
+    /// Runs `f`; the panic it raised, if any.
+    fn catch(&self, f: impl FnOnce()) -> Option<Caught> {
+        LOCATION.with(|l| *l.borrow_mut() = None);
+        CATCHING.with(|c| c.set(true));
+        let r = catch_unwind(AssertUnwindSafe(f));
+        CATCHING.with(|c| c.set(false));
+        let e = r.err()?;
+        let msg = e
+            .downcast_ref::<&str>()
+            .map(|s| s.to_string())
+            .or_else(|| e.downcast_ref::<String>().cloned())
+            .unwrap_or_else(|| "<non-text panic>".into());
+        let (file, line) = LOCATION
+            .with(|l| l.borrow_mut().take())
+            .unwrap_or_else(|| ("<no location>".into(), 0));
+        Some(Caught { msg, file, line })
+    }
+}
+
+impl Drop for PanicProbe {
+    fn drop(&mut self) {
+        // taking the hook puts the default one back (before the lock is released)
+        drop(std::panic::take_hook());
+    }
+}
+
+/// A case that must panic at this file's line with a message containing each of `needles`.
+type Case<'a> = (&'static str, Vec<&'static str>, Box<dyn FnOnce() + 'a>);
+
+/// Runs the cases under one probe; the failures, as text.
+fn check_panics(cases: Vec<Case<'_>>) -> Vec<String> {
+    let probe = PanicProbe::install();
+    let mut fails = Vec::new();
+    for (name, needles, f) in cases {
+        match probe.catch(f) {
+            None => fails.push(format!("{name}: did not panic")),
+            Some(c) => {
+                if c.file != file!() {
+                    fails.push(format!(
+                        "{name}: panic located at {}:{}, not in {} ({})",
+                        c.file,
+                        c.line,
+                        file!(),
+                        c.msg
+                    ));
+                }
+                for n in needles {
+                    if !c.msg.contains(n) {
+                        fails.push(format!("{name}: message {:?} lacks {n:?}", c.msg));
+                    }
+                }
+            }
+        }
+    }
+    fails
+}
+
+macro_rules! case {
+    ($name:expr, [$($needle:expr),*], $body:expr) => {
+        (
+            $name,
+            vec![$($needle),*],
+            Box::new(move || {
+                let _ = $body;
+            }) as Box<dyn FnOnce() + '_>,
+        )
+    };
+}
+
+fn i32s(v: &[i32]) -> Array {
+    Array::from_slice(v, &[v.len()]).unwrap()
+}
+
+const BIG: i64 = 1 << 40;
+
+#[test]
+fn integer_scalars_that_do_not_fit_panic() {
+    common::for_each_device(|_| {
+        let a = i32s(&[-3, 0, 7]);
+        let c = a.gt(0);
+        let big = BIG.to_string();
+        let big: &'static str = Box::leak(big.into_boxed_str());
+        let (a, c) = (&a, &c);
+        let fails = check_panics(vec![
+            case!("a + big", ["add", big, "int32", "OverflowError"], a + BIG),
+            case!("big + a", ["add", big, "int32"], BIG + a),
+            case!("a - big", ["subtract", big, "int32"], a - BIG),
+            case!(
+                "a * -big",
+                ["multiply", "-1099511627776", "int32"],
+                a * -BIG
+            ),
+            case!("a % big", ["remainder", big, "int32"], a % BIG),
+            case!("a.maximum(big)", ["maximum", big, "int32"], a.maximum(BIG)),
+            case!("a.pow(big)", ["power", big, "int32"], a.pow(BIG)),
+            case!("a.floor_div(big)", ["floor_divide", big], a.floor_div(BIG)),
+            case!(
+                "MAX + 1",
+                ["add", "2147483648", "int32"],
+                a + (i32::MAX as i64 + 1)
+            ),
+            case!(
+                "MIN - 1",
+                ["add", "-2147483649", "int32"],
+                a + (i32::MIN as i64 - 1)
+            ),
+            case!(
+                "where(c, a, big)",
+                ["where", big, "int32"],
+                lf::where_(c, a, BIG)
+            ),
+            case!(
+                "where(c, big, a)",
+                ["where", big, "int32"],
+                lf::where_(c, BIG, a)
+            ),
+            case!(
+                "clip(big, ..)",
+                ["clip", big, "int32"],
+                a.clip(BIG, 2 * BIG)
+            ),
+            case!(
+                "clip(.., -big)",
+                ["clip", "-1099511627776", "int32"],
+                a.clip(0, -BIG)
+            ),
+            case!(
+                "full",
+                ["full", big, "int32"],
+                Array::full(&[2], BIG, DType::I32)
+            ),
+        ]);
+        assert!(fails.is_empty(), "{fails:#?}");
+
+        // what fits, and what NumPy 2 computes exactly, still works
+        let v = |x: Array| x.to_vec::<i32>().unwrap();
+        let b = |x: Array| {
+            assert_eq!(x.dtype(), DType::Bool);
+            x.to_vec::<bool>().unwrap()
+        };
+        assert_eq!(
+            v(a + (i32::MAX as i64 - 7)),
+            [i32::MAX - 10, i32::MAX - 7, i32::MAX]
+        );
+        assert_eq!(
+            v(a + (i32::MIN as i64 + 3)),
+            [i32::MIN, i32::MIN + 3, i32::MIN + 10]
+        );
+        assert_eq!(b(a.lt(BIG)), [true; 3]);
+        assert_eq!(b(a.gt(-BIG)), [true; 3]);
+        assert_eq!(b(a.ge(BIG)), [false; 3]);
+        assert_eq!(b(a.eq(BIG)), [false; 3]);
+        assert_eq!(b(a.ne(BIG)), [true; 3]);
+        assert_eq!(b(a.le(-BIG)), [false; 3]);
+        let clipped = a.clip(-BIG, BIG);
+        assert_eq!(clipped.dtype(), DType::I32);
+        assert_eq!(v(clipped), [-3, 0, 7]);
+        assert_eq!(v(a.clip(0, BIG)), [0, 0, 7]);
+        assert_eq!(v(a.clip(-BIG, 1)), [-3, 0, 1]);
+        // a float scalar promotes the integer array to F64, as before
+        let f = a + 1e12;
+        assert_eq!(f.dtype(), DType::F64);
+        assert_eq!(f.to_vec::<f64>().unwrap(), [1e12 - 3.0, 1e12, 1e12 + 7.0]);
+        // I64 and Bool arrays hold the scalar
+        let w = a.astype(DType::I64) + BIG;
+        assert_eq!(w.to_vec::<i64>().unwrap(), [BIG - 3, BIG, BIG + 7]);
+        let t = c + BIG;
+        assert_eq!(t.dtype(), DType::I64);
+        assert_eq!(t.to_vec::<i64>().unwrap(), [BIG, BIG, BIG + 1]);
+    });
+}
+
+#[test]
+fn panics_point_at_the_caller() {
+    common::for_each_device(|_| {
+        let x = Array::from_vec((0..6).map(|i| i as f32).collect(), &[2, 3]).unwrap();
+        let y = Array::zeros(&[4], DType::F32);
+        let z = Array::zeros(&[2, 3], DType::C64);
+        let b = Array::zeros(&[3], DType::Bool);
+        let i = Array::zeros(&[3], DType::I32);
+        let m1 = Array::zeros(&[2, 3, 4], DType::F32);
+        let m2 = Array::zeros(&[3, 4, 5], DType::F32);
+        let e = Array::zeros(&[0], DType::F32);
+        let (x, y, z, b, i, m1, m2, e) = (&x, &y, &z, &b, &i, &m1, &m2, &e);
+        let fails = check_panics(vec![
+            case!("x + y", ["add", "broadcast"], x + y),
+            case!(
+                "x - y (owned)",
+                ["subtract", "broadcast"],
+                x.clone() - y.clone()
+            ),
+            case!("x * y", ["multiply"], x * y),
+            case!("x / y", ["divide"], x / y),
+            case!("x % y", ["broadcast"], x % y),
+            case!("x.maximum(y)", ["maximum"], x.maximum(y)),
+            case!("x.lt(y)", ["broadcast"], x.lt(y)),
+            case!(
+                "where shapes",
+                ["where", "broadcast"],
+                lf::where_(&x.gt(0.0), x, y)
+            ),
+            case!("complex shapes", ["complex"], lf::complex(x, y)),
+            case!("- bool", ["negative"], -b),
+            case!("! int", ["not"], !i),
+            case!("bool - bool", ["subtract"], b - b),
+            case!("z < z", ["complex"], z.lt(z)),
+            case!("roll axis", ["roll", "axis 2"], x.roll(1, 2)),
+            case!("flip axis", ["flip", "axis -3"], x.flip(-3)),
+            case!("swapaxes", ["swapaxes", "axis 5"], x.swapaxes(0, 5)),
+            case!("squeeze", ["squeeze"], x.squeeze(0)),
+            case!("permute", ["permute"], x.permute(&[0, 0])),
+            case!("broadcast_to", ["broadcast_to"], x.broadcast_to(&[4, 3])),
+            case!("expand_dims", ["expand_dims", "axis 3"], x.expand_dims(3)),
+            case!("reshape(-1, 0)", ["reshape", "infer"], x.reshape(&[-1, 0])),
+            case!("reshape size", ["reshape"], x.reshape(&[4, -1])),
+            case!("slice index", ["slice", "index 5"], x.slice(lf::s![5, ..])),
+            case!("pad", ["pad"], x.pad(&[(1, 1); 3], 0.0)),
+            case!(
+                "concatenate axis",
+                ["concatenate", "axis 2"],
+                lf::concatenate(&[x, x], 2)
+            ),
+            case!(
+                "concatenate([])",
+                ["concatenate", "no arrays"],
+                lf::concatenate(&[], 0)
+            ),
+            case!(
+                "concatenate shapes",
+                ["concatenate"],
+                lf::concatenate(&[x, y], 0)
+            ),
+            case!("stack([])", ["stack", "no arrays"], lf::stack(&[], 0)),
+            case!("stack axis", ["stack", "axis 4"], lf::stack(&[x, x], 4)),
+            case!("stack shapes", ["stack"], lf::stack(&[x, y], 0)),
+            case!("sum axis", ["sum", "axis 2"], x.sum_axes(&[2], false)),
+            case!("mean axis", ["mean", "axis -3"], x.mean_axes(&[-3], true)),
+            case!(
+                "prod duplicate",
+                ["prod", "duplicate"],
+                x.prod_axes(&[0, 0], false)
+            ),
+            case!("max axis", ["max"], x.max_axes(&[7], false)),
+            case!("max empty", ["max", "zero-size"], e.max()),
+            case!("min complex", ["min", "complex"], z.min()),
+            case!("argmax axis", ["argmax"], x.argmax(2)),
+            case!("argmin empty", ["argmin"], e.argmin(0)),
+            case!("var axis", ["var", "axis 3"], x.var_axes(&[3], 0, false)),
+            case!("std axis", ["std", "axis 3"], x.std_axes(&[3], 1, false)),
+            case!("any axis", ["any"], x.any_axes(&[9], false)),
+            case!("fft axis", ["fft", "axis 2"], fft::fft(x, 2)),
+            case!("ifft axis", ["ifft"], fft::ifft(x, -3)),
+            case!(
+                "fftn repeated",
+                ["fftn", "repeated"],
+                fft::fftn(x, &[0, -2])
+            ),
+            case!("rfft axis", ["rfft"], fft::rfft(x, 5)),
+            case!("irfftn axis", ["irfftn"], fft::irfftn(x, None, &[4])),
+            case!("fft2 of 1-d", ["fft2"], fft::fft2(y)),
+            case!("fft empty", ["fft"], fft::fft(e, 0)),
+            case!(
+                "fftshift axis",
+                ["fftshift", "axis 2"],
+                fft::fftshift(x, Some(&[2]))
+            ),
+            case!(
+                "ifftshift axis",
+                ["ifftshift"],
+                fft::ifftshift(x, Some(&[-3]))
+            ),
+            case!("matmul batch", ["matmul", "batch"], m1.matmul(m2)),
+            case!("matmul inner", ["matmul", "inner"], x.matmul(x)),
+            case!("matmul 0-d", ["matmul"], x.matmul(&x.sum())),
+            case!("dot", ["dot"], linalg::dot(m1, m1)),
+            case!("floor complex", ["floor", "complex64"], z.floor()),
+            case!("ceil complex", ["ceil"], z.ceil()),
+            case!("round complex", ["round"], z.round()),
+            case!("trunc complex", ["trunc"], z.trunc()),
+            case!("sign bool", ["sign"], b.sign()),
+            case!(
+                "arange",
+                ["arange"],
+                Array::arange(0.0, 1.0, 0.0, DType::F32)
+            ),
+            case!(
+                "random dtype",
+                ["random"],
+                lf::random::normal(&[2], DType::I32, 1)
+            ),
+            case!(
+                "full overflow",
+                ["full", "int32"],
+                Array::full(&[2], BIG, DType::I32)
+            ),
+            case!("clip overflow", ["clip", "int32"], i.clip(BIG, BIG)),
+        ]);
+        assert!(fails.is_empty(), "{} failures: {fails:#?}", fails.len());
+    });
+}
+
+// --- LAZYFUSE_DEVICE, in child processes ---
+
+/// Set in the child process that runs [`env_device_child`].
+const CHILD: &str = "LAZYFUSE_TEST_ENV_CHILD";
+
+/// The default device's behaviour under the child's `LAZYFUSE_DEVICE`, printed as
+/// `CHILD key value` lines for [`bad_device_environment_is_an_error_or_the_cpu`].
+#[test]
+#[ignore = "run in a child process by bad_device_environment_is_an_error_or_the_cpu"]
+fn env_device_child() {
+    if std::env::var_os(CHILD).is_none() {
+        return;
+    }
+    // deliberately outside `for_each_device`: that sets the default device, and this reads
+    // the one the environment gives
+    let show = |r: lf::Result<Array>| match r {
+        Ok(a) => format!("ok {}", a.device()),
+        Err(e) => format!("err {e}"),
+    };
+    println!(
+        "CHILD from_vec {}",
+        show(Array::from_vec(vec![1.0f32, 2.0], &[2]))
+    );
+    println!(
+        "CHILD from_slice {}",
+        show(Array::from_slice(&[3i32], &[1]))
+    );
+    let z = Array::zeros(&[3], DType::F32);
+    println!("CHILD zeros {}", z.device());
+    println!("CHILD zeros_sum {}", z.sum().item::<f32>().unwrap());
+    let s = Array::scalar(2.5f64);
+    println!("CHILD scalar {}", s.device());
+    println!("CHILD scalar_item {}", (&s * 2.0).item::<f64>().unwrap());
+    println!(
+        "CHILD normal {}",
+        lf::random::normal(&[2], DType::F32, 1).device()
+    );
+    println!("CHILD default_device {}", lf::default_device());
+    println!("CHILD device_default {}", Device::default());
+    let t = match Device::try_default() {
+        Ok(d) => format!("ok {d}"),
+        Err(e) => format!("err {e}"),
+    };
+    println!("CHILD try_default {t}");
+}
+
+/// What the child printed, its stderr, and whether it succeeded.
+struct Child {
+    out: HashMap<String, String>,
+    stderr: String,
+    ok: bool,
+}
+
+fn run_child(device_env: &str) -> Child {
+    let exe = std::env::current_exe().expect("test binary path");
+    let r = std::process::Command::new(exe)
+        .args(["env_device_child", "--exact", "--ignored", "--nocapture"])
+        .args(["--test-threads", "1"])
+        .env(CHILD, "1")
+        .env("LAZYFUSE_DEVICE", device_env)
+        .output()
+        .expect("spawn the test binary");
+    let stdout = String::from_utf8_lossy(&r.stdout);
+    let out = stdout
+        .lines()
+        // the harness's "test env_device_child ... " has no line break of its own
+        .filter_map(|l| l.split_once("CHILD ").map(|(_, rest)| rest))
+        .filter_map(|l| l.split_once(' '))
+        .map(|(k, v)| (k.to_string(), v.to_string()))
+        .collect();
+    Child {
+        out,
+        stderr: String::from_utf8_lossy(&r.stderr).into_owned(),
+        ok: r.status.success(),
+    }
+}
+
+impl Child {
+    fn get(&self, k: &str) -> &str {
+        self.out
+            .get(k)
+            .unwrap_or_else(|| panic!("child printed no {k}; stderr:\n{}", self.stderr))
+    }
+
+    fn warnings(&self) -> usize {
+        self.stderr.matches("lazyfuse: warning").count()
+    }
+
+    /// Every creation call on `dev`, no warning.
+    fn expect_device(&self, env: &str, dev: &str) {
+        assert!(
+            self.ok,
+            "LAZYFUSE_DEVICE={env:?}: child failed:\n{}",
+            self.stderr
+        );
+        for k in ["from_vec", "from_slice", "try_default"] {
+            assert_eq!(self.get(k), format!("ok {dev}"), "{env:?}: {k}");
+        }
+        for k in [
+            "zeros",
+            "scalar",
+            "normal",
+            "default_device",
+            "device_default",
+        ] {
+            assert_eq!(self.get(k), dev, "{env:?}: {k}");
+        }
+        assert_eq!(self.get("zeros_sum"), "0");
+        assert_eq!(self.get("scalar_item"), "5");
+        assert_eq!(self.warnings(), 0, "{env:?}: {}", self.stderr);
+    }
+
+    /// The fallible calls return an error naming `needle`; the infallible ones use the
+    /// CPU after exactly one warning.
+    fn expect_fallback(&self, env: &str, needle: &str) {
+        assert!(
+            self.ok,
+            "LAZYFUSE_DEVICE={env:?}: child failed:\n{}",
+            self.stderr
+        );
+        for k in ["from_vec", "from_slice", "try_default"] {
+            let v = self.get(k);
+            assert!(
+                v.starts_with("err ") && v.contains(needle),
+                "{env:?}: {k}: {v}"
+            );
+        }
+        for k in [
+            "zeros",
+            "scalar",
+            "normal",
+            "default_device",
+            "device_default",
+        ] {
+            assert_eq!(self.get(k), "cpu", "{env:?}: {k}");
+        }
+        assert_eq!(self.get("zeros_sum"), "0");
+        assert_eq!(self.get("scalar_item"), "5");
+        assert_eq!(self.warnings(), 1, "{env:?}: stderr:\n{}", self.stderr);
+        assert!(self.stderr.contains("using the CPU"), "{}", self.stderr);
+    }
+}
+
+#[test]
+fn bad_device_environment_is_an_error_or_the_cpu() {
+    let cuda_usable = Device::cuda(0).is_ok();
+    common::for_each_device(|d| {
+        // this device, spelled loosely
+        let env = if d.is_cuda() { " CUDA:0 " } else { " CPU\t" };
+        run_child(env).expect_device(env, &d.to_string());
+    });
+    for env in ["cpu", "CPU", " cpu ", "Cpu", ""] {
+        run_child(env).expect_device(
+            env,
+            if env.is_empty() && cuda_usable {
+                "cuda:0"
+            } else {
+                "cpu"
+            },
+        );
+    }
+    for env in ["garbage", "cuda:x", "gpu", "cuda:-1"] {
+        run_child(env).expect_fallback(env, "LAZYFUSE_DEVICE");
+    }
+    for env in ["cuda", " Cuda "] {
+        let c = run_child(env);
+        if cuda_usable {
+            c.expect_device(env, "cuda:0");
+        } else {
+            c.expect_fallback(env, "CUDA");
+        }
+    }
+}

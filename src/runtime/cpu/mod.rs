@@ -11,15 +11,27 @@ use lazyfuse_codegen::{interp, HostBuf, Kernel, LaunchArgs, Slice, SliceMut};
 /// enough that a few chunks per core balance the load.
 const CHUNK: usize = 1 << 16;
 
-fn threads() -> usize {
-    static N: std::sync::OnceLock<usize> = std::sync::OnceLock::new();
-    *N.get_or_init(|| {
-        std::env::var("LAZYFUSE_CPU_THREADS")
+/// The worker pool CPU kernels run on: rayon's global pool (shared with the rest of the
+/// program), or a pool of `LAZYFUSE_CPU_THREADS` threads when that is set. Built once; no
+/// launch spawns a thread.
+fn pool() -> Option<&'static rayon::ThreadPool> {
+    static POOL: std::sync::OnceLock<Option<rayon::ThreadPool>> = std::sync::OnceLock::new();
+    POOL.get_or_init(|| {
+        let n: usize = std::env::var("LAZYFUSE_CPU_THREADS")
             .ok()
-            .and_then(|v| v.parse().ok())
-            .unwrap_or_else(|| std::thread::available_parallelism().map_or(1, |n| n.get()))
-            .max(1)
+            .and_then(|v| v.trim().parse().ok())?;
+        rayon::ThreadPoolBuilder::new()
+            .num_threads(n.max(1))
+            .thread_name(|i| format!("lazyfuse-cpu-{i}"))
+            .build()
+            .ok()
     })
+    .as_ref()
+}
+
+/// Worker threads CPU kernels may use.
+fn threads() -> usize {
+    pool().map_or_else(rayon::current_num_threads, |p| p.current_num_threads())
 }
 
 /// Elements `start..start+len` of `h` as a new buffer.
@@ -93,29 +105,18 @@ pub(crate) fn run_kernel(
         }
         return Ok(outs);
     }
-    let next = std::sync::atomic::AtomicUsize::new(0);
-    let cells: Vec<std::sync::Mutex<Vec<SliceMut<'_>>>> =
-        chunks.into_iter().map(std::sync::Mutex::new).collect();
-    let result: Result<()> = std::thread::scope(|s| {
-        let handles: Vec<_> = (0..nthreads)
-            .map(|_| {
-                s.spawn(|| -> Result<()> {
-                    loop {
-                        let c = next.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-                        let Some(cell) = cells.get(c) else {
-                            return Ok(());
-                        };
-                        let mut slices = cell.lock().unwrap_or_else(|e| e.into_inner());
-                        run_one(c, &mut slices)?;
-                    }
-                })
-            })
-            .collect();
-        handles.into_iter().try_for_each(|h| {
-            h.join()
-                .unwrap_or_else(|_| Err(Error::internal("cpu kernel", "worker panicked")))
-        })
-    });
+    // chunk c of every output is one work item of the pool
+    let mut work = move || {
+        use rayon::prelude::*;
+        chunks
+            .par_iter_mut()
+            .enumerate()
+            .try_for_each(|(c, slices)| run_one(c, slices))
+    };
+    let result: Result<()> = match pool() {
+        Some(p) => p.install(work),
+        None => work(),
+    };
     result?;
     Ok(outs)
 }

@@ -345,3 +345,40 @@ fn views_fuse_into_one_kernel() {
         assert_eq!(launched(|| out.eval().expect("eval")), 1);
     });
 }
+
+/// Graphs past the kernel argument limit split in one pass into few large kernels, not one
+/// kernel per op (regression: a sum of 2,000 inputs planned into 1,565 kernels in 4.5 s,
+/// `x + c_i` over 5,000 constants took minutes).
+#[test]
+fn wide_graphs_split_into_few_large_kernels() {
+    let _l = lock(); // the fusion switch must stay on
+    common::for_each_device(|dev| {
+        let n = 2000;
+        let xs: Vec<Array> = (0..n)
+            .map(|i| Array::from_vec_on(vec![i as f64, 1.0], &[2], dev).unwrap())
+            .collect();
+        let mut s = xs[0].clone();
+        for x in &xs[1..] {
+            s = &s + x;
+        }
+        let k = lf::debug::kernel_count(&[&s]).unwrap();
+        assert!(k <= n / 40, "a sum of {n} inputs planned into {k} kernels");
+        assert_eq!(s.shape(), &[2]);
+        assert_eq!(s.dtype(), DType::F64);
+        let want = (n * (n - 1) / 2) as f64;
+        assert_eq!(s.to_vec::<f64>().unwrap(), vec![want, n as f64]);
+
+        let m = 5000;
+        let mut y = Array::from_vec_on(vec![0.5f64], &[1], dev).unwrap();
+        for i in 0..m {
+            y = &y + (i % 7) as f64;
+        }
+        let k = lf::debug::kernel_count(&[&y]).unwrap();
+        assert!(
+            k <= m / 50,
+            "x + c_i over {m} constants planned into {k} kernels"
+        );
+        let want = 0.5 + (0..m).map(|i| (i % 7) as f64).sum::<f64>();
+        assert_eq!(y.to_vec::<f64>().unwrap(), vec![want]);
+    });
+}

@@ -624,12 +624,78 @@ fn deps(target: &Arc<Node>, mat: &HashSet<u64>) -> Vec<u64> {
 
 /// Builds the steps for the materialized set `mat`; the second result lists computations
 /// that must be materialized too (read in several index contexts, or split for limits).
+/// Nodes to materialize so that the computation of `target` splits into kernels whose
+/// arguments stay within the limit, found in one pass: walking the computed nodes beneath
+/// `target` inputs first, each node's estimated argument bytes are its own plus its
+/// inputs'; where that passes two thirds of the limit, the node's computed elementwise inputs
+/// become buffers (a pointer each for their users). Shared nodes are counted once per user,
+/// which only overestimates. Empty when no cut helps (the caller then falls back).
+fn arg_cuts(target: &Arc<Node>, mat: &HashSet<u64>) -> Vec<u64> {
+    let budget = MAX_ARG_BYTES * 2 / 3;
+    let computed = |n: &Node| {
+        n.id != target.id
+            && !matches!(n.op, Op::Const(_))
+            && n.buffer().is_none()
+            && !mat.contains(&n.id)
+    };
+    // post-order over the computed cone (iterative)
+    let mut order: Vec<Arc<Node>> = Vec::new();
+    let mut seen: HashSet<u64> = HashSet::new();
+    let mut stack: Vec<(Arc<Node>, bool)> = vec![(target.clone(), false)];
+    while let Some((n, done)) = stack.pop() {
+        if done {
+            order.push(n);
+            continue;
+        }
+        if !seen.insert(n.id) {
+            continue;
+        }
+        let inputs = n.inputs();
+        stack.push((n, true));
+        for i in inputs.iter().rev() {
+            if computed(i) && !seen.contains(&i.id) {
+                stack.push((i.clone(), false));
+            }
+        }
+    }
+    let mut cost: HashMap<u64, usize> = HashMap::new();
+    let mut cuts = Vec::new();
+    for n in &order {
+        let rank = n.shape.len();
+        // parameters a node's index arithmetic or value takes, 16 bytes each (estimate)
+        let own = match n.op {
+            Op::Unary(_) | Op::Binary(_) | Op::Where | Op::Cast => 0,
+            _ => 16 * (2 * rank + 2),
+        };
+        let input_cost = |i: &Arc<Node>, cost: &HashMap<u64, usize>| match cost.get(&i.id) {
+            Some(&c) => c,
+            None if matches!(i.op, Op::Const(_)) => 16,
+            None => 8 + 16 * i.shape.len(), // a buffer: its pointer and strides
+        };
+        let inputs = n.inputs();
+        let mut c = own + inputs.iter().map(|i| input_cost(i, &cost)).sum::<usize>();
+        if c > budget {
+            for i in &inputs {
+                if i.op.is_elementwise() && cost.get(&i.id).is_some_and(|&ci| ci > 8) {
+                    cuts.push(i.id);
+                    cost.insert(i.id, 8);
+                }
+            }
+            c = own + inputs.iter().map(|i| input_cost(i, &cost)).sum::<usize>();
+        }
+        cost.insert(n.id, c);
+    }
+    cuts.sort_unstable();
+    cuts.dedup();
+    cuts
+}
+
 pub(super) fn build(
     nodes: &[Arc<Node>],
     pos: &HashMap<u64, usize, FxBuild>,
     mat: &HashSet<u64>,
     fuse: bool,
-) -> Result<(Vec<TStep>, HashSet<u64>)> {
+) -> Result<(Vec<TStep>, HashSet<u64>, HashSet<u64>)> {
     // levels: a target runs after every target it reads
     let mut level: HashMap<u64, usize> = HashMap::new();
     // (key, shareable, targets): a group of a target that shares no kernel takes no others
@@ -661,6 +727,7 @@ pub(super) fn build(
     let mut steps = Vec::new();
     let mut contexts: HashMap<u64, usize> = HashMap::new();
     let mut extra = HashSet::new();
+    let mut cuts: HashSet<u64> = HashSet::new();
     let mut queue: std::collections::VecDeque<(GroupKey, Vec<Arc<Node>>)> =
         groups.into_iter().map(|(k, _, g)| (k, g)).collect();
     let mut gi = 0;
@@ -760,12 +827,17 @@ pub(super) fn build(
                 queue.push_front((key, first));
                 continue;
             }
-            // one output: materialize the computations it reads directly
-            let mut split = false;
-            for i in targets[0].inputs() {
-                if i.op.is_elementwise() && !mat.contains(&i.id) && i.buffer().is_none() {
-                    lw.extra.insert(i.id);
-                    split = true;
+            // one output: cut its computation into kernels within the limit, in one pass
+            let found = arg_cuts(&targets[0], mat);
+            let mut split = !found.is_empty();
+            cuts.extend(found);
+            if !split {
+                // no cut found by the estimate: materialize the computations it reads
+                for i in targets[0].inputs() {
+                    if i.op.is_elementwise() && !mat.contains(&i.id) && i.buffer().is_none() {
+                        lw.extra.insert(i.id);
+                        split = true;
+                    }
                 }
             }
             if !split {
@@ -805,5 +877,5 @@ pub(super) fn build(
             params,
         });
     }
-    Ok((steps, extra))
+    Ok((steps, extra, cuts))
 }

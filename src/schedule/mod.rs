@@ -329,7 +329,20 @@ fn make_template(
     }
     // Grow the materialized set until no computation is read in two index contexts.
     loop {
-        let (mut steps, extra) = lower::build(nodes, pos, &mat, fuse)?;
+        let (mut steps, extra, cuts) = lower::build(nodes, pos, &mat, fuse)?;
+        if !cuts.is_empty() {
+            // kernels over the argument limit: cut them all at once, then plan again
+            config::debug_log!(
+                2,
+                "plan split: {} node(s) materialized to keep kernel arguments under the limit",
+                cuts.len()
+            );
+            let before = mat.len();
+            mat.extend(cuts);
+            if mat.len() > before {
+                continue;
+            }
+        }
         if extra.is_empty() {
             crate::stats::bump::plans(1);
             steps.append(&mut aliases);

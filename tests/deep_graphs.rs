@@ -228,3 +228,60 @@ fn matmul_operand_behind_100000_transposes_on_a_default_stack() {
         });
     });
 }
+
+/// Many parts and long view chains past the kernel argument limit plan and give NumPy's
+/// values (regression: "kernel arguments of N bytes cannot be split" for concatenations of
+/// 150 or more arrays, about 200 chained transpose/roll/flip views, 100 pad/slice pairs).
+#[test]
+fn wide_concatenations_and_view_chains_split_within_the_argument_limit() {
+    for_each_device(|dev| {
+        // 1,000 arrays of two elements each, concatenated
+        let n = 1000;
+        let parts: Vec<Array> = (0..n)
+            .map(|i| Array::from_vec_on(vec![i as f64, i as f64 + 0.5], &[2], dev).unwrap())
+            .collect();
+        let refs: Vec<&Array> = parts.iter().collect();
+        let c = lf::concatenate(&refs, 0);
+        let want: Vec<f64> = (0..n).flat_map(|i| [i as f64, i as f64 + 0.5]).collect();
+        assert_values(&c, &[2 * n], &want, 0.0, "concatenate of 1,000 arrays");
+        // 300 arrays stacked
+        let s = lf::stack(&refs[..300], 0);
+        assert_values(&s, &[300, 2], &want[..600], 0.0, "stack of 300 arrays");
+
+        // 300 chained views on a [3, 4] matrix: transpose, flip, roll in turn
+        let (r, k) = (3usize, 4usize);
+        let base = iota_matrix(r, k);
+        let mut x = Array::from_vec_on(base.clone(), &[r, k], dev).unwrap();
+        let mut host = ndarray::Array2::from_shape_vec((r, k), base).unwrap();
+        for step in 0..300 {
+            match step % 3 {
+                0 => {
+                    x = x.transpose();
+                    host = host.t().to_owned();
+                }
+                1 => {
+                    x = x.flip(0);
+                    host = host.slice(ndarray::s![..;-1, ..]).to_owned();
+                }
+                _ => {
+                    x = x.roll(1, 1);
+                    let cols = host.ncols();
+                    host = ndarray::Array2::from_shape_fn(host.dim(), |(i, j)| {
+                        host[(i, (j + cols - 1) % cols)]
+                    });
+                }
+            }
+        }
+        let shape = host.shape().to_vec();
+        let want: Vec<f64> = host.iter().copied().collect();
+        assert_values(&x, &shape, &want, 0.0, "300 chained views");
+
+        // 100 pad/slice pairs: the identity, 100 guards deep
+        let v: Vec<f64> = (0..7).map(|i| i as f64 * 1.5).collect();
+        let mut y = Array::from_vec_on(v.clone(), &[7], dev).unwrap();
+        for _ in 0..100 {
+            y = y.pad(&[(1, 1)], -1.0).slice(lf::s![1..8]);
+        }
+        assert_values(&y, &[7], &v, 0.0, "100 pad/slice pairs");
+    });
+}

@@ -5,8 +5,8 @@ use super::{make, same_device};
 use crate::graph::{Op, Shape};
 use crate::promote;
 use crate::shape::{can_broadcast, norm_axis};
-use crate::Array;
-use lazyfuse_codegen::Scalar;
+use crate::{Array, Device};
+use lazyfuse_codegen::{DType, Scalar};
 use ndarray::SliceInfoElem;
 use smallvec::SmallVec;
 
@@ -349,14 +349,35 @@ pub fn concatenate(arrays: &[&Array], axis: isize) -> Array {
         .filter(|x| x.shape()[a] > 0)
         .map(|x| x.astype(dtype))
         .collect();
-    match parts.len() {
-        0 => first.astype(dtype),
-        1 => parts[0].clone(),
-        _ => {
-            let refs: Vec<&Array> = parts.iter().collect();
-            make(Op::Concat(a), dtype, shape, &dev, &refs)
-        }
+    if parts.is_empty() {
+        return first.astype(dtype);
     }
+    // Many parts: a balanced tree of concatenations of at most CONCAT_FANOUT each, so that
+    // no kernel needs the offsets and pointers of every part (the planner can then cut the
+    // tree into kernels within the argument limit).
+    let mut level = parts;
+    while level.len() > CONCAT_FANOUT {
+        level = level
+            .chunks(CONCAT_FANOUT)
+            .map(|group| concat_node(group, a, dtype, &dev))
+            .collect();
+    }
+    debug_assert_eq!(level.iter().map(|x| x.shape()[a]).sum::<usize>(), shape[a]);
+    concat_node(&level, a, dtype, &dev)
+}
+
+/// Most parts one concatenation node joins.
+const CONCAT_FANOUT: usize = 32;
+
+/// One concatenation node over `parts` (non-empty, one dtype, equal shapes off `axis`).
+fn concat_node(parts: &[Array], axis: usize, dtype: DType, dev: &Device) -> Array {
+    if parts.len() == 1 {
+        return parts[0].clone();
+    }
+    let mut shape: Shape = parts[0].node.shape.clone();
+    shape[axis] = parts.iter().map(|x| x.shape()[axis]).sum();
+    let refs: Vec<&Array> = parts.iter().collect();
+    make(Op::Concat(axis), dtype, shape, dev, &refs)
 }
 
 /// Joins arrays of one shape along a new axis.

@@ -665,6 +665,8 @@ fn arg_cuts(target: &Arc<Node>, mat: &HashSet<u64>) -> Vec<u64> {
         // parameters a node's index arithmetic or value takes, 16 bytes each (estimate)
         let own = match n.op {
             Op::Unary(_) | Op::Binary(_) | Op::Where | Op::Cast => 0,
+            // an offset per part
+            Op::Concat(_) => 16 * (2 * rank + 2 + n.inputs().len()),
             _ => 16 * (2 * rank + 2),
         };
         let input_cost = |i: &Arc<Node>, cost: &HashMap<u64, usize>| match cost.get(&i.id) {
@@ -676,7 +678,19 @@ fn arg_cuts(target: &Arc<Node>, mat: &HashSet<u64>) -> Vec<u64> {
         let mut c = own + inputs.iter().map(|i| input_cost(i, &cost)).sum::<usize>();
         if c > budget {
             for i in &inputs {
-                if i.op.is_elementwise() && cost.get(&i.id).is_some_and(|&ci| ci > 8) {
+                // any computed node may become a buffer except a broadcast (which would
+                // store its expansion)
+                let cuttable = i.op.is_elementwise()
+                    || matches!(
+                        i.op,
+                        Op::Reshape
+                            | Op::Permute(_)
+                            | Op::Slice(_)
+                            | Op::Pad(..)
+                            | Op::Roll { .. }
+                            | Op::Concat(_)
+                    );
+                if cuttable && cost.get(&i.id).is_some_and(|&ci| ci > 8) {
                     cuts.push(i.id);
                     cost.insert(i.id, 8);
                 }

@@ -18,6 +18,19 @@ fn main() -> lf::Result<()> {
             t.elapsed()
         );
     }
+    {
+        let n = 100_000;
+        let mut x = Array::from_vec_on(vec![0.5f64, 1.0], &[2], &dev)?;
+        for i in 0..n {
+            x = if i % 2 == 0 { &x * 1.0001 } else { &x + 0.001 };
+        }
+        let t = std::time::Instant::now();
+        let k = lf::debug::kernel_count(&[&x])?;
+        println!(
+            "chain of {n} ops: {k} kernels, planned in {:?}",
+            t.elapsed()
+        );
+    }
     for n in [5000usize] {
         let x = Array::from_vec_on(vec![1.0f64; 4], &[4], &dev)?;
         let mut s = x.clone();

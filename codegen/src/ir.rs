@@ -550,6 +550,11 @@ pub struct Builder {
 }
 
 impl Builder {
+    /// Number of values pushed so far.
+    pub fn value_count(&self) -> usize {
+        self.kernel.values.len()
+    }
+
     /// A builder for a kernel over a launch shape of rank `rank`.
     pub fn new(rank: usize) -> Builder {
         Builder {

@@ -15,6 +15,13 @@ use std::sync::Arc;
 /// CUDA argument struct must stay under 4 KB).
 const MAX_ARG_BYTES: usize = 3500;
 
+/// Most IR values one kernel may hold before the planner splits it: NVRTC's compile time
+/// grows faster than the kernel's length (a 10^5-op kernel took minutes).
+const MAX_KERNEL_VALUES: usize = 8192;
+
+/// Most computed nodes the planner's one-pass split leaves in one kernel.
+const MAX_KERNEL_NODES: usize = 2048;
+
 type Axes = SmallVec<[ValueId; 4]>;
 
 /// An index into a node: its linear index and/or its multi-index, and the condition under
@@ -625,7 +632,7 @@ fn deps(target: &Arc<Node>, mat: &HashSet<u64>) -> Vec<u64> {
 /// Builds the steps for the materialized set `mat`; the second result lists computations
 /// that must be materialized too (read in several index contexts, or split for limits).
 /// Nodes to materialize so that the computation of `target` splits into kernels whose
-/// arguments stay within the limit, found in one pass: walking the computed nodes beneath
+/// arguments (and lengths, [`MAX_KERNEL_NODES`]) stay within the limits, found in one pass: walking the computed nodes beneath
 /// `target` inputs first, each node's estimated argument bytes are its own plus its
 /// inputs'; where that passes two thirds of the limit, the node's computed elementwise inputs
 /// become buffers (a pointer each for their users). Shared nodes are counted once per user,
@@ -658,7 +665,16 @@ fn arg_cuts(target: &Arc<Node>, mat: &HashSet<u64>) -> Vec<u64> {
             }
         }
     }
+    // readers of each leaf (constant, buffer, materialized node) within the cone
+    let mut leaf_uses: HashMap<u64, usize> = HashMap::new();
+    for n in &order {
+        for i in n.inputs().iter().filter(|i| !seen.contains(&i.id)) {
+            *leaf_uses.entry(i.id).or_default() += 1;
+        }
+    }
     let mut cost: HashMap<u64, usize> = HashMap::new();
+    // computed nodes in each node's kernel so far (shared ones counted per user)
+    let mut nodes: HashMap<u64, usize> = HashMap::new();
     let mut cuts = Vec::new();
     for n in &order {
         let rank = n.shape.len();
@@ -669,14 +685,28 @@ fn arg_cuts(target: &Arc<Node>, mat: &HashSet<u64>) -> Vec<u64> {
             Op::Concat(_) => 16 * (2 * rank + 2 + n.inputs().len()),
             _ => 16 * (2 * rank + 2),
         };
+        // a leaf's arguments are shared by every reader in the kernel: each reader carries
+        // its share
         let input_cost = |i: &Arc<Node>, cost: &HashMap<u64, usize>| match cost.get(&i.id) {
             Some(&c) => c,
-            None if matches!(i.op, Op::Const(_)) => 16,
-            None => 8 + 16 * i.shape.len(), // a buffer: its pointer and strides
+            None => {
+                let base = match i.op {
+                    Op::Const(_) => 16,
+                    _ => 8 + 16 * i.shape.len(), // a buffer: its pointer and strides
+                };
+                base.div_ceil(leaf_uses.get(&i.id).copied().unwrap_or(1).max(1))
+            }
         };
         let inputs = n.inputs();
+        let input_nodes = |nodes: &HashMap<u64, usize>| -> usize {
+            inputs
+                .iter()
+                .map(|i| nodes.get(&i.id).copied().unwrap_or(0))
+                .sum()
+        };
         let mut c = own + inputs.iter().map(|i| input_cost(i, &cost)).sum::<usize>();
-        if c > budget {
+        let mut m = 1 + input_nodes(&nodes);
+        if c > budget || m > MAX_KERNEL_NODES {
             for i in &inputs {
                 // any computed node may become a buffer except a broadcast (which would
                 // store its expansion)
@@ -693,11 +723,14 @@ fn arg_cuts(target: &Arc<Node>, mat: &HashSet<u64>) -> Vec<u64> {
                 if cuttable && cost.get(&i.id).is_some_and(|&ci| ci > 8) {
                     cuts.push(i.id);
                     cost.insert(i.id, 8);
+                    nodes.insert(i.id, 0);
                 }
             }
             c = own + inputs.iter().map(|i| input_cost(i, &cost)).sum::<usize>();
+            m = 1 + input_nodes(&nodes);
         }
         cost.insert(n.id, c);
+        nodes.insert(n.id, m);
     }
     cuts.sort_unstable();
     cuts.dedup();
@@ -826,11 +859,13 @@ pub(super) fn build(
             }
         }
         let arg_bytes = lw.params.len() * 16 + (lw.inputs.len() + targets.len()) * 8;
-        if arg_bytes > MAX_ARG_BYTES {
+        let values = lw.b.value_count();
+        if arg_bytes > MAX_ARG_BYTES || values > MAX_KERNEL_VALUES {
             config::debug_log!(
                 2,
-                "plan split: a kernel needs {arg_bytes} argument bytes, over the limit of \
-                 {MAX_ARG_BYTES} (the CUDA argument struct must stay under 4 KB)"
+                "plan split: a kernel needs {arg_bytes} argument bytes (limit {MAX_ARG_BYTES}: \
+                 the CUDA argument struct must stay under 4 KB) and {values} values (limit \
+                 {MAX_KERNEL_VALUES})"
             );
             if targets.len() > 1 {
                 // several outputs: two kernels of half the outputs each

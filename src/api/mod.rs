@@ -15,6 +15,13 @@ use crate::{Array, Device};
 use lazyfuse_codegen::DType;
 
 /// Builds (or reuses, by hash-consing) a node.
+///
+/// # Panics
+/// At the caller's line when the shape's element count does not fit `usize` (the API
+/// functions that take a shape from the user check it first, with their own name; this
+/// catches the derived shapes: broadcasts, pads, concatenations, batch shapes). So every
+/// node's `size()` is exact.
+#[track_caller]
 pub(crate) fn make(
     op: Op,
     dtype: DType,
@@ -22,6 +29,7 @@ pub(crate) fn make(
     device: &Device,
     inputs: &[&Array],
 ) -> Array {
+    crate::shape::size_or_panic(&op.name(), &shape);
     let inputs: crate::graph::Inputs = inputs.iter().map(|a| a.node.clone()).collect();
     Array::from_node(Node::new(op, dtype, shape, device.clone(), inputs))
 }

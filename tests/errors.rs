@@ -305,9 +305,9 @@ fn panics_point_at_the_caller() {
             case!("fft axis", ["fft", "axis 2"], fft::fft(x, 2)),
             case!("ifft axis", ["ifft"], fft::ifft(x, -3)),
             case!(
-                "fftn repeated",
-                ["fftn", "repeated"],
-                fft::fftn(x, &[0, -2])
+                "rfftn repeated",
+                ["rfftn", "repeated"],
+                fft::rfftn(x, &[0, -2])
             ),
             case!("rfft axis", ["rfft"], fft::rfft(x, 5)),
             case!("irfftn axis", ["irfftn"], fft::irfftn(x, None, &[4])),
@@ -348,6 +348,36 @@ fn panics_point_at_the_caller() {
                 Array::full(&[2], BIG, DType::I32)
             ),
             case!("clip overflow", ["clip", "int32"], i.clip(BIG, BIG)),
+            // NumPy: `ValueError: Integers to negative integer powers are not allowed.`
+            case!("int ** -1", ["power", "negative", "-1"], i.pow(-1)),
+            case!("int powi(-2)", ["power", "negative", "-2"], i.powi(-2)),
+            case!("bool ** -1", ["power", "negative"], b.pow(-1)),
+            case!(
+                "int ** const -3 array",
+                ["power", "negative", "-3"],
+                i.pow(Array::full(&[3], -3, DType::I64))
+            ),
+            // NumPy: ZeroDivisionError
+            case!(
+                "fftfreq(0)",
+                ["fftfreq", "n = 0"],
+                fft::fftfreq(0, 1.0, DType::F64)
+            ),
+            case!(
+                "fftfreq d=0",
+                ["fftfreq", "d = 0"],
+                fft::fftfreq(4, 0.0, DType::F64)
+            ),
+            case!(
+                "rfftfreq(0)",
+                ["rfftfreq"],
+                fft::rfftfreq(0, 1.0, DType::F64)
+            ),
+            case!(
+                "rfftfreq d=-0",
+                ["rfftfreq"],
+                fft::rfftfreq(3, -0.0, DType::F32)
+            ),
         ]);
         assert!(fails.is_empty(), "{} failures: {fails:#?}", fails.len());
     });

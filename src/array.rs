@@ -261,10 +261,22 @@ fn single_element(node: &Arc<Node>) -> Option<(Arc<Buffer>, usize)> {
 /// NumPy could not have created it either, and running such a plan would at best take
 /// years (a reduction over 2^62 broadcast zeros) and at worst abort on allocation.
 fn check_buffer_sizes(roots: &[Arc<Node>]) -> Result<()> {
-    let mut seen: std::collections::HashSet<u64> = std::collections::HashSet::new();
-    let mut stack: Vec<Arc<Node>> = roots.to_vec();
+    // Allocation-free for the small graphs of a loop's cached eval: the ids seen go to an
+    // inline list, and to a hash set only once there are many.
+    const INLINE: usize = 32;
+    let mut few: smallvec::SmallVec<[u64; INLINE]> = smallvec::SmallVec::new();
+    let mut many: std::collections::HashSet<u64> = std::collections::HashSet::new();
+    let mut stack: smallvec::SmallVec<[Arc<Node>; 16]> = roots.iter().cloned().collect();
     while let Some(n) = stack.pop() {
-        if !seen.insert(n.id) {
+        let fresh = if few.len() < INLINE {
+            !few.contains(&n.id) && {
+                few.push(n.id);
+                true
+            }
+        } else {
+            !few.contains(&n.id) && many.insert(n.id)
+        };
+        if !fresh {
             continue;
         }
         let inputs = {

@@ -29,7 +29,14 @@ pub(crate) fn make(
     device: &Device,
     inputs: &[&Array],
 ) -> Array {
-    crate::shape::size_or_panic(&op.name(), &shape);
+    if crate::shape::checked_size(&shape).is_none() {
+        // the name only on failure: `Op::name` allocates, and building stays allocation-lean
+        panic!(
+            "{}: shape {:?} has more elements than usize can count",
+            op.name(),
+            shape.as_slice()
+        );
+    }
     let inputs: crate::graph::Inputs = inputs.iter().map(|a| a.node.clone()).collect();
     Array::from_node(Node::new(op, dtype, shape, device.clone(), inputs))
 }

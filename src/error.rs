@@ -41,6 +41,17 @@ pub enum Error {
     #[error("{0}")]
     Config(String),
 
+    /// A buffer that could exist but could not be allocated.
+    #[error("{op}: out of memory: {bytes} bytes for {what}")]
+    OutOfMemory {
+        /// The operation.
+        op: &'static str,
+        /// The bytes requested.
+        bytes: usize,
+        /// What the buffer was for.
+        what: String,
+    },
+
     // --- devices ---
     /// CUDA is not usable: no driver, no GPU, or the `cuda` feature is off.
     #[error("CUDA unavailable: {0}")]

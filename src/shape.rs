@@ -54,3 +54,31 @@ pub(crate) fn strides(shape: &[usize]) -> Shape {
     }
     s
 }
+
+/// The number of elements of `shape`, or `None` when it does not fit `usize`. As in NumPy,
+/// the product of the non-zero dimensions must fit even when a zero makes the size 0; so
+/// every shape this accepts also has a plain `iter().product()` that cannot overflow.
+pub(crate) fn checked_size(shape: &[usize]) -> Option<usize> {
+    let nonzero = shape
+        .iter()
+        .filter(|&&d| d != 0)
+        .try_fold(1usize, |n, &d| n.checked_mul(d))?;
+    Some(if shape.contains(&0) { 0 } else { nonzero })
+}
+
+/// [`checked_size`], panicking at the caller's line, naming `op`, when the size does not
+/// fit `usize` (NumPy: `ValueError: array is too big`).
+#[track_caller]
+pub(crate) fn size_or_panic(op: &str, shape: &[usize]) -> usize {
+    match checked_size(shape) {
+        Some(n) => n,
+        None => panic!("{op}: shape {shape:?} has more elements than usize can count"),
+    }
+}
+
+/// Bytes of a buffer of `len` elements of `dtype`, or `None` when they overflow or exceed
+/// `isize::MAX` (the most any allocation, host or device, can hold).
+pub(crate) fn buffer_bytes(len: usize, dtype: lazyfuse_codegen::DType) -> Option<usize> {
+    len.checked_mul(dtype.size())
+        .filter(|&b| b <= isize::MAX as usize)
+}

@@ -305,9 +305,9 @@ fn panics_point_at_the_caller() {
             case!("fft axis", ["fft", "axis 2"], fft::fft(x, 2)),
             case!("ifft axis", ["ifft"], fft::ifft(x, -3)),
             case!(
-                "fftn repeated",
-                ["fftn", "repeated"],
-                fft::fftn(x, &[0, -2])
+                "rfftn repeated",
+                ["rfftn", "repeated"],
+                fft::rfftn(x, &[0, -2])
             ),
             case!("rfft axis", ["rfft"], fft::rfft(x, 5)),
             case!("irfftn axis", ["irfftn"], fft::irfftn(x, None, &[4])),
@@ -348,8 +348,157 @@ fn panics_point_at_the_caller() {
                 Array::full(&[2], BIG, DType::I32)
             ),
             case!("clip overflow", ["clip", "int32"], i.clip(BIG, BIG)),
+            // NumPy: `ValueError: Integers to negative integer powers are not allowed.`
+            case!("int ** -1", ["power", "negative", "-1"], i.pow(-1)),
+            case!("int powi(-2)", ["power", "negative", "-2"], i.powi(-2)),
+            case!("bool ** -1", ["power", "negative"], b.pow(-1)),
+            case!(
+                "int ** const -3 array",
+                ["power", "negative", "-3"],
+                i.pow(Array::full(&[3], -3, DType::I64))
+            ),
+            // NumPy: ZeroDivisionError
+            case!(
+                "fftfreq(0)",
+                ["fftfreq", "n = 0"],
+                fft::fftfreq(0, 1.0, DType::F64)
+            ),
+            case!(
+                "fftfreq d=0",
+                ["fftfreq", "d = 0"],
+                fft::fftfreq(4, 0.0, DType::F64)
+            ),
+            case!(
+                "rfftfreq(0)",
+                ["rfftfreq"],
+                fft::rfftfreq(0, 1.0, DType::F64)
+            ),
+            case!(
+                "rfftfreq d=-0",
+                ["rfftfreq"],
+                fft::rfftfreq(3, -0.0, DType::F32)
+            ),
         ]);
         assert!(fails.is_empty(), "{} failures: {fails:#?}", fails.len());
+    });
+}
+
+/// Shapes whose element count does not fit `usize` (NumPy: `ValueError: array is too
+/// big`) panic at the caller's line in the builders that take them, or give an error in
+/// `from_vec`; shape products never wrap.
+#[test]
+fn huge_shapes_panic_at_the_caller() {
+    common::for_each_device(|_| {
+        const M: usize = usize::MAX;
+        let x = Array::from_vec(vec![1.0f32, 2.0, 3.0], &[3]).unwrap();
+        let h = Array::zeros(&[1 << 40], DType::F32); // fits usize: accepted, lazily
+        let (x, h) = (&x, &h);
+        let fails = check_panics(vec![
+            case!(
+                "zeros",
+                ["zeros", "usize"],
+                Array::zeros(&[M, 2], DType::F32)
+            ),
+            case!("ones", ["ones", "usize"], Array::ones(&[M, 3], DType::F64)),
+            case!(
+                "full",
+                ["full", "usize"],
+                Array::full(&[1 << 32, 1 << 32], 1.0, DType::F32)
+            ),
+            case!(
+                "zeros with a 0",
+                ["zeros", "usize"],
+                Array::zeros(&[M, M, 0], DType::F32)
+            ),
+            case!(
+                "random",
+                ["random", "usize"],
+                lf::random::uniform(&[M, M], DType::F32, 3)
+            ),
+            case!("eye", ["eye", "usize"], Array::eye(1 << 33, DType::F32)),
+            case!(
+                "arange count",
+                ["arange", "usize"],
+                Array::arange(0.0, 1e30, 1.0, DType::F64)
+            ),
+            case!(
+                "broadcast_to",
+                ["broadcast_to", "usize"],
+                x.broadcast_to(&[M, M, 3])
+            ),
+            // [2^63, 2] wraps to 0 in release builds, which would "match" an empty array
+            case!(
+                "reshape wrap",
+                ["reshape"],
+                Array::zeros(&[0], DType::F32).reshape(&[1 << 62, 4])
+            ),
+            case!("reshape", ["reshape"], x.reshape(&[-1, 1 << 62, 1 << 62])),
+            case!(
+                "broadcast of two",
+                ["usize"],
+                h.reshape(&[-1, 1]) + h.reshape(&[1, -1])
+            ),
+            case!(
+                "pad",
+                ["usize"],
+                Array::zeros(&[M / 2, 2], DType::F32).pad(&[(0, 0), (1, 1)], 0.0)
+            ),
+        ]);
+        assert!(fails.is_empty(), "{} failures: {fails:#?}", fails.len());
+
+        // creation calls that return `Result` say so instead
+        let e = Array::from_vec(vec![1.0f32, 2.0, 3.0], &[M, M, 3]).unwrap_err();
+        assert!(matches!(e, lf::Error::Shape { op: "from_vec", .. }), "{e}");
+        assert!(e.to_string().contains(&format!("{:?}", [M, M, 3])), "{e}");
+        let e = Array::from_vec(Vec::<f32>::new(), &[1 << 63, 2, 0]).unwrap_err();
+        assert!(matches!(e, lf::Error::Shape { .. }), "{e}");
+        // zero-size shapes whose other dimensions fit are fine
+        let z = Array::from_vec(Vec::<f32>::new(), &[1 << 40, 0]).unwrap();
+        assert_eq!(z.size(), 0);
+        assert_eq!(z.sum().item::<f32>().unwrap(), 0.0);
+    });
+}
+
+/// Graphs that are fine to build but whose buffers could not exist give an error at
+/// evaluation, before anything is allocated or run; buffers that could exist but do not
+/// fit in memory give an out-of-memory error rather than aborting the process.
+#[test]
+fn huge_buffers_are_errors_at_eval() {
+    common::for_each_device(|_| {
+        let too_big = |r: lf::Result<f64>, what: &str| {
+            let e = r.expect_err(what);
+            assert!(
+                matches!(e, lf::Error::Shape { op: "eval", .. }) && e.to_string().contains("isize"),
+                "{what}: {e}"
+            );
+        };
+        // 2^62 f32: the count fits usize, the bytes do not fit isize (this used to hang)
+        let z = Array::zeros(&[1 << 61, 2], DType::F32);
+        too_big(z.sum().item::<f32>().map(f64::from), "sum of 2^62 zeros");
+        too_big(z.eval().map(|_| 0.0), "2^62 zeros");
+        // arange counts that fit usize but not memory: an error, not a capacity overflow
+        let r = Array::arange(0.0, 1e19, 1.0, DType::I64);
+        too_big(r.sum().item::<i64>().map(|v| v as f64), "arange(0, 1e19)");
+        too_big(
+            Array::arange(0.0, 1e19, 1.0, DType::F64)
+                .eval()
+                .map(|_| 0.0),
+            "arange(0, 1e19) f64",
+        );
+        // eval of several arrays checks every one
+        let ok = Array::zeros(&[3], DType::F32).exp();
+        assert!(lf::eval(&[&ok, &z.exp()]).is_err());
+
+        // 2^40 f32 = 4 TiB: representable, but no machine here holds it
+        let e = Array::zeros(&[1 << 40], DType::F32)
+            .exp()
+            .eval()
+            .unwrap_err();
+        let msg = e.to_string();
+        assert!(msg.contains("out of memory"), "{msg}");
+        assert!(msg.contains(&(4usize << 40).to_string()), "{msg}");
+        // the process and the device still work
+        assert_eq!(ok.to_vec::<f32>().unwrap(), [1.0; 3]);
     });
 }
 

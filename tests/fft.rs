@@ -461,7 +461,8 @@ fn fftn_over_any_axes() {
         for dt in ALL_INPUTS {
             let want_dt = expected_dtype(dt, false);
             let (a, x) = input(dt, &[4, 3, 17], 11);
-            let cases: [&[isize]; 8] = [
+            // a repeated axis is transformed once per mention, as in NumPy
+            let cases: [&[isize]; 11] = [
                 &[0],
                 &[1],
                 &[2],
@@ -470,6 +471,9 @@ fn fftn_over_any_axes() {
                 &[0, 1],
                 &[-1, -3, 1],
                 &[1, 2],
+                &[0, 0],
+                &[2, 0, -1],
+                &[1, 1, 1],
             ];
             for axes in cases {
                 let mut want = x.clone();

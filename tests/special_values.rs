@@ -311,6 +311,52 @@ fn power_special_cases() {
         ];
         binary_exact("pow", &x, &y, |a, b| a.pow(b), &e);
         unary_exact("powf(nan, 0)", &[NAN, INF], |a| a.powf(0.0), &[1.0, 1.0]);
+
+        // NumPy (2.4.6, measured) computes a constant exponent of 0.5 as `sqrt`:
+        // power([-0, -inf], 0.5) = [-0, nan], where C `pow` gives [+0, +inf]
+        let x = [-0.0, -INF, INF, 0.0, 4.0, 2.0, -1.0, NAN, 1e-310];
+        let e: Vec<f64> = x.iter().map(|v| v.sqrt()).collect();
+        unary_exact("powf(x, 0.5)", &x, |a| a.powf(0.5), &e);
+        unary_exact("pow(x, 0.5)", &x, |a| a.pow(0.5), &e);
+        unary_exact(
+            "powf(x, 0.5) = sqrt",
+            &x,
+            |a| a.powf(0.5),
+            &values(&Array::from_vec(x.to_vec(), &[x.len()]).unwrap().sqrt()),
+        );
+        // an array of exponents is C `pow` elementwise, as NumPy's is
+        binary_exact(
+            "pow(x, [0.5])",
+            &[-0.0, -INF, 4.0],
+            &[0.5, 0.5, 0.5],
+            |a, b| a.pow(b),
+            &[0.0, INF, 2.0],
+        );
+        // integers: the 0.5 exponent promotes to F64 (as NumPy) and is sqrt too
+        let r = i32s(&[4, 2, 0]).powf(0.5);
+        assert_eq!(r.dtype(), DType::F64);
+        assert_eq!(r.to_vec::<f64>().unwrap(), [2.0, 2f64.sqrt(), 0.0]);
+        // a negative integer scalar exponent of an integer base panics (tests/errors.rs);
+        // a float one is fine, and computed integer exponents keep the integer part of the
+        // real result
+        assert_eq!(
+            i32s(&[2, -4]).pow(-1.0).to_vec::<f64>().unwrap(),
+            [0.5, -0.25]
+        );
+        let p = i32s(&[2, 1, -1, -1, 0]).pow(i32s(&[-1, -5, -3, -2, -1]));
+        assert_eq!(p.to_vec::<i32>().unwrap(), [0, 1, -1, 1, 0]);
+    });
+}
+
+/// `square` of a Bool array: NumPy gives int8 0/1; I32 is the narrowest integer here.
+#[test]
+fn square_of_bool_is_integer() {
+    common::for_each_device(|_| {
+        let b = Array::from_vec(vec![true, false, true], &[3]).unwrap();
+        let q = b.square();
+        assert_eq!(q.dtype(), DType::I32);
+        assert_eq!(q.to_vec::<i32>().unwrap(), [1, 0, 1]);
+        assert_eq!((b.square() + 1).to_vec::<i32>().unwrap(), [2, 1, 2]);
     });
 }
 

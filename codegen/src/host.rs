@@ -70,7 +70,69 @@ impl Clone for HostBuf {
     }
 }
 
+/// A host allocation that failed (or whose size overflows): the bytes requested,
+/// saturated at `usize::MAX`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct AllocError {
+    /// The bytes requested.
+    pub bytes: usize,
+}
+
+impl std::fmt::Display for AllocError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "out of memory: {} bytes", self.bytes)
+    }
+}
+
+impl std::error::Error for AllocError {}
+
+/// Element types whose all-zero bit pattern is their zero (`false`, `0`, `0.0`, `0 + 0i`).
+trait ZeroBits: Copy {}
+impl ZeroBits for bool {}
+impl ZeroBits for i32 {}
+impl ZeroBits for i64 {}
+impl ZeroBits for f32 {}
+impl ZeroBits for f64 {}
+impl ZeroBits for Complex32 {}
+impl ZeroBits for Complex64 {}
+
+/// `len` zeros, or an error instead of the abort of `vec![0; len]` when the allocator
+/// refuses. Zeroed allocation, like `vec!` of a zero, so the OS may hand out untouched
+/// zero pages.
+fn try_zeroed<T: ZeroBits>(len: usize) -> Result<Vec<T>, AllocError> {
+    let err = AllocError {
+        bytes: len.saturating_mul(std::mem::size_of::<T>()),
+    };
+    // `Layout::array` refuses sizes above isize::MAX
+    let layout = std::alloc::Layout::array::<T>(len).map_err(|_| err)?;
+    if layout.size() == 0 {
+        return Ok(Vec::new());
+    }
+    // SAFETY: the layout's size is non-zero.
+    let ptr = unsafe { std::alloc::alloc_zeroed(layout) } as *mut T;
+    if ptr.is_null() {
+        return Err(err);
+    }
+    // SAFETY: `ptr` comes from the global allocator with the layout of `[T; len]`, which is
+    // the layout a `Vec<T>` of capacity `len` owns; all `len` elements are initialized, as
+    // all-zero bytes are a valid `T` (`ZeroBits`).
+    Ok(unsafe { Vec::from_raw_parts(ptr, len, len) })
+}
+
 impl HostBuf {
+    /// `len` zeros of `dtype`, or an [`AllocError`] when the memory cannot be had (where
+    /// [`HostBuf::zeros`] would abort the process).
+    pub fn try_zeros(dtype: DType, len: usize) -> Result<HostBuf, AllocError> {
+        Ok(match dtype {
+            DType::Bool => HostBuf::Bool(try_zeroed(len)?),
+            DType::I32 => HostBuf::I32(try_zeroed(len)?),
+            DType::I64 => HostBuf::I64(try_zeroed(len)?),
+            DType::F32 => HostBuf::F32(try_zeroed(len)?),
+            DType::F64 => HostBuf::F64(try_zeroed(len)?),
+            DType::C64 => HostBuf::C64(try_zeroed(len)?),
+            DType::C128 => HostBuf::C128(try_zeroed(len)?),
+        })
+    }
     /// `len` zeros of `dtype`.
     pub fn zeros(dtype: DType, len: usize) -> HostBuf {
         match dtype {

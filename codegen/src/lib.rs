@@ -13,7 +13,7 @@ pub mod semantics;
 pub mod vmath;
 
 pub use dtype::DType;
-pub use host::{HostBuf, Slice, SliceMut};
+pub use host::{AllocError, HostBuf, Slice, SliceMut};
 pub use ir::{Builder, Inst, IrError, Kernel, LaunchArgs, Reduce, Store, Value, ValueId};
 pub use ops::{BinaryOp, RandomKind, ReduceLayout, ReduceOp, UnaryOp};
 pub use scalar::Scalar;

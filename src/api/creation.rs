@@ -39,6 +39,7 @@ impl Array {
     /// [`Array::full`] on `dev`.
     #[track_caller]
     pub fn full_on<T: Element>(shape: &[usize], v: T, dtype: DType, dev: &Device) -> Array {
+        crate::shape::size_or_panic("full", shape);
         let s = v.to_scalar();
         if let Some(v) = crate::promote::weak_int_overflow(&s, dtype) {
             crate::promote::overflow_panic("full", v, dtype);
@@ -54,6 +55,7 @@ impl Array {
     /// [`Array::zeros`] on `dev`.
     #[track_caller]
     pub fn zeros_on(shape: &[usize], dtype: DType, dev: &Device) -> Array {
+        crate::shape::size_or_panic("zeros", shape);
         Array::full_on(shape, 0i64, dtype, dev)
     }
     /// Ones.
@@ -64,6 +66,7 @@ impl Array {
     /// [`Array::ones`] on `dev`.
     #[track_caller]
     pub fn ones_on(shape: &[usize], dtype: DType, dev: &Device) -> Array {
+        crate::shape::size_or_panic("ones", shape);
         Array::full_on(shape, 1i64, dtype, dev)
     }
 
@@ -74,6 +77,11 @@ impl Array {
     }
 
     /// `start, start + step, ..` below `stop` (NumPy `arange`).
+    ///
+    /// # Panics
+    /// When `step` is 0 or a bound is not finite, and when the count of elements does not
+    /// fit `usize`. A count that fits but whose buffer cannot exist is an error at
+    /// evaluation ([`Array::eval`]).
     #[track_caller]
     pub fn arange(start: f64, stop: f64, step: f64, dtype: DType) -> Array {
         Array::arange_on(start, stop, step, dtype, &crate::default_device())
@@ -84,7 +92,16 @@ impl Array {
         if step == 0.0 || !step.is_finite() || !start.is_finite() || !stop.is_finite() {
             panic!("arange: invalid range start={start} stop={stop} step={step}");
         }
-        let n = ((stop - start) / step).ceil().max(0.0) as usize;
+        let count = ((stop - start) / step).ceil().max(0.0);
+        // 2^64 is the first count usize cannot hold (and `as` would saturate, silently);
+        // a count that fits but whose buffer does not is an error at evaluation
+        if count >= 18_446_744_073_709_551_616.0 {
+            panic!(
+                "arange: {count:e} elements (start={start} stop={stop} step={step}) are more \
+                 than usize can count"
+            );
+        }
+        let n = count as usize;
         let i = Array::iota_on(n, dev);
         if dtype.is_int() {
             // exact integer arithmetic for integer ranges
@@ -123,6 +140,7 @@ impl Array {
     /// [`Array::eye`] on `dev`.
     #[track_caller]
     pub fn eye_on(n: usize, dtype: DType, dev: &Device) -> Array {
+        crate::shape::size_or_panic("eye", &[n, n]);
         let i = Array::iota_on(n, dev);
         i.reshape(&[-1, 1]).eq(i.reshape(&[1, -1])).astype(dtype)
     }
@@ -159,6 +177,7 @@ pub mod random {
         if !dtype.is_float() {
             panic!("random: dtype must be F32 or F64, got {dtype}");
         }
+        crate::shape::size_or_panic("random", shape);
         make(Op::Random(kind, seed), dtype, shape.into(), dev, &[])
     }
 

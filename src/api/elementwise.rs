@@ -180,6 +180,29 @@ pub(crate) fn binary(op: BinaryOp, a: Operand, b: Operand) -> Array {
     }
     let dev = operands_device(name, &[&a, &b]);
     let shape = broadcast_all(name, &[&a, &b]);
+    if op == Pow {
+        let exponent = match &b {
+            Operand::Scalar(s) => Some(*s),
+            Operand::Array(e) => e.scalar_value(),
+        };
+        match exponent {
+            // NumPy: `ValueError: Integers to negative integer powers are not allowed.`
+            // (exponents that are computed arrays cannot raise: see `semantics::power_i32`)
+            Some(e) if t.is_int() && !e.dtype().is_inexact() && e.to_i64() < 0 => {
+                panic!(
+                    "power: integers to negative integer powers are not allowed (exponent {}); \
+                     use a float base or exponent",
+                    e.to_i64()
+                )
+            }
+            // NumPy computes `x ** 0.5` with a constant exponent as `sqrt(x)`, so
+            // `(-0) ** 0.5 = -0` and `(-inf) ** 0.5 = NaN` (C `pow` gives +0 and +inf)
+            Some(e) if t.is_float() && !e.dtype().is_complex() && e.to_f64() == 0.5 => {
+                return a.to_array(name, t, &shape, &dev).sqrt();
+            }
+            _ => {}
+        }
+    }
     let (x, y) = if matches!(op, And | Or | Xor) {
         (a.to_bool(&shape, &dev), b.to_bool(&shape, &dev))
     } else {
@@ -407,11 +430,12 @@ impl Array {
         }
         self.unary_node(UnaryOp::Sign)
     }
-    /// `x * x`.
+    /// `x * x`. A Bool array gives I32 0/1: NumPy gives int8, and I32 is the narrowest
+    /// integer dtype here (as for `floor_div`, `%` and `pow` of Bool arrays).
     #[track_caller]
     pub fn square(&self) -> Array {
         if self.dtype().is_bool() {
-            return self.clone();
+            return self.astype(DType::I32); // 0 * 0 = 0, 1 * 1 = 1
         }
         self.unary_node(UnaryOp::Square)
     }
@@ -488,7 +512,11 @@ impl Array {
     binary_method! {
         /// `arctan2(self, x)`.
         atan2 => Atan2,
-        /// `self ** y` elementwise.
+        /// `self ** y` elementwise (NumPy `power`). A constant exponent of 0.5 is `sqrt`,
+        /// as in NumPy. An integer base with a negative integer constant exponent panics
+        /// (NumPy raises `ValueError`); where the exponents are a computed integer array,
+        /// a negative one gives the integer part of the real result (`1` for base 1,
+        /// `±1` for base -1, else 0) since a kernel cannot raise.
         pow => Pow,
         /// NaN-propagating elementwise maximum.
         maximum => Maximum,

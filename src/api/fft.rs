@@ -30,15 +30,16 @@ impl Norm {
     }
 }
 
+/// The normalized axes; a repeated axis panics unless `repeat_ok`.
 #[track_caller]
-fn axes_of(op: &str, a: &Array, axes: &[isize]) -> SmallVec<[usize; 4]> {
+fn axes_of(op: &str, a: &Array, axes: &[isize], repeat_ok: bool) -> SmallVec<[usize; 4]> {
     let mut out: SmallVec<[usize; 4]> = SmallVec::new();
     for &ax in axes {
         // `let else`, not `unwrap_or_else(|| panic!(..))`: a closure reports its own line
         let Some(k) = norm_axis(ax, a.ndim(), false) else {
             panic!("{op}: axis {ax} out of range for shape {:?}", a.shape())
         };
-        if out.contains(&k) {
+        if !repeat_ok && out.contains(&k) {
             panic!("{op}: axis {ax} repeated in {axes:?}");
         }
         out.push(k);
@@ -66,14 +67,23 @@ fn transform(x: Array, spec: FftSpec, out_dtype: DType, out_shape: Shape, scale:
 
 #[track_caller]
 fn c2c(op: &str, a: &Array, axes: &[isize], inverse: bool, norm: Norm) -> Array {
-    let axes = axes_of(op, a, axes);
-    let n: usize = axes.iter().map(|&k| a.shape()[k]).product();
+    let axes = axes_of(op, a, axes, true);
     if axes.iter().any(|&k| a.shape()[k] == 0) {
         panic!(
             "{op}: invalid number of FFT data points (0) in shape {:?}",
             a.shape()
         );
     }
+    if (1..axes.len()).any(|i| axes[..i].contains(&axes[i])) {
+        // NumPy transforms along a repeated axis once per mention: one 1-D transform per
+        // axis, in order, each normalized by its own length
+        let mut y = a.clone();
+        for &k in &axes {
+            y = c2c(op, &y, &[k as isize], inverse, norm);
+        }
+        return y;
+    }
+    let n: usize = axes.iter().map(|&k| a.shape()[k]).product();
     let dt = match a.dtype() {
         DType::F32 | DType::C64 => DType::C64,
         _ => DType::C128,
@@ -107,7 +117,7 @@ pub fn fft2(a: &Array) -> Array {
 pub fn ifft2(a: &Array) -> Array {
     c2c("ifft2", a, &[-2, -1], true, Norm::Backward)
 }
-/// N-D FFT over `axes`.
+/// N-D FFT over `axes`. An axis named twice is transformed twice, as in NumPy.
 #[track_caller]
 pub fn fftn(a: &Array, axes: &[isize]) -> Array {
     c2c("fftn", a, axes, false, Norm::Backward)
@@ -130,7 +140,7 @@ pub fn ifftn_norm(a: &Array, axes: &[isize], norm: Norm) -> Array {
 
 #[track_caller]
 fn r2c(op: &str, a: &Array, axes: &[isize], norm: Norm) -> Array {
-    let axes = axes_of(op, a, axes);
+    let axes = axes_of(op, a, axes, false);
     if axes.iter().any(|&k| a.shape()[k] == 0) {
         panic!(
             "{op}: invalid number of FFT data points (0) in shape {:?}",
@@ -156,7 +166,7 @@ fn r2c(op: &str, a: &Array, axes: &[isize], norm: Norm) -> Array {
 
 #[track_caller]
 fn c2r(op: &str, a: &Array, n: Option<usize>, axes: &[isize], norm: Norm) -> Array {
-    let axes = axes_of(op, a, axes);
+    let axes = axes_of(op, a, axes, false);
     let last = *axes.last().expect("axes checked non-empty");
     let m = n.unwrap_or(2 * a.shape()[last].saturating_sub(1));
     if m == 0 || axes.iter().any(|&k| a.shape()[k] == 0) {
@@ -201,7 +211,7 @@ pub fn rfft2(a: &Array) -> Array {
 pub fn irfft2(a: &Array) -> Array {
     c2r("irfft2", a, None, &[-2, -1], Norm::Backward)
 }
-/// N-D FFT of real input over `axes`.
+/// N-D FFT of real input over `axes` (a repeated axis panics; NumPy allows it).
 #[track_caller]
 pub fn rfftn(a: &Array, axes: &[isize]) -> Array {
     r2c("rfftn", a, axes, Norm::Backward)
@@ -240,9 +250,21 @@ pub fn ifftshift(a: &Array, axes: Option<&[isize]>) -> Array {
     shift(a, axes, true)
 }
 
+/// Panics, as NumPy raises `ZeroDivisionError`, when `n` or `d` is 0 (`1 / (n d)`).
+#[track_caller]
+fn check_freq(op: &str, n: usize, d: f64) {
+    if n == 0 || d == 0.0 {
+        panic!("{op}: division by zero: n = {n}, d = {d} (the spacing is 1 / (n d))");
+    }
+}
+
 /// Sample frequencies of an `n`-point FFT with sample spacing `d`.
+///
+/// # Panics
+/// When `n` or `d` is 0 (NumPy raises `ZeroDivisionError`).
 #[track_caller]
 pub fn fftfreq(n: usize, d: f64, dtype: DType) -> Array {
+    check_freq("fftfreq", n, d);
     let i = Array::iota_on(n, &crate::default_device());
     let half = n.div_ceil(2) as i64;
     let k = crate::where_(&i.lt(half), &i, &i - n as i64);
@@ -250,8 +272,12 @@ pub fn fftfreq(n: usize, d: f64, dtype: DType) -> Array {
 }
 
 /// Sample frequencies of an `n`-point [`rfft`] with sample spacing `d`.
+///
+/// # Panics
+/// When `n` or `d` is 0 (NumPy raises `ZeroDivisionError`).
 #[track_caller]
 pub fn rfftfreq(n: usize, d: f64, dtype: DType) -> Array {
+    check_freq("rfftfreq", n, d);
     let i = Array::iota_on(n / 2 + 1, &crate::default_device());
     (i.astype(DType::F64) * (1.0 / (d * n as f64))).astype(dtype)
 }

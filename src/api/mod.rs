@@ -15,6 +15,13 @@ use crate::{Array, Device};
 use lazyfuse_codegen::DType;
 
 /// Builds (or reuses, by hash-consing) a node.
+///
+/// # Panics
+/// At the caller's line when the shape's element count does not fit `usize` (the API
+/// functions that take a shape from the user check it first, with their own name; this
+/// catches the derived shapes: broadcasts, pads, concatenations, batch shapes). So every
+/// node's `size()` is exact.
+#[track_caller]
 pub(crate) fn make(
     op: Op,
     dtype: DType,
@@ -22,6 +29,14 @@ pub(crate) fn make(
     device: &Device,
     inputs: &[&Array],
 ) -> Array {
+    if crate::shape::checked_size(&shape).is_none() {
+        // the name only on failure: `Op::name` allocates, and building stays allocation-lean
+        panic!(
+            "{}: shape {:?} has more elements than usize can count",
+            op.name(),
+            shape.as_slice()
+        );
+    }
     let inputs: crate::graph::Inputs = inputs.iter().map(|a| a.node.clone()).collect();
     Array::from_node(Node::new(op, dtype, shape, device.clone(), inputs))
 }

@@ -24,11 +24,12 @@ impl Array {
     #[track_caller]
     pub fn reshape(&self, shape: &[isize]) -> Array {
         let size = self.size();
-        let known: usize = shape
+        let known_dims: Shape = shape
             .iter()
             .filter(|&&d| d >= 0)
             .map(|&d| d as usize)
-            .product();
+            .collect();
+        let known = crate::shape::size_or_panic("reshape", &known_dims);
         let infer = shape.iter().filter(|&&d| d < 0).count();
         if infer > 1 || shape.iter().any(|&d| d < -1) {
             panic!("reshape: invalid shape {shape:?}");
@@ -46,7 +47,7 @@ impl Array {
                 }
             });
         }
-        if new.iter().product::<usize>() != size {
+        if crate::shape::checked_size(&new) != Some(size) {
             panic!(
                 "reshape: cannot reshape array of shape {:?} into {shape:?}",
                 self.shape()
@@ -115,6 +116,7 @@ impl Array {
         if shape == self.shape() {
             return self.clone();
         }
+        crate::shape::size_or_panic("broadcast_to", shape);
         if !can_broadcast(self.shape(), shape) {
             panic!(
                 "broadcast_to: cannot broadcast shape {:?} to {shape:?}",

@@ -51,6 +51,18 @@ impl Drop for Buffer {
     }
 }
 
+/// `len` zeros of `dtype` on the host for `what`: an [`Error::OutOfMemory`] naming the
+/// bytes, not an abort, when the allocator refuses them.
+///
+/// [`Error::OutOfMemory`]: crate::Error::OutOfMemory
+pub(crate) fn host_zeros(dtype: DType, len: usize, what: &str) -> Result<HostBuf> {
+    HostBuf::try_zeros(dtype, len).map_err(|e| crate::Error::OutOfMemory {
+        op: "eval",
+        bytes: e.bytes,
+        what: format!("{len} {dtype} elements of {what}"),
+    })
+}
+
 /// Copies host data to `dev`.
 pub(crate) fn upload(dev: &Device, host: HostBuf) -> Result<Buffer> {
     match dev {

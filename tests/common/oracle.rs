@@ -848,7 +848,9 @@ pub fn unary(op: Un, x: &OVal) -> Option<OVal> {
             _ => Some(x.clone()),
         },
         Neg | Sign if d == D::Bool => None,
-        Abs | Square if d == D::Bool => Some(x.clone()),
+        Abs if d == D::Bool => Some(x.clone()),
+        // NumPy gives int8 0/1; lazyfuse's narrowest integer is I32
+        Square if d == D::Bool => Some(x.astype(D::I32)),
         Floor | Ceil | Round | Trunc => match d {
             D::C64 | D::C128 => None,
             D::F32 | D::F64 => Some(x.map(d, move |v| match v {
@@ -1276,6 +1278,28 @@ pub fn binary(op: Bi, a: Opnd, b: Opnd) -> Option<OVal> {
         FloorDiv | Rem | Pow | Maximum | Minimum => (t, t),
         Atan2 | Hypot => (float_dtype(t), float_dtype(t)),
     };
+    if op == Pow {
+        if let Opnd::S(e) = b {
+            let int_exp = matches!(e.dtype(), D::Bool | D::I32 | D::I64);
+            // NumPy: `ValueError: Integers to negative integer powers are not allowed.`
+            if matches!(ct, D::I32 | D::I64)
+                && int_exp
+                && matches!(e.cast(D::F64), V::F64(f) if f < 0.0)
+            {
+                return None;
+            }
+            // NumPy computes a constant exponent of 0.5 as `sqrt` (-0 -> -0, -inf -> NaN)
+            if matches!(ct, D::F32 | D::F64) && e.cast(D::F64) == V::F64(0.5) {
+                let x = a.expand(ct, &shape);
+                let out = x.mapv(|v| match v {
+                    V::F32(f) => V::F32(f.sqrt()),
+                    V::F64(f) => V::F64(f.sqrt()),
+                    _ => unreachable!(),
+                });
+                return Some(OVal { dtype: rt, a: out });
+            }
+        }
+    }
     let x = a.expand(ct, &shape);
     let y = b.expand(ct, &shape);
     let out = ndarray::Zip::from(&x)

@@ -62,8 +62,8 @@ pub(crate) fn run_kernel(
     let mut outs: Vec<HostBuf> = kernel
         .outputs
         .iter()
-        .map(|&d| HostBuf::zeros(d, n))
-        .collect();
+        .map(|&d| super::host_zeros(d, n, "a kernel output"))
+        .collect::<Result<_>>()?;
     if n == 0 {
         return Ok(outs);
     }
@@ -146,8 +146,12 @@ pub(crate) fn run_kernel_reuse(
         .outputs
         .iter()
         .enumerate()
-        .map(|(j, &d)| (j != out).then(|| HostBuf::zeros(d, n)))
-        .collect();
+        .map(|(j, &d)| {
+            (j != out)
+                .then(|| super::host_zeros(d, n, "a kernel output"))
+                .transpose()
+        })
+        .collect::<Result<_>>()?;
     let mut scratch = HostBuf::zeros(donor.dtype(), n.min(CHUNK));
     let mut start = 0;
     while start < n {

@@ -112,7 +112,17 @@ impl CudaDevice {
             }
             r => r,
         }
-        .map_err(driver_err("cuMemAllocAsync"))?;
+        .map_err(|e| {
+            if is_oom(&e) {
+                Error::OutOfMemory {
+                    op: "cuda alloc",
+                    bytes,
+                    what: format!("{len} {dtype} elements on the device"),
+                }
+            } else {
+                driver_err("cuMemAllocAsync")(e)
+            }
+        })?;
         bump::buffers_allocated(1);
         crate::stats::DEVICE_BYTES.add(slice.len() as u64);
         let buf = CudaBuffer {
@@ -170,7 +180,7 @@ impl CudaDevice {
             self.copy_to_host(src, &mut bytes)?;
             return Ok(HostBuf::Bool(bytes.iter().map(|&b| b != 0).collect()));
         }
-        let mut out = HostBuf::zeros(buf.dtype, len);
+        let mut out = crate::runtime::host_zeros(buf.dtype, len, "a download")?;
         let dst: *mut u8 =
             lazyfuse_codegen::dispatch!(&mut out, HostBuf, v => v.as_mut_ptr() as *mut u8);
         // SAFETY: `out` holds `len` elements of `size` bytes each, all of them plain old data

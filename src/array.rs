@@ -114,9 +114,7 @@ impl Array {
     /// is too big`), and [`Error::OutOfMemory`] when a buffer that could exist cannot be
     /// allocated.
     pub fn eval(&self) -> Result<()> {
-        let roots = std::slice::from_ref(&self.node);
-        check_buffer_sizes(roots)?;
-        crate::exec::evaluate(roots)
+        crate::exec::evaluate(std::slice::from_ref(&self.node))
     }
 
     /// The evaluated buffer (evaluating first when needed).
@@ -256,59 +254,9 @@ fn single_element(node: &Arc<Node>) -> Option<(Arc<Buffer>, usize)> {
     }
 }
 
-/// Refuses a graph holding an unevaluated node whose buffer could not exist (its bytes
-/// overflow or exceed `isize::MAX`), whether or not the plan would materialize that node:
-/// NumPy could not have created it either, and running such a plan would at best take
-/// years (a reduction over 2^62 broadcast zeros) and at worst abort on allocation.
-fn check_buffer_sizes(roots: &[Arc<Node>]) -> Result<()> {
-    // Allocation-free for the small graphs of a loop's cached eval: the ids seen go to an
-    // inline list, and to a hash set only once there are many.
-    const INLINE: usize = 32;
-    let mut few: smallvec::SmallVec<[u64; INLINE]> = smallvec::SmallVec::new();
-    let mut many: std::collections::HashSet<u64> = std::collections::HashSet::new();
-    let mut stack: smallvec::SmallVec<[Arc<Node>; 16]> = roots.iter().cloned().collect();
-    while let Some(n) = stack.pop() {
-        let fresh = if few.len() < INLINE {
-            !few.contains(&n.id) && {
-                few.push(n.id);
-                true
-            }
-        } else {
-            !few.contains(&n.id) && many.insert(n.id)
-        };
-        if !fresh {
-            continue;
-        }
-        let inputs = {
-            let st = n.settled_state();
-            if st.buffer.is_some() {
-                continue;
-            }
-            st.inputs.clone()
-        };
-        if crate::shape::buffer_bytes(n.size(), n.dtype).is_none() {
-            return Err(Error::Shape {
-                op: "eval",
-                msg: format!(
-                    "{} of shape {:?} and dtype {}: {} elements of {} bytes are more than a \
-                     buffer can hold (isize::MAX bytes)",
-                    n.op.name(),
-                    n.shape.as_slice(),
-                    n.dtype,
-                    n.size(),
-                    n.dtype.size()
-                ),
-            });
-        }
-        stack.extend(inputs);
-    }
-    Ok(())
-}
-
 /// Materializes several arrays in one plan; shared subexpressions are computed once.
 pub fn eval(arrays: &[&Array]) -> Result<()> {
     let nodes: Vec<Arc<Node>> = arrays.iter().map(|a| a.node.clone()).collect();
-    check_buffer_sizes(&nodes)?;
     crate::exec::evaluate(&nodes)
 }
 

@@ -212,6 +212,8 @@ fn template_with_key(
             let why = crate::explain::plan_miss(key, &nodes, guard.iter().flat_map(|c| c.keys()));
             config::debug_log!(2, "plan cache miss: {why}");
         }
+        // Shapes are part of the key, so a plan that was made passed this check.
+        check_buffer_sizes(&nodes)?;
         let pos: HashMap<u64, usize, FxBuild> =
             nodes.iter().enumerate().map(|(i, n)| (n.id, i)).collect();
         let planned = make_template(&nodes, &pos, roots, fuse);
@@ -366,6 +368,30 @@ fn make_template(
             return Err(Error::internal("plan", "materialization made no progress"));
         }
     }
+}
+
+/// Refuses a DAG holding an unevaluated node whose buffer could not exist (its bytes
+/// overflow or exceed `isize::MAX`), whether or not the plan would materialize that node:
+/// NumPy could not have created it either, and running such a plan would at best take
+/// years (a reduction over 2^62 broadcast zeros) and at worst abort on allocation.
+fn check_buffer_sizes(nodes: &[Arc<Node>]) -> Result<()> {
+    for n in nodes.iter().filter(|n| n.buffer().is_none()) {
+        if crate::shape::buffer_bytes(n.size(), n.dtype).is_none() {
+            return Err(Error::Shape {
+                op: "eval",
+                msg: format!(
+                    "{} of shape {:?} and dtype {}: {} elements of {} bytes are more than a \
+                     buffer can hold (isize::MAX bytes)",
+                    n.op.name(),
+                    n.shape.as_slice(),
+                    n.dtype,
+                    n.size(),
+                    n.dtype.size()
+                ),
+            });
+        }
+    }
+    Ok(())
 }
 
 /// Lets a reduction's kernel compute its epilogue: while the only user of a materialized

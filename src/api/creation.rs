@@ -44,7 +44,7 @@ impl Array {
         if let Some(v) = crate::promote::weak_int_overflow(&s, dtype) {
             crate::promote::overflow_panic("full", v, dtype);
         }
-        Array::scalar_on_dtype(s.cast(dtype), dev).broadcast_to(shape)
+        Array::const_at(s.cast(dtype), shape, dev)
     }
     /// Zeros, on the default device (see [`Array::scalar`] for a default that cannot be
     /// opened).

@@ -454,8 +454,7 @@ impl Array {
         if self.dtype().is_complex() {
             self.unary_node(UnaryOp::Imag)
         } else {
-            Array::scalar_on_dtype(Scalar::zero(self.dtype()), &self.node.device)
-                .broadcast_to(self.shape())
+            Array::const_at(Scalar::zero(self.dtype()), self.shape(), &self.node.device)
         }
     }
     /// Complex conjugate (the array itself when real).

@@ -577,16 +577,10 @@ fn load_free(nodes: &[Arc<Node>], mat: &HashSet<u64>) -> HashSet<u64> {
     free
 }
 
-/// A 0-d constant, or a broadcast of one (how scalars enter expressions).
+/// A constant node (how scalars enter expressions, at any broadcast shape).
 pub(super) fn is_scalar_const(n: &Node) -> bool {
-    match n.op {
-        Op::Const(_) => true,
-        Op::Broadcast => n
-            .inputs()
-            .first()
-            .is_some_and(|i| matches!(i.op, Op::Const(_))),
-        _ => false,
-    }
+    // a broadcast constant is itself a constant node (`broadcast_to`, `const_at`)
+    matches!(n.op, Op::Const(_))
 }
 
 /// The reduction a target's kernel performs: the target itself, or the reduction at the

@@ -429,7 +429,32 @@ pub(super) struct Prepared {
     _kernel: Arc<Kernel>,
     pub(super) loaded: Arc<LoadedKernel>,
     /// The argument struct's layout (offsets of every field).
-    pub(super) layout: Arc<ArgLayout>,
+    layout: Arc<ArgLayout>,
+}
+
+impl Prepared {
+    /// The packed argument struct of one launch of `kernel` (the kernel this entry was
+    /// prepared for) with these device pointers, launch arguments and reduction split.
+    pub(super) fn pack(
+        &self,
+        kernel: &Kernel,
+        opts: &RenderOptions,
+        inputs: &[u64],
+        outputs: &[u64],
+        args: &lazyfuse_codegen::LaunchArgs,
+        red: &lazyfuse_codegen::cuda::ReduceLaunch,
+    ) -> Result<Vec<u8>> {
+        lazyfuse_codegen::cuda::pack_args_prepared(
+            kernel,
+            &self.layout,
+            opts,
+            inputs,
+            outputs,
+            args,
+            red,
+        )
+        .map_err(|e| Error::internal("pack_args", e))
+    }
 }
 
 /// Most entries of the launch front cache before it starts over.

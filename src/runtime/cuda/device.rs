@@ -8,7 +8,7 @@ use super::memory::{CudaBuffer, Staging};
 use crate::config::debug_log;
 use crate::{Error, Result};
 use cudarc::driver::{result as drv, sys as drv_sys, CudaContext, CudaStream};
-use lazyfuse_codegen::cuda::{pack_args_prepared, ReduceLaunch, RenderOptions, BLOCK};
+use lazyfuse_codegen::cuda::{ReduceLaunch, RenderOptions, BLOCK};
 use lazyfuse_codegen::{DType, HostBuf, Kernel, LaunchArgs, ReduceLayout};
 use smallvec::SmallVec;
 use std::ffi::c_void;
@@ -340,16 +340,14 @@ impl CudaDevice {
                 (None, None) => 0, // unreachable: every output is allocated without reuse
             })
             .collect();
-        let blob = pack_args_prepared(
+        let blob = p.pack(
             kernel,
-            &p.layout,
             &opts,
             &in_ptrs,
             &out_ptrs,
             args,
             &ReduceLaunch::default(),
-        )
-        .map_err(|e| Error::internal("pack_args", e))?;
+        )?;
         self.launch(&p.loaded, blob, n)?;
         Ok(outputs)
     }
@@ -447,8 +445,7 @@ impl CudaDevice {
         }
         let in_ptrs: SmallVec<[u64; 8]> = inputs.iter().map(|b| b.device_ptr()).collect();
         let out_ptrs: SmallVec<[u64; 4]> = outputs.iter().map(|b| b.device_ptr()).collect();
-        let blob = pack_args_prepared(kernel, &p.layout, opts, &in_ptrs, &out_ptrs, args, &launch)
-            .map_err(|e| Error::internal("pack_args", e))?;
+        let blob = p.pack(kernel, opts, &in_ptrs, &out_ptrs, args, &launch)?;
         let k = &*p.loaded;
         let blob = checked_blob(k, blob)?;
         self.launch_at(k, blob, (gx, chunks), k.rendered.block.max(1))?;

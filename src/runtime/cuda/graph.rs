@@ -33,7 +33,6 @@ use crate::graph::FftSpec;
 use crate::stats::bump;
 use crate::{Error, Result};
 use cudarc::driver::{result as drv, sys as drv_sys, CudaStream};
-use lazyfuse_codegen::cuda::pack_args_prepared;
 use lazyfuse_codegen::{DType, Kernel, LaunchArgs};
 use smallvec::SmallVec;
 use std::ffi::c_void;
@@ -278,16 +277,14 @@ impl GraphPlan {
             .iter()
             .map(|&s| self.ptr(s, ext))
             .collect::<Result<_>>()?;
-        let blob = pack_args_prepared(
+        let blob = p.pack(
             kernel,
-            &p.layout,
             &opts,
             &in_ptrs,
             &out_ptrs,
             args,
             &Default::default(),
-        )
-        .map_err(|e| Error::internal("pack_args", e))?;
+        )?;
         Ok((Some(p.loaded), blob))
     }
 

@@ -4,6 +4,9 @@ use crate::graph::Shape;
 
 /// NumPy broadcasting of two shapes, or `None` when incompatible.
 pub(crate) fn broadcast_shapes(a: &[usize], b: &[usize]) -> Option<Shape> {
+    if a == b {
+        return Some(Shape::from_slice(a)); // the common case, without the per-axis loop
+    }
     let n = a.len().max(b.len());
     let mut out = Shape::from_elem(0, n);
     for i in 0..n {

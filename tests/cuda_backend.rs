@@ -166,8 +166,8 @@ fn f32s(h: &HostBuf) -> &[f32] {
 
 fn args(n: usize) -> LaunchArgs {
     LaunchArgs {
-        shape: vec![n],
-        params: vec![],
+        shape: vec![n].into(),
+        params: Default::default(),
     }
 }
 
@@ -215,8 +215,8 @@ fn scalar_param_and_rank2_launch() {
     let bx = d.upload(&HostBuf::F64(h.clone())).unwrap();
     for scale in [2.5, -0.125] {
         let la = LaunchArgs {
-            shape: vec![rows, cols],
-            params: vec![Scalar::F64(scale)],
+            shape: vec![rows, cols].into(),
+            params: vec![Scalar::F64(scale)].into(),
         };
         let out = d.run_kernel(&k, &[&bx], &la).unwrap();
         let HostBuf::F64(got) = d.download(&out[0], 0, rows * cols).unwrap() else {

@@ -95,8 +95,8 @@ fn time(
 ) -> f64 {
     let n = out.len();
     let args = LaunchArgs {
-        shape: vec![n],
-        params: params.to_vec(),
+        shape: vec![n].into(),
+        params: params.to_vec().into(),
     };
     let inputs: Vec<Slice<'_>> = ins.iter().map(|s| Slice::F32(s)).collect();
     let mut ts = Vec::new();

@@ -108,6 +108,13 @@ fn try_zeroed<T: ZeroBits>(len: usize) -> Result<Vec<T>, AllocError> {
     if layout.size() == 0 {
         return Ok(Vec::new());
     }
+    // Under unconditional memory overcommit the allocator grants any size and the process
+    // is killed when the pages are touched. A buffer far larger than the machine's memory
+    // and swap can never be filled. (Far larger: virtual machines that grow their memory on
+    // demand report a fraction of what they can have.)
+    if host_memory_limit().is_some_and(|limit| layout.size() as u64 > limit) {
+        return Err(err);
+    }
     // SAFETY: the layout's size is non-zero.
     let ptr = unsafe { std::alloc::alloc_zeroed(layout) } as *mut T;
     if ptr.is_null() {
@@ -117,6 +124,30 @@ fn try_zeroed<T: ZeroBits>(len: usize) -> Result<Vec<T>, AllocError> {
     // the layout a `Vec<T>` of capacity `len` owns; all `len` elements are initialized, as
     // all-zero bytes are a valid `T` (`ZeroBits`).
     Ok(unsafe { Vec::from_raw_parts(ptr, len, len) })
+}
+
+/// How many times the reported memory and swap a host buffer may take before it is refused
+/// without trying.
+const HOST_MEMORY_FACTOR: u64 = 8;
+
+/// [`HOST_MEMORY_FACTOR`] times physical memory plus swap in bytes (Linux `/proc/meminfo`),
+/// read once; `None` where it cannot be read.
+fn host_memory_limit() -> Option<u64> {
+    static LIMIT: std::sync::OnceLock<Option<u64>> = std::sync::OnceLock::new();
+    *LIMIT.get_or_init(|| {
+        let info = std::fs::read_to_string("/proc/meminfo").ok()?;
+        let kib = |key: &str| -> Option<u64> {
+            let line = info.lines().find(|l| l.starts_with(key))?;
+            line[key.len()..]
+                .trim()
+                .trim_end_matches("kB")
+                .trim()
+                .parse()
+                .ok()
+        };
+        let total = kib("MemTotal:")? + kib("SwapTotal:").unwrap_or(0);
+        Some(total.saturating_mul(1024 * HOST_MEMORY_FACTOR))
+    })
 }
 
 impl HostBuf {

@@ -254,6 +254,19 @@ impl Col {
     fn new(dtype: DType, n: usize) -> Col {
         with_type!(dtype, T => T::wrap(vec![T::default(); n]))
     }
+    /// True when the column has `dtype` and at least `n` elements.
+    fn fits(&self, dtype: DType, n: usize) -> bool {
+        let len = match self {
+            Col::Bool(v) => v.len(),
+            Col::I32(v) => v.len(),
+            Col::I64(v) => v.len(),
+            Col::F32(v) => v.len(),
+            Col::F64(v) => v.len(),
+            Col::C64(v) => v.len(),
+            Col::C128(v) => v.len(),
+        };
+        self.dtype() == dtype && len >= n
+    }
     /// The first `n` elements, writable.
     fn view(&mut self, n: usize) -> SliceMut<'_> {
         match self {
@@ -1395,6 +1408,44 @@ struct Ctx<'a, 'b> {
     slots: Vec<Col>,
     /// The values evaluated per tile, in order.
     order: Vec<usize>,
+    /// Columns of earlier launches on this thread, for reuse.
+    pool: Vec<Col>,
+}
+
+/// Most columns a thread keeps for later launches.
+const POOL_COLS: usize = 64;
+
+/// The vectors and columns of a [`Ctx`], kept per thread between launches.
+#[derive(Default)]
+struct CtxBufs {
+    inner: Vec<usize>,
+    locs: Vec<Loc>,
+    slots: Vec<Col>,
+    order: Vec<usize>,
+    pool: Vec<Col>,
+}
+
+thread_local! {
+    static CTX_BUFS: std::cell::Cell<CtxBufs> = std::cell::Cell::new(CtxBufs::default());
+}
+
+impl Drop for Ctx<'_, '_> {
+    fn drop(&mut self) {
+        let mut pool = std::mem::take(&mut self.pool);
+        for col in self.slots.drain(..) {
+            if pool.len() < POOL_COLS {
+                pool.push(col);
+            }
+        }
+        let bufs = CtxBufs {
+            inner: std::mem::take(&mut self.inner),
+            locs: std::mem::take(&mut self.locs),
+            slots: std::mem::take(&mut self.slots),
+            order: std::mem::take(&mut self.order),
+            pool,
+        };
+        CTX_BUFS.with(|c| c.set(bufs));
+    }
 }
 
 /// The integer value of a uniform location, if it is one.
@@ -1436,11 +1487,15 @@ impl<'a, 'b> Ctx<'a, 'b> {
     ) -> Result<Ctx<'a, 'b>, IrError> {
         let nv = kernel.values.len();
         let shape = &args.shape[..];
-        let inner = (0..shape.len())
-            .map(|k| shape[k + 1..].iter().product())
-            .collect();
+        // the per-launch vectors and columns come from a per-thread pool (see `Drop`)
+        let mut bufs = CTX_BUFS.with(|c| c.take());
+        let mut inner = std::mem::take(&mut bufs.inner);
+        inner.clear();
+        inner.extend((0..shape.len()).map(|k| shape[k + 1..].iter().product::<usize>()));
         // Needed values (conservatively: every operand of a needed value).
-        let mut locs = vec![Loc::Skip; nv];
+        let mut locs = std::mem::take(&mut bufs.locs);
+        locs.clear();
+        locs.resize(nv, Loc::Skip);
         for s in &kernel.stores {
             locs[s.value as usize] = Loc::Pending;
         }
@@ -1457,9 +1512,12 @@ impl<'a, 'b> Ctx<'a, 'b> {
             shape,
             inner,
             locs,
-            slots: Vec::new(),
-            order: Vec::new(),
+            slots: std::mem::take(&mut bufs.slots),
+            order: std::mem::take(&mut bufs.order),
+            pool: std::mem::take(&mut bufs.pool),
         };
+        ctx.slots.clear();
+        ctx.order.clear();
         // Classification, in order. `affine[v] = Some(c)`: value v is `Index + c`.
         // planning vectors come from a per-thread scratch (no allocation per launch)
         let mut scratch = SCRATCH.with(|c| c.take());
@@ -1675,7 +1733,11 @@ impl<'a, 'b> Ctx<'a, 'b> {
                 let s = match free[dix(d)].pop() {
                     Some(s) => s,
                     None => {
-                        ctx.slots.push(Col::new(d, tile_n));
+                        let col = match ctx.pool.iter().rposition(|c| c.fits(d, tile_n)) {
+                            Some(k) => ctx.pool.swap_remove(k),
+                            None => Col::new(d, tile_n),
+                        };
+                        ctx.slots.push(col);
                         ctx.slots.len() - 1
                     }
                 };

@@ -145,13 +145,16 @@ pub struct Kernel {
     pub reduce: Option<Reduce>,
 }
 
+/// A launch shape (inline up to rank 6: no allocation per launch).
+pub type LaunchShape = smallvec::SmallVec<[usize; 6]>;
+
 /// The runtime arguments of one launch: everything that may change without recompiling.
 #[derive(Clone, Debug, PartialEq, Default)]
 pub struct LaunchArgs {
-    /// The launch shape (its length is `Kernel::rank`).
-    pub shape: Vec<usize>,
-    /// One value per `Kernel::params` entry, of that dtype.
-    pub params: Vec<Scalar>,
+    /// The launch shape (its length is `Kernel::rank`; inline up to rank 6).
+    pub shape: LaunchShape,
+    /// One value per `Kernel::params` entry, of that dtype (inline up to 4).
+    pub params: smallvec::SmallVec<[Scalar; 4]>,
 }
 
 impl LaunchArgs {

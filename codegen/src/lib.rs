@@ -14,7 +14,9 @@ pub mod vmath;
 
 pub use dtype::DType;
 pub use host::{AllocError, HostBuf, Slice, SliceMut};
-pub use ir::{Builder, Inst, IrError, Kernel, LaunchArgs, Reduce, Store, Value, ValueId};
+pub use ir::{
+    Builder, Inst, IrError, Kernel, LaunchArgs, LaunchShape, Reduce, Store, Value, ValueId,
+};
 pub use ops::{BinaryOp, RandomKind, ReduceLayout, ReduceOp, UnaryOp};
 pub use scalar::Scalar;
 pub mod cuda;

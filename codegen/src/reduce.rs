@@ -354,7 +354,7 @@ pub(crate) fn run(
     let mut params = args.params.clone();
     params.push(Scalar::I64(start as i64));
     let epi_args = LaunchArgs {
-        shape: vec![m],
+        shape: [m].into_iter().collect(),
         params,
     };
     interp::run(&epi, &ins, outputs, &epi_args, start)

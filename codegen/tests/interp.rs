@@ -25,8 +25,8 @@ fn run_range(
     let mut outs: Vec<HostBuf> = k.outputs.iter().map(|&d| HostBuf::zeros(d, len)).collect();
     let mut views: Vec<_> = outs.iter_mut().map(|b| b.as_slice_mut()).collect();
     let args = LaunchArgs {
-        shape: shape.to_vec(),
-        params: params.to_vec(),
+        shape: shape.to_vec().into(),
+        params: params.to_vec().into(),
     };
     interp::run(k, &ins, &mut views, &args, start)?;
     drop(views);
@@ -1488,8 +1488,8 @@ fn argument_errors() {
     // Wrong output count, dtype, unequal lengths.
     let ins: Vec<_> = good.iter().map(|b| b.as_slice()).collect();
     let args = LaunchArgs {
-        shape: vec![4],
-        params: ps.to_vec(),
+        shape: vec![4].into(),
+        params: ps.to_vec().into(),
     };
     let mut o1 = HostBuf::F64(vec![0.0; 4]);
     assert!(interp::run(&k, &ins, &mut [o1.as_slice_mut()], &args, 0).is_err());
@@ -2022,12 +2022,12 @@ fn throughput_f32_chain() {
     for (name, k) in [("arith", &arith), ("transcendental", &transc)] {
         let mut out = HostBuf::zeros(DType::F32, n);
         let args = LaunchArgs {
-            shape: vec![n],
-            params: vec![Scalar::F32(0.999), Scalar::F32(0.5)],
+            shape: vec![n].into(),
+            params: vec![Scalar::F32(0.999), Scalar::F32(0.5)].into(),
         };
         let params = &k.params;
         let args = LaunchArgs {
-            params: args.params[..params.len()].to_vec(),
+            params: args.params[..params.len()].to_vec().into(),
             ..args
         };
         let mut best = f64::INFINITY;

@@ -658,7 +658,7 @@ fn pack_args_mixed_layout() {
     assert!(src.contains("}; /* 112 bytes, align 16 */"), "{src}");
 
     let args = LaunchArgs {
-        shape: vec![3, 5],
+        shape: vec![3, 5].into(),
         params: vec![
             Scalar::Bool(true),
             Scalar::I32(-7),
@@ -667,7 +667,8 @@ fn pack_args_mixed_layout() {
             Scalar::Bool(false),
             Scalar::C128(Complex64::new(0.25, f64::NAN)),
             Scalar::F32(3.0),
-        ],
+        ]
+        .into(),
     };
     let inputs = [0x1111_2222_3333_4400u64, 0x5555_6666_7777_8800];
     let outputs = [0x9999_aaaa_bbbb_cc00u64];
@@ -703,8 +704,8 @@ fn pack_args_mixed_layout() {
 fn pack_args_rank0_and_no_params() {
     let k = random_normal();
     let args = LaunchArgs {
-        shape: vec![10],
-        params: vec![Scalar::I64(42), Scalar::I64(7)],
+        shape: vec![10].into(),
+        params: vec![Scalar::I64(42), Scalar::I64(7)].into(),
     };
     let buf = pack_args(&k, &IDX32, &[], &[0xabc0], &args).unwrap();
     // out0 @0, n @8, shape[1] @16, p0 @24, p1 @32: size 40.
@@ -717,8 +718,8 @@ fn pack_args_rank0_and_no_params() {
 
     let k = rank0();
     let args = LaunchArgs {
-        shape: vec![],
-        params: vec![Scalar::F64(2.0), Scalar::F64(-1.0)],
+        shape: vec![].into(),
+        params: vec![Scalar::F64(2.0), Scalar::F64(-1.0)].into(),
     };
     let buf = pack_args(&k, &IDX64, &[8], &[16], &args).unwrap();
     // in0 @0, out0 @8, n @16 (= 1), p0 @24, p1 @32.
@@ -732,8 +733,8 @@ fn pack_args_rank0_and_no_params() {
 fn pack_args_rejects_mismatches() {
     let k = rank0();
     let good = LaunchArgs {
-        shape: vec![],
-        params: vec![Scalar::F64(2.0), Scalar::F64(-1.0)],
+        shape: vec![].into(),
+        params: vec![Scalar::F64(2.0), Scalar::F64(-1.0)].into(),
     };
     assert!(pack_args(&k, &IDX64, &[8], &[16], &good).is_ok());
     assert!(pack_args(&k, &IDX64, &[], &[16], &good).is_err(), "inputs");
@@ -753,13 +754,13 @@ fn pack_args_rejects_mismatches() {
         "param count"
     );
     let mut bad = good.clone();
-    bad.shape = vec![4];
+    bad.shape = vec![4].into();
     assert!(pack_args(&k, &IDX64, &[8], &[16], &bad).is_err(), "rank");
     // 32-bit index math refuses 2^31 elements.
     let k = random_normal();
     let big = LaunchArgs {
-        shape: vec![1 << 31],
-        params: vec![Scalar::I64(0), Scalar::I64(0)],
+        shape: vec![1 << 31].into(),
+        params: vec![Scalar::I64(0), Scalar::I64(0)].into(),
     };
     assert!(pack_args(&k, &IDX32, &[], &[0], &big).is_err());
     assert!(pack_args(&k, &IDX64, &[], &[0], &big).is_ok());
@@ -780,8 +781,8 @@ fn oversized_argument_struct_is_an_error() {
     let e = render(&k, &IDX64).unwrap_err();
     assert!(e.0.contains("4000"), "{e}");
     let args = LaunchArgs {
-        shape: vec![1],
-        params: vec![Scalar::I64(0); 500],
+        shape: vec![1].into(),
+        params: vec![Scalar::I64(0); 500].into(),
     };
     assert!(pack_args(&k, &IDX64, &[], &[0], &args).is_err());
 }

@@ -130,8 +130,11 @@ fn operands_device(op: &str, ops: &[&Operand]) -> Device {
 
 #[track_caller]
 fn broadcast_all(op: &str, ops: &[&Operand]) -> Shape {
-    let mut shape = Shape::new();
-    for o in ops {
+    let Some((first, rest)) = ops.split_first() else {
+        return Shape::new();
+    };
+    let mut shape = Shape::from_slice(first.shape());
+    for o in rest {
         // `match`, not `unwrap_or_else(|| panic!(..))`: a closure would report its own line
         shape = match crate::shape::broadcast_shapes(&shape, o.shape()) {
             Some(s) => s,

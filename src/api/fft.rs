@@ -57,7 +57,7 @@ fn transform(x: Array, spec: FftSpec, out_dtype: DType, out_shape: Shape, scale:
     let scale_input = scale != 1.0 && !x.is_evaluated();
     let x = if scale_input { x * scale } else { x };
     let dev: Device = x.device();
-    let y = make(Op::Fft(spec), out_dtype, out_shape, &dev, &[&x]);
+    let y = make(Op::Fft(Box::new(spec)), out_dtype, out_shape, &dev, &[&x]);
     if scale != 1.0 && !scale_input {
         y * scale
     } else {

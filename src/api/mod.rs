@@ -37,7 +37,11 @@ pub(crate) fn make(
             shape.as_slice()
         );
     }
-    let inputs: crate::graph::Inputs = inputs.iter().map(|a| a.node.clone()).collect();
+    let mut ins = crate::graph::Inputs::new();
+    for a in inputs {
+        ins.push(a.node.clone());
+    }
+    let inputs = ins;
     Array::from_node(Node::new(op, dtype, shape, device.clone(), inputs))
 }
 

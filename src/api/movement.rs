@@ -240,7 +240,13 @@ impl Array {
         let sliced = if identity {
             self.clone()
         } else {
-            make(Op::Slice(sl), self.dtype(), mid, &self.node.device, &[self])
+            make(
+                Op::Slice(sl.into_vec().into()),
+                self.dtype(),
+                mid,
+                &self.node.device,
+                &[self],
+            )
         };
         sliced.reshape_to(fin)
     }
@@ -253,7 +259,7 @@ impl Array {
         if n <= 1 {
             return self.clone();
         }
-        let sl = (0..self.ndim())
+        let sl: Box<[(isize, isize)]> = (0..self.ndim())
             .map(|k| if k == a { (n as isize - 1, -1) } else { (0, 1) })
             .collect();
         make(
@@ -288,7 +294,7 @@ impl Array {
             .collect();
         let v = Scalar::F64(value).cast(self.dtype());
         make(
-            Op::Pad(w, v),
+            Op::Pad(w.into_vec().into(), v),
             self.dtype(),
             shape,
             &self.node.device,

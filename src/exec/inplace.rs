@@ -18,11 +18,13 @@ pub(crate) struct Bound {
     x: Arc<Node>,
     x_sched_refs: usize,
     x_consumers: SmallVec<[(usize, usize); 2]>,
-    cone: Vec<(Arc<Node>, ConeNode)>,
+    /// The cone's nodes, in the order of `cone`.
+    nodes: SmallVec<[Arc<Node>; 12]>,
+    cone: Arc<[ConeNode]>,
 }
 
 /// Binds the candidates to one evaluation's nodes.
-pub(crate) fn bind(cands: &[Cand], nodes: &[Arc<Node>]) -> Vec<Bound> {
+pub(crate) fn bind(cands: &[Cand], nodes: &[Arc<Node>]) -> SmallVec<[Bound; 1]> {
     cands
         .iter()
         .map(|c| Bound {
@@ -32,11 +34,8 @@ pub(crate) fn bind(cands: &[Cand], nodes: &[Arc<Node>]) -> Vec<Bound> {
             x: nodes[c.x].clone(),
             x_sched_refs: c.x_sched_refs,
             x_consumers: c.x_consumers.clone(),
-            cone: c
-                .cone
-                .iter()
-                .map(|m| (nodes[m.pos].clone(), m.clone()))
-                .collect(),
+            nodes: c.cone.iter().map(|m| nodes[m.pos].clone()).collect(),
+            cone: c.cone.clone(),
         })
         .collect()
 }
@@ -46,7 +45,7 @@ impl Bound {
     /// docs). Every count includes the one reference this `Bound` holds.
     fn unobserved(&self) -> bool {
         let mut dying: SmallVec<[bool; 32]> = SmallVec::from_elem(false, self.cone.len());
-        for (i, (n, m)) in self.cone.iter().enumerate() {
+        for (i, (n, m)) in self.nodes.iter().zip(self.cone.iter()).enumerate() {
             dying[i] = m.tip || {
                 let explained: usize = 1
                     + m.sched_refs

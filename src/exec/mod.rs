@@ -38,7 +38,9 @@ pub(crate) enum Res {
 /// The nodes a bound step reads or writes (inline for small kernels).
 pub(crate) type NodeList = SmallVec<[Arc<Node>; 4]>;
 
-/// One unit of work, bound to nodes.
+/// One unit of work, bound to nodes. Kernel steps, by far the most common, keep their
+/// nodes and arguments inline (no allocation per bound step), hence the size difference.
+#[allow(clippy::large_enum_variant)]
 pub(crate) enum Step {
     /// A fused kernel: reads `inputs`' buffers, computes `outputs`.
     Kernel {
@@ -65,9 +67,9 @@ pub(crate) enum Step {
 
 /// The plan of one evaluation.
 pub(crate) struct Schedule {
-    pub(crate) steps: Vec<Step>,
+    pub(crate) steps: SmallVec<[Step; 1]>,
     /// In-place opportunities bound to this evaluation's nodes.
-    reuse: Vec<inplace::Bound>,
+    reuse: SmallVec<[inplace::Bound; 1]>,
 }
 
 impl Schedule {

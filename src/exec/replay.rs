@@ -203,7 +203,7 @@ impl GraphState {
                     let Op::Fft(spec) = &dst.op else {
                         return Err(Error::internal("Function", "fft step on a non-fft node"));
                     };
-                    ffts.push((src.shape.to_vec(), dst.shape.to_vec(), spec.clone()));
+                    ffts.push((src.shape.to_vec(), dst.shape.to_vec(), (**spec).clone()));
                     args.push(no_args);
                 }
                 _ => args.push(no_args),

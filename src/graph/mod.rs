@@ -46,7 +46,8 @@ pub(crate) type FxBuild = std::hash::BuildHasherDefault<FxHasher>;
 /// An array shape.
 pub(crate) type Shape = SmallVec<[usize; 4]>;
 
-/// What a node computes. Elementwise ops take inputs of the node's own shape (the API
+/// What a node computes (rare variants keep their lists boxed so that every node stays
+/// small: nodes are built and dropped on every eval). Elementwise ops take inputs of the node's own shape (the API
 /// inserts explicit `Broadcast` views); views map the node's indices to their input's.
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
 pub(crate) enum Op {
@@ -69,13 +70,13 @@ pub(crate) enum Op {
     /// Same elements in C order, new shape.
     Reshape,
     /// Axes reordered: output axis `k` is input axis `p[k]`.
-    Permute(SmallVec<[usize; 4]>),
+    Permute(Box<[usize]>),
     /// NumPy broadcasting of the input to the node's shape.
     Broadcast,
     /// Per axis `(start, step)`: output index `i` reads input index `start + i * step`.
-    Slice(SmallVec<[(isize, isize); 4]>),
+    Slice(Box<[(isize, isize)]>),
     /// Constant padding `(before, after)` per axis with the given value.
-    Pad(SmallVec<[(usize, usize); 4]>, Scalar),
+    Pad(Box<[(usize, usize)]>, Scalar),
     /// `roll` along `axis` by `shift` (normalized to `0..n`).
     Roll {
         axis: usize,
@@ -86,7 +87,7 @@ pub(crate) enum Op {
     /// Copy of the input from another device.
     ToDevice,
     /// An unnormalized FFT (a library call; its input is materialized).
-    Fft(FftSpec),
+    Fft(Box<FftSpec>),
     /// Reduction of the last axis of a 2-D `[m, r]` input to `[m]` (the API reshapes any
     /// reduction into this form with views). The layout says where the reduced values lie
     /// in memory; the node's dtype is the op's result dtype.
@@ -144,7 +145,7 @@ impl Op {
             Op::Unary(u) => u.name().to_string(),
             Op::Binary(b) => b.name().to_string(),
             Op::Random(k, _) => format!("random_{k:?}").to_lowercase(),
-            Op::Permute(p) => format!("permute{:?}", p.as_slice()),
+            Op::Permute(p) => format!("permute{:?}", &p[..]),
             Op::Roll { axis, shift } => format!("roll({shift}, axis={axis})"),
             Op::Concat(a) => format!("concat(axis={a})"),
             Op::Const(s) => format!("const({s:?})"),
@@ -269,7 +270,10 @@ impl Node {
         inputs: Inputs,
     ) -> Arc<Node> {
         let shash = structure_hash(&op, dtype, &shape, &device);
-        let input_ids: SmallVec<[u64; 3]> = inputs.iter().map(|n| n.id).collect();
+        let mut input_ids: SmallVec<[u64; 3]> = SmallVec::new();
+        for n in &inputs {
+            input_ids.push(n.id);
+        }
         let kh = key_hash(shash, &op, &input_ids);
         let mut rejected: SmallVec<[Arc<Node>; 1]> = SmallVec::new();
         let mut table = shard(kh);
@@ -503,9 +507,14 @@ impl Drop for Node {
             // dead entries are recognized by their count, not their address).
             let mut table = shard(kh);
             if let Some(bucket) = table.get_mut(&kh) {
-                bucket.retain(|w| w.strong_count() > 0);
-                if bucket.is_empty() {
+                // the common case, one node per key: that entry is this node's
+                if bucket.len() == 1 && bucket[0].strong_count() == 0 {
                     table.remove(&kh);
+                } else {
+                    bucket.retain(|w| w.strong_count() > 0);
+                    if bucket.is_empty() {
+                        table.remove(&kh);
+                    }
                 }
             }
         }

@@ -151,13 +151,16 @@ pub(crate) fn mark_elapsed(start: &Mark, end: &Mark) -> Result<Duration> {
     }
 }
 
+/// The output buffers of one kernel launch (inline for up to two).
+pub(crate) type Outputs = smallvec::SmallVec<[Buffer; 2]>;
+
 /// Runs one fused kernel on `dev`, returning its freshly allocated outputs.
 pub(crate) fn run_kernel(
     dev: &Device,
     kernel: &std::sync::Arc<Kernel>,
     inputs: &[&Buffer],
     args: &LaunchArgs,
-) -> Result<Vec<Buffer>> {
+) -> Result<Outputs> {
     crate::stats::bump::kernels_launched(1);
     match dev {
         Device::Cpu => {
@@ -209,7 +212,7 @@ pub(crate) fn run_kernel_reuse(
     args: &LaunchArgs,
     (slot, out): (usize, usize),
     mut donor: Buffer,
-) -> Result<Vec<Buffer>> {
+) -> Result<Outputs> {
     crate::stats::bump::kernels_launched(1);
     let wrong = || crate::Error::internal("run_kernel", "buffer on another device");
     let mut outs: Vec<Option<Buffer>> = match (dev, &mut donor) {

@@ -46,7 +46,7 @@ pub(crate) struct Cand {
     /// Consumers of `X` in the cone: (index into the cone, number of edges).
     pub(crate) x_consumers: SmallVec<[(usize, usize); 2]>,
     /// Users before their inputs.
-    pub(crate) cone: Vec<ConeNode>,
+    pub(crate) cone: std::sync::Arc<[ConeNode]>,
 }
 
 /// Whether `kernel` reads input `slot` only at the index it writes.
@@ -151,7 +151,7 @@ pub(crate) fn candidates(
                     x,
                     x_sched_refs: sched_refs.get(&x).copied().unwrap_or(0),
                     x_consumers: c.0,
-                    cone: c.1,
+                    cone: c.1.into(),
                 });
                 break; // one reuse per step
             }

@@ -916,7 +916,7 @@ pub(super) fn build(
             kernel: Arc::new(kernel),
             inputs: inputs.iter().map(|n| pos[&n.id]).collect(),
             outputs: targets.iter().map(|n| pos[&n.id]).collect(),
-            shape,
+            shape: shape.into(),
             params,
         });
     }

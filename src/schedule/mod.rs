@@ -38,7 +38,7 @@ pub(crate) enum TStep {
         kernel: Arc<Kernel>,
         inputs: Vec<usize>,
         outputs: Vec<usize>,
-        shape: Vec<usize>,
+        shape: lazyfuse_codegen::LaunchShape,
         params: Vec<ParamSrc>,
     },
     Copy {
@@ -90,13 +90,16 @@ thread_local! {
     });
 }
 
+/// The nodes of one evaluation in plan position order (inline for small graphs).
+pub(crate) type Walked = SmallVec<[Arc<Node>; 16]>;
+
 /// Every node reachable from `roots` (realized nodes included, not walked through),
 /// inputs before users, in a deterministic order; and the structural plan key of the DAG,
 /// written into `key`: the fusion switch, per node its structure hash (ops without
 /// constant values and seeds, dtypes, shapes, devices), realized-ness and the walk
 /// positions of its inputs, then the roots' positions. Equal keys mean equal plans, and
 /// the plan cache compares whole keys (not a hash of them).
-fn walk(roots: &[Arc<Node>], fuse: bool, key: &mut Vec<u64>) -> Vec<Arc<Node>> {
+fn walk(roots: &[Arc<Node>], fuse: bool, key: &mut Vec<u64>) -> Walked {
     WALK.with(|w| match w.try_borrow_mut() {
         Ok(mut scratch) => walk_with(&mut scratch, roots, fuse, key),
         // re-entered from a walk on this thread (cannot happen today): fresh scratch
@@ -117,14 +120,14 @@ fn walk_with(
     roots: &[Arc<Node>],
     fuse: bool,
     key: &mut Vec<u64>,
-) -> Vec<Arc<Node>> {
+) -> Walked {
     const ON_STACK: usize = usize::MAX;
     let WalkScratch { seen, stack } = scratch;
     seen.clear();
     stack.clear();
     key.clear();
     key.push(fuse as u64);
-    let mut order: Vec<Arc<Node>> = Vec::with_capacity(16);
+    let mut order = Walked::new();
     stack.extend(roots.iter().rev().map(|r| Frame::Visit(r.clone())));
     while let Some(frame) = stack.pop() {
         match frame {
@@ -181,9 +184,7 @@ thread_local! {
 /// The plan template for `roots` (cached by structure) with the walked nodes it is
 /// positioned over, and whether it came from the cache. Readers of the plan cache never
 /// block each other; the key is built in a per-thread buffer.
-pub(crate) fn template_for_hit(
-    roots: &[Arc<Node>],
-) -> Result<(Arc<Template>, Vec<Arc<Node>>, bool)> {
+pub(crate) fn template_for_hit(roots: &[Arc<Node>]) -> Result<(Arc<Template>, Walked, bool)> {
     let fuse = config::fusion_enabled(); // read once: the key and the plan agree
     KEY.with(|k| match k.try_borrow_mut() {
         Ok(mut key) => template_with_key(roots, fuse, &mut key),
@@ -195,7 +196,7 @@ fn template_with_key(
     roots: &[Arc<Node>],
     fuse: bool,
     key: &mut Vec<u64>,
-) -> Result<(Arc<Template>, Vec<Arc<Node>>, bool)> {
+) -> Result<(Arc<Template>, Walked, bool)> {
     loop {
         let nodes = walk(roots, fuse, key);
         let cached = PLANS
@@ -243,7 +244,7 @@ fn template_with_key(
 
 /// The plan template for `roots` (cached by structure) with the walked nodes it is
 /// positioned over.
-pub(crate) fn template_for(roots: &[Arc<Node>]) -> Result<(Arc<Template>, Vec<Arc<Node>>)> {
+pub(crate) fn template_for(roots: &[Arc<Node>]) -> Result<(Arc<Template>, Walked)> {
     template_for_hit(roots).map(|(t, n, _)| (t, n))
 }
 

@@ -52,14 +52,14 @@ pub(crate) fn run_kernel(
     kernel: &Kernel,
     inputs: &[&HostBuf],
     args: &LaunchArgs,
-) -> Result<Vec<HostBuf>> {
+) -> Result<smallvec::SmallVec<[HostBuf; 2]>> {
     let n = kernel.out_len(args);
     // outputs per work item: a reduction's output costs a whole row of the body
     let chunk = match (&kernel.reduce, args.shape.get(1)) {
         (Some(_), Some(&r)) => (CHUNK / r.max(1)).max(1),
         _ => CHUNK,
     };
-    let mut outs: Vec<HostBuf> = kernel
+    let mut outs: smallvec::SmallVec<[HostBuf; 2]> = kernel
         .outputs
         .iter()
         .map(|&d| super::host_zeros(d, n, "a kernel output"))

@@ -40,6 +40,8 @@ pub struct CudaDevice {
     pub(super) stream: Arc<CudaStream>,
     pub(super) kernels: KernelCache,
     pub(super) staging: Staging,
+    /// Freed buffers kept for reuse.
+    pub(super) free: super::memory::FreeList,
     /// Zeroed completion counters of multi-block reductions (kernels leave them zeroed).
     counters: OnceLock<CudaBuffer>,
 }
@@ -204,6 +206,7 @@ impl CudaDevice {
             stream,
             kernels,
             staging: Staging::default(),
+            free: Default::default(),
             counters: OnceLock::new(),
         }))
     }
@@ -283,7 +286,9 @@ impl CudaDevice {
         inputs: &[&CudaBuffer],
         args: &LaunchArgs,
     ) -> Result<Vec<CudaBuffer>> {
-        self.run_kernel_shared(&Arc::new(kernel.clone()), inputs, args)
+        Ok(self
+            .run_kernel_shared(&Arc::new(kernel.clone()), inputs, args)?
+            .into_vec())
     }
 
     /// [`CudaDevice::run_kernel`] of a plan's shared kernel: launches of one `Arc` find
@@ -293,7 +298,7 @@ impl CudaDevice {
         kernel: &Arc<Kernel>,
         inputs: &[&CudaBuffer],
         args: &LaunchArgs,
-    ) -> Result<Vec<CudaBuffer>> {
+    ) -> Result<SmallVec<[CudaBuffer; 2]>> {
         self.run_kernel_reuse(kernel, inputs, args, None)?
             .into_iter()
             .map(|b| b.ok_or_else(|| Error::internal("run_kernel", "output not allocated")))
@@ -310,11 +315,11 @@ impl CudaDevice {
         inputs: &[&CudaBuffer],
         args: &LaunchArgs,
         reuse: Option<(usize, usize)>,
-    ) -> Result<Vec<Option<CudaBuffer>>> {
+    ) -> Result<SmallVec<[Option<CudaBuffer>; 2]>> {
         let prepared = self.check_and_load(kernel, inputs, args, reuse)?;
         let me = self.arc()?;
         let n = kernel.out_len(args);
-        let outputs: Vec<Option<CudaBuffer>> = kernel
+        let outputs: SmallVec<[Option<CudaBuffer>; 2]> = kernel
             .outputs
             .iter()
             .enumerate()
@@ -327,7 +332,7 @@ impl CudaDevice {
             return Ok(outputs); // nothing to compute
         };
         if let Some(red) = kernel.reduce {
-            let outs: Vec<CudaBuffer> = outputs.into_iter().flatten().collect();
+            let outs: SmallVec<[CudaBuffer; 2]> = outputs.into_iter().flatten().collect();
             self.launch_reduce(&me, &p, &opts, kernel, red, inputs, &outs, args)?;
             return Ok(outs.into_iter().map(Some).collect());
         }

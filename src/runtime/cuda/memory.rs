@@ -10,7 +10,9 @@ use cudarc::driver::{
     result as drv, sys as drv_sys, CudaSlice, DevicePtr, DriverError, PinnedHostSlice,
 };
 use lazyfuse_codegen::{DType, HostBuf};
+use std::collections::HashMap;
 use std::fmt;
+use std::mem::ManuallyDrop;
 use std::sync::{Arc, Mutex};
 
 /// Smallest pinned staging buffer allocated.
@@ -22,7 +24,8 @@ const STAGING_MAX: usize = 64 << 20;
 /// returns the memory to the device's pool, ordered after all work queued before the drop.
 pub struct CudaBuffer {
     /// `len * dtype.size()` bytes (at least 1, so that empty buffers are real allocations).
-    slice: CudaSlice<u8>,
+    /// Taken out in `drop`, to the device's free list or freed.
+    slice: ManuallyDrop<CudaSlice<u8>>,
     dtype: DType,
     len: usize,
     device: Arc<CudaDevice>,
@@ -42,8 +45,70 @@ impl fmt::Debug for CudaBuffer {
 
 impl Drop for CudaBuffer {
     fn drop(&mut self) {
-        // the slice itself frees (stream-ordered) right after this
         bump_live_sub(self.slice.len());
+        // SAFETY: `slice` is never used again: this is the buffer's drop.
+        let slice = unsafe { ManuallyDrop::take(&mut self.slice) };
+        // kept for reuse, or freed (stream-ordered) when the free list declines it
+        self.device.free.put(slice, &self.device.stream);
+    }
+}
+
+/// Largest buffer the free list keeps.
+const FREE_MAX_BUFFER: usize = 16 << 20;
+/// Most bytes the free list holds in all.
+const FREE_MAX_BYTES: usize = 256 << 20;
+/// Most buffers of one size the free list holds.
+const FREE_MAX_PER_SIZE: usize = 8;
+
+/// Freed device buffers by size, handed out again without a driver call. Reuse is safe
+/// without events because every buffer kept here was allocated on (and is only used on)
+/// the device's single stream: work queued after the reuse runs after the work queued
+/// before the drop. Buffers recorded into CUDA graphs are never kept (they are allocated
+/// on the capture stream).
+#[derive(Default)]
+pub(super) struct FreeList(Mutex<FreeInner>);
+
+#[derive(Default)]
+struct FreeInner {
+    by_size: HashMap<usize, Vec<CudaSlice<u8>>, crate::graph::FxBuild>,
+    bytes: usize,
+}
+
+impl FreeList {
+    /// A kept buffer of exactly `bytes` bytes.
+    fn take(&self, bytes: usize) -> Option<CudaSlice<u8>> {
+        if bytes > FREE_MAX_BUFFER {
+            return None;
+        }
+        let mut inner = lock(&self.0);
+        let slice = inner.by_size.get_mut(&bytes)?.pop()?;
+        inner.bytes -= bytes;
+        Some(slice)
+    }
+
+    /// Keeps `slice` for reuse when it was allocated on `stream` and fits the limits;
+    /// otherwise it is freed here.
+    fn put(&self, slice: CudaSlice<u8>, stream: &Arc<cudarc::driver::CudaStream>) {
+        let bytes = slice.len();
+        if bytes > FREE_MAX_BUFFER || !Arc::ptr_eq(slice.stream(), stream) {
+            return;
+        }
+        let mut inner = lock(&self.0);
+        if inner.bytes + bytes > FREE_MAX_BYTES {
+            return;
+        }
+        let list = inner.by_size.entry(bytes).or_default();
+        if list.len() >= FREE_MAX_PER_SIZE {
+            return;
+        }
+        list.push(slice);
+        inner.bytes += bytes;
+    }
+
+    /// Frees every kept buffer (into the stream-ordered pool).
+    pub(super) fn clear(&self) {
+        let kept = std::mem::take(&mut *lock(&self.0));
+        drop(kept);
     }
 }
 
@@ -100,13 +165,21 @@ impl CudaDevice {
         // The work stream: the device's stream, or the capture stream while this thread
         // records a CUDA graph (then the allocation is part of the recording).
         let stream = self.work_stream();
+        let size = bytes.max(1);
+        let kept = if Arc::ptr_eq(&stream, &self.stream) {
+            self.free.take(size)
+        } else {
+            None
+        };
         // SAFETY: the bytes are uninitialized; u8 has no invalid values, and every buffer is
         // fully written before it is read (uploads copy all bytes, kernels store every
         // output element).
-        let alloc = || unsafe { stream.alloc::<u8>(bytes.max(1)) };
-        let slice = match alloc() {
+        let alloc = || unsafe { stream.alloc::<u8>(size) };
+        let slice = match kept.map(Ok).unwrap_or_else(alloc) {
             Err(e) if is_oom(&e) => {
-                // Frees queued on the stream may not have reached the pool yet.
+                // Kept buffers go back to the pool; frees queued on the stream may not have
+                // reached it yet.
+                self.free.clear();
                 self.synchronize()?;
                 alloc()
             }
@@ -126,7 +199,7 @@ impl CudaDevice {
         bump::buffers_allocated(1);
         crate::stats::DEVICE_BYTES.add(slice.len() as u64);
         let buf = CudaBuffer {
-            slice,
+            slice: ManuallyDrop::new(slice),
             dtype,
             len,
             device: me.clone(),
@@ -149,7 +222,7 @@ impl CudaDevice {
         let bytes = host.as_bytes();
         if !bytes.is_empty() {
             self.stream
-                .memcpy_htod(bytes, &mut buf.slice)
+                .memcpy_htod(bytes, &mut *buf.slice)
                 .map_err(driver_err("cuMemcpyHtoDAsync"))?;
         }
         Ok(buf)

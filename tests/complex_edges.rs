@@ -168,3 +168,10 @@ fn large_and_tiny_finite_parts() {
 fn reported_cases() {
     check_group("reported");
 }
+
+/// `expm1` and `log1p`, where NumPy's formulas cancel or overflow, against NumPy in a
+/// wider type.
+#[test]
+fn expm1_log1p_against_a_wider_type() {
+    check_group("accurate");
+}

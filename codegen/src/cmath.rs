@@ -392,7 +392,12 @@ macro_rules! cmath {
             pub fn expm1(z: C) -> C {
                 let (x, y) = (z.re, z.im);
                 if x.is_finite() && x >= EXP_HI {
-                    return C::new(exp_mul(x, y.cos(), 1.0), exp_mul(x, y.sin(), 1.0));
+                    let im = if y == 0.0 {
+                        y
+                    } else {
+                        exp_mul(x, y.sin(), 1.0)
+                    };
+                    return C::new(exp_mul(x, y.cos(), 1.0), im);
                 }
                 let s = (y * 0.5).sin();
                 C::new(x.exp_m1() * y.cos() - 2.0 * s * s, x.exp() * y.sin())

@@ -133,7 +133,8 @@ pub(super) const C_EXPM1: &str = r#"/* NumPy's complex expm1, scaled past exp's 
 static __device__ __forceinline__ $C lf_expm1_$S($C z) {
   const $R x = z.re, y = z.im;
   if (isfinite(x) && x >= $EXPHI) {
-    return $C{lf_expmul_$S(x, cos$F(y), ($R)1), lf_expmul_$S(x, sin$F(y), ($R)1)};
+    const $R im = y == 0 ? y : lf_expmul_$S(x, sin$F(y), ($R)1);
+    return $C{lf_expmul_$S(x, cos$F(y), ($R)1), im};
   }
   const $R s = sin$F(y * ($R)0.5);
   return $C{expm1$F(x) * cos$F(y) - ($R)2 * s * s, exp$F(x) * sin$F(y)};

@@ -198,7 +198,8 @@ static __device__ __forceinline__ c64 lf_log10_c64(c64 z) {
 static __device__ __forceinline__ c64 lf_expm1_c64(c64 z) {
   const double x = z.re, y = z.im;
   if (isfinite(x) && x >= 709.0) {
-    return c64{lf_expmul_c64(x, cos(y), (double)1), lf_expmul_c64(x, sin(y), (double)1)};
+    const double im = y == 0 ? y : lf_expmul_c64(x, sin(y), (double)1);
+    return c64{lf_expmul_c64(x, cos(y), (double)1), im};
   }
   const double s = sin(y * (double)0.5);
   return c64{expm1(x) * cos(y) - (double)2 * s * s, exp(x) * sin(y)};

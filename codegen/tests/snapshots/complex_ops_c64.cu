@@ -189,7 +189,8 @@ static __device__ __forceinline__ c32 lf_log10_c32(c32 z) {
 static __device__ __forceinline__ c32 lf_expm1_c32(c32 z) {
   const float x = z.re, y = z.im;
   if (isfinite(x) && x >= 88.0f) {
-    return c32{lf_expmul_c32(x, cosf(y), (float)1), lf_expmul_c32(x, sinf(y), (float)1)};
+    const float im = y == 0 ? y : lf_expmul_c32(x, sinf(y), (float)1);
+    return c32{lf_expmul_c32(x, cosf(y), (float)1), im};
   }
   const float s = sinf(y * (float)0.5);
   return c32{expm1f(x) * cosf(y) - (float)2 * s * s, expf(x) * sinf(y)};

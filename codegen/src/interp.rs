@@ -25,6 +25,7 @@
 //! they are implemented: on `Bool`, `Add` is `or`, `Mul` is `and` and `Sub` is `xor`;
 //! integer `Div` is floor division (as `FloorDiv`).
 
+use crate::cmath;
 use crate::ir::Inst;
 use crate::ops::{BinaryOp, RandomKind, UnaryOp};
 use crate::semantics as sem;
@@ -780,10 +781,11 @@ trait Cplx:
 }
 
 macro_rules! cplx {
-    ($c:ident, $r:ident, $sfx:ident) => {
+    ($c:ident, $r:ident, $m:ident) => {
         impl Cplx for $c {
             type R = $r;
-            forward!($c; ln, sin, cos, tan, atan, sinh, cosh, tanh);
+            cplx!(@cmath $m; ln = log, sin, cos, tan, atan, sinh, cosh, tanh, csqrt = sqrt,
+                exp, asin, acos, expm1, log1p);
             #[inline(always)]
             fn conj(self) -> Self {
                 $c::conj(&self)
@@ -796,54 +798,29 @@ macro_rules! cplx {
             fn im(self) -> $r {
                 self.im
             }
-            cplx!(@sem $c, $r, $sfx);
+            cplx!(@sem $m);
         }
     };
-    (@sem $c:ident, $r:ident, c64) => {
-        #[inline(always)]
-        fn csqrt(self) -> Self {
-            sem::sqrt_c64(self)
-        }
-        #[inline(always)]
-        fn exp(self) -> Self {
-            sem::exp_c64(self)
-        }
-        #[inline(always)]
-        fn asin(self) -> Self {
-            sem::asin_c64(self)
-        }
-        #[inline(always)]
-        fn acos(self) -> Self {
-            sem::acos_c64(self)
-        }
-        cplx!(@fns $c, $r, divide_c64, power_c64, reciprocal_c64, sign_c64, expm1_c64,
-            log1p_c64, log2_c64, log10_c64, abs_c64, angle_c64, isnan_c64, isinf_c64,
-            isfinite_c64);
+    (@cmath $m:ident; $($f:ident $(= $g:ident)?),*) => {
+        $(
+            #[inline(always)]
+            fn $f(self) -> Self {
+                cplx!(@call $m, $f $(, $g)?)(self)
+            }
+        )*
     };
-    (@sem $c:ident, $r:ident, c128) => {
-        #[inline(always)]
-        fn csqrt(self) -> Self {
-            sem::sqrt_c128(self)
-        }
-        #[inline(always)]
-        fn exp(self) -> Self {
-            sem::exp_c128(self)
-        }
-        #[inline(always)]
-        fn asin(self) -> Self {
-            sem::asin_c128(self)
-        }
-        #[inline(always)]
-        fn acos(self) -> Self {
-            sem::acos_c128(self)
-        }
-        cplx!(@fns $c, $r, divide_c128, power_c128, reciprocal_c128, sign_c128, expm1_c128,
-            log1p_c128, log2_c128, log10_c128, abs_c128, angle_c128, isnan_c128, isinf_c128,
-            isfinite_c128);
+    (@call $m:ident, $f:ident) => { cmath::$m::$f };
+    (@call $m:ident, $f:ident, $g:ident) => { cmath::$m::$g };
+    (@sem c64) => {
+        cplx!(@fns divide_c64, power_c64, reciprocal_c64, sign_c64, log2_c64, log10_c64,
+            abs_c64, angle_c64, isnan_c64, isinf_c64, isfinite_c64);
     };
-    (@fns $c:ident, $r:ident, $div:ident, $pow:ident, $recip:ident, $sign:ident,
-        $expm1:ident, $log1p:ident, $log2:ident, $log10:ident, $abs:ident, $angle:ident,
-        $isnan:ident, $isinf:ident, $isfinite:ident) => {
+    (@sem c128) => {
+        cplx!(@fns divide_c128, power_c128, reciprocal_c128, sign_c128, log2_c128,
+            log10_c128, abs_c128, angle_c128, isnan_c128, isinf_c128, isfinite_c128);
+    };
+    (@fns $div:ident, $pow:ident, $recip:ident, $sign:ident, $log2:ident, $log10:ident,
+        $abs:ident, $angle:ident, $isnan:ident, $isinf:ident, $isfinite:ident) => {
         #[inline(always)]
         fn cdiv(self, b: Self) -> Self {
             sem::$div(self, b)
@@ -861,14 +838,6 @@ macro_rules! cplx {
             sem::$sign(self)
         }
         #[inline(always)]
-        fn expm1(self) -> Self {
-            sem::$expm1(self)
-        }
-        #[inline(always)]
-        fn log1p(self) -> Self {
-            sem::$log1p(self)
-        }
-        #[inline(always)]
         fn log2(self) -> Self {
             sem::$log2(self)
         }
@@ -877,11 +846,11 @@ macro_rules! cplx {
             sem::$log10(self)
         }
         #[inline(always)]
-        fn abs(self) -> $r {
+        fn abs(self) -> <Self as Cplx>::R {
             sem::$abs(self)
         }
         #[inline(always)]
-        fn angle(self) -> $r {
+        fn angle(self) -> <Self as Cplx>::R {
             sem::$angle(self)
         }
         #[inline(always)]

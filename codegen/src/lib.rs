@@ -3,6 +3,7 @@
 
 #![warn(missing_docs)]
 
+mod cmath;
 mod dtype;
 pub mod host;
 pub mod ir;

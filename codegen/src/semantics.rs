@@ -273,9 +273,9 @@ float_helpers!(
 
 macro_rules! complex_helpers {
     (
-        $c:ident, $t:ident, $div:ident, $recip:ident, $sign:ident, $pow:ident, $expm1:ident,
-        $log1p:ident, $log2:ident, $log10:ident, $abs:ident, $angle:ident, $isnan:ident,
-        $isinf:ident, $isfinite:ident
+        $c:ident, $t:ident, $m:ident, $div:ident, $recip:ident, $sign:ident, $pow:ident,
+        $log2:ident, $log10:ident, $abs:ident, $angle:ident, $isnan:ident, $isinf:ident,
+        $isfinite:ident
     ) => {
         #[doc = concat!("NumPy complex division on `", stringify!($c), "` (Smith's algorithm, ")]
         #[doc = "as NumPy's loop does it); dividing by `0` gives `(a.re / 0, a.im / 0)`."]
@@ -335,7 +335,7 @@ macro_rules! complex_helpers {
         #[doc = concat!("NumPy `power` on `", stringify!($c), "` (`npy_cpow`): `z ** 0 = 1`; ")]
         #[doc = "`0 ** b` is `0` when `b.re > 0`, else NaN; integer real exponents below 100 in"]
         #[doc = "magnitude use repeated multiplication (and a reciprocal for negative ones);"]
-        #[doc = "everything else is `exp(b * ln(a))`."]
+        #[doc = "everything else is `exp(b * log(a))` (C99 `cexp` and `clog`, [`crate::cmath`])."]
         pub fn $pow(a: $c, b: $c) -> $c {
             if b.re == 0.0 && b.im == 0.0 {
                 return $c::new(1.0, 0.0);
@@ -375,34 +375,12 @@ macro_rules! complex_helpers {
                     }
                 }
             }
-            let w = b * a.ln();
-            if w.im == 0.0 {
-                $c::new(w.re.exp(), w.im) // C99 cexp keeps a zero imaginary part
-            } else {
-                w.exp()
-            }
-        }
-
-        #[doc = concat!("NumPy `expm1` on `", stringify!($c), "`: ")]
-        #[doc = "`(expm1(re) cos(im) - 2 sin(im/2)^2, exp(re) sin(im))`."]
-        pub fn $expm1(z: $c) -> $c {
-            let s = (z.im / 2.0).sin();
-            $c::new(
-                z.re.exp_m1() * z.im.cos() - 2.0 * s * s,
-                z.re.exp() * z.im.sin(),
-            )
-        }
-
-        #[doc = concat!("NumPy `log1p` on `", stringify!($c), "`: ")]
-        #[doc = "`(ln(hypot(re + 1, im)), atan2(im, re + 1))`."]
-        pub fn $log1p(z: $c) -> $c {
-            let r = z.re + 1.0;
-            $c::new(r.hypot(z.im).ln(), z.im.atan2(r))
+            crate::cmath::$m::exp(b * crate::cmath::$m::log(a))
         }
 
         #[doc = concat!("NumPy `log2` on `", stringify!($c), "`: `ln(z) * log2(e)`.")]
         pub fn $log2(z: $c) -> $c {
-            let l = z.ln();
+            let l = crate::cmath::$m::log(z);
             $c::new(
                 l.re * std::$t::consts::LOG2_E,
                 l.im * std::$t::consts::LOG2_E,
@@ -411,7 +389,7 @@ macro_rules! complex_helpers {
 
         #[doc = concat!("NumPy `log10` on `", stringify!($c), "`: `ln(z) * log10(e)`.")]
         pub fn $log10(z: $c) -> $c {
-            let l = z.ln();
+            let l = crate::cmath::$m::log(z);
             $c::new(
                 l.re * std::$t::consts::LOG10_E,
                 l.im * std::$t::consts::LOG10_E,
@@ -453,12 +431,11 @@ macro_rules! complex_helpers {
 complex_helpers!(
     Complex32,
     f32,
+    c64,
     divide_c64,
     reciprocal_c64,
     sign_c64,
     power_c64,
-    expm1_c64,
-    log1p_c64,
     log2_c64,
     log10_c64,
     abs_c64,
@@ -470,12 +447,11 @@ complex_helpers!(
 complex_helpers!(
     Complex64,
     f64,
+    c128,
     divide_c128,
     reciprocal_c128,
     sign_c128,
     power_c128,
-    expm1_c128,
-    log1p_c128,
     log2_c128,
     log10_c128,
     abs_c128,
@@ -484,95 +460,3 @@ complex_helpers!(
     isinf_c128,
     isfinite_c128
 );
-
-macro_rules! complex_sqrt {
-    ($name:ident, $c:ident, $t:ident) => {
-        #[doc = concat!("C99 `csqrt` on `", stringify!($c), "` (NumPy's): the special cases of")]
-        #[doc = "infinite and NaN parts first, then the principal square root."]
-        pub fn $name(z: $c) -> $c {
-            let (x, y) = (z.re, z.im);
-            if y.is_infinite() {
-                return $c::new($t::INFINITY, y);
-            }
-            if x.is_nan() {
-                return $c::new($t::NAN, $t::NAN);
-            }
-            if x.is_infinite() {
-                if y.is_nan() {
-                    return if x > 0.0 {
-                        $c::new(x, $t::NAN)
-                    } else {
-                        $c::new($t::NAN, $t::INFINITY)
-                    };
-                }
-                return if x > 0.0 {
-                    $c::new(x, (0.0 as $t).copysign(y))
-                } else {
-                    $c::new(0.0, $t::INFINITY.copysign(y))
-                };
-            }
-            if y.is_nan() {
-                return $c::new($t::NAN, $t::NAN);
-            }
-            if x == 0.0 && y == 0.0 {
-                return $c::new(0.0, y);
-            }
-            z.sqrt()
-        }
-    };
-}
-complex_sqrt!(sqrt_c64, Complex32, f32);
-complex_sqrt!(sqrt_c128, Complex64, f64);
-
-macro_rules! complex_asin_acos {
-    ($asin:ident, $acos:ident, $sqrt:ident, $c:ident) => {
-        #[doc = concat!("NumPy `arcsin` on `", stringify!($c), "` (Kahan's formula: the")]
-        #[doc = "signed zero of the imaginary part picks the side of the branch cuts)."]
-        pub fn $asin(z: $c) -> $c {
-            let s1 = $sqrt($c::new(1.0 - z.re, -z.im));
-            let s2 = $sqrt($c::new(1.0 + z.re, z.im));
-            $c::new(
-                z.re.atan2(s1.re * s2.re - s1.im * s2.im),
-                (s1.re * s2.im - s1.im * s2.re).asinh(),
-            )
-        }
-        #[doc = concat!("NumPy `arccos` on `", stringify!($c), "` (Kahan's formula).")]
-        pub fn $acos(z: $c) -> $c {
-            let s1 = $sqrt($c::new(1.0 - z.re, -z.im));
-            let s2 = $sqrt($c::new(1.0 + z.re, z.im));
-            $c::new(
-                2.0 * s1.re.atan2(s2.re),
-                (s2.re * s1.im - s2.im * s1.re).asinh(),
-            )
-        }
-    };
-}
-complex_asin_acos!(asin_c64, acos_c64, sqrt_c64, Complex32);
-complex_asin_acos!(asin_c128, acos_c128, sqrt_c128, Complex64);
-
-macro_rules! complex_exp {
-    ($name:ident, $c:ident, $t:ident) => {
-        #[doc = concat!("C99 `cexp` on `", stringify!($c), "` (NumPy's): a zero imaginary")]
-        #[doc = "part stays exact (`exp(1000+0i) = inf+0i`), infinite real parts as C99."]
-        pub fn $name(z: $c) -> $c {
-            if z.im == 0.0 {
-                return $c::new(z.re.exp(), z.im);
-            }
-            if z.re.is_infinite() {
-                if z.re < 0.0 {
-                    return if z.im.is_finite() {
-                        $c::new(0.0 * z.im.cos(), 0.0 * z.im.sin())
-                    } else {
-                        $c::new(0.0, 0.0)
-                    };
-                }
-                if !z.im.is_finite() {
-                    return $c::new(z.re, $t::NAN);
-                }
-            }
-            z.exp()
-        }
-    };
-}
-complex_exp!(exp_c64, Complex32, f32);
-complex_exp!(exp_c128, Complex64, f64);

@@ -65,6 +65,7 @@
 //! * Guarded loads read only where the guard holds (`g ? in[k] : 0`). `IdxDiv`/`IdxMod` are
 //!   plain `/`, `%` (in `IDX` with `index32`), 0 for a zero divisor.
 
+mod cmath;
 mod emit;
 mod prelude;
 mod reduce;

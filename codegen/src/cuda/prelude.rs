@@ -7,6 +7,7 @@
 //! signed/unsigned integer types, `$MUL` a product never contracted into an FMA (so complex
 //! `*` and `/` round like NumPy's) and a few exact constants (`$INF`, `$NAN`, `$BIG`, ...).
 
+use super::cmath::{self, *};
 use crate::DType;
 use std::collections::BTreeSet;
 
@@ -40,6 +41,10 @@ pub(crate) enum CFn {
     Atan,
     Sign,
     Pow,
+    /// `exp(x) * c * s` without spurious overflow (a real helper of the complex functions).
+    ExpMul,
+    /// `log|z|` without overflow or underflow (a real helper of the complex functions).
+    LogAbs,
 }
 
 /// One helper of the generated source. The derived order is the emission order (a helper's
@@ -131,11 +136,13 @@ impl Helper {
                 let mut v = vec![Helper::CType(d)];
                 v.extend(match f {
                     Rsqrt => vec![c(Recip), c(Sqrt)],
+                    Exp | Expm1 | Sinh | Cosh => vec![c(ExpMul)],
+                    Log | Log1p => vec![c(LogAbs)],
                     Log2 | Log10 => vec![c(Log)],
                     Sin => vec![c(Sinh)],
                     Cos => vec![c(Cosh)],
                     Tan => vec![c(Tanh)],
-                    Asin | Acos => vec![c(Sqrt)],
+                    Asin | Acos => vec![c(Sqrt), c(LogAbs)],
                     Pow => vec![c(Mul), c(Div), c(Exp), c(Log)],
                     _ => vec![],
                 });
@@ -176,7 +183,7 @@ impl Helper {
             Helper::FloatDivmod(d) => real_tpl(FLOAT_DIVMOD, d),
             Helper::FloatFloorDiv(d) => real_tpl(FLOAT_FLOORDIV, d),
             Helper::FloatMod(d) => real_tpl(FLOAT_MOD, d),
-            Helper::C(f, d) => real_tpl(complex_source(f), d),
+            Helper::C(f, d) => real_tpl(&cmath::fill_consts(complex_source(f), d), d),
         }
     }
 }
@@ -401,6 +408,8 @@ fn complex_source(f: CFn) -> &'static str {
         CFn::Atan => C_ATAN,
         CFn::Sign => C_SIGN,
         CFn::Pow => C_POW,
+        CFn::ExpMul => C_EXPMUL,
+        CFn::LogAbs => C_LOGABS,
     }
 }
 
@@ -452,46 +461,7 @@ static __device__ __forceinline__ $C lf_recip_$S($C z) {
 }
 "#;
 
-const C_SQRT: &str = r#"/* Principal square root (C99 csqrt special values), scaled against overflow and underflow. */
-static __device__ $C lf_sqrt_$S($C z) {
-  $R a = z.re, b = z.im;
-  if (a == 0 && b == 0) return $C{($R)0, b};
-  if (fabs$F(b) == $INF) return $C{$INF, b};
-  if (a != a) return $C{a, a};
-  if (fabs$F(a) == $INF) {
-    if (b != b) return a > 0 ? $C{a, b} : $C{b, $INF};
-    return a > 0 ? $C{a, copysign$F(($R)0, b)} : $C{($R)0, copysign$F($INF, b)};
-  }
-  if (b != b) return $C{b, b};
-  $R scale = 1;
-  if (fabs$F(a) >= $BIG || fabs$F(b) >= $BIG) {
-    a *= ($R)0.25; b *= ($R)0.25; scale = 2;
-  } else if (fabs$F(a) < $SMALL && fabs$F(b) < $SMALL) {
-    a *= $UP; b *= $UP; scale = $DOWN;
-  }
-  const $R t = sqrt$F(($R)0.5 * (fabs$F(a) + hypot$F(a, b)));
-  if (a >= 0) return $C{t * scale, b / (2 * t) * scale};
-  return $C{fabs$F(b) / (2 * t) * scale, copysign$F(t * scale, b)};
-}
-"#;
-
 const C_RSQRT: &str = r#"static __device__ __forceinline__ $C lf_rsqrt_$S($C z) { return lf_recip_$S(lf_sqrt_$S(z)); }
-"#;
-
-const C_EXP: &str = r#"static __device__ __forceinline__ $C lf_exp_$S($C z) {
-  if (z.im == 0) return $C{exp$F(z.re), z.im};
-  if (isinf(z.re)) { /* C99 cexp special cases, as NumPy */
-    if (z.re < 0) return isfinite(z.im) ? $C{($R)0 * cos$F(z.im), ($R)0 * sin$F(z.im)} : $C{($R)0, ($R)0};
-    if (!isfinite(z.im)) return $C{z.re, $NAN};
-  }
-  const $R e = exp$F(z.re);
-  return $C{e * cos$F(z.im), e * sin$F(z.im)};
-}
-"#;
-
-const C_LOG: &str = r#"static __device__ __forceinline__ $C lf_log_$S($C z) {
-  return $C{log$F(hypot$F(z.re, z.im)), atan2$F(z.im, z.re)};
-}
 "#;
 
 const C_LOG2: &str = r#"static __device__ __forceinline__ $C lf_log2_$S($C z) {
@@ -503,108 +473,6 @@ const C_LOG2: &str = r#"static __device__ __forceinline__ $C lf_log2_$S($C z) {
 const C_LOG10: &str = r#"static __device__ __forceinline__ $C lf_log10_$S($C z) {
   const $C l = lf_log_$S(z);
   return $C{l.re * ($R)0.434294481903251827651, l.im * ($R)0.434294481903251827651};
-}
-"#;
-
-const C_EXPM1: &str = r#"/* NumPy's complex expm1. */
-static __device__ __forceinline__ $C lf_expm1_$S($C z) {
-  const $R s = sin$F(z.im * ($R)0.5);
-  return $C{expm1$F(z.re) * cos$F(z.im) - ($R)2 * s * s, exp$F(z.re) * sin$F(z.im)};
-}
-"#;
-
-const C_LOG1P: &str = r#"/* log1p(z): real part by log1p for small |z| (NumPy's log(hypot(1 + x, y)) loses digits there). */
-static __device__ __forceinline__ $C lf_log1p_$S($C z) {
-  const $R x = z.re + ($R)1;
-  const $R re = (fabs$F(z.re) < ($R)0.5 && fabs$F(z.im) < ($R)0.5)
-      ? ($R)0.5 * log1p$F(z.re * (($R)2 + z.re) + z.im * z.im)
-      : log$F(hypot$F(x, z.im));
-  return $C{re, atan2$F(z.im, x)};
-}
-"#;
-
-const C_SINH: &str = r#"static __device__ __forceinline__ $C lf_sinh_$S($C z) {
-  if (z.im == 0) return $C{sinh$F(z.re), z.im};
-  if (z.re == 0) return $C{z.re, sin$F(z.im)};
-  return $C{sinh$F(z.re) * cos$F(z.im), cosh$F(z.re) * sin$F(z.im)};
-}
-"#;
-
-const C_COSH: &str = r#"static __device__ __forceinline__ $C lf_cosh_$S($C z) {
-  if (z.im == 0) return $C{cosh$F(z.re), z.im * copysign$F(($R)1, z.re)};
-  if (z.re == 0) return $C{cos$F(z.im), z.re * sin$F(z.im)};
-  return $C{cosh$F(z.re) * cos$F(z.im), sinh$F(z.re) * sin$F(z.im)};
-}
-"#;
-
-const C_TANH: &str = r#"/* Kahan's algorithm, as FreeBSD's ctanh. */
-static __device__ $C lf_tanh_$S($C z) {
-  const $R x = z.re, y = z.im;
-  if (x != x) return $C{x, y == 0 ? y : x};
-  if (fabs$F(x) == $INF) {
-    return $C{copysign$F(($R)1, x), copysign$F(($R)0, fabs$F(y) == $INF ? y : sin$F(y) * cos$F(y))};
-  }
-  if (!(fabs$F(y) < $INF)) return $C{x == 0 ? x : y - y, y - y};
-  if (fabs$F(x) >= $TH) {
-    const $R e = exp$F(-fabs$F(x));
-    return $C{copysign$F(($R)1, x), ($R)4 * sin$F(y) * cos$F(y) * e * e};
-  }
-  const $R t = tan$F(y);
-  const $R beta = ($R)1 + t * t;
-  const $R s = sinh$F(x);
-  const $R rho = sqrt$F(($R)1 + s * s);
-  const $R denom = ($R)1 + beta * s * s;
-  return $C{(beta * rho * s) / denom, t / denom};
-}
-"#;
-
-const C_SIN: &str = r#"/* sin(z) = -i sinh(iz) */
-static __device__ __forceinline__ $C lf_sin_$S($C z) {
-  const $C s = lf_sinh_$S($C{-z.im, z.re});
-  return $C{s.im, -s.re};
-}
-"#;
-
-const C_COS: &str = r#"/* cos(z) = cosh(iz) */
-static __device__ __forceinline__ $C lf_cos_$S($C z) { return lf_cosh_$S($C{-z.im, z.re}); }
-"#;
-
-const C_TAN: &str = r#"/* tan(z) = -i tanh(iz) */
-static __device__ __forceinline__ $C lf_tan_$S($C z) {
-  const $C t = lf_tanh_$S($C{-z.im, z.re});
-  return $C{t.im, -t.re};
-}
-"#;
-
-const C_ASIN: &str = r#"/* Kahan's asin: correct signs on the branch cuts (real |x| > 1). */
-static __device__ $C lf_asin_$S($C z) {
-  const $C s1 = lf_sqrt_$S($C{($R)1 - z.re, -z.im});
-  const $C s2 = lf_sqrt_$S($C{($R)1 + z.re, z.im});
-  return $C{atan2$F(z.re, s1.re * s2.re - s1.im * s2.im), asinh$F(s1.re * s2.im - s1.im * s2.re)};
-}
-"#;
-
-const C_ACOS: &str = r#"/* Kahan's acos: correct signs on the branch cuts (real |x| > 1). */
-static __device__ $C lf_acos_$S($C z) {
-  const $C s1 = lf_sqrt_$S($C{($R)1 - z.re, -z.im});
-  const $C s2 = lf_sqrt_$S($C{($R)1 + z.re, z.im});
-  return $C{($R)2 * atan2$F(s1.re, s2.re), asinh$F(s2.re * s1.im - s2.im * s1.re)};
-}
-"#;
-
-const C_ATAN: &str = r#"/* atan(z) = atan2(2x, 1 - |z|^2) / 2 + i log(|z + i|^2 / |z - i|^2) / 4, the log by log1p
-   near the real axis; -1/z asymptotics beyond $HUGE. */
-static __device__ $C lf_atan_$S($C z) {
-  const $R x = z.re, y = z.im;
-  if (fabs$F(x) > $HUGE || fabs$F(y) > $HUGE) {
-    const $R h = hypot$F(x, y);
-    return $C{copysign$F(($R)1.5707963267948966, x), h == $INF ? copysign$F(($R)0, y) : (y / h) / h};
-  }
-  const $R re = ($R)0.5 * atan2$F(($R)2 * x, ($R)1 - x * x - y * y);
-  const $R den = x * x + (($R)1 - y) * (($R)1 - y);
-  const $R im = fabs$F(y) < ($R)0.5 ? log1p$F(($R)4 * y / den)
-                                     : log$F((x * x + (($R)1 + y) * (($R)1 + y)) / den);
-  return $C{re, ($R)0.25 * im};
 }
 "#;
 

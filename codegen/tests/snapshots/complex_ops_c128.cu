@@ -119,18 +119,19 @@ static __device__ __forceinline__ c64 lf_recip_c64(c64 z) {
   const double r = z.re / z.im, d = __dmul_rn(z.re, r) + z.im;
   return c64{r / d, (double)-1 / d};
 }
-/* Principal square root (C99 csqrt special values), scaled against overflow and underflow. */
+/* C99 csqrt: the special cases of infinite and NaN parts first, then the principal square
+   root, scaled against overflow and underflow. */
 static __device__ c64 lf_sqrt_c64(c64 z) {
-  double a = z.re, b = z.im;
-  if (a == 0 && b == 0) return c64{(double)0, b};
-  if (fabs(b) == __longlong_as_double(0x7ff0000000000000LL)) return c64{__longlong_as_double(0x7ff0000000000000LL), b};
-  if (a != a) return c64{a, a};
-  if (fabs(a) == __longlong_as_double(0x7ff0000000000000LL)) {
-    if (b != b) return a > 0 ? c64{a, b} : c64{b, __longlong_as_double(0x7ff0000000000000LL)};
-    return a > 0 ? c64{a, copysign((double)0, b)} : c64{(double)0, copysign(__longlong_as_double(0x7ff0000000000000LL), b)};
+  const double x = z.re, y = z.im;
+  if (x == 0 && y == 0) return c64{(double)0, y};
+  if (isinf(y)) return c64{__longlong_as_double(0x7ff0000000000000LL), y};
+  if (x != x) return c64{__longlong_as_double(0x7ff8000000000000LL), __longlong_as_double(0x7ff8000000000000LL)};
+  if (isinf(x)) {
+    if (y != y) return x > 0 ? c64{x, __longlong_as_double(0x7ff8000000000000LL)} : c64{__longlong_as_double(0x7ff8000000000000LL), __longlong_as_double(0x7ff0000000000000LL)};
+    return x > 0 ? c64{x, copysign((double)0, y)} : c64{(double)0, copysign(__longlong_as_double(0x7ff0000000000000LL), y)};
   }
-  if (b != b) return c64{b, b};
-  double scale = 1;
+  if (y != y) return c64{__longlong_as_double(0x7ff8000000000000LL), __longlong_as_double(0x7ff8000000000000LL)};
+  double a = x, b = y, scale = 1;
   if (fabs(a) >= 0x1p1021 || fabs(b) >= 0x1p1021) {
     a *= (double)0.25; b *= (double)0.25; scale = 2;
   } else if (fabs(a) < 0x1p-512 && fabs(b) < 0x1p-512) {
@@ -141,17 +142,49 @@ static __device__ c64 lf_sqrt_c64(c64 z) {
   return c64{fabs(b) / (2 * t) * scale, copysign(t * scale, b)};
 }
 static __device__ __forceinline__ c64 lf_rsqrt_c64(c64 z) { return lf_recip_c64(lf_sqrt_c64(z)); }
-static __device__ __forceinline__ c64 lf_exp_c64(c64 z) {
-  if (z.im == 0) return c64{exp(z.re), z.im};
-  if (isinf(z.re)) { /* C99 cexp special cases, as NumPy */
-    if (z.re < 0) return isfinite(z.im) ? c64{(double)0 * cos(z.im), (double)0 * sin(z.im)} : c64{(double)0, (double)0};
-    if (!isfinite(z.im)) return c64{z.re, __longlong_as_double(0x7ff8000000000000LL)};
-  }
-  const double e = exp(z.re);
-  return c64{e * cos(z.im), e * sin(z.im)};
+/* exp(x) * c * s for finite x and a power of two s, overflowing only when the result does:
+   past 709.0 as (exp(x - K ln 2) (c 2^P)) (2^(K-P) s). */
+static __device__ __forceinline__ double lf_expmul_c64(double x, double c, double s) {
+  if (x < 709.0) return exp(x) * s * c;
+  const double r = (x - (1023.0 * 6.93147180369123816490e-01)) - (1023.0 * 1.90821492927058770002e-10);
+  return (exp(r) * (c * 0x1p64)) * (0x1p959 * s);
 }
+/* C99 cexp. */
+static __device__ c64 lf_exp_c64(c64 z) {
+  const double x = z.re, y = z.im;
+  if (y == 0) return c64{exp(x), y};
+  if (x != x) return c64{__longlong_as_double(0x7ff8000000000000LL), __longlong_as_double(0x7ff8000000000000LL)};
+  if (isinf(x)) {
+    if (!isfinite(y)) return x < 0 ? c64{(double)0, copysign((double)0, y)} : c64{x, __longlong_as_double(0x7ff8000000000000LL)};
+    const double e = x < 0 ? (double)0 : x;
+    return c64{e * cos(y), e * sin(y)};
+  }
+  if (!isfinite(y)) return c64{__longlong_as_double(0x7ff8000000000000LL), __longlong_as_double(0x7ff8000000000000LL)};
+  return c64{lf_expmul_c64(x, cos(y), (double)1), lf_expmul_c64(x, sin(y), (double)1)};
+}
+/* log(hypot(x, y)) without overflow or underflow, accurate near |z| = 1 (x^2 + y^2 - 1 from
+   exact products); an infinite part gives inf, else a NaN gives NaN. */
+static __device__ double lf_logabs_c64(double x, double y) {
+  const double ax = fabs(x), ay = fabs(y);
+  if (ax == __longlong_as_double(0x7ff0000000000000LL) || ay == __longlong_as_double(0x7ff0000000000000LL)) return __longlong_as_double(0x7ff0000000000000LL);
+  if (ax != ax || ay != ay) return __longlong_as_double(0x7ff8000000000000LL);
+  const double hi = ax >= ay ? ax : ay, lo = ax >= ay ? ay : ax;
+  if (hi > 0x1p1020) return log(hypot(hi * (double)0.5, lo * (double)0.5)) + 0.693147180559945309;
+  if (hi < 0x1p-1022) {
+    if (hi == 0) return -__longlong_as_double(0x7ff0000000000000LL);
+    return log(hypot(hi * 0x1p54, lo * 0x1p54)) - (54.0 * 0.693147180559945309);
+  }
+  const double h = hypot(hi, lo);
+  if (h >= (double)0.71 && h <= (double)1.73) {
+    const double p1 = __dmul_rn(hi, hi), e1 = fma(hi, hi, -p1);
+    const double p2 = __dmul_rn(lo, lo), e2 = fma(lo, lo, -p2);
+    return (double)0.5 * log1p(((p1 - (double)1) + p2) + (e1 + e2));
+  }
+  return log(h);
+}
+/* C99 clog: log|z| + i atan2(y, x). */
 static __device__ __forceinline__ c64 lf_log_c64(c64 z) {
-  return c64{log(hypot(z.re, z.im)), atan2(z.im, z.re)};
+  return c64{lf_logabs_c64(z.re, z.im), atan2(z.im, z.re)};
 }
 static __device__ __forceinline__ c64 lf_log2_c64(c64 z) {
   const c64 l = lf_log_c64(z);
@@ -161,37 +194,69 @@ static __device__ __forceinline__ c64 lf_log10_c64(c64 z) {
   const c64 l = lf_log_c64(z);
   return c64{l.re * (double)0.434294481903251827651, l.im * (double)0.434294481903251827651};
 }
-/* NumPy's complex expm1. */
+/* NumPy's complex expm1, scaled past exp's overflow threshold like cexp. */
 static __device__ __forceinline__ c64 lf_expm1_c64(c64 z) {
-  const double s = sin(z.im * (double)0.5);
-  return c64{expm1(z.re) * cos(z.im) - (double)2 * s * s, exp(z.re) * sin(z.im)};
+  const double x = z.re, y = z.im;
+  if (isfinite(x) && x >= 709.0) {
+    const double im = y == 0 ? y : lf_expmul_c64(x, sin(y), (double)1);
+    return c64{lf_expmul_c64(x, cos(y), (double)1), im};
+  }
+  const double s = sin(y * (double)0.5);
+  return c64{expm1(x) * cos(y) - (double)2 * s * s, exp(x) * sin(y)};
 }
-/* log1p(z): real part by log1p for small |z| (NumPy's log(hypot(1 + x, y)) loses digits there). */
+/* log1p(z): the modulus by log1p(x (2 + x) + y^2) / 2 near 0, else as clog of 1 + z. */
 static __device__ __forceinline__ c64 lf_log1p_c64(c64 z) {
-  const double x = z.re + (double)1;
-  const double re = (fabs(z.re) < (double)0.5 && fabs(z.im) < (double)0.5)
-      ? (double)0.5 * log1p(z.re * ((double)2 + z.re) + z.im * z.im)
-      : log(hypot(x, z.im));
-  return c64{re, atan2(z.im, x)};
+  const double x = z.re, y = z.im;
+  const double u = x + (double)1;
+  const double re = (fabs(x) < (double)0.5 && fabs(y) < (double)0.5)
+      ? (double)0.5 * log1p(x * ((double)2 + x) + y * y)
+      : lf_logabs_c64(u, y);
+  return c64{re, atan2(y, u)};
 }
-static __device__ __forceinline__ c64 lf_sinh_c64(c64 z) {
-  if (z.im == 0) return c64{sinh(z.re), z.im};
-  if (z.re == 0) return c64{z.re, sin(z.im)};
-  return c64{sinh(z.re) * cos(z.im), cosh(z.re) * sin(z.im)};
+/* C99 csinh. */
+static __device__ c64 lf_sinh_c64(c64 z) {
+  const double x = z.re, y = z.im;
+  if (isfinite(x) && isfinite(y)) {
+    if (y == 0) return c64{sinh(x), y};
+    if (fabs(x) < 22.0) return c64{sinh(x) * cos(y), cosh(x) * sin(y)};
+    const double sx = copysign((double)1, x);
+    return c64{sx * lf_expmul_c64(fabs(x), cos(y), (double)0.5), lf_expmul_c64(fabs(x), sin(y), (double)0.5)};
+  }
+  if (x == 0) return c64{x, __longlong_as_double(0x7ff8000000000000LL)};
+  if (y == 0) return c64{x, y};
+  if (isinf(x)) {
+    if (!isfinite(y)) return c64{__longlong_as_double(0x7ff0000000000000LL), __longlong_as_double(0x7ff8000000000000LL)};
+    return c64{x * cos(y), __longlong_as_double(0x7ff0000000000000LL) * sin(y)};
+  }
+  return c64{__longlong_as_double(0x7ff8000000000000LL), __longlong_as_double(0x7ff8000000000000LL)};
 }
-static __device__ __forceinline__ c64 lf_cosh_c64(c64 z) {
-  if (z.im == 0) return c64{cosh(z.re), z.im * copysign((double)1, z.re)};
-  if (z.re == 0) return c64{cos(z.im), z.re * sin(z.im)};
-  return c64{cosh(z.re) * cos(z.im), sinh(z.re) * sin(z.im)};
+/* C99 ccosh. */
+static __device__ c64 lf_cosh_c64(c64 z) {
+  const double x = z.re, y = z.im;
+  if (isfinite(x) && isfinite(y)) {
+    if (y == 0) return c64{cosh(x), x * y};
+    if (fabs(x) < 22.0) return c64{cosh(x) * cos(y), sinh(x) * sin(y)};
+    const double sx = copysign((double)1, x);
+    return c64{lf_expmul_c64(fabs(x), cos(y), (double)0.5), sx * lf_expmul_c64(fabs(x), sin(y), (double)0.5)};
+  }
+  if (x == 0) return c64{__longlong_as_double(0x7ff8000000000000LL), (double)0};
+  /* NaN + 0i keeps the zero as it is (the sign of a NaN means nothing) */
+  if (y == 0) return c64{x * x, x != x ? y : y * copysign((double)1, x)};
+  if (isinf(x)) {
+    if (!isfinite(y)) return c64{__longlong_as_double(0x7ff0000000000000LL), __longlong_as_double(0x7ff8000000000000LL)};
+    return c64{__longlong_as_double(0x7ff0000000000000LL) * cos(y), x * sin(y)};
+  }
+  return c64{__longlong_as_double(0x7ff8000000000000LL), __longlong_as_double(0x7ff8000000000000LL)};
 }
-/* Kahan's algorithm, as FreeBSD's ctanh. */
+/* C99 ctanh (Kahan's algorithm, as FreeBSD's). */
 static __device__ c64 lf_tanh_c64(c64 z) {
   const double x = z.re, y = z.im;
-  if (x != x) return c64{x, y == 0 ? y : x};
-  if (fabs(x) == __longlong_as_double(0x7ff0000000000000LL)) {
-    return c64{copysign((double)1, x), copysign((double)0, fabs(y) == __longlong_as_double(0x7ff0000000000000LL) ? y : sin(y) * cos(y))};
+  if (x != x) return c64{__longlong_as_double(0x7ff8000000000000LL), y == 0 ? y : __longlong_as_double(0x7ff8000000000000LL)};
+  if (isinf(x)) {
+    const double t = isfinite(y) ? sin(y) * cos(y) : y;
+    return c64{copysign((double)1, x), copysign((double)0, t)};
   }
-  if (!(fabs(y) < __longlong_as_double(0x7ff0000000000000LL))) return c64{x == 0 ? x : y - y, y - y};
+  if (!isfinite(y)) return c64{x == 0 ? x : __longlong_as_double(0x7ff8000000000000LL), __longlong_as_double(0x7ff8000000000000LL)};
   if (fabs(x) >= 22.0) {
     const double e = exp(-fabs(x));
     return c64{copysign((double)1, x), (double)4 * sin(y) * cos(y) * e * e};
@@ -203,9 +268,11 @@ static __device__ c64 lf_tanh_c64(c64 z) {
   const double denom = (double)1 + beta * s * s;
   return c64{(beta * rho * s) / denom, t / denom};
 }
-/* sin(z) = -i sinh(iz) */
+/* sin(z) = -i sinh(iz); an infinite imaginary part with a NaN real part is +inf (Annex G
+   leaves the sign open; NumPy, through glibc's csin, gives +inf). */
 static __device__ __forceinline__ c64 lf_sin_c64(c64 z) {
   const c64 s = lf_sinh_c64(c64{-z.im, z.re});
+  if (s.im != s.im && isinf(s.re)) return c64{__longlong_as_double(0x7ff8000000000000LL), __longlong_as_double(0x7ff0000000000000LL)};
   return c64{s.im, -s.re};
 }
 /* cos(z) = cosh(iz) */
@@ -215,31 +282,56 @@ static __device__ __forceinline__ c64 lf_tan_c64(c64 z) {
   const c64 t = lf_tanh_c64(c64{-z.im, z.re});
   return c64{t.im, -t.re};
 }
-/* Kahan's asin: correct signs on the branch cuts (real |x| > 1). */
+/* C99 casin: Kahan's formula (signed zeros pick the side of the branch cuts); past
+   0x1p28 in magnitude, and at infinity, -i log(2iz). */
 static __device__ c64 lf_asin_c64(c64 z) {
-  const c64 s1 = lf_sqrt_c64(c64{(double)1 - z.re, -z.im});
-  const c64 s2 = lf_sqrt_c64(c64{(double)1 + z.re, z.im});
-  return c64{atan2(z.re, s1.re * s2.re - s1.im * s2.im), asinh(s1.re * s2.im - s1.im * s2.re)};
+  const double x = z.re, y = z.im;
+  if (x != x) return c64{__longlong_as_double(0x7ff8000000000000LL), isinf(y) ? y : __longlong_as_double(0x7ff8000000000000LL)};
+  if (y != y) {
+    if (x == 0) return c64{x, __longlong_as_double(0x7ff8000000000000LL)};
+    return c64{__longlong_as_double(0x7ff8000000000000LL), isinf(x) ? __longlong_as_double(0x7ff0000000000000LL) : __longlong_as_double(0x7ff8000000000000LL)};
+  }
+  if (fabs(x) > 0x1p28 || fabs(y) > 0x1p28) {
+    return c64{atan2(x, fabs(y)), copysign(lf_logabs_c64(x, y) + 0.693147180559945309, y)};
+  }
+  const c64 s1 = lf_sqrt_c64(c64{(double)1 - x, -y});
+  const c64 s2 = lf_sqrt_c64(c64{(double)1 + x, y});
+  return c64{atan2(x, s1.re * s2.re - s1.im * s2.im), asinh(s1.re * s2.im - s1.im * s2.re)};
 }
-/* Kahan's acos: correct signs on the branch cuts (real |x| > 1). */
+/* C99 cacos: Kahan's formula; past 0x1p28 in magnitude, and at infinity,
+   pi/2 + i log(2iz). */
 static __device__ c64 lf_acos_c64(c64 z) {
-  const c64 s1 = lf_sqrt_c64(c64{(double)1 - z.re, -z.im});
-  const c64 s2 = lf_sqrt_c64(c64{(double)1 + z.re, z.im});
+  const double x = z.re, y = z.im;
+  if (x != x) return c64{__longlong_as_double(0x7ff8000000000000LL), isinf(y) ? -y : __longlong_as_double(0x7ff8000000000000LL)};
+  if (y != y) {
+    if (x == 0) return c64{1.57079632679489662, __longlong_as_double(0x7ff8000000000000LL)};
+    return c64{__longlong_as_double(0x7ff8000000000000LL), isinf(x) ? -__longlong_as_double(0x7ff0000000000000LL) : __longlong_as_double(0x7ff8000000000000LL)};
+  }
+  if (fabs(x) > 0x1p28 || fabs(y) > 0x1p28) {
+    return c64{atan2(fabs(y), x), -copysign(lf_logabs_c64(x, y) + 0.693147180559945309, y)};
+  }
+  const c64 s1 = lf_sqrt_c64(c64{(double)1 - x, -y});
+  const c64 s2 = lf_sqrt_c64(c64{(double)1 + x, y});
   return c64{(double)2 * atan2(s1.re, s2.re), asinh(s2.re * s1.im - s2.im * s1.re)};
 }
-/* atan(z) = atan2(2x, 1 - |z|^2) / 2 + i log(|z + i|^2 / |z - i|^2) / 4, the log by log1p
-   near the real axis; -1/z asymptotics beyond 0x1p500. */
+/* C99 catan: atan2(2x, 1 - |z|^2) / 2 + i log1p(4|y| / (x^2 + (1 - |y|)^2)) / 4, with
+   1 - |z|^2 factored around the larger part; +-pi/2 + i y / |z|^2 past 0x1p500. */
 static __device__ c64 lf_atan_c64(c64 z) {
   const double x = z.re, y = z.im;
-  if (fabs(x) > 0x1p500 || fabs(y) > 0x1p500) {
-    const double h = hypot(x, y);
-    return c64{copysign((double)1.5707963267948966, x), h == __longlong_as_double(0x7ff0000000000000LL) ? copysign((double)0, y) : (y / h) / h};
+  if (x != x) return (isinf(y) || y == 0) ? c64{__longlong_as_double(0x7ff8000000000000LL), copysign((double)0, y)} : c64{__longlong_as_double(0x7ff8000000000000LL), __longlong_as_double(0x7ff8000000000000LL)};
+  if (y != y) return isinf(x) ? c64{copysign(1.57079632679489662, x), (double)0} : c64{__longlong_as_double(0x7ff8000000000000LL), __longlong_as_double(0x7ff8000000000000LL)};
+  if (isinf(x) || isinf(y)) return c64{copysign(1.57079632679489662, x), copysign((double)0, y)};
+  const double ax = fabs(x), ay = fabs(y);
+  if (ax > 0x1p500 || ay > 0x1p500) {
+    const double h = hypot(x * (double)0.5, y * (double)0.5);
+    return c64{copysign(1.57079632679489662, x), (y * (double)0.5) / h / h * (double)0.5};
   }
-  const double re = (double)0.5 * atan2((double)2 * x, (double)1 - x * x - y * y);
-  const double den = x * x + ((double)1 - y) * ((double)1 - y);
-  const double im = fabs(y) < (double)0.5 ? log1p((double)4 * y / den)
-                                     : log((x * x + ((double)1 + y) * ((double)1 + y)) / den);
-  return c64{re, (double)0.25 * im};
+  const double d = ay >= ax ? ((double)1 - ay) * ((double)1 + ay) - x * x : ((double)1 - ax) * ((double)1 + ax) - y * y;
+  const double re = (double)0.5 * atan2((double)2 * x, d);
+  const double im = (ay == 1 && ax < (double)1 / 0x1p500)
+      ? (double)0.5 * (0.693147180559945309 - log(ax))
+      : (double)0.25 * log1p((double)4 * ay / (x * x + ((double)1 - ay) * ((double)1 - ay)));
+  return c64{re, copysign(im, y)};
 }
 /* NumPy 2's complex sign: z / |z|, 0 at 0. */
 static __device__ __forceinline__ c64 lf_sign_c64(c64 z) {

@@ -110,18 +110,19 @@ static __device__ __forceinline__ c32 lf_recip_c32(c32 z) {
   const float r = z.re / z.im, d = __fmul_rn(z.re, r) + z.im;
   return c32{r / d, (float)-1 / d};
 }
-/* Principal square root (C99 csqrt special values), scaled against overflow and underflow. */
+/* C99 csqrt: the special cases of infinite and NaN parts first, then the principal square
+   root, scaled against overflow and underflow. */
 static __device__ c32 lf_sqrt_c32(c32 z) {
-  float a = z.re, b = z.im;
-  if (a == 0 && b == 0) return c32{(float)0, b};
-  if (fabsf(b) == __int_as_float(0x7f800000)) return c32{__int_as_float(0x7f800000), b};
-  if (a != a) return c32{a, a};
-  if (fabsf(a) == __int_as_float(0x7f800000)) {
-    if (b != b) return a > 0 ? c32{a, b} : c32{b, __int_as_float(0x7f800000)};
-    return a > 0 ? c32{a, copysignf((float)0, b)} : c32{(float)0, copysignf(__int_as_float(0x7f800000), b)};
+  const float x = z.re, y = z.im;
+  if (x == 0 && y == 0) return c32{(float)0, y};
+  if (isinf(y)) return c32{__int_as_float(0x7f800000), y};
+  if (x != x) return c32{__int_as_float(0x7fc00000), __int_as_float(0x7fc00000)};
+  if (isinf(x)) {
+    if (y != y) return x > 0 ? c32{x, __int_as_float(0x7fc00000)} : c32{__int_as_float(0x7fc00000), __int_as_float(0x7f800000)};
+    return x > 0 ? c32{x, copysignf((float)0, y)} : c32{(float)0, copysignf(__int_as_float(0x7f800000), y)};
   }
-  if (b != b) return c32{b, b};
-  float scale = 1;
+  if (y != y) return c32{__int_as_float(0x7fc00000), __int_as_float(0x7fc00000)};
+  float a = x, b = y, scale = 1;
   if (fabsf(a) >= 0x1p125f || fabsf(b) >= 0x1p125f) {
     a *= (float)0.25; b *= (float)0.25; scale = 2;
   } else if (fabsf(a) < 0x1p-64f && fabsf(b) < 0x1p-64f) {
@@ -132,17 +133,49 @@ static __device__ c32 lf_sqrt_c32(c32 z) {
   return c32{fabsf(b) / (2 * t) * scale, copysignf(t * scale, b)};
 }
 static __device__ __forceinline__ c32 lf_rsqrt_c32(c32 z) { return lf_recip_c32(lf_sqrt_c32(z)); }
-static __device__ __forceinline__ c32 lf_exp_c32(c32 z) {
-  if (z.im == 0) return c32{expf(z.re), z.im};
-  if (isinf(z.re)) { /* C99 cexp special cases, as NumPy */
-    if (z.re < 0) return isfinite(z.im) ? c32{(float)0 * cosf(z.im), (float)0 * sinf(z.im)} : c32{(float)0, (float)0};
-    if (!isfinite(z.im)) return c32{z.re, __int_as_float(0x7fc00000)};
-  }
-  const float e = expf(z.re);
-  return c32{e * cosf(z.im), e * sinf(z.im)};
+/* exp(x) * c * s for finite x and a power of two s, overflowing only when the result does:
+   past 88.0f as (exp(x - K ln 2) (c 2^P)) (2^(K-P) s). */
+static __device__ __forceinline__ float lf_expmul_c32(float x, float c, float s) {
+  if (x < 88.0f) return expf(x) * s * c;
+  const float r = (x - (127.0f * 6.9314575e-1f)) - (127.0f * 1.4286068e-6f);
+  return (expf(r) * (c * 0x1p32f)) * (0x1p95f * s);
 }
+/* C99 cexp. */
+static __device__ c32 lf_exp_c32(c32 z) {
+  const float x = z.re, y = z.im;
+  if (y == 0) return c32{expf(x), y};
+  if (x != x) return c32{__int_as_float(0x7fc00000), __int_as_float(0x7fc00000)};
+  if (isinf(x)) {
+    if (!isfinite(y)) return x < 0 ? c32{(float)0, copysignf((float)0, y)} : c32{x, __int_as_float(0x7fc00000)};
+    const float e = x < 0 ? (float)0 : x;
+    return c32{e * cosf(y), e * sinf(y)};
+  }
+  if (!isfinite(y)) return c32{__int_as_float(0x7fc00000), __int_as_float(0x7fc00000)};
+  return c32{lf_expmul_c32(x, cosf(y), (float)1), lf_expmul_c32(x, sinf(y), (float)1)};
+}
+/* log(hypot(x, y)) without overflow or underflow, accurate near |z| = 1 (x^2 + y^2 - 1 from
+   exact products); an infinite part gives inf, else a NaN gives NaN. */
+static __device__ float lf_logabs_c32(float x, float y) {
+  const float ax = fabsf(x), ay = fabsf(y);
+  if (ax == __int_as_float(0x7f800000) || ay == __int_as_float(0x7f800000)) return __int_as_float(0x7f800000);
+  if (ax != ax || ay != ay) return __int_as_float(0x7fc00000);
+  const float hi = ax >= ay ? ax : ay, lo = ax >= ay ? ay : ax;
+  if (hi > 0x1p124f) return logf(hypotf(hi * (float)0.5, lo * (float)0.5)) + 0.693147180559945309f;
+  if (hi < 0x1p-126f) {
+    if (hi == 0) return -__int_as_float(0x7f800000);
+    return logf(hypotf(hi * 0x1p24f, lo * 0x1p24f)) - (24.0f * 0.693147180559945309f);
+  }
+  const float h = hypotf(hi, lo);
+  if (h >= (float)0.71 && h <= (float)1.73) {
+    const float p1 = __fmul_rn(hi, hi), e1 = fmaf(hi, hi, -p1);
+    const float p2 = __fmul_rn(lo, lo), e2 = fmaf(lo, lo, -p2);
+    return (float)0.5 * log1pf(((p1 - (float)1) + p2) + (e1 + e2));
+  }
+  return logf(h);
+}
+/* C99 clog: log|z| + i atan2(y, x). */
 static __device__ __forceinline__ c32 lf_log_c32(c32 z) {
-  return c32{logf(hypotf(z.re, z.im)), atan2f(z.im, z.re)};
+  return c32{lf_logabs_c32(z.re, z.im), atan2f(z.im, z.re)};
 }
 static __device__ __forceinline__ c32 lf_log2_c32(c32 z) {
   const c32 l = lf_log_c32(z);
@@ -152,37 +185,69 @@ static __device__ __forceinline__ c32 lf_log10_c32(c32 z) {
   const c32 l = lf_log_c32(z);
   return c32{l.re * (float)0.434294481903251827651, l.im * (float)0.434294481903251827651};
 }
-/* NumPy's complex expm1. */
+/* NumPy's complex expm1, scaled past exp's overflow threshold like cexp. */
 static __device__ __forceinline__ c32 lf_expm1_c32(c32 z) {
-  const float s = sinf(z.im * (float)0.5);
-  return c32{expm1f(z.re) * cosf(z.im) - (float)2 * s * s, expf(z.re) * sinf(z.im)};
+  const float x = z.re, y = z.im;
+  if (isfinite(x) && x >= 88.0f) {
+    const float im = y == 0 ? y : lf_expmul_c32(x, sinf(y), (float)1);
+    return c32{lf_expmul_c32(x, cosf(y), (float)1), im};
+  }
+  const float s = sinf(y * (float)0.5);
+  return c32{expm1f(x) * cosf(y) - (float)2 * s * s, expf(x) * sinf(y)};
 }
-/* log1p(z): real part by log1p for small |z| (NumPy's log(hypot(1 + x, y)) loses digits there). */
+/* log1p(z): the modulus by log1p(x (2 + x) + y^2) / 2 near 0, else as clog of 1 + z. */
 static __device__ __forceinline__ c32 lf_log1p_c32(c32 z) {
-  const float x = z.re + (float)1;
-  const float re = (fabsf(z.re) < (float)0.5 && fabsf(z.im) < (float)0.5)
-      ? (float)0.5 * log1pf(z.re * ((float)2 + z.re) + z.im * z.im)
-      : logf(hypotf(x, z.im));
-  return c32{re, atan2f(z.im, x)};
+  const float x = z.re, y = z.im;
+  const float u = x + (float)1;
+  const float re = (fabsf(x) < (float)0.5 && fabsf(y) < (float)0.5)
+      ? (float)0.5 * log1pf(x * ((float)2 + x) + y * y)
+      : lf_logabs_c32(u, y);
+  return c32{re, atan2f(y, u)};
 }
-static __device__ __forceinline__ c32 lf_sinh_c32(c32 z) {
-  if (z.im == 0) return c32{sinhf(z.re), z.im};
-  if (z.re == 0) return c32{z.re, sinf(z.im)};
-  return c32{sinhf(z.re) * cosf(z.im), coshf(z.re) * sinf(z.im)};
+/* C99 csinh. */
+static __device__ c32 lf_sinh_c32(c32 z) {
+  const float x = z.re, y = z.im;
+  if (isfinite(x) && isfinite(y)) {
+    if (y == 0) return c32{sinhf(x), y};
+    if (fabsf(x) < 9.0f) return c32{sinhf(x) * cosf(y), coshf(x) * sinf(y)};
+    const float sx = copysignf((float)1, x);
+    return c32{sx * lf_expmul_c32(fabsf(x), cosf(y), (float)0.5), lf_expmul_c32(fabsf(x), sinf(y), (float)0.5)};
+  }
+  if (x == 0) return c32{x, __int_as_float(0x7fc00000)};
+  if (y == 0) return c32{x, y};
+  if (isinf(x)) {
+    if (!isfinite(y)) return c32{__int_as_float(0x7f800000), __int_as_float(0x7fc00000)};
+    return c32{x * cosf(y), __int_as_float(0x7f800000) * sinf(y)};
+  }
+  return c32{__int_as_float(0x7fc00000), __int_as_float(0x7fc00000)};
 }
-static __device__ __forceinline__ c32 lf_cosh_c32(c32 z) {
-  if (z.im == 0) return c32{coshf(z.re), z.im * copysignf((float)1, z.re)};
-  if (z.re == 0) return c32{cosf(z.im), z.re * sinf(z.im)};
-  return c32{coshf(z.re) * cosf(z.im), sinhf(z.re) * sinf(z.im)};
+/* C99 ccosh. */
+static __device__ c32 lf_cosh_c32(c32 z) {
+  const float x = z.re, y = z.im;
+  if (isfinite(x) && isfinite(y)) {
+    if (y == 0) return c32{coshf(x), x * y};
+    if (fabsf(x) < 9.0f) return c32{coshf(x) * cosf(y), sinhf(x) * sinf(y)};
+    const float sx = copysignf((float)1, x);
+    return c32{lf_expmul_c32(fabsf(x), cosf(y), (float)0.5), sx * lf_expmul_c32(fabsf(x), sinf(y), (float)0.5)};
+  }
+  if (x == 0) return c32{__int_as_float(0x7fc00000), (float)0};
+  /* NaN + 0i keeps the zero as it is (the sign of a NaN means nothing) */
+  if (y == 0) return c32{x * x, x != x ? y : y * copysignf((float)1, x)};
+  if (isinf(x)) {
+    if (!isfinite(y)) return c32{__int_as_float(0x7f800000), __int_as_float(0x7fc00000)};
+    return c32{__int_as_float(0x7f800000) * cosf(y), x * sinf(y)};
+  }
+  return c32{__int_as_float(0x7fc00000), __int_as_float(0x7fc00000)};
 }
-/* Kahan's algorithm, as FreeBSD's ctanh. */
+/* C99 ctanh (Kahan's algorithm, as FreeBSD's). */
 static __device__ c32 lf_tanh_c32(c32 z) {
   const float x = z.re, y = z.im;
-  if (x != x) return c32{x, y == 0 ? y : x};
-  if (fabsf(x) == __int_as_float(0x7f800000)) {
-    return c32{copysignf((float)1, x), copysignf((float)0, fabsf(y) == __int_as_float(0x7f800000) ? y : sinf(y) * cosf(y))};
+  if (x != x) return c32{__int_as_float(0x7fc00000), y == 0 ? y : __int_as_float(0x7fc00000)};
+  if (isinf(x)) {
+    const float t = isfinite(y) ? sinf(y) * cosf(y) : y;
+    return c32{copysignf((float)1, x), copysignf((float)0, t)};
   }
-  if (!(fabsf(y) < __int_as_float(0x7f800000))) return c32{x == 0 ? x : y - y, y - y};
+  if (!isfinite(y)) return c32{x == 0 ? x : __int_as_float(0x7fc00000), __int_as_float(0x7fc00000)};
   if (fabsf(x) >= 9.0f) {
     const float e = expf(-fabsf(x));
     return c32{copysignf((float)1, x), (float)4 * sinf(y) * cosf(y) * e * e};
@@ -194,9 +259,11 @@ static __device__ c32 lf_tanh_c32(c32 z) {
   const float denom = (float)1 + beta * s * s;
   return c32{(beta * rho * s) / denom, t / denom};
 }
-/* sin(z) = -i sinh(iz) */
+/* sin(z) = -i sinh(iz); an infinite imaginary part with a NaN real part is +inf (Annex G
+   leaves the sign open; NumPy, through glibc's csin, gives +inf). */
 static __device__ __forceinline__ c32 lf_sin_c32(c32 z) {
   const c32 s = lf_sinh_c32(c32{-z.im, z.re});
+  if (s.im != s.im && isinf(s.re)) return c32{__int_as_float(0x7fc00000), __int_as_float(0x7f800000)};
   return c32{s.im, -s.re};
 }
 /* cos(z) = cosh(iz) */
@@ -206,31 +273,56 @@ static __device__ __forceinline__ c32 lf_tan_c32(c32 z) {
   const c32 t = lf_tanh_c32(c32{-z.im, z.re});
   return c32{t.im, -t.re};
 }
-/* Kahan's asin: correct signs on the branch cuts (real |x| > 1). */
+/* C99 casin: Kahan's formula (signed zeros pick the side of the branch cuts); past
+   0x1p12f in magnitude, and at infinity, -i log(2iz). */
 static __device__ c32 lf_asin_c32(c32 z) {
-  const c32 s1 = lf_sqrt_c32(c32{(float)1 - z.re, -z.im});
-  const c32 s2 = lf_sqrt_c32(c32{(float)1 + z.re, z.im});
-  return c32{atan2f(z.re, s1.re * s2.re - s1.im * s2.im), asinhf(s1.re * s2.im - s1.im * s2.re)};
+  const float x = z.re, y = z.im;
+  if (x != x) return c32{__int_as_float(0x7fc00000), isinf(y) ? y : __int_as_float(0x7fc00000)};
+  if (y != y) {
+    if (x == 0) return c32{x, __int_as_float(0x7fc00000)};
+    return c32{__int_as_float(0x7fc00000), isinf(x) ? __int_as_float(0x7f800000) : __int_as_float(0x7fc00000)};
+  }
+  if (fabsf(x) > 0x1p12f || fabsf(y) > 0x1p12f) {
+    return c32{atan2f(x, fabsf(y)), copysignf(lf_logabs_c32(x, y) + 0.693147180559945309f, y)};
+  }
+  const c32 s1 = lf_sqrt_c32(c32{(float)1 - x, -y});
+  const c32 s2 = lf_sqrt_c32(c32{(float)1 + x, y});
+  return c32{atan2f(x, s1.re * s2.re - s1.im * s2.im), asinhf(s1.re * s2.im - s1.im * s2.re)};
 }
-/* Kahan's acos: correct signs on the branch cuts (real |x| > 1). */
+/* C99 cacos: Kahan's formula; past 0x1p12f in magnitude, and at infinity,
+   pi/2 + i log(2iz). */
 static __device__ c32 lf_acos_c32(c32 z) {
-  const c32 s1 = lf_sqrt_c32(c32{(float)1 - z.re, -z.im});
-  const c32 s2 = lf_sqrt_c32(c32{(float)1 + z.re, z.im});
+  const float x = z.re, y = z.im;
+  if (x != x) return c32{__int_as_float(0x7fc00000), isinf(y) ? -y : __int_as_float(0x7fc00000)};
+  if (y != y) {
+    if (x == 0) return c32{1.57079632679489662f, __int_as_float(0x7fc00000)};
+    return c32{__int_as_float(0x7fc00000), isinf(x) ? -__int_as_float(0x7f800000) : __int_as_float(0x7fc00000)};
+  }
+  if (fabsf(x) > 0x1p12f || fabsf(y) > 0x1p12f) {
+    return c32{atan2f(fabsf(y), x), -copysignf(lf_logabs_c32(x, y) + 0.693147180559945309f, y)};
+  }
+  const c32 s1 = lf_sqrt_c32(c32{(float)1 - x, -y});
+  const c32 s2 = lf_sqrt_c32(c32{(float)1 + x, y});
   return c32{(float)2 * atan2f(s1.re, s2.re), asinhf(s2.re * s1.im - s2.im * s1.re)};
 }
-/* atan(z) = atan2(2x, 1 - |z|^2) / 2 + i log(|z + i|^2 / |z - i|^2) / 4, the log by log1p
-   near the real axis; -1/z asymptotics beyond 0x1p60f. */
+/* C99 catan: atan2(2x, 1 - |z|^2) / 2 + i log1p(4|y| / (x^2 + (1 - |y|)^2)) / 4, with
+   1 - |z|^2 factored around the larger part; +-pi/2 + i y / |z|^2 past 0x1p60f. */
 static __device__ c32 lf_atan_c32(c32 z) {
   const float x = z.re, y = z.im;
-  if (fabsf(x) > 0x1p60f || fabsf(y) > 0x1p60f) {
-    const float h = hypotf(x, y);
-    return c32{copysignf((float)1.5707963267948966, x), h == __int_as_float(0x7f800000) ? copysignf((float)0, y) : (y / h) / h};
+  if (x != x) return (isinf(y) || y == 0) ? c32{__int_as_float(0x7fc00000), copysignf((float)0, y)} : c32{__int_as_float(0x7fc00000), __int_as_float(0x7fc00000)};
+  if (y != y) return isinf(x) ? c32{copysignf(1.57079632679489662f, x), (float)0} : c32{__int_as_float(0x7fc00000), __int_as_float(0x7fc00000)};
+  if (isinf(x) || isinf(y)) return c32{copysignf(1.57079632679489662f, x), copysignf((float)0, y)};
+  const float ax = fabsf(x), ay = fabsf(y);
+  if (ax > 0x1p60f || ay > 0x1p60f) {
+    const float h = hypotf(x * (float)0.5, y * (float)0.5);
+    return c32{copysignf(1.57079632679489662f, x), (y * (float)0.5) / h / h * (float)0.5};
   }
-  const float re = (float)0.5 * atan2f((float)2 * x, (float)1 - x * x - y * y);
-  const float den = x * x + ((float)1 - y) * ((float)1 - y);
-  const float im = fabsf(y) < (float)0.5 ? log1pf((float)4 * y / den)
-                                     : logf((x * x + ((float)1 + y) * ((float)1 + y)) / den);
-  return c32{re, (float)0.25 * im};
+  const float d = ay >= ax ? ((float)1 - ay) * ((float)1 + ay) - x * x : ((float)1 - ax) * ((float)1 + ax) - y * y;
+  const float re = (float)0.5 * atan2f((float)2 * x, d);
+  const float im = (ay == 1 && ax < (float)1 / 0x1p60f)
+      ? (float)0.5 * (0.693147180559945309f - logf(ax))
+      : (float)0.25 * log1pf((float)4 * ay / (x * x + ((float)1 - ay) * ((float)1 - ay)));
+  return c32{re, copysignf(im, y)};
 }
 /* NumPy 2's complex sign: z / |z|, 0 at 0. */
 static __device__ __forceinline__ c32 lf_sign_c32(c32 z) {

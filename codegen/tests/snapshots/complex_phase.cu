@@ -17,14 +17,25 @@ struct __align__(8) c32 { float re, im; };
 static __device__ __forceinline__ c32 lf_mul_c32(c32 a, c32 b) {
   return c32{__fmul_rn(a.re, b.re) - __fmul_rn(a.im, b.im), __fmul_rn(a.re, b.im) + __fmul_rn(a.im, b.re)};
 }
-static __device__ __forceinline__ c32 lf_exp_c32(c32 z) {
-  if (z.im == 0) return c32{expf(z.re), z.im};
-  if (isinf(z.re)) { /* C99 cexp special cases, as NumPy */
-    if (z.re < 0) return isfinite(z.im) ? c32{(float)0 * cosf(z.im), (float)0 * sinf(z.im)} : c32{(float)0, (float)0};
-    if (!isfinite(z.im)) return c32{z.re, __int_as_float(0x7fc00000)};
+/* exp(x) * c * s for finite x and a power of two s, overflowing only when the result does:
+   past 88.0f as (exp(x - K ln 2) (c 2^P)) (2^(K-P) s). */
+static __device__ __forceinline__ float lf_expmul_c32(float x, float c, float s) {
+  if (x < 88.0f) return expf(x) * s * c;
+  const float r = (x - (127.0f * 6.9314575e-1f)) - (127.0f * 1.4286068e-6f);
+  return (expf(r) * (c * 0x1p32f)) * (0x1p95f * s);
+}
+/* C99 cexp. */
+static __device__ c32 lf_exp_c32(c32 z) {
+  const float x = z.re, y = z.im;
+  if (y == 0) return c32{expf(x), y};
+  if (x != x) return c32{__int_as_float(0x7fc00000), __int_as_float(0x7fc00000)};
+  if (isinf(x)) {
+    if (!isfinite(y)) return x < 0 ? c32{(float)0, copysignf((float)0, y)} : c32{x, __int_as_float(0x7fc00000)};
+    const float e = x < 0 ? (float)0 : x;
+    return c32{e * cosf(y), e * sinf(y)};
   }
-  const float e = expf(z.re);
-  return c32{e * cosf(z.im), e * sinf(z.im)};
+  if (!isfinite(y)) return c32{__int_as_float(0x7fc00000), __int_as_float(0x7fc00000)};
+  return c32{lf_expmul_c32(x, cosf(y), (float)1), lf_expmul_c32(x, sinf(y), (float)1)};
 }
 struct lf_args {
   const float* __restrict__ in0; /* offset 0 */

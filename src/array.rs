@@ -69,7 +69,11 @@ impl Array {
         }
         let _scope = crate::profile::scope(false);
         let buf = runtime::upload(dev, T::into_host(data))?;
-        Ok(Array::from_node(Node::leaf(buf, shape.into(), dev.clone())))
+        Ok(Array::from_node(Node::leaf(
+            buf,
+            Shape::from_slice(shape),
+            dev.clone(),
+        )))
     }
 
     /// An array copied from `data` (C order) with `shape`, on the default device.
@@ -192,7 +196,7 @@ impl Array {
         Array::from_node(Node::new(
             Op::ToDevice,
             self.dtype(),
-            self.node.shape.clone(),
+            Shape::from_slice(&self.node.shape),
             dev.clone(),
             smallvec::smallvec![self.node.clone()],
         ))

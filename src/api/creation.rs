@@ -178,7 +178,13 @@ pub mod random {
             panic!("random: dtype must be F32 or F64, got {dtype}");
         }
         crate::shape::size_or_panic("random", shape);
-        make(Op::Random(kind, seed), dtype, shape.into(), dev, &[])
+        make(
+            Op::Random(kind, seed),
+            dtype,
+            Shape::from_slice(shape),
+            dev,
+            &[],
+        )
     }
 
     /// Uniform numbers in `[0, 1)` (Philox4x32-10 keyed by `seed`, counter = element index).

@@ -302,7 +302,7 @@ impl Array {
         make(
             Op::Unary(op),
             out,
-            self.node.shape.clone(),
+            Shape::from_slice(&self.node.shape),
             &self.node.device,
             &[self],
         )
@@ -322,7 +322,7 @@ impl Array {
     /// The constant `s` (of its own dtype) at every index of `shape`: one node, where a
     /// 0-d constant and a broadcast view would be two.
     pub(crate) fn const_at(s: Scalar, shape: &[usize], dev: &Device) -> Array {
-        make(Op::Const(s), s.dtype(), shape.into(), dev, &[])
+        make(Op::Const(s), s.dtype(), Shape::from_slice(shape), dev, &[])
     }
 
     /// Conversion to `dtype` with NumPy `astype` rules (a no-op when equal).
@@ -335,7 +335,7 @@ impl Array {
             return make(
                 Op::Const(c),
                 dtype,
-                self.node.shape.clone(),
+                Shape::from_slice(&self.node.shape),
                 &self.node.device,
                 &[],
             );
@@ -343,7 +343,7 @@ impl Array {
         make(
             Op::Cast,
             dtype,
-            self.node.shape.clone(),
+            Shape::from_slice(&self.node.shape),
             &self.node.device,
             &[self],
         )

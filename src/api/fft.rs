@@ -94,7 +94,13 @@ fn c2c(op: &str, a: &Array, axes: &[isize], inverse: bool, norm: Norm) -> Array 
         inverse,
         kind: FftKind::C2C,
     };
-    transform(x, spec, dt, a.node.shape.clone(), norm.scale(n, inverse))
+    transform(
+        x,
+        spec,
+        dt,
+        Shape::from_slice(&a.node.shape),
+        norm.scale(n, inverse),
+    )
 }
 
 /// FFT along `axis`.
@@ -154,7 +160,7 @@ fn r2c(op: &str, a: &Array, axes: &[isize], norm: Norm) -> Array {
     };
     let x = a.real().astype(rt);
     let last = *axes.last().expect("axes checked non-empty");
-    let mut shape = a.node.shape.clone();
+    let mut shape = Shape::from_slice(&a.node.shape);
     shape[last] = shape[last] / 2 + 1;
     let spec = FftSpec {
         axes,
@@ -179,7 +185,7 @@ fn c2r(op: &str, a: &Array, n: Option<usize>, axes: &[isize], norm: Norm) -> Arr
         DType::F32 | DType::C64 => DType::C64,
         _ => DType::C128,
     };
-    let mut shape = a.node.shape.clone();
+    let mut shape = Shape::from_slice(&a.node.shape);
     shape[last] = m;
     let total: usize = axes.iter().map(|&k| shape[k]).product();
     let x = a.astype(ct);

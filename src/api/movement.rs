@@ -129,7 +129,7 @@ impl Array {
             return make(
                 Op::Const(s),
                 self.dtype(),
-                shape.into(),
+                Shape::from_slice(shape),
                 &self.node.device,
                 &[],
             );
@@ -137,7 +137,7 @@ impl Array {
         make(
             Op::Broadcast,
             self.dtype(),
-            shape.into(),
+            Shape::from_slice(shape),
             &self.node.device,
             &[self],
         )
@@ -152,7 +152,7 @@ impl Array {
                 self.ndim()
             )
         };
-        let mut s: Shape = self.node.shape.clone();
+        let mut s: Shape = Shape::from_slice(&self.node.shape);
         s.insert(a, 1);
         self.reshape_to(s)
     }
@@ -167,7 +167,7 @@ impl Array {
                 self.shape()
             );
         }
-        let mut s: Shape = self.node.shape.clone();
+        let mut s: Shape = Shape::from_slice(&self.node.shape);
         s.remove(a);
         self.reshape_to(s)
     }
@@ -265,7 +265,7 @@ impl Array {
         make(
             Op::Slice(sl),
             self.dtype(),
-            self.node.shape.clone(),
+            Shape::from_slice(&self.node.shape),
             &self.node.device,
             &[self],
         )
@@ -318,7 +318,7 @@ impl Array {
         make(
             Op::Roll { axis: a, shift: s },
             self.dtype(),
-            self.node.shape.clone(),
+            Shape::from_slice(&self.node.shape),
             &self.node.device,
             &[self],
         )
@@ -342,7 +342,7 @@ pub fn concatenate(arrays: &[&Array], axis: isize) -> Array {
         .map(|x| x.dtype())
         .reduce(promote::result_type)
         .unwrap_or(first.dtype());
-    let mut shape: Shape = first.node.shape.clone();
+    let mut shape: Shape = Shape::from_slice(&first.node.shape);
     shape[a] = 0;
     for x in arrays {
         let ok = x.ndim() == nd && (0..nd).all(|k| k == a || x.shape()[k] == first.shape()[k]);
@@ -382,7 +382,7 @@ fn concat_node(parts: &[Array], axis: usize, dtype: DType, dev: &Device) -> Arra
     if parts.len() == 1 {
         return parts[0].clone();
     }
-    let mut shape: Shape = parts[0].node.shape.clone();
+    let mut shape: Shape = Shape::from_slice(&parts[0].node.shape);
     shape[axis] = parts.iter().map(|x| x.shape()[axis]).sum();
     let refs: Vec<&Array> = parts.iter().collect();
     make(Op::Concat(axis), dtype, shape, dev, &refs)

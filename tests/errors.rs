@@ -304,11 +304,6 @@ fn panics_point_at_the_caller() {
             case!("any axis", ["any"], x.any_axes(&[9], false)),
             case!("fft axis", ["fft", "axis 2"], fft::fft(x, 2)),
             case!("ifft axis", ["ifft"], fft::ifft(x, -3)),
-            case!(
-                "rfftn repeated",
-                ["rfftn", "repeated"],
-                fft::rfftn(x, &[0, -2])
-            ),
             case!("rfft axis", ["rfft"], fft::rfft(x, 5)),
             case!("irfftn axis", ["irfftn"], fft::irfftn(x, None, &[4])),
             case!("fft2 of 1-d", ["fft2"], fft::fft2(y)),

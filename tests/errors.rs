@@ -497,6 +497,47 @@ fn huge_buffers_are_errors_at_eval() {
     });
 }
 
+/// FFTs and matrix products whose results (or working buffers) cannot be allocated are
+/// out-of-memory errors, not process aborts: small inputs, outputs of several TiB.
+#[test]
+fn huge_fft_and_matmul_results_are_out_of_memory_errors() {
+    common::for_each_device(|_| {
+        let oom = |r: lf::Result<()>, what: &str| {
+            let e = r.expect_err(what);
+            assert!(
+                matches!(e, lf::Error::OutOfMemory { .. })
+                    && e.to_string().contains("out of memory"),
+                "{what}: {e}"
+            );
+        };
+        // irfft of two values to 2^40 points: 8 TiB of f64 (16 TiB of complex work)
+        let z =
+            Array::from_vec(vec![lf::c64::new(1.0, 0.0), lf::c64::new(0.5, 0.0)], &[2]).unwrap();
+        oom(
+            fft::irfft(&z, Some(1 << 40), 0).eval(),
+            "irfft to 2^40 points",
+        );
+        // the same along an axis named twice
+        oom(
+            fft::irfftn(&z, Some(1 << 40), &[0, 0]).eval(),
+            "irfftn to 2^40 points",
+        );
+        // the outer product of two 2^20-vectors: 2^40 f32, 4 TiB
+        let a = Array::ones(&[1 << 20, 1], DType::F32);
+        let b = Array::ones(&[1, 1 << 20], DType::F32);
+        oom(a.matmul(&b).eval(), "2^20 x 2^20 outer product");
+        oom(
+            a.astype(DType::C128).matmul(&b.astype(DType::C128)).eval(),
+            "complex outer product",
+        );
+        // the process and the device still work
+        let back = fft::irfft(&z, Some(2), 0).to_vec::<f64>().unwrap();
+        assert_eq!(back, [0.75, 0.25]);
+        let small = Array::ones(&[2, 1], DType::F32).matmul(&Array::ones(&[1, 3], DType::F32));
+        assert_eq!(small.to_vec::<f32>().unwrap(), [1.0; 6]);
+    });
+}
+
 // --- LAZYFUSE_DEVICE, in child processes ---
 
 /// Set in the child process that runs [`env_device_child`].

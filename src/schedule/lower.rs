@@ -866,7 +866,9 @@ pub(super) fn build(
     let mut mark = vec![usize::MAX; nodes.len()];
     // (key, shareable, targets): a group of a target that shares no kernel takes no others
     let mut groups: Vec<(GroupKey, bool, Vec<usize>)> = Vec::new();
-    // the one shareable group of each key
+    // the one shareable group of each key (a `Device` hashes by its kind and ordinal,
+    // which never change)
+    #[allow(clippy::mutable_key_type)]
     let mut shared: HashMap<GroupKey, usize, FxBuild> = HashMap::default();
     let reductions = nodes.iter().any(|n| matches!(n.op, Op::Reduce(..)));
     let reduce_root = |t: usize| match reductions {

@@ -722,7 +722,6 @@ fn arg_cuts(target: usize, nodes: &[Arc<Node>], dag: &Dag, mat: &[bool]) -> Vec<
             }
         }
     }
-    let map = || Map::with_capacity_and_hasher(order.len(), FxBuild::default());
     // readers of each leaf (constant, buffer, materialized node) within the cone
     let mut leaf_uses = Map::default();
     for &n in &order {
@@ -730,9 +729,10 @@ fn arg_cuts(target: usize, nodes: &[Arc<Node>], dag: &Dag, mat: &[bool]) -> Vec<
             *leaf_uses.entry(i).or_default() += 1;
         }
     }
-    let mut cost = map();
-    // computed nodes in each node's kernel so far (shared ones counted per user)
-    let mut count = map();
+    // by position: estimated argument bytes (`None` for leaves) and computed nodes in each
+    // node's kernel so far (shared ones counted per user)
+    let mut cost: Vec<Option<usize>> = vec![None; nodes.len()];
+    let mut count: Vec<usize> = vec![0; nodes.len()];
     let mut cuts = Vec::new();
     for &n in &order {
         let node = &nodes[n];
@@ -747,8 +747,8 @@ fn arg_cuts(target: usize, nodes: &[Arc<Node>], dag: &Dag, mat: &[bool]) -> Vec<
         };
         // a leaf's arguments are shared by every reader in the kernel: each reader carries
         // its share
-        let input_cost = |i: usize, cost: &Map| match cost.get(&i) {
-            Some(&c) => c,
+        let input_cost = |i: usize, cost: &[Option<usize>]| match cost[i] {
+            Some(c) => c,
             None => {
                 let base = match nodes[i].op {
                     Op::Const(_) => 16,
@@ -757,8 +757,7 @@ fn arg_cuts(target: usize, nodes: &[Arc<Node>], dag: &Dag, mat: &[bool]) -> Vec<
                 base.div_ceil(leaf_uses.get(&i).copied().unwrap_or(1).max(1))
             }
         };
-        let input_nodes =
-            |count: &Map| -> usize { ins(n).map(|i| count.get(&i).copied().unwrap_or(0)).sum() };
+        let input_nodes = |count: &[usize]| -> usize { ins(n).map(|i| count[i]).sum() };
         let mut c = own + ins(n).map(|i| input_cost(i, &cost)).sum::<usize>();
         let mut m = 1 + input_nodes(&count);
         if c > budget || m > MAX_KERNEL_NODES {
@@ -775,21 +774,28 @@ fn arg_cuts(target: usize, nodes: &[Arc<Node>], dag: &Dag, mat: &[bool]) -> Vec<
                             | Op::Roll { .. }
                             | Op::Concat(_)
                     );
-                if cuttable && cost.get(&i).is_some_and(|&ci| ci > 8) {
+                if cuttable && cost[i].is_some_and(|ci| ci > 8) {
                     cuts.push(i);
-                    cost.insert(i, 8);
-                    count.insert(i, 0);
+                    cost[i] = Some(8);
+                    count[i] = 0;
                 }
             }
             c = own + ins(n).map(|i| input_cost(i, &cost)).sum::<usize>();
             m = 1 + input_nodes(&count);
         }
-        cost.insert(n, c);
-        count.insert(n, m);
+        cost[n] = Some(c);
+        count[n] = m;
     }
     cuts.sort_unstable();
     cuts.dedup();
     cuts
+}
+
+/// `map` emptied and taken (keeping its allocation for the taker).
+fn cleared<K, V>(map: &mut HashMap<K, V, FxBuild>) -> HashMap<K, V, FxBuild> {
+    let mut m = std::mem::take(map);
+    m.clear();
+    m
 }
 
 /// Lowers one kernel of `targets` (with the reduction `red` when it is a reduction kernel)
@@ -902,13 +908,17 @@ pub(super) fn build(
     let load_free = load_free(nodes, dag, mat);
     let depth = op_depths(nodes, dag, mat);
     let mut steps = Vec::new();
-    let mut contexts: HashMap<usize, usize, FxBuild> = HashMap::default();
+    // the kernel (numbered from 1) that first read each computation, by position
+    let mut contexts: Vec<usize> = vec![0; nodes.len()];
     let mut extra = PosSet::default();
     let mut cuts = PosSet::default();
     let mut queue: std::collections::VecDeque<(GroupKey, Vec<usize>)> =
         groups.into_iter().map(|(k, _, g)| (k, g)).collect();
     let mut gi = 0;
+    // allocations reused from kernel to kernel (cleared before each)
     let mut frames = Vec::new();
+    let mut spare_memo: HashMap<(usize, Idx), ValueId, FxBuild> = HashMap::default();
+    let mut spare_seen: HashMap<usize, Idx, FxBuild> = HashMap::default();
     while let Some(((level, is_copy, shape, device), targets)) = queue.pop_front() {
         gi += 1;
         if is_copy {
@@ -947,10 +957,10 @@ pub(super) fn build(
             param_memo: HashMap::default(),
             inputs: Vec::new(),
             input_slot: HashMap::default(),
-            memo: HashMap::default(),
+            memo: cleared(&mut spare_memo),
             mat,
             load_free: &load_free,
-            seen: HashMap::default(),
+            seen: cleared(&mut spare_seen),
             extra: &mut extra,
             // an over-limit kernel is split and lowered again: its IR is not needed
             bail: true,
@@ -964,6 +974,8 @@ pub(super) fn build(
         }
         if too_deep || lw.over_limit() {
             frames = std::mem::take(&mut lw.stack);
+            spare_memo = std::mem::take(&mut lw.memo);
+            spare_seen = std::mem::take(&mut lw.seen);
             config::debug_log!(
                 2,
                 "plan split: a kernel needs more than {MAX_ARG_BYTES} argument bytes (the \
@@ -994,8 +1006,8 @@ pub(super) fn build(
             lw.param_memo.clear();
             lw.inputs.clear();
             lw.input_slot.clear();
-            lw.memo.clear();
-            lw.seen.clear();
+            lw.memo = cleared(&mut spare_memo);
+            lw.seen = cleared(&mut spare_seen);
             lw.stack = std::mem::take(&mut frames);
             lower_kernel(&mut lw, &targets, red, &shape)?;
             let mut split = false;
@@ -1021,21 +1033,23 @@ pub(super) fn build(
             params,
             inputs,
             seen,
+            memo,
             stack,
             ..
         } = lw;
         frames = stack;
+        spare_memo = memo;
         // a computation read by two kernels is materialized too
-        for (p, _) in seen {
-            match contexts.get(&p) {
-                Some(&g) if g != gi => {
+        for &p in seen.keys() {
+            match contexts[p] {
+                0 => contexts[p] = gi,
+                g if g != gi => {
                     extra.insert(p);
                 }
-                _ => {
-                    contexts.insert(p, gi);
-                }
+                _ => {}
             }
         }
+        spare_seen = seen;
         let kernel = b.finish();
         kernel
             .validate()

@@ -183,23 +183,25 @@ fn walk_with(
                 }
                 seen.insert(n.id, ON_STACK);
                 // what planning reads of the node's state, taken under one lock
-                let (realized, inputs) = {
+                // (only inputs not met yet are cloned, to be visited)
+                let mut ids = SmallVec::new();
+                let mut visits: Inputs = Inputs::new();
+                let realized = {
                     let st = n.settled_state();
-                    match st.buffer.is_some() {
-                        true => (true, Inputs::new()),
-                        false => (false, st.inputs.clone()),
+                    let realized = st.buffer.is_some();
+                    if !realized {
+                        for i in &st.inputs {
+                            ids.push(i.id);
+                            if !seen.contains_key(&i.id) {
+                                visits.push(i.clone());
+                            }
+                        }
                     }
+                    realized
                 };
-                let ids = inputs.iter().map(|i| i.id).collect();
                 // popped once the inputs' frames above it are all placed
                 stack.push(Frame::Done(n, realized, ids));
-                stack.extend(
-                    inputs
-                        .into_iter()
-                        .rev()
-                        .filter(|i| !seen.contains_key(&i.id))
-                        .map(Frame::Visit),
-                );
+                stack.extend(visits.into_iter().rev().map(Frame::Visit));
             }
         }
     }

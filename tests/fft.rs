@@ -674,6 +674,93 @@ fn rfft2_irfft2_and_rfftn() {
     });
 }
 
+/// NumPy's results over repeated axes: the `fft/` lines of `tests/data/fixtures.txt`
+/// (made by `tests/data/gen.py`, whose docstring gives the format).
+const FIXTURES: &str = include_str!("data/fixtures.txt");
+
+/// A fixture array (`dtype [shape] HEX`): its dtype, shape and values as complex f64.
+fn fixture_array(s: &str) -> (DType, Vec<usize>, Vec<C>) {
+    let mut it = s.split_whitespace();
+    let (dt, shape, hex) = (it.next().unwrap(), it.next().unwrap(), it.next().unwrap());
+    let shape: Vec<usize> = shape
+        .trim_matches(['[', ']'])
+        .split(',')
+        .filter(|t| !t.is_empty())
+        .map(|t| t.parse().unwrap())
+        .collect();
+    let bytes: Vec<u8> = (0..hex.len())
+        .step_by(2)
+        .map(|i| u8::from_str_radix(&hex[i..i + 2], 16).unwrap())
+        .collect();
+    let f32_at = |b: &[u8]| f32::from_le_bytes(b.try_into().unwrap()) as f64;
+    let f64_at = |b: &[u8]| f64::from_le_bytes(b.try_into().unwrap());
+    let (dt, v) = match dt {
+        "f32" => (
+            DType::F32,
+            bytes.chunks(4).map(|b| C::new(f32_at(b), 0.0)).collect(),
+        ),
+        "f64" => (
+            DType::F64,
+            bytes.chunks(8).map(|b| C::new(f64_at(b), 0.0)).collect(),
+        ),
+        "c64" => (
+            DType::C64,
+            bytes
+                .chunks(8)
+                .map(|b| C::new(f32_at(&b[..4]), f32_at(&b[4..])))
+                .collect(),
+        ),
+        "c128" => (
+            DType::C128,
+            bytes
+                .chunks(16)
+                .map(|b| C::new(f64_at(&b[..8]), f64_at(&b[8..])))
+                .collect(),
+        ),
+        other => panic!("fixture dtype {other}"),
+    };
+    (dt, shape, v)
+}
+
+#[test]
+fn rfftn_and_irfftn_over_repeated_axes_match_numpy() {
+    let cases: Vec<Vec<&str>> = FIXTURES
+        .lines()
+        .filter(|l| l.starts_with("fft/"))
+        .map(|l| l.split(" | ").collect())
+        .collect();
+    assert!(cases.len() >= 10, "only {} fft fixtures", cases.len());
+    for_each_device(|dev| {
+        let mut c = Checks::default();
+        for f in &cases {
+            let (name, expr) = (f[0], f[1]);
+            let ints: Vec<isize> = f[2]
+                .split_whitespace()
+                .map(|t| t.strip_prefix("i:").unwrap().parse().unwrap())
+                .collect();
+            let (dt, shape, v) = fixture_array(f[4]);
+            let a = match dt {
+                DType::F32 => Array::from_vec(v.iter().map(|z| z.re as f32).collect(), &shape),
+                DType::F64 => Array::from_vec(v.iter().map(|z| z.re).collect(), &shape),
+                DType::C128 => {
+                    Array::from_vec(v.iter().map(|z| lf::c64::new(z.re, z.im)).collect(), &shape)
+                }
+                other => panic!("fixture input dtype {other}"),
+            }
+            .unwrap();
+            let got = match expr {
+                "rfftn" => lf::fft::rfftn(&a, &ints),
+                "irfftn" => lf::fft::irfftn(&a, None, &ints),
+                "irfftn_n" => lf::fft::irfftn(&a, Some(ints[0] as usize), &ints[1..]),
+                other => panic!("fixture expression {other}"),
+            };
+            let (want_dt, shape, v) = fixture_array(f[5]);
+            c.check(name, &got, &Nd { shape, v }, want_dt);
+        }
+        c.finish(dev);
+    });
+}
+
 #[test]
 fn shifts_and_frequencies() {
     for_each_device(|dev| {

@@ -549,8 +549,43 @@ impl fmt::Display for Kernel {
 #[derive(Debug, Default)]
 pub struct Builder {
     kernel: Kernel,
-    memo: HashMap<Value, ValueId>,
+    memo: HashMap<Value, ValueId, FastBuild>,
 }
+
+/// A fast, deterministic hasher (FxHash's mixing) for the builder's memo: building a
+/// kernel hashes every value pushed, and SipHash's cost showed in planning long chains.
+#[derive(Default, Clone, Copy)]
+struct FastHasher(u64);
+
+impl std::hash::Hasher for FastHasher {
+    fn write(&mut self, bytes: &[u8]) {
+        for c in bytes.chunks(8) {
+            let mut w = [0u8; 8];
+            w[..c.len()].copy_from_slice(c);
+            self.write_u64(u64::from_le_bytes(w));
+        }
+    }
+    fn write_u64(&mut self, x: u64) {
+        self.0 = (self.0.rotate_left(5) ^ x).wrapping_mul(0x51_7c_c1_b7_27_22_0a_95);
+    }
+    fn write_u32(&mut self, x: u32) {
+        self.write_u64(x as u64);
+    }
+    fn write_u8(&mut self, x: u8) {
+        self.write_u64(x as u64);
+    }
+    fn write_isize(&mut self, x: isize) {
+        self.write_u64(x as u64);
+    }
+    fn write_usize(&mut self, x: usize) {
+        self.write_u64(x as u64);
+    }
+    fn finish(&self) -> u64 {
+        self.0
+    }
+}
+
+type FastBuild = std::hash::BuildHasherDefault<FastHasher>;
 
 impl Builder {
     /// Number of values pushed so far.
@@ -565,7 +600,7 @@ impl Builder {
                 rank: rank as u8,
                 ..Kernel::default()
             },
-            memo: HashMap::new(),
+            memo: HashMap::default(),
         }
     }
     /// Adds an input buffer, returning its number.

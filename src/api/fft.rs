@@ -30,18 +30,15 @@ impl Norm {
     }
 }
 
-/// The normalized axes; a repeated axis panics unless `repeat_ok`.
+/// The normalized axes (an axis may be repeated: it is then transformed once per mention).
 #[track_caller]
-fn axes_of(op: &str, a: &Array, axes: &[isize], repeat_ok: bool) -> SmallVec<[usize; 4]> {
+fn axes_of(op: &str, a: &Array, axes: &[isize]) -> SmallVec<[usize; 4]> {
     let mut out: SmallVec<[usize; 4]> = SmallVec::new();
     for &ax in axes {
         // `let else`, not `unwrap_or_else(|| panic!(..))`: a closure reports its own line
         let Some(k) = norm_axis(ax, a.ndim(), false) else {
             panic!("{op}: axis {ax} out of range for shape {:?}", a.shape())
         };
-        if !repeat_ok && out.contains(&k) {
-            panic!("{op}: axis {ax} repeated in {axes:?}");
-        }
         out.push(k);
     }
     if out.is_empty() {
@@ -67,14 +64,14 @@ fn transform(x: Array, spec: FftSpec, out_dtype: DType, out_shape: Shape, scale:
 
 #[track_caller]
 fn c2c(op: &str, a: &Array, axes: &[isize], inverse: bool, norm: Norm) -> Array {
-    let axes = axes_of(op, a, axes, true);
+    let axes = axes_of(op, a, axes);
     if axes.iter().any(|&k| a.shape()[k] == 0) {
         panic!(
             "{op}: invalid number of FFT data points (0) in shape {:?}",
             a.shape()
         );
     }
-    if (1..axes.len()).any(|i| axes[..i].contains(&axes[i])) {
+    if repeated(&axes) {
         // NumPy transforms along a repeated axis once per mention: one 1-D transform per
         // axis, in order, each normalized by its own length
         let mut y = a.clone();
@@ -144,14 +141,37 @@ pub fn ifftn_norm(a: &Array, axes: &[isize], norm: Norm) -> Array {
     c2c("ifftn", a, axes, true, norm)
 }
 
+/// Whether an axis is named more than once.
+fn repeated(axes: &[usize]) -> bool {
+    (1..axes.len()).any(|i| axes[..i].contains(&axes[i]))
+}
+
 #[track_caller]
 fn r2c(op: &str, a: &Array, axes: &[isize], norm: Norm) -> Array {
-    let axes = axes_of(op, a, axes, false);
+    let axes = axes_of(op, a, axes);
     if axes.iter().any(|&k| a.shape()[k] == 0) {
         panic!(
             "{op}: invalid number of FFT data points (0) in shape {:?}",
             a.shape()
         );
+    }
+    if repeated(&axes) {
+        // As `numpy.fft.rfftn`: the real transform along the last axis named, then a
+        // complex one per other mention, last to first, each at the input's length along
+        // its axis (the half spectrum is zero-padded back to it), each normalized by its
+        // own length.
+        let (&last, rest) = axes.split_last().expect("axes checked non-empty");
+        let mut y = r2c(op, a, &[last as isize], norm);
+        for &k in rest.iter().rev() {
+            let (n, m) = (a.shape()[k], y.shape()[k]);
+            if m < n {
+                let mut w = vec![(0, 0); y.ndim()];
+                w[k] = (0, n - m);
+                y = y.pad(&w, 0.0);
+            }
+            y = c2c(op, &y, &[k as isize], false, norm);
+        }
+        return y;
     }
     let n: usize = axes.iter().map(|&k| a.shape()[k]).product();
     let rt = match a.dtype() {
@@ -172,7 +192,7 @@ fn r2c(op: &str, a: &Array, axes: &[isize], norm: Norm) -> Array {
 
 #[track_caller]
 fn c2r(op: &str, a: &Array, n: Option<usize>, axes: &[isize], norm: Norm) -> Array {
-    let axes = axes_of(op, a, axes, false);
+    let axes = axes_of(op, a, axes);
     let last = *axes.last().expect("axes checked non-empty");
     let m = n.unwrap_or(2 * a.shape()[last].saturating_sub(1));
     if m == 0 || axes.iter().any(|&k| a.shape()[k] == 0) {
@@ -180,6 +200,17 @@ fn c2r(op: &str, a: &Array, n: Option<usize>, axes: &[isize], norm: Norm) -> Arr
             "{op}: invalid number of FFT data points (0) for shape {:?}",
             a.shape()
         );
+    }
+    if repeated(&axes) {
+        // As `numpy.fft.irfftn`: a complex inverse transform per mention but the last, in
+        // order, each at the input's length along its axis, then the real one along the
+        // last axis named; each normalized by its own length.
+        let (_, rest) = axes.split_last().expect("axes checked non-empty");
+        let mut y = a.clone();
+        for &k in rest {
+            y = c2c(op, &y, &[k as isize], true, norm);
+        }
+        return c2r(op, &y, Some(m), &[last as isize], norm);
     }
     let ct = match a.dtype() {
         DType::F32 | DType::C64 => DType::C64,
@@ -217,12 +248,17 @@ pub fn rfft2(a: &Array) -> Array {
 pub fn irfft2(a: &Array) -> Array {
     c2r("irfft2", a, None, &[-2, -1], Norm::Backward)
 }
-/// N-D FFT of real input over `axes` (a repeated axis panics; NumPy allows it).
+/// N-D FFT of real input over `axes`. An axis named twice is transformed twice, as in
+/// NumPy: the real transform along the last axis named, then a complex transform for
+/// each other mention at the input's length along that axis (zero-padding a half
+/// spectrum back to it).
 #[track_caller]
 pub fn rfftn(a: &Array, axes: &[isize]) -> Array {
     r2c("rfftn", a, axes, Norm::Backward)
 }
-/// Inverse of [`rfftn`], the last axis of length `n` (default `2 (m - 1)`).
+/// Inverse of [`rfftn`], the last axis of length `n` (default `2 (m - 1)`). An axis named
+/// twice is transformed twice, as in NumPy: a complex inverse transform for each mention
+/// but the last, then the real one along the last axis named.
 #[track_caller]
 pub fn irfftn(a: &Array, n: Option<usize>, axes: &[isize]) -> Array {
     c2r("irfftn", a, n, axes, Norm::Backward)

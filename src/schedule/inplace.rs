@@ -16,7 +16,7 @@
 //! the hash-consing lock (`graph::consume_buffer`), so no other thread can obtain `X`
 //! meanwhile.
 
-use super::TStep;
+use super::{Dag, TStep};
 use crate::graph::{FxBuild, Node};
 use lazyfuse_codegen::{Inst, Kernel};
 use smallvec::SmallVec;
@@ -76,16 +76,17 @@ fn reads_at_own_index(kernel: &Kernel, slot: usize) -> bool {
     any
 }
 
-/// The in-place candidates of a template's `steps` over the walked `nodes`.
+/// The in-place candidates of a template's `steps` over the walked `nodes` (`dag`: what
+/// the walk read of their state).
 pub(crate) fn candidates(
     steps: &[TStep],
     nodes: &[Arc<Node>],
-    pos: &HashMap<u64, usize, FxBuild>,
-    roots: &[Arc<Node>],
+    dag: &Dag,
+    root_pos: &[usize],
 ) -> Vec<Cand> {
-    let mut sched_refs: HashMap<usize, usize> = HashMap::new();
-    let mut readers: HashMap<usize, usize> = HashMap::new();
-    let mut produced_by: HashMap<usize, usize> = HashMap::new();
+    let mut sched_refs: HashMap<usize, usize, FxBuild> = HashMap::default();
+    let mut readers: HashMap<usize, usize, FxBuild> = HashMap::default();
+    let mut produced_by: HashMap<usize, usize, FxBuild> = HashMap::default();
     for (si, s) in steps.iter().enumerate() {
         for p in s.reads() {
             *sched_refs.entry(p).or_default() += 1;
@@ -96,18 +97,17 @@ pub(crate) fn candidates(
             produced_by.insert(p, si);
         }
     }
-    let root_pos: Vec<usize> = roots
-        .iter()
-        .filter_map(|r| pos.get(&r.id))
-        .copied()
-        .collect();
+    let mut is_root = vec![false; nodes.len()];
+    for &r in root_pos {
+        is_root[r] = true;
+    }
     // consumers of every node, with edge multiplicity; positions are visited in order, so
     // an earlier edge from the same consumer is the last entry (a node read by many, such
     // as a shared constant, costs no scan per consumer)
     let mut consumers: Vec<SmallVec<[(usize, usize); 2]>> = vec![SmallVec::new(); nodes.len()];
-    for (p, n) in nodes.iter().enumerate() {
-        for i in n.inputs() {
-            let Some(&ip) = pos.get(&i.id) else { continue };
+    for p in 0..nodes.len() {
+        for &ip in dag.inputs(p) {
+            let ip = ip as usize;
             match consumers[ip].last_mut() {
                 Some(e) if e.0 == p => e.1 += 1,
                 _ => consumers[ip].push((p, 1)),
@@ -131,8 +131,8 @@ pub(crate) fn candidates(
         for (slot, &x) in inputs.iter().enumerate() {
             let xn = &nodes[x];
             if readers.get(&x) != Some(&1)
-                || root_pos.contains(&x)
-                || xn.buffer().is_none()
+                || is_root[x]
+                || !dag.realized(x)
                 || !reads_at_own_index(kernel, slot)
             {
                 continue;
@@ -167,8 +167,8 @@ fn cone_of(
     x: usize,
     si: usize,
     consumers: &[SmallVec<[(usize, usize); 2]>],
-    produced_by: &HashMap<usize, usize>,
-    sched_refs: &HashMap<usize, usize>,
+    produced_by: &HashMap<usize, usize, FxBuild>,
+    sched_refs: &HashMap<usize, usize, FxBuild>,
 ) -> Option<(SmallVec<[(usize, usize); 2]>, Vec<ConeNode>)> {
     let mut members: Vec<usize> = Vec::new();
     let mut stack: Vec<usize> = consumers[x].iter().map(|&(c, _)| c).collect();

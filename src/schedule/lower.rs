@@ -2,13 +2,13 @@
 //! plus launch arguments, and reports computations read in more than one index context
 //! (which the planner then materializes).
 
-use super::{ParamSrc, TStep};
+use super::{Dag, ParamSrc, PosSet, TStep};
 use crate::config;
 use crate::graph::{FxBuild, Node, Op};
 use crate::{Error, Result};
 use lazyfuse_codegen::{BinaryOp, Builder, DType, Inst, ReduceOp, Scalar, ValueId};
 use smallvec::SmallVec;
-use std::collections::{HashMap, HashSet};
+use std::collections::HashMap;
 use std::sync::Arc;
 
 /// Most bytes of scalar arguments one kernel may take before the planner splits it (the
@@ -72,7 +72,7 @@ enum Entered {
 
 /// The next move of a frame: lower an input at an index, or finish with a value.
 enum Next {
-    Input(Arc<Node>, Idx),
+    Input(usize, Idx),
     Done(ValueId),
 }
 
@@ -82,57 +82,77 @@ enum Cont {
     Start,
     /// Pad: the in-bounds condition the source's value is selected by.
     Pad { valid: ValueId },
-    /// Concat: the node's multi-index, the upper-bound condition of each input lowered so
-    /// far (none for the last), and the start of the next input along the axis.
-    Concat {
-        axes: Axes,
-        conds: Vec<Option<ValueId>>,
-        offset: usize,
-    },
+    /// Concat: see [`ConcatState`] (boxed: frames stay small on deep stacks).
+    Concat(Box<ConcatState>),
 }
 
-/// One computation being lowered: a node at an index, with the values of the inputs
-/// lowered so far.
+/// A concatenation's frame state: the node's multi-index, the upper-bound condition of
+/// each input lowered so far (none for the last), and the start of the next input along
+/// the axis.
+struct ConcatState {
+    axes: Axes,
+    conds: Vec<Option<ValueId>>,
+    offset: usize,
+}
+
+/// One computation being lowered: the node at DAG position `p` at an index, with the
+/// values of the inputs lowered so far.
 struct Frame {
-    node: Arc<Node>,
-    inputs: crate::graph::Inputs,
+    p: usize,
     idx: Idx,
     values: SmallVec<[ValueId; 3]>,
     cont: Cont,
 }
 
+/// Lowers the kernels of one planning pass; nodes are named by DAG position.
 struct Lowerer<'a> {
     b: Builder,
     params: Vec<ParamSrc>,
-    pos: &'a HashMap<u64, usize, FxBuild>,
-    param_memo: HashMap<(u64, Role), ValueId>,
-    inputs: Vec<Arc<Node>>,
-    input_slot: HashMap<u64, u32>,
-    memo: HashMap<(u64, Idx), ValueId>,
-    mat: &'a HashSet<u64>,
-    load_free: &'a HashSet<u64>,
+    nodes: &'a [Arc<Node>],
+    dag: &'a Dag,
+    param_memo: HashMap<(usize, Role), ValueId, FxBuild>,
+    inputs: Vec<usize>,
+    input_slot: HashMap<usize, u32, FxBuild>,
+    memo: HashMap<(usize, Idx), ValueId, FxBuild>,
+    mat: &'a [bool],
+    load_free: &'a [bool],
     /// The index context each computation was read in by this kernel.
-    seen: HashMap<u64, Idx>,
-    extra: &'a mut HashSet<u64>,
+    seen: HashMap<usize, Idx, FxBuild>,
+    extra: &'a mut PosSet,
+    /// Stop lowering once the kernel is over a limit (its IR is then thrown away).
+    bail: bool,
+    /// Outputs the kernel stores (for the argument-size estimate).
+    outputs: usize,
+    /// The frame stack of [`Lowerer::lower`], kept to reuse its allocation (a long chain
+    /// is as deep as it is long).
+    stack: Vec<Frame>,
 }
 
 impl Lowerer<'_> {
-    fn param(&mut self, node: u64, role: Role, value: Scalar) -> ValueId {
+    /// Whether the kernel so far exceeds a limit. Both counts only grow while lowering, so
+    /// a kernel over a limit part way is over it once complete.
+    fn over_limit(&self) -> bool {
+        self.arg_bytes() > MAX_ARG_BYTES || self.b.value_count() > MAX_KERNEL_VALUES
+    }
+    fn arg_bytes(&self) -> usize {
+        self.params.len() * 16 + (self.inputs.len() + self.outputs) * 8
+    }
+    fn param(&mut self, node: usize, role: Role, value: Scalar) -> ValueId {
         if let Some(&v) = self.param_memo.get(&(node, role)) {
             return v;
         }
         let v = self.b.param(value.dtype());
         // values that can change without changing the plan's structure are re-read from
         // the node at every bind; everything else is fixed by the structure
-        let src = match (role, self.pos.get(&node)) {
-            (Role::Value | Role::Seed, Some(&p)) => ParamSrc::Node(p),
+        let src = match role {
+            Role::Value | Role::Seed => ParamSrc::Node(node),
             _ => ParamSrc::Fixed(value),
         };
         self.params.push(src);
         self.param_memo.insert((node, role), v);
         v
     }
-    fn iparam(&mut self, node: u64, role: Role, value: usize) -> ValueId {
+    fn iparam(&mut self, node: usize, role: Role, value: usize) -> ValueId {
         self.param(node, role, Scalar::I64(value as i64))
     }
     fn c(&mut self, x: i64) -> ValueId {
@@ -145,8 +165,9 @@ impl Lowerer<'_> {
         }
     }
 
-    /// The linear (C-order) index into `node` for `idx`.
-    fn linear(&mut self, idx: &Idx, node: &Node) -> ValueId {
+    /// The linear (C-order) index into the node at `p` for `idx`.
+    fn linear(&mut self, idx: &Idx, p: usize) -> ValueId {
+        let node = &self.nodes[p];
         if let Some(l) = idx.lin {
             return l;
         }
@@ -163,7 +184,7 @@ impl Lowerer<'_> {
             let term = if k + 1 == axes.len() {
                 a
             } else {
-                let s = self.iparam(node.id, Role::Stride(k), strides[k]);
+                let s = self.iparam(p, Role::Stride(k), strides[k]);
                 self.b.binary(BinaryOp::Mul, a, s)
             };
             acc = Some(match acc {
@@ -174,8 +195,9 @@ impl Lowerer<'_> {
         acc.unwrap_or_else(|| self.c(0))
     }
 
-    /// The multi-index into `node` for `idx`.
-    fn axes(&mut self, idx: &Idx, node: &Node) -> Axes {
+    /// The multi-index into the node at `p` for `idx`.
+    fn axes(&mut self, idx: &Idx, p: usize) -> Axes {
+        let node = &self.nodes[p];
         if let Some(a) = &idx.axes {
             return a.clone();
         }
@@ -192,52 +214,67 @@ impl Lowerer<'_> {
                 let q = if k + 1 == node.shape.len() {
                     lin
                 } else {
-                    let s = self.iparam(node.id, Role::Stride(k), strides[k]);
+                    let s = self.iparam(p, Role::Stride(k), strides[k]);
                     self.b.binary(BinaryOp::IdxDiv, lin, s)
                 };
                 if Some(k) == first {
                     q // the outermost non-trivial axis needs no modulo
                 } else {
-                    let n = self.iparam(node.id, Role::Size(k), node.shape[k]);
+                    let n = self.iparam(p, Role::Size(k), node.shape[k]);
                     self.b.binary(BinaryOp::IdxMod, q, n)
                 }
             })
             .collect()
     }
 
-    fn load(&mut self, node: &Arc<Node>, idx: &Idx) -> ValueId {
-        let slot = match self.input_slot.get(&node.id) {
+    fn load(&mut self, p: usize, idx: &Idx) -> ValueId {
+        let dtype = self.nodes[p].dtype;
+        let slot = match self.input_slot.get(&p) {
             Some(&s) => s,
             None => {
-                let s = self.b.input(node.dtype);
-                self.inputs.push(node.clone());
-                self.input_slot.insert(node.id, s);
+                let s = self.b.input(dtype);
+                self.inputs.push(p);
+                self.input_slot.insert(p, s);
                 s
             }
         };
-        let off = self.linear(idx, node);
+        let off = self.linear(idx, p);
         self.b.push(
             Inst::Load {
                 input: slot,
                 index: off,
                 guard: idx.guard,
             },
-            node.dtype,
+            dtype,
         )
     }
 
-    /// The value of `node` at `idx` in the kernel computing `computing`: a load of a
-    /// materialized node, else its computation (memoized per node and index context).
+    /// The value of the node at `p` at `idx` in the kernel computing `computing`: a load
+    /// of a materialized node, else its computation (memoized per node and index context).
+    /// `None` when the lowerer bails out over a limit.
     ///
     /// An explicit-stack machine, so that the depth of the DAG is bounded by memory, not by
     /// the thread's stack: each frame is one computation whose inputs are being lowered, and
     /// `resume` takes it to its next input or to its value. The IR is emitted in the order
     /// of a depth-first recursion over the inputs.
-    fn lower(&mut self, node: &Arc<Node>, idx: &Idx, computing: u64) -> Result<ValueId> {
-        let mut stack: Vec<Frame> = Vec::new();
+    fn lower(&mut self, p: usize, idx: &Idx, computing: usize) -> Result<Option<ValueId>> {
+        let mut stack = std::mem::take(&mut self.stack);
+        stack.clear();
+        let r = self.lower_on(&mut stack, p, idx, computing);
+        self.stack = stack;
+        r
+    }
+
+    fn lower_on(
+        &mut self,
+        stack: &mut Vec<Frame>,
+        p: usize,
+        idx: &Idx,
+        computing: usize,
+    ) -> Result<Option<ValueId>> {
         // the value the top frame asked for (the result once the stack is empty)
-        let mut arg = match self.enter(node, idx.clone(), computing) {
-            Entered::Value(v) => return Ok(v),
+        let mut arg = match self.enter(p, idx.clone(), computing) {
+            Entered::Value(v) => return Ok(Some(v)),
             Entered::Frame(f) => {
                 stack.push(f);
                 None
@@ -245,57 +282,58 @@ impl Lowerer<'_> {
         };
         while let Some(top) = stack.last_mut() {
             match self.resume(top, arg.take())? {
-                Next::Input(n, x) => match self.enter(&n, x, computing) {
+                Next::Input(n, x) => match self.enter(n, x, computing) {
                     Entered::Value(v) => arg = Some(v),
                     Entered::Frame(f) => stack.push(f),
                 },
                 Next::Done(v) => {
                     if let Some(f) = stack.pop() {
-                        self.memo.insert((f.node.id, f.idx.key()), v);
+                        self.memo.insert((f.p, f.idx.key()), v);
                     }
                     arg = Some(v);
+                    if self.bail && self.over_limit() {
+                        return Ok(None);
+                    }
                 }
             }
         }
-        arg.ok_or_else(|| Error::internal("lower", "lowering ended without a value"))
+        arg.map(Some)
+            .ok_or_else(|| Error::internal("lower", "lowering ended without a value"))
     }
 
-    /// Starts lowering `node` at `idx`: its value when memoized or loaded, else a frame
-    /// that computes it.
-    fn enter(&mut self, node: &Arc<Node>, idx: Idx, computing: u64) -> Entered {
-        let key = (node.id, idx.key());
+    /// Starts lowering the node at `p` at `idx`: its value when memoized or loaded, else a
+    /// frame that computes it.
+    fn enter(&mut self, p: usize, idx: Idx, computing: usize) -> Entered {
+        let key = (p, idx.key());
         if let Some(&v) = self.memo.get(&key) {
             return Entered::Value(v);
         }
+        let node = &self.nodes[p];
         // a constant is always a parameter, even where it is also a root or evaluated
         // (epilogues of reductions may read only parameters)
         let materialized = !matches!(node.op, Op::Const(_))
-            && (node.buffer().is_some() || (self.mat.contains(&node.id) && node.id != computing));
+            && (self.dag.realized(p) || (self.mat[p] && p != computing));
         if materialized {
-            let v = self.load(node, &idx);
+            let v = self.load(p, &idx);
             self.memo.insert(key, v);
             return Entered::Value(v);
         }
         // Pure functions of the index (generators and math on them) are recomputed
         // wherever they are read: cheaper than a buffer round trip.
-        if node.op.is_elementwise()
-            && !self.load_free.contains(&node.id)
-            && !self.mat.contains(&node.id)
-        {
+        if node.op.is_elementwise() && !self.load_free[p] && !self.mat[p] {
             let ctx = key.1;
-            match self.seen.get(&node.id) {
+            match self.seen.get(&p) {
                 Some(prev) if *prev != ctx => {
-                    self.extra.insert(node.id);
+                    self.extra.insert(p);
                 }
                 Some(_) => {}
                 None => {
-                    self.seen.insert(node.id, ctx);
+                    self.seen.insert(p, ctx);
                 }
             }
         }
         Entered::Frame(Frame {
-            node: node.clone(),
-            inputs: node.inputs(),
+            p,
             idx,
             values: SmallVec::new(),
             cont: Cont::Start,
@@ -309,12 +347,14 @@ impl Lowerer<'_> {
             f.values.push(v);
         }
         let lowered = f.values.len();
-        let node = &f.node;
+        let (nodes, dag) = (self.nodes, self.dag);
+        let p = f.p;
+        let node = &nodes[p];
+        let ins = dag.inputs(p);
         let idx = &f.idx;
-        let input = |k: usize| -> Result<Arc<Node>> {
-            f.inputs
-                .get(k)
-                .cloned()
+        let input = |k: usize| -> Result<usize> {
+            ins.get(k)
+                .map(|&i| i as usize)
                 .ok_or_else(|| Error::internal("lower", format!("{node:?} lacks input {k}")))
         };
         let with_axes = |axes: Axes| Idx {
@@ -330,11 +370,11 @@ impl Lowerer<'_> {
             {
                 Next::Done(f.values[0])
             }
-            Op::Const(s) => Next::Done(self.param(node.id, Role::Value, *s)),
-            Op::Iota => Next::Done(self.linear(idx, node)),
+            Op::Const(s) => Next::Done(self.param(p, Role::Value, *s)),
+            Op::Iota => Next::Done(self.linear(idx, p)),
             Op::Random(kind, seed) => {
-                let ctr = self.linear(idx, node);
-                let s = self.param(node.id, Role::Seed, Scalar::I64(*seed as i64));
+                let ctr = self.linear(idx, p);
+                let s = self.param(p, Role::Seed, Scalar::I64(*seed as i64));
                 Next::Done(self.b.push(Inst::Random(*kind, ctr, s), node.dtype))
             }
             Op::Unary(_) | Op::Binary(_) | Op::Where | Op::Cast => {
@@ -355,35 +395,35 @@ impl Lowerer<'_> {
                 })
             }
             Op::Reshape => {
-                let lin = self.linear(idx, node);
+                let lin = self.linear(idx, p);
                 view(Idx {
                     lin: Some(lin),
                     axes: None,
                     guard: idx.guard,
                 })?
             }
-            Op::Permute(p) => {
-                let a = self.axes(idx, node);
+            Op::Permute(perm) => {
+                let a = self.axes(idx, p);
                 let mut xa: Axes = a.clone();
-                for (k, &pk) in p.iter().enumerate() {
+                for (k, &pk) in perm.iter().enumerate() {
                     xa[pk] = a[k];
                 }
                 view(with_axes(xa))?
             }
             Op::Broadcast => {
                 let src = input(0)?;
-                let x = self.broadcast_idx(idx, node, &src);
+                let x = self.broadcast_idx(idx, p, src);
                 Next::Input(src, x)
             }
             Op::Slice(sl) => {
-                let a = self.axes(idx, node);
+                let a = self.axes(idx, p);
                 let mut xa = Axes::new();
                 for (k, &(start, step)) in sl.iter().enumerate() {
                     xa.push(if start == 0 && step == 1 {
                         a[k]
                     } else {
-                        let st = self.param(node.id, Role::Step(k), Scalar::I64(step as i64));
-                        let s0 = self.param(node.id, Role::Start(k), Scalar::I64(start as i64));
+                        let st = self.param(p, Role::Step(k), Scalar::I64(step as i64));
+                        let s0 = self.param(p, Role::Start(k), Scalar::I64(start as i64));
                         let m = self.b.binary(BinaryOp::Mul, a[k], st);
                         self.b.binary(BinaryOp::Add, m, s0)
                     });
@@ -392,9 +432,9 @@ impl Lowerer<'_> {
             }
             Op::Roll { axis, shift } => {
                 let n = node.shape[*axis];
-                let mut xa = self.axes(idx, node);
-                let r = self.iparam(node.id, Role::Offset(0), n - shift);
-                let np = self.iparam(node.id, Role::Size(*axis), n);
+                let mut xa = self.axes(idx, p);
+                let r = self.iparam(p, Role::Offset(0), n - shift);
+                let np = self.iparam(p, Role::Size(*axis), n);
                 let s = self.b.binary(BinaryOp::Add, xa[*axis], r);
                 xa[*axis] = self.b.binary(BinaryOp::IdxMod, s, np);
                 view(with_axes(xa))?
@@ -402,7 +442,7 @@ impl Lowerer<'_> {
             Op::Pad(w, value) => match f.cont {
                 Cont::Start => {
                     let src = input(0)?;
-                    let a = self.axes(idx, node);
+                    let a = self.axes(idx, p);
                     let mut xa = Axes::new();
                     let mut valid: Option<ValueId> = None;
                     for (k, &(before, after)) in w.iter().enumerate() {
@@ -411,12 +451,12 @@ impl Lowerer<'_> {
                             continue;
                         }
                         let j = if before > 0 {
-                            let b0 = self.iparam(node.id, Role::Before(k), before);
+                            let b0 = self.iparam(p, Role::Before(k), before);
                             self.b.binary(BinaryOp::Sub, a[k], b0)
                         } else {
                             a[k]
                         };
-                        let n = self.iparam(node.id, Role::SrcSize(k), src.shape[k]);
+                        let n = self.iparam(p, Role::SrcSize(k), nodes[src].shape[k]);
                         let lt = self.b.binary(BinaryOp::Lt, j, n);
                         let ok = if before > 0 {
                             let zero = self.c(0);
@@ -442,39 +482,39 @@ impl Lowerer<'_> {
                     )
                 }
                 Cont::Pad { valid } => {
-                    let fill = self.param(node.id, Role::Fill, *value);
+                    let fill = self.param(p, Role::Fill, *value);
                     Next::Done(self.b.select(valid, f.values[0], fill))
                 }
-                Cont::Concat { .. } => return Err(Error::internal("lower", "pad frame state")),
+                Cont::Concat(_) => return Err(Error::internal("lower", "pad frame state")),
             },
             Op::Concat(axis) => {
                 let axis = *axis;
                 if let Cont::Start = f.cont {
-                    let a = self.axes(idx, node);
-                    f.cont = Cont::Concat {
+                    let a = self.axes(idx, p);
+                    f.cont = Cont::Concat(Box::new(ConcatState {
                         axes: a,
-                        conds: Vec::with_capacity(f.inputs.len()),
+                        conds: Vec::with_capacity(ins.len()),
                         offset: 0,
-                    };
+                    }));
                 }
-                let Cont::Concat {
+                let Cont::Concat(state) = &mut f.cont else {
+                    return Err(Error::internal("lower", "concat frame state"));
+                };
+                let ConcatState {
                     axes: a,
                     conds,
                     offset,
-                } = &mut f.cont
-                else {
-                    return Err(Error::internal("lower", "concat frame state"));
-                };
+                } = &mut **state;
                 let i = a[axis];
-                let m = f.inputs.len();
+                let m = ins.len();
                 let t = lowered;
                 if t < m {
                     // input t is read where the index lies in its part, shifted to it
-                    let x = &f.inputs[t];
-                    let lo = (t > 0).then(|| self.iparam(node.id, Role::Offset(t), *offset));
-                    *offset += x.shape[axis];
+                    let x = ins[t] as usize;
+                    let lo = (t > 0).then(|| self.iparam(p, Role::Offset(t), *offset));
+                    *offset += nodes[x].shape[axis];
                     let lt = (t + 1 < m).then(|| {
-                        let hi = self.iparam(node.id, Role::Offset(t + 1), *offset);
+                        let hi = self.iparam(p, Role::Offset(t + 1), *offset);
                         self.b.binary(BinaryOp::Lt, i, hi)
                     });
                     let mut guard = idx.guard;
@@ -489,7 +529,7 @@ impl Lowerer<'_> {
                     }
                     conds.push(lt);
                     return Ok(Next::Input(
-                        x.clone(),
+                        x,
                         Idx {
                             lin: None,
                             axes: Some(xa),
@@ -517,7 +557,8 @@ impl Lowerer<'_> {
         })
     }
 
-    fn broadcast_idx(&mut self, idx: &Idx, node: &Node, src: &Node) -> Idx {
+    fn broadcast_idx(&mut self, idx: &Idx, p: usize, src: usize) -> Idx {
+        let (node, src) = (&self.nodes[p], &self.nodes[src]);
         let off = node.shape.len() - src.shape.len();
         if src.size() == 1 {
             let z = self.c(0);
@@ -529,7 +570,7 @@ impl Lowerer<'_> {
         }
         if let (Some(lin), true) = (idx.lin, node.shape[off..] == src.shape[..]) {
             // broadcasting only adds leading axes: one modulo by the source's size
-            let n = self.iparam(node.id, Role::SrcTotal, src.size());
+            let n = self.iparam(p, Role::SrcTotal, src.size());
             let l = self.b.binary(BinaryOp::IdxMod, lin, n);
             return Idx {
                 lin: Some(l),
@@ -537,7 +578,7 @@ impl Lowerer<'_> {
                 guard: idx.guard,
             };
         }
-        let a = self.axes(idx, node);
+        let a = self.axes(idx, p);
         let xa = (0..src.shape.len())
             .map(|j| {
                 if src.shape[j] == 1 {
@@ -558,23 +599,43 @@ impl Lowerer<'_> {
 /// Targets that share a step: (level, library step?, shape, device).
 type GroupKey = (usize, bool, Vec<usize>, crate::Device);
 
-/// Nodes computed from the element index alone (no buffer is read beneath them).
-fn load_free(nodes: &[Arc<Node>], mat: &HashSet<u64>) -> HashSet<u64> {
-    let mut free = HashSet::new();
-    for n in nodes {
-        if n.buffer().is_some()
-            || mat.contains(&n.id)
-            || n.op.is_library()
-            || matches!(n.op, Op::Reduce(..))
-        {
+/// Nodes computed from the element index alone (no buffer is read beneath them), by
+/// position.
+fn load_free(nodes: &[Arc<Node>], dag: &Dag, mat: &[bool]) -> Vec<bool> {
+    let mut free = vec![false; nodes.len()];
+    for (p, n) in nodes.iter().enumerate() {
+        if dag.realized(p) || mat[p] || n.op.is_library() || matches!(n.op, Op::Reduce(..)) {
             continue;
         }
         let leaf = matches!(n.op, Op::Const(_) | Op::Iota | Op::Random(..));
-        if leaf || n.inputs().iter().all(|i| free.contains(&i.id)) {
-            free.insert(n.id);
-        }
+        free[p] = leaf || dag.inputs(p).iter().all(|&i| free[i as usize]);
     }
     free
+}
+
+/// Per position, the most elementwise ops (unary, binary, where) on one path down from the
+/// node through nodes its kernel would compute (to loads, constants, generators and
+/// reductions). Each such op emits an instruction reading the value below it, so a kernel
+/// computing a node of depth `d` holds more than `d` values: a lower bound that shows a
+/// kernel over [`MAX_KERNEL_VALUES`] without lowering it.
+fn op_depths(nodes: &[Arc<Node>], dag: &Dag, mat: &[bool]) -> Vec<usize> {
+    let mut depth = vec![0usize; nodes.len()];
+    for (p, n) in nodes.iter().enumerate() {
+        if dag.realized(p) || matches!(n.op, Op::Reduce(..)) {
+            continue;
+        }
+        let below = dag
+            .inputs(p)
+            .iter()
+            .map(|&i| i as usize)
+            .filter(|&i| !mat[i])
+            .map(|i| depth[i])
+            .max()
+            .unwrap_or(0);
+        let own = matches!(n.op, Op::Unary(_) | Op::Binary(_) | Op::Where) as usize;
+        depth[p] = below + own;
+    }
+    depth
 }
 
 /// A constant node (how scalars enter expressions, at any broadcast shape).
@@ -586,127 +647,126 @@ pub(super) fn is_scalar_const(n: &Node) -> bool {
 /// The reduction a target's kernel performs: the target itself, or the reduction at the
 /// bottom of an epilogue chain (elementwise ops with scalar constants) the planner let the
 /// target absorb.
-fn reduce_root(t: &Arc<Node>, mat: &HashSet<u64>) -> Option<Arc<Node>> {
-    let mut cur = t.clone();
+fn reduce_root(t: usize, nodes: &[Arc<Node>], dag: &Dag, mat: &[bool]) -> Option<usize> {
+    let mut cur = t;
     loop {
-        if matches!(cur.op, Op::Reduce(..)) {
+        let op = &nodes[cur].op;
+        if matches!(op, Op::Reduce(..)) {
             return Some(cur);
         }
-        if !cur.op.is_elementwise() {
+        if !op.is_elementwise() {
             return None;
         }
-        let ins = cur.inputs();
-        let mut rest = ins.iter().filter(|i| !is_scalar_const(i));
-        let next = rest.next()?.clone();
-        if rest.next().is_some() || next.buffer().is_some() || mat.contains(&next.id) {
+        let mut rest = dag
+            .inputs(cur)
+            .iter()
+            .map(|&i| i as usize)
+            .filter(|&i| !is_scalar_const(&nodes[i]));
+        let next = rest.next()?;
+        if rest.next().is_some() || dag.realized(next) || mat[next] {
             return None;
         }
         cur = next;
     }
 }
 
-/// Materialized nodes a target depends on (through nodes computed inside its kernel).
-fn deps(target: &Arc<Node>, mat: &HashSet<u64>) -> Vec<u64> {
+/// Materialized nodes the target at `t` depends on (through nodes computed inside its
+/// kernel). `mark` is scratch of the DAG's length, stamped with the target's position.
+fn deps(t: usize, dag: &Dag, mat: &[bool], mark: &mut [usize]) -> Vec<usize> {
     let mut out = Vec::new();
-    let mut seen = HashSet::new();
-    let mut stack = target.inputs();
-    while let Some(n) = stack.pop() {
-        if !seen.insert(n.id) || n.buffer().is_some() {
+    let mut stack: Vec<usize> = dag.inputs(t).iter().map(|&i| i as usize).collect();
+    while let Some(p) = stack.pop() {
+        if mark[p] == t || dag.realized(p) {
             continue;
         }
-        if mat.contains(&n.id) {
-            out.push(n.id);
+        mark[p] = t;
+        if mat[p] {
+            out.push(p);
         } else {
-            stack.extend(n.inputs());
+            stack.extend(dag.inputs(p).iter().map(|&i| i as usize));
         }
     }
     out
 }
 
-/// Builds the steps for the materialized set `mat`; the second result lists computations
-/// that must be materialized too (read in several index contexts, or split for limits).
-/// Nodes to materialize so that the computation of `target` splits into kernels whose
-/// arguments (and lengths, [`MAX_KERNEL_NODES`]) stay within the limits, found in one pass: walking the computed nodes beneath
-/// `target` inputs first, each node's estimated argument bytes are its own plus its
-/// inputs'; where that passes two thirds of the limit, the node's computed elementwise inputs
-/// become buffers (a pointer each for their users). Shared nodes are counted once per user,
-/// which only overestimates. Empty when no cut helps (the caller then falls back).
-fn arg_cuts(target: &Arc<Node>, mat: &HashSet<u64>) -> Vec<u64> {
+/// Nodes to materialize so that the computation of the target at `target` splits into
+/// kernels whose arguments (and lengths, [`MAX_KERNEL_NODES`]) stay within the limits,
+/// found in one pass: walking the computed nodes beneath `target` inputs first, each node's
+/// estimated argument bytes are its own plus its inputs'; where that passes two thirds of
+/// the limit, the node's computed elementwise inputs become buffers (a pointer each for
+/// their users). Shared nodes are counted once per user, which only overestimates. Empty
+/// when no cut helps (the caller then falls back).
+fn arg_cuts(target: usize, nodes: &[Arc<Node>], dag: &Dag, mat: &[bool]) -> Vec<usize> {
+    type Map = HashMap<usize, usize, FxBuild>;
     let budget = MAX_ARG_BYTES * 2 / 3;
-    let computed = |n: &Node| {
-        n.id != target.id
-            && !matches!(n.op, Op::Const(_))
-            && n.buffer().is_none()
-            && !mat.contains(&n.id)
+    let computed = |p: usize| {
+        p != target && !matches!(nodes[p].op, Op::Const(_)) && !dag.realized(p) && !mat[p]
     };
+    let ins = |p: usize| dag.inputs(p).iter().map(|&i| i as usize);
     // post-order over the computed cone (iterative)
-    let mut order: Vec<Arc<Node>> = Vec::new();
-    let mut seen: HashSet<u64> = HashSet::new();
-    let mut stack: Vec<(Arc<Node>, bool)> = vec![(target.clone(), false)];
+    let mut order: Vec<usize> = Vec::new();
+    let mut seen = vec![false; nodes.len()];
+    let mut stack: Vec<(usize, bool)> = vec![(target, false)];
     while let Some((n, done)) = stack.pop() {
         if done {
             order.push(n);
             continue;
         }
-        if !seen.insert(n.id) {
+        if std::mem::replace(&mut seen[n], true) {
             continue;
         }
-        let inputs = n.inputs();
         stack.push((n, true));
-        for i in inputs.iter().rev() {
-            if computed(i) && !seen.contains(&i.id) {
-                stack.push((i.clone(), false));
+        for i in ins(n).rev() {
+            if computed(i) && !seen[i] {
+                stack.push((i, false));
             }
         }
     }
     // readers of each leaf (constant, buffer, materialized node) within the cone
-    let mut leaf_uses: HashMap<u64, usize> = HashMap::new();
-    for n in &order {
-        for i in n.inputs().iter().filter(|i| !seen.contains(&i.id)) {
-            *leaf_uses.entry(i.id).or_default() += 1;
+    let mut leaf_uses = Map::default();
+    for &n in &order {
+        for i in ins(n).filter(|&i| !seen[i]) {
+            *leaf_uses.entry(i).or_default() += 1;
         }
     }
-    let mut cost: HashMap<u64, usize> = HashMap::new();
-    // computed nodes in each node's kernel so far (shared ones counted per user)
-    let mut nodes: HashMap<u64, usize> = HashMap::new();
+    // by position: estimated argument bytes (`None` for leaves) and computed nodes in each
+    // node's kernel so far (shared ones counted per user)
+    let mut cost: Vec<Option<usize>> = vec![None; nodes.len()];
+    let mut count: Vec<usize> = vec![0; nodes.len()];
     let mut cuts = Vec::new();
-    for n in &order {
-        let rank = n.shape.len();
+    for &n in &order {
+        let node = &nodes[n];
+        let rank = node.shape.len();
+        let inputs = dag.inputs(n);
         // parameters a node's index arithmetic or value takes, 16 bytes each (estimate)
-        let own = match n.op {
+        let own = match node.op {
             Op::Unary(_) | Op::Binary(_) | Op::Where | Op::Cast => 0,
             // an offset per part
-            Op::Concat(_) => 16 * (2 * rank + 2 + n.inputs().len()),
+            Op::Concat(_) => 16 * (2 * rank + 2 + inputs.len()),
             _ => 16 * (2 * rank + 2),
         };
         // a leaf's arguments are shared by every reader in the kernel: each reader carries
         // its share
-        let input_cost = |i: &Arc<Node>, cost: &HashMap<u64, usize>| match cost.get(&i.id) {
-            Some(&c) => c,
+        let input_cost = |i: usize, cost: &[Option<usize>]| match cost[i] {
+            Some(c) => c,
             None => {
-                let base = match i.op {
+                let base = match nodes[i].op {
                     Op::Const(_) => 16,
-                    _ => 8 + 16 * i.shape.len(), // a buffer: its pointer and strides
+                    _ => 8 + 16 * nodes[i].shape.len(), // a buffer: its pointer and strides
                 };
-                base.div_ceil(leaf_uses.get(&i.id).copied().unwrap_or(1).max(1))
+                base.div_ceil(leaf_uses.get(&i).copied().unwrap_or(1).max(1))
             }
         };
-        let inputs = n.inputs();
-        let input_nodes = |nodes: &HashMap<u64, usize>| -> usize {
-            inputs
-                .iter()
-                .map(|i| nodes.get(&i.id).copied().unwrap_or(0))
-                .sum()
-        };
-        let mut c = own + inputs.iter().map(|i| input_cost(i, &cost)).sum::<usize>();
-        let mut m = 1 + input_nodes(&nodes);
+        let input_nodes = |count: &[usize]| -> usize { ins(n).map(|i| count[i]).sum() };
+        let mut c = own + ins(n).map(|i| input_cost(i, &cost)).sum::<usize>();
+        let mut m = 1 + input_nodes(&count);
         if c > budget || m > MAX_KERNEL_NODES {
-            for i in &inputs {
+            for i in ins(n) {
                 // any computed node may become a buffer except a broadcast (which would
                 // store its expansion)
-                let cuttable = i.op.is_elementwise()
+                let cuttable = nodes[i].op.is_elementwise()
                     || matches!(
-                        i.op,
+                        nodes[i].op,
                         Op::Reshape
                             | Op::Permute(_)
                             | Op::Slice(_)
@@ -714,152 +774,213 @@ fn arg_cuts(target: &Arc<Node>, mat: &HashSet<u64>) -> Vec<u64> {
                             | Op::Roll { .. }
                             | Op::Concat(_)
                     );
-                if cuttable && cost.get(&i.id).is_some_and(|&ci| ci > 8) {
-                    cuts.push(i.id);
-                    cost.insert(i.id, 8);
-                    nodes.insert(i.id, 0);
+                if cuttable && cost[i].is_some_and(|ci| ci > 8) {
+                    cuts.push(i);
+                    cost[i] = Some(8);
+                    count[i] = 0;
                 }
             }
-            c = own + inputs.iter().map(|i| input_cost(i, &cost)).sum::<usize>();
-            m = 1 + input_nodes(&nodes);
+            c = own + ins(n).map(|i| input_cost(i, &cost)).sum::<usize>();
+            m = 1 + input_nodes(&count);
         }
-        cost.insert(n.id, c);
-        nodes.insert(n.id, m);
+        cost[n] = Some(c);
+        count[n] = m;
     }
     cuts.sort_unstable();
     cuts.dedup();
     cuts
 }
 
+/// `map` emptied and taken (keeping its allocation for the taker).
+fn cleared<K, V>(map: &mut HashMap<K, V, FxBuild>) -> HashMap<K, V, FxBuild> {
+    let mut m = std::mem::take(map);
+    m.clear();
+    m
+}
+
+/// Lowers one kernel of `targets` (with the reduction `red` when it is a reduction kernel)
+/// over the iteration `shape`. Stops early, leaving the IR incomplete, when the lowerer
+/// bails out over a limit.
+fn lower_kernel(
+    lw: &mut Lowerer,
+    targets: &[usize],
+    red: Option<usize>,
+    shape: &[usize],
+) -> Result<()> {
+    let nodes = lw.nodes;
+    let index = lw.b.push(Inst::Index, DType::I64);
+    let axes: Axes = (0..shape.len())
+        .map(|k| lw.b.push(Inst::Axis(k as u8), DType::I64))
+        .collect();
+    let root = Idx {
+        lin: Some(index),
+        axes: Some(axes),
+        guard: None,
+    };
+    if let Some(r) = red {
+        let Op::Reduce(op, layout) = nodes[r].op else {
+            return Err(Error::internal("lower", "reduce root is not a reduction"));
+        };
+        let t = targets[0];
+        let x = lw
+            .dag
+            .inputs(r)
+            .first()
+            .map(|&i| i as usize)
+            .ok_or_else(|| Error::internal("lower", "reduction without input"))?;
+        let Some(v) = lw.lower(x, &root, t)? else {
+            return Ok(());
+        };
+        let vd = match op {
+            ReduceOp::Sum | ReduceOp::Prod => nodes[r].dtype,
+            ReduceOp::All | ReduceOp::Any => DType::Bool,
+            _ => nodes[x].dtype,
+        };
+        let v = lw.b.cast(v, vd);
+        let acc = lw.b.reduce(op, v, layout);
+        // the epilogue reads the reduction at the output's own index
+        lw.memo.insert((r, root.key()), acc);
+        let Some(e) = lw.lower(t, &root, t)? else {
+            return Ok(());
+        };
+        let e = lw.b.cast(e, nodes[t].dtype);
+        lw.b.store(e);
+    } else {
+        for &t in targets {
+            let Some(v) = lw.lower(t, &root, t)? else {
+                return Ok(());
+            };
+            let v = lw.b.cast(v, nodes[t].dtype);
+            lw.b.store(v);
+        }
+    }
+    Ok(())
+}
+
+/// Builds the steps for the materialized set `mat` (by position); the second result lists
+/// computations that must be materialized too (read in several index contexts, or by two
+/// kernels), the third the nodes to materialize to split kernels over a limit.
 pub(super) fn build(
     nodes: &[Arc<Node>],
+    dag: &Dag,
     pos: &HashMap<u64, usize, FxBuild>,
-    mat: &HashSet<u64>,
+    mat: &[bool],
     fuse: bool,
-) -> Result<(Vec<TStep>, HashSet<u64>, HashSet<u64>)> {
+) -> Result<(Vec<TStep>, PosSet, PosSet)> {
     // levels: a target runs after every target it reads
-    let mut level: HashMap<u64, usize> = HashMap::new();
+    let mut level: Vec<Option<usize>> = vec![None; nodes.len()];
+    let mut mark = vec![usize::MAX; nodes.len()];
     // (key, shareable, targets): a group of a target that shares no kernel takes no others
-    let mut groups: Vec<(GroupKey, bool, Vec<Arc<Node>>)> = Vec::new();
-    for n in nodes
-        .iter()
-        .filter(|n| mat.contains(&n.id) && n.buffer().is_none())
-    {
-        let l = deps(n, mat)
+    let mut groups: Vec<(GroupKey, bool, Vec<usize>)> = Vec::new();
+    // the one shareable group of each key (a `Device` hashes by its kind and ordinal,
+    // which never change)
+    #[allow(clippy::mutable_key_type)]
+    let mut shared: HashMap<GroupKey, usize, FxBuild> = HashMap::default();
+    let reductions = nodes.iter().any(|n| matches!(n.op, Op::Reduce(..)));
+    let reduce_root = |t: usize| match reductions {
+        true => reduce_root(t, nodes, dag, mat),
+        false => None,
+    };
+    for (p, n) in nodes.iter().enumerate() {
+        if !mat[p] || dag.realized(p) {
+            continue;
+        }
+        let l = deps(p, dag, mat, &mut mark)
             .iter()
-            .map(|d| level.get(d).map_or(0, |l| l + 1))
+            .map(|&d| level[d].map_or(0, |l| l + 1))
             .max()
             .unwrap_or(0);
-        level.insert(n.id, l);
+        level[p] = Some(l);
         let key = (l, n.op.is_library(), n.shape.to_vec(), n.device.clone());
         // with fusion off every operation is its own kernel, so outputs are not shared;
         // a reduction kernel has one output (and joins no other group)
-        let shareable = !key.1 && fuse && reduce_root(n, mat).is_none();
-        match groups
-            .iter_mut()
-            .find(|(k, s, _)| shareable && *s && *k == key)
-        {
-            Some((_, _, g)) => g.push(n.clone()),
-            None => groups.push((key, shareable, vec![n.clone()])),
+        let shareable = !key.1 && fuse && reduce_root(p).is_none();
+        if shareable {
+            if let Some(&g) = shared.get(&key) {
+                groups[g].2.push(p);
+                continue;
+            }
+            shared.insert(key.clone(), groups.len());
         }
+        groups.push((key, shareable, vec![p]));
     }
     groups.sort_by_key(|((l, ..), ..)| *l);
-    let load_free = load_free(nodes, mat);
+    let load_free = load_free(nodes, dag, mat);
+    let depth = op_depths(nodes, dag, mat);
     let mut steps = Vec::new();
-    let mut contexts: HashMap<u64, usize> = HashMap::new();
-    let mut extra = HashSet::new();
-    let mut cuts: HashSet<u64> = HashSet::new();
-    let mut queue: std::collections::VecDeque<(GroupKey, Vec<Arc<Node>>)> =
+    // the kernel (numbered from 1) that first read each computation, by position
+    let mut contexts: Vec<usize> = vec![0; nodes.len()];
+    let mut extra = PosSet::default();
+    let mut cuts = PosSet::default();
+    let mut queue: std::collections::VecDeque<(GroupKey, Vec<usize>)> =
         groups.into_iter().map(|(k, _, g)| (k, g)).collect();
     let mut gi = 0;
+    // allocations reused from kernel to kernel (cleared before each)
+    let mut frames = Vec::new();
+    let mut spare_memo: HashMap<(usize, Idx), ValueId, FxBuild> = HashMap::default();
+    let mut spare_seen: HashMap<usize, Idx, FxBuild> = HashMap::default();
     while let Some(((level, is_copy, shape, device), targets)) = queue.pop_front() {
         gi += 1;
         if is_copy {
-            let t = &targets[0];
-            if t.op == Op::MatMul {
-                steps.push(super::matmul::step(t, pos)?);
+            let t = targets[0];
+            if nodes[t].op == Op::MatMul {
+                steps.push(super::matmul::step(&nodes[t], pos)?);
                 continue;
             }
-            let src = t
-                .inputs()
+            let src = dag
+                .inputs(t)
                 .first()
-                .cloned()
+                .map(|&i| i as usize)
                 .ok_or_else(|| Error::internal("plan", "library step without input"))?;
-            let (src, dst) = (pos[&src.id], pos[&t.id]);
-            steps.push(match t.op {
-                Op::Fft(_) => TStep::Fft { src, dst },
-                _ => TStep::Copy { src, dst },
+            steps.push(match nodes[t].op {
+                Op::Fft(_) => TStep::Fft { src, dst: t },
+                _ => TStep::Copy { src, dst: t },
             });
             continue;
         }
         let red = match targets.as_slice() {
-            [t] => reduce_root(t, mat),
+            [t] => reduce_root(*t),
             _ => None,
         };
-        let shape = match &red {
-            Some(r) => r.inputs().first().map_or(shape, |x| x.shape.to_vec()),
+        let shape = match red {
+            Some(r) => dag
+                .inputs(r)
+                .first()
+                .map_or(shape, |&x| nodes[x as usize].shape.to_vec()),
             None => shape,
         };
         let mut lw = Lowerer {
             b: Builder::new(shape.len()),
             params: Vec::new(),
-            pos,
-            param_memo: HashMap::new(),
+            nodes,
+            dag,
+            param_memo: HashMap::default(),
             inputs: Vec::new(),
-            input_slot: HashMap::new(),
-            memo: HashMap::new(),
+            input_slot: HashMap::default(),
+            memo: cleared(&mut spare_memo),
             mat,
             load_free: &load_free,
-            seen: HashMap::new(),
+            seen: cleared(&mut spare_seen),
             extra: &mut extra,
+            // an over-limit kernel is split and lowered again: its IR is not needed
+            bail: true,
+            outputs: targets.len(),
+            stack: std::mem::take(&mut frames),
         };
-        let index = lw.b.push(Inst::Index, DType::I64);
-        let axes: Axes = (0..shape.len())
-            .map(|k| lw.b.push(Inst::Axis(k as u8), DType::I64))
-            .collect();
-        let root = Idx {
-            lin: Some(index),
-            axes: Some(axes),
-            guard: None,
-        };
-        if let Some(r) = &red {
-            let Op::Reduce(op, layout) = r.op else {
-                return Err(Error::internal("lower", "reduce root is not a reduction"));
-            };
-            let t = &targets[0];
-            let x = r
-                .inputs()
-                .first()
-                .cloned()
-                .ok_or_else(|| Error::internal("lower", "reduction without input"))?;
-            let v = lw.lower(&x, &root, t.id)?;
-            let vd = match op {
-                ReduceOp::Sum | ReduceOp::Prod => r.dtype,
-                ReduceOp::All | ReduceOp::Any => DType::Bool,
-                _ => x.dtype,
-            };
-            let v = lw.b.cast(v, vd);
-            let acc = lw.b.reduce(op, v, layout);
-            // the epilogue reads the reduction at the output's own index
-            lw.memo.insert((r.id, root.key()), acc);
-            let e = lw.lower(t, &root, t.id)?;
-            let e = lw.b.cast(e, t.dtype);
-            lw.b.store(e);
-        } else {
-            for t in &targets {
-                let v = lw.lower(t, &root, t.id)?;
-                let v = lw.b.cast(v, t.dtype);
-                lw.b.store(v);
-            }
+        // a kernel certainly over the value limit is not lowered at all
+        let too_deep = targets.iter().any(|&t| depth[t] >= MAX_KERNEL_VALUES);
+        if !too_deep {
+            lower_kernel(&mut lw, &targets, red, &shape)?;
         }
-        let arg_bytes = lw.params.len() * 16 + (lw.inputs.len() + targets.len()) * 8;
-        let values = lw.b.value_count();
-        if arg_bytes > MAX_ARG_BYTES || values > MAX_KERNEL_VALUES {
+        if too_deep || lw.over_limit() {
+            frames = std::mem::take(&mut lw.stack);
+            spare_memo = std::mem::take(&mut lw.memo);
+            spare_seen = std::mem::take(&mut lw.seen);
             config::debug_log!(
                 2,
-                "plan split: a kernel needs {arg_bytes} argument bytes (limit {MAX_ARG_BYTES}: \
-                 the CUDA argument struct must stay under 4 KB) and {values} values (limit \
-                 {MAX_KERNEL_VALUES})"
+                "plan split: a kernel needs more than {MAX_ARG_BYTES} argument bytes (the \
+                 CUDA argument struct must stay under 4 KB) or more than {MAX_KERNEL_VALUES} \
+                 values"
             );
             if targets.len() > 1 {
                 // several outputs: two kernels of half the outputs each
@@ -871,22 +992,39 @@ pub(super) fn build(
                 continue;
             }
             // one output: cut its computation into kernels within the limit, in one pass
-            let found = arg_cuts(&targets[0], mat);
-            let mut split = !found.is_empty();
-            cuts.extend(found);
-            if !split {
-                // no cut found by the estimate: materialize the computations it reads
-                for i in targets[0].inputs() {
-                    if i.op.is_elementwise() && !mat.contains(&i.id) && i.buffer().is_none() {
-                        lw.extra.insert(i.id);
-                        split = true;
-                    }
+            // (this planning pass is then only a search for cuts)
+            let found = arg_cuts(targets[0], nodes, dag, mat);
+            if !found.is_empty() {
+                cuts.extend(found);
+                continue;
+            }
+            // no cut found by the estimate: the whole kernel, and the computations it reads
+            // materialized
+            lw.bail = false;
+            lw.b = Builder::new(shape.len());
+            lw.params.clear();
+            lw.param_memo.clear();
+            lw.inputs.clear();
+            lw.input_slot.clear();
+            lw.memo = cleared(&mut spare_memo);
+            lw.seen = cleared(&mut spare_seen);
+            lw.stack = std::mem::take(&mut frames);
+            lower_kernel(&mut lw, &targets, red, &shape)?;
+            let mut split = false;
+            for &i in dag.inputs(targets[0]) {
+                let i = i as usize;
+                if nodes[i].op.is_elementwise() && !mat[i] && !dag.realized(i) {
+                    lw.extra.insert(i);
+                    split = true;
                 }
             }
             if !split {
                 return Err(Error::internal(
                     "plan",
-                    format!("kernel arguments of {arg_bytes} bytes cannot be split"),
+                    format!(
+                        "kernel arguments of {} bytes cannot be split",
+                        lw.arg_bytes()
+                    ),
                 ));
             }
         }
@@ -895,27 +1033,31 @@ pub(super) fn build(
             params,
             inputs,
             seen,
+            memo,
+            stack,
             ..
         } = lw;
+        frames = stack;
+        spare_memo = memo;
         // a computation read by two kernels is materialized too
-        for (id, _) in seen {
-            match contexts.get(&id) {
-                Some(&g) if g != gi => {
-                    extra.insert(id);
+        for &p in seen.keys() {
+            match contexts[p] {
+                0 => contexts[p] = gi,
+                g if g != gi => {
+                    extra.insert(p);
                 }
-                _ => {
-                    contexts.insert(id, gi);
-                }
+                _ => {}
             }
         }
+        spare_seen = seen;
         let kernel = b.finish();
         kernel
             .validate()
             .map_err(|e| Error::internal("lower", format!("{e} in\n{kernel}")))?;
         steps.push(TStep::Kernel {
             kernel: Arc::new(kernel),
-            inputs: inputs.iter().map(|n| pos[&n.id]).collect(),
-            outputs: targets.iter().map(|n| pos[&n.id]).collect(),
+            inputs,
+            outputs: targets,
             shape: shape.into(),
             params,
         });

@@ -77,10 +77,10 @@ struct WalkScratch {
 }
 
 /// A step of the iterative walk: visit a node, or place it once its inputs are placed
-/// (with its realized-ness and inputs as read at the visit).
+/// (with its realized-ness and its inputs' ids as read at the visit).
 enum Frame {
     Visit(Arc<Node>),
-    Done(Arc<Node>, bool, Inputs),
+    Done(Arc<Node>, bool, SmallVec<[u64; 3]>),
 }
 
 thread_local! {
@@ -91,17 +91,47 @@ thread_local! {
 }
 
 /// The nodes of one evaluation in plan position order (inline for small graphs).
-pub(crate) type Walked = SmallVec<[Arc<Node>; 16]>;
+pub(crate) type NodeOrder = SmallVec<[Arc<Node>; 16]>;
+
+/// What planning reads of a walked DAG's live state, by walk position: each node's
+/// realized-ness and its inputs' positions (none for a realized node), read once under the
+/// node's lock by the walk that wrote the plan key. Planning reads nothing else that can
+/// change, so a plan always belongs to its key's DAG.
+#[derive(Default)]
+pub(crate) struct Dag {
+    realized: Vec<bool>,
+    /// `edges[start[p]..start[p + 1]]` are the positions of node `p`'s inputs.
+    start: Vec<u32>,
+    edges: Vec<u32>,
+}
+
+impl Dag {
+    fn clear(&mut self) {
+        self.realized.clear();
+        self.start.clear();
+        self.start.push(0);
+        self.edges.clear();
+    }
+    /// Whether the node at `p` held a buffer when walked.
+    pub(crate) fn realized(&self, p: usize) -> bool {
+        self.realized[p]
+    }
+    /// The positions of the inputs of the node at `p`, in order.
+    pub(crate) fn inputs(&self, p: usize) -> &[u32] {
+        &self.edges[self.start[p] as usize..self.start[p + 1] as usize]
+    }
+}
 
 /// Every node reachable from `roots` (realized nodes included, not walked through),
 /// inputs before users, in a deterministic order; and the structural plan key of the DAG,
 /// written into `key`: the fusion switch, per node its structure hash (ops without
 /// constant values and seeds, dtypes, shapes, devices), realized-ness and the walk
 /// positions of its inputs, then the roots' positions. Equal keys mean equal plans, and
-/// the plan cache compares whole keys (not a hash of them).
-fn walk(roots: &[Arc<Node>], fuse: bool, key: &mut Vec<u64>) -> Walked {
+/// the plan cache compares whole keys (not a hash of them). `dag` receives what the key
+/// was made from.
+fn walk(roots: &[Arc<Node>], fuse: bool, key: &mut Vec<u64>, dag: &mut Dag) -> NodeOrder {
     WALK.with(|w| match w.try_borrow_mut() {
-        Ok(mut scratch) => walk_with(&mut scratch, roots, fuse, key),
+        Ok(mut scratch) => walk_with(&mut scratch, roots, fuse, key, dag),
         // re-entered from a walk on this thread (cannot happen today): fresh scratch
         Err(_) => walk_with(
             &mut WalkScratch {
@@ -111,6 +141,7 @@ fn walk(roots: &[Arc<Node>], fuse: bool, key: &mut Vec<u64>) -> Walked {
             roots,
             fuse,
             key,
+            dag,
         ),
     })
 }
@@ -120,14 +151,16 @@ fn walk_with(
     roots: &[Arc<Node>],
     fuse: bool,
     key: &mut Vec<u64>,
-) -> Walked {
+    dag: &mut Dag,
+) -> NodeOrder {
     const ON_STACK: usize = usize::MAX;
     let WalkScratch { seen, stack } = scratch;
     seen.clear();
     stack.clear();
     key.clear();
+    dag.clear();
     key.push(fuse as u64);
-    let mut order = Walked::new();
+    let mut order = NodeOrder::new();
     stack.extend(roots.iter().rev().map(|r| Frame::Visit(r.clone())));
     while let Some(frame) = stack.pop() {
         match frame {
@@ -137,9 +170,13 @@ fn walk_with(
                 h.write_u64(n.shash);
                 h.write_u8(realized as u8);
                 for i in &inputs {
-                    h.write_usize(seen.get(&i.id).copied().unwrap_or(ON_STACK));
+                    let p = seen.get(i).copied().unwrap_or(ON_STACK);
+                    h.write_usize(p);
+                    dag.edges.push(p as u32);
                 }
                 key.push(h.finish());
+                dag.realized.push(realized);
+                dag.start.push(dag.edges.len() as u32);
                 seen.insert(n.id, order.len());
                 order.push(n);
             }
@@ -149,22 +186,25 @@ fn walk_with(
                 }
                 seen.insert(n.id, ON_STACK);
                 // what planning reads of the node's state, taken under one lock
-                let (realized, inputs) = {
+                // (only inputs not met yet are cloned, to be visited)
+                let mut ids = SmallVec::new();
+                let mut visits: Inputs = Inputs::new();
+                let realized = {
                     let st = n.settled_state();
-                    match st.buffer.is_some() {
-                        true => (true, Inputs::new()),
-                        false => (false, st.inputs.clone()),
+                    let realized = st.buffer.is_some();
+                    if !realized {
+                        for i in &st.inputs {
+                            ids.push(i.id);
+                            if !seen.contains_key(&i.id) {
+                                visits.push(i.clone());
+                            }
+                        }
                     }
+                    realized
                 };
-                let visits: SmallVec<[Arc<Node>; 3]> = inputs
-                    .iter()
-                    .rev()
-                    .filter(|i| !seen.contains_key(&i.id))
-                    .cloned()
-                    .collect();
                 // popped once the inputs' frames above it are all placed
-                stack.push(Frame::Done(n, realized, inputs));
-                stack.extend(visits.into_iter().map(Frame::Visit));
+                stack.push(Frame::Done(n, realized, ids));
+                stack.extend(visits.into_iter().rev().map(Frame::Visit));
             }
         }
     }
@@ -177,18 +217,30 @@ type PlanCache = HashMap<Vec<u64>, Arc<Template>, FxBuild>;
 static PLANS: std::sync::RwLock<Option<PlanCache>> = std::sync::RwLock::new(None);
 const PLAN_CACHE_MAX: usize = 4096;
 
+/// Per-thread buffers of a walk: the plan key and the DAG it was made from.
+#[derive(Default)]
+struct Walked {
+    key: Vec<u64>,
+    dag: Dag,
+}
+
 thread_local! {
-    static KEY: std::cell::RefCell<Vec<u64>> = const { std::cell::RefCell::new(Vec::new()) };
+    static KEY: std::cell::RefCell<Walked> = std::cell::RefCell::new(Walked::default());
 }
 
 /// The plan template for `roots` (cached by structure) with the walked nodes it is
 /// positioned over, and whether it came from the cache. Readers of the plan cache never
 /// block each other; the key is built in a per-thread buffer.
-pub(crate) fn template_for_hit(roots: &[Arc<Node>]) -> Result<(Arc<Template>, Walked, bool)> {
+pub(crate) fn template_for_hit(
+    roots: &[Arc<Node>],
+) -> Result<(Arc<Template>, NodeOrder, bool)> {
     let fuse = config::fusion_enabled(); // read once: the key and the plan agree
     KEY.with(|k| match k.try_borrow_mut() {
-        Ok(mut key) => template_with_key(roots, fuse, &mut key),
-        Err(_) => template_with_key(roots, fuse, &mut Vec::new()),
+        Ok(mut w) => {
+            let Walked { key, dag } = &mut *w;
+            template_with_key(roots, fuse, key, dag)
+        }
+        Err(_) => template_with_key(roots, fuse, &mut Vec::new(), &mut Dag::default()),
     })
 }
 
@@ -196,9 +248,10 @@ fn template_with_key(
     roots: &[Arc<Node>],
     fuse: bool,
     key: &mut Vec<u64>,
-) -> Result<(Arc<Template>, Walked, bool)> {
+    dag: &mut Dag,
+) -> Result<(Arc<Template>, NodeOrder, bool)> {
     loop {
-        let nodes = walk(roots, fuse, key);
+        let nodes = walk(roots, fuse, key, dag);
         let cached = PLANS
             .read()
             .unwrap_or_else(|e| e.into_inner())
@@ -214,19 +267,24 @@ fn template_with_key(
             config::debug_log!(2, "plan cache miss: {why}");
         }
         // Shapes are part of the key, so a plan that was made passed this check.
-        check_buffer_sizes(&nodes)?;
-        let pos: HashMap<u64, usize, FxBuild> =
-            nodes.iter().enumerate().map(|(i, n)| (n.id, i)).collect();
-        let planned = make_template(&nodes, &pos, roots, fuse);
-        // Planning reads the nodes' live state. When another thread realized one of them
+        check_buffer_sizes(&nodes, dag)?;
+        let root_pos: Vec<usize> = key[key.len() - roots.len()..]
+            .iter()
+            .map(|&p| p as usize)
+            .collect();
+        let planned = make_template(&nodes, dag, &root_pos, fuse);
+        // Planning reads the walk's snapshot (`dag`), except for the operand views of a
+        // matmul (`matmul`), read live. When another thread realized one of those
         // meanwhile, the plan (or its error) belongs to a DAG other than the key's: plan
         // again from a fresh walk instead of caching it. Realization only goes one way, so
         // this ends.
-        let mut again = Vec::with_capacity(key.len());
-        drop(walk(roots, fuse, &mut again));
-        if again != *key {
-            config::debug_log!(2, "a node was realized while planning: planning again");
-            continue;
+        if nodes.iter().any(|n| n.op == Op::MatMul) {
+            let mut again = Vec::with_capacity(key.len());
+            drop(walk(roots, fuse, &mut again, &mut Dag::default()));
+            if again != *key {
+                config::debug_log!(2, "a node was realized while planning: planning again");
+                continue;
+            }
         }
         let t = Arc::new(planned?);
         if config::debug_level() >= 2 {
@@ -244,7 +302,7 @@ fn template_with_key(
 
 /// The plan template for `roots` (cached by structure) with the walked nodes it is
 /// positioned over.
-pub(crate) fn template_for(roots: &[Arc<Node>]) -> Result<(Arc<Template>, Walked)> {
+pub(crate) fn template_for(roots: &[Arc<Node>]) -> Result<(Arc<Template>, NodeOrder)> {
     template_for_hit(roots).map(|(t, n, _)| (t, n))
 }
 
@@ -283,56 +341,67 @@ impl Template {
     }
 }
 
+/// A set of DAG positions.
+pub(super) type PosSet = HashSet<usize, FxBuild>;
+
 fn make_template(
     nodes: &[Arc<Node>],
-    pos: &HashMap<u64, usize, FxBuild>,
-    roots: &[Arc<Node>],
+    dag: &Dag,
+    root_pos: &[usize],
     fuse: bool,
 ) -> Result<Template> {
-    let mut mat: HashSet<u64> = HashSet::new();
+    // node id -> position, for the library steps (which resolve their operands by node)
+    let pos: HashMap<u64, usize, FxBuild> = match nodes.iter().any(|n| n.op.is_library()) {
+        true => nodes.iter().enumerate().map(|(i, n)| (n.id, i)).collect(),
+        false => HashMap::default(),
+    };
+    let pos = &pos;
+    // the materialized set, by position
+    let mut mat = vec![false; nodes.len()];
     let mut aliases = Vec::new();
-    for r in roots {
-        if r.buffer().is_some() {
+    for &rp in root_pos {
+        let r = &nodes[rp];
+        if dag.realized(rp) {
             continue;
         }
         // a root reshape is its input's buffer under another shape: no copy
-        match (&r.op, r.inputs().first()) {
-            (Op::Reshape, Some(i)) => {
-                if i.buffer().is_none() {
-                    mat.insert(i.id);
+        match (&r.op, dag.inputs(rp).first()) {
+            (Op::Reshape, Some(&i)) => {
+                let i = i as usize;
+                if !dag.realized(i) {
+                    mat[i] = true;
                 }
-                aliases.push(TStep::Alias {
-                    src: pos[&i.id],
-                    dst: pos[&r.id],
-                });
+                aliases.push(TStep::Alias { src: i, dst: rp });
             }
-            _ => {
-                mat.insert(r.id);
-            }
+            _ => mat[rp] = true,
         }
     }
-    for n in nodes.iter().filter(|n| n.buffer().is_none()) {
+    for (p, n) in nodes.iter().enumerate() {
+        if dag.realized(p) {
+            continue;
+        }
         let is_op = !matches!(n.op, Op::Const(_)) && !(n.op.is_free_view());
         if n.op.is_library() || (!fuse && is_op) {
-            mat.insert(n.id);
+            mat[p] = true;
         }
         if n.op.is_library() {
             for i in matmul::library_reads(n)? {
-                if i.buffer().is_none() {
-                    mat.insert(i.id);
+                let ip = pos[&i.id];
+                if !dag.realized(ip) {
+                    mat[ip] = true;
                 }
             }
         }
         if matches!(n.op, Op::Reduce(..)) {
-            mat.insert(n.id);
+            mat[p] = true;
         }
     }
     if fuse {
-        absorb_epilogues(nodes, roots, &mut mat);
+        absorb_epilogues(nodes, dag, root_pos, &mut mat);
     }
     // Grow the materialized set until no computation is read in two index contexts.
     loop {
-        let (mut steps, extra, cuts) = lower::build(nodes, pos, &mat, fuse)?;
+        let (mut steps, extra, cuts) = lower::build(nodes, dag, pos, &mat, fuse)?;
         if !cuts.is_empty() {
             // kernels over the argument limit: cut them all at once, then plan again
             config::debug_log!(
@@ -340,32 +409,35 @@ fn make_template(
                 "plan split: {} node(s) materialized to keep kernel arguments under the limit",
                 cuts.len()
             );
-            let before = mat.len();
-            mat.extend(cuts);
-            if mat.len() > before {
+            let mut grew = false;
+            for p in cuts {
+                grew |= !std::mem::replace(&mut mat[p], true);
+            }
+            if grew {
                 continue;
             }
         }
         if extra.is_empty() {
             crate::stats::bump::plans(1);
             steps.append(&mut aliases);
-            let reuse = inplace::candidates(&steps, nodes, pos, roots);
+            let reuse = inplace::candidates(&steps, nodes, dag, root_pos);
             return Ok(Template { steps, reuse });
         }
         // Materialize only the outermost of the reported nodes: the ones below them may be
         // read in a single context once these are buffers.
-        let below = descendants(nodes, &extra, &mat);
-        let before = mat.len();
-        for id in extra.into_iter().filter(|id| !below.contains(id)) {
+        let below = descendants(dag, &extra, &mat);
+        let mut grew = false;
+        for p in extra.into_iter().filter(|p| !below.contains(p)) {
             config::debug_log!(
                 2,
-                "plan split at node #{id}: it is materialized because it is read at several \
+                "plan split at node #{}: it is materialized because it is read at several \
                  indices (or under several guards), by two kernels, or its kernel exceeded \
-                 the argument-size limit"
+                 the argument-size limit",
+                nodes[p].id
             );
-            mat.insert(id);
+            grew |= !std::mem::replace(&mut mat[p], true);
         }
-        if mat.len() == before {
+        if !grew {
             return Err(Error::internal("plan", "materialization made no progress"));
         }
     }
@@ -375,8 +447,11 @@ fn make_template(
 /// overflow or exceed `isize::MAX`), whether or not the plan would materialize that node:
 /// NumPy could not have created it either, and running such a plan would at best take
 /// years (a reduction over 2^62 broadcast zeros) and at worst abort on allocation.
-fn check_buffer_sizes(nodes: &[Arc<Node>]) -> Result<()> {
-    for n in nodes.iter().filter(|n| n.buffer().is_none()) {
+fn check_buffer_sizes(nodes: &[Arc<Node>], dag: &Dag) -> Result<()> {
+    for (p, n) in nodes.iter().enumerate() {
+        if dag.realized(p) {
+            continue;
+        }
         if crate::shape::buffer_bytes(n.size(), n.dtype).is_none() {
             return Err(Error::Shape {
                 op: "eval",
@@ -399,53 +474,60 @@ fn check_buffer_sizes(nodes: &[Arc<Node>]) -> Result<()> {
 /// reduction (or of its epilogue so far) is an elementwise op of the same shape whose other
 /// operands are scalar constants, that user is materialized instead (`sum / n`,
 /// `sqrt(sum)`, casts), so the reduction kernel stores the finished value.
-fn absorb_epilogues(nodes: &[Arc<Node>], roots: &[Arc<Node>], mat: &mut HashSet<u64>) {
-    let mut users: HashMap<u64, Vec<&Arc<Node>>> = HashMap::new();
-    for n in nodes.iter().filter(|n| n.buffer().is_none()) {
-        for i in n.inputs() {
-            users.entry(i.id).or_default().push(n);
+fn absorb_epilogues(nodes: &[Arc<Node>], dag: &Dag, root_pos: &[usize], mat: &mut [bool]) {
+    if !nodes.iter().any(|n| matches!(n.op, Op::Reduce(..))) {
+        return;
+    }
+    // users of each position (a user reading a node twice is listed twice)
+    let mut users: Vec<SmallVec<[usize; 2]>> = vec![SmallVec::new(); nodes.len()];
+    for p in 0..nodes.len() {
+        for &i in dag.inputs(p) {
+            users[i as usize].push(p);
         }
     }
-    for r in nodes
-        .iter()
-        .filter(|n| matches!(n.op, Op::Reduce(..)) && n.buffer().is_none())
-    {
-        let mut cur = r.clone();
+    let root_pos: PosSet = root_pos.iter().copied().collect();
+    for (r, n) in nodes.iter().enumerate() {
+        if !matches!(n.op, Op::Reduce(..)) || dag.realized(r) {
+            continue;
+        }
+        let mut cur = r;
         loop {
-            if roots.iter().any(|x| x.id == cur.id) {
+            if root_pos.contains(&cur) {
                 break;
             }
-            let Some([e]) = users.get(&cur.id).map(|u| u.as_slice()) else {
+            let [e] = users[cur].as_slice() else {
                 break;
             };
-            let ok = e.op.is_elementwise()
-                && e.shape == cur.shape
-                && e.inputs()
+            let e = *e;
+            let en = &nodes[e];
+            let ok = en.op.is_elementwise()
+                && en.shape == nodes[cur].shape
+                && dag
+                    .inputs(e)
                     .iter()
-                    .all(|i| i.id == cur.id || lower::is_scalar_const(i));
+                    .all(|&i| i as usize == cur || lower::is_scalar_const(&nodes[i as usize]));
             if !ok {
                 break;
             }
-            mat.remove(&cur.id);
-            mat.insert(e.id);
-            cur = (*e).clone();
+            mat[cur] = false;
+            mat[e] = true;
+            cur = e;
         }
     }
 }
 
 /// Nodes computed beneath any of `tops` (walking inputs, stopping at materialized nodes).
-fn descendants(nodes: &[Arc<Node>], tops: &HashSet<u64>, mat: &HashSet<u64>) -> HashSet<u64> {
-    let mut below = HashSet::new();
-    let mut stack: Vec<Arc<Node>> = nodes
+fn descendants(dag: &Dag, tops: &PosSet, mat: &[bool]) -> PosSet {
+    let mut below = PosSet::default();
+    let mut stack: Vec<usize> = tops
         .iter()
-        .filter(|n| tops.contains(&n.id))
-        .flat_map(|n| n.inputs())
+        .flat_map(|&p| dag.inputs(p).iter().map(|&i| i as usize))
         .collect();
-    while let Some(n) = stack.pop() {
-        if mat.contains(&n.id) || n.buffer().is_some() || !below.insert(n.id) {
+    while let Some(p) = stack.pop() {
+        if mat[p] || dag.realized(p) || !below.insert(p) {
             continue;
         }
-        stack.extend(n.inputs());
+        stack.extend(dag.inputs(p).iter().map(|&i| i as usize));
     }
     below
 }

@@ -24,7 +24,15 @@ pub(crate) fn run(spec: &GemmSpec, a: &HostBuf, b: &HostBuf) -> Result<HostBuf> 
 }
 
 fn typed<T: LinalgScalar>(spec: &GemmSpec, a: &[T], b: &[T]) -> Result<Vec<T>> {
-    let mut out = vec![T::zero(); spec.out_len()];
+    // fallible: a product too large for memory is an error, not an abort
+    let len = spec.out_len();
+    let mut out = Vec::new();
+    out.try_reserve_exact(len).map_err(|_| Error::OutOfMemory {
+        op: "matmul",
+        bytes: len.saturating_mul(std::mem::size_of::<T>()),
+        what: format!("{len} elements of a matrix product"),
+    })?;
+    out.resize(len, T::zero());
     let (m, n, k) = (spec.m, spec.n, spec.k);
     if out.is_empty() || k == 0 {
         return Ok(out); // an empty sum is zero

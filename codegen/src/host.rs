@@ -112,7 +112,7 @@ fn try_zeroed<T: ZeroBits>(len: usize) -> Result<Vec<T>, AllocError> {
     // is killed when the pages are touched. A buffer far larger than the machine's memory
     // and swap can never be filled. (Far larger: virtual machines that grow their memory on
     // demand report a fraction of what they can have.)
-    if host_memory_limit().is_some_and(|limit| layout.size() as u64 > limit) {
+    if !host_bytes_possible(layout.size()) {
         return Err(err);
     }
     // SAFETY: the layout's size is non-zero.
@@ -124,6 +124,14 @@ fn try_zeroed<T: ZeroBits>(len: usize) -> Result<Vec<T>, AllocError> {
     // the layout a `Vec<T>` of capacity `len` owns; all `len` elements are initialized, as
     // all-zero bytes are a valid `T` (`ZeroBits`).
     Ok(unsafe { Vec::from_raw_parts(ptr, len, len) })
+}
+
+/// False for a host allocation of `bytes` that can never be filled: far more than the
+/// machine's memory and swap. Under unconditional overcommit the allocator would grant it
+/// and the process would be killed once its pages are touched; fallible allocations check
+/// this first.
+pub fn host_bytes_possible(bytes: usize) -> bool {
+    host_memory_limit().is_none_or(|limit| bytes as u64 <= limit)
 }
 
 /// How many times the reported memory and swap a host buffer may take before it is refused

@@ -33,6 +33,7 @@ use crate::vmath;
 use crate::{DType, IrError, Kernel, LaunchArgs, Scalar, Slice, SliceMut, ValueId};
 use num_complex::{Complex32, Complex64};
 use std::ops::{Add, Div, Mul, Neg, Sub};
+use std::sync::Arc;
 
 /// Number of elements evaluated together (the length of every column).
 pub const TILE: usize = 2048;
@@ -59,8 +60,182 @@ pub fn run(
     if len == 0 {
         return Ok(());
     }
+    let ctx = Ctx::new(kernel, inputs, args, start, len)?;
+    run_tiles(ctx, kernel, outputs, start, len)
+}
+
+/// [`run`] of a shared kernel, for launches that repeat: the plan of the launch (which
+/// values are uniform, read in place, or computed into which column) is kept per thread
+/// for the last few (kernel, arguments, range, input lengths), so that a repeated launch
+/// neither validates nor plans again. The cache holds the `Arc`, so a kernel's address
+/// identifies it while its entry lives.
+pub fn run_shared(
+    kernel: &Arc<Kernel>,
+    inputs: &[Slice<'_>],
+    outputs: &mut [SliceMut<'_>],
+    args: &LaunchArgs,
+    start: usize,
+) -> Result<(), IrError> {
+    if kernel.reduce.is_some() {
+        return run(kernel, inputs, outputs, args, start);
+    }
+    let hit = PLAN_CACHE.with(|c| {
+        let c = c.borrow();
+        c.iter()
+            .position(|e| e.matches(kernel, inputs, args, start))
+            .map(|k| c[k].plan.clone())
+    });
+    let Some(plan) = hit else {
+        kernel.validate()?;
+        let len = check_args(kernel, inputs, outputs, args, start)?;
+        if len == 0 {
+            return Ok(());
+        }
+        let ctx = Ctx::new(kernel, inputs, args, start, len)?;
+        if ctx.reads_data_while_planning() {
+            // a load at a uniform index was folded to the value it read: the plan holds
+            // input data and is good for this launch only
+            return run_tiles(ctx, kernel, outputs, start, len);
+        }
+        let plan = Arc::new(Plan::of(&ctx));
+        PLAN_CACHE.with(|c| {
+            let mut c = c.borrow_mut();
+            let entry = PlanEntry {
+                kernel: kernel.clone(),
+                args: args.clone(),
+                start,
+                lens: inputs.iter().map(|s| s.len()).collect(),
+                plan,
+            };
+            if c.len() >= PLAN_CACHE_LEN {
+                c.remove(0);
+            }
+            c.push(entry);
+        });
+        return run_tiles(ctx, kernel, outputs, start, len);
+    };
+    // the entry matched the inputs and the range, and the outputs are checked here
+    let len = check_outputs(kernel, outputs)?;
+    if len != plan.len {
+        return Err(internal("cached plan of another length"));
+    }
+    let ctx = Ctx::from_plan(kernel, inputs, args, &plan);
+    run_tiles(ctx, kernel, outputs, start, len)
+}
+
+/// Launch plans kept per thread by [`run_shared`].
+const PLAN_CACHE_LEN: usize = 8;
+
+thread_local! {
+    static PLAN_CACHE: std::cell::RefCell<Vec<PlanEntry>> = const { std::cell::RefCell::new(Vec::new()) };
+}
+
+/// One launch's plan and what it was made for.
+struct PlanEntry {
+    kernel: Arc<Kernel>,
+    args: LaunchArgs,
+    start: usize,
+    lens: smallvec::SmallVec<[usize; 4]>,
+    plan: Arc<Plan>,
+}
+
+impl PlanEntry {
+    fn matches(
+        &self,
+        kernel: &Arc<Kernel>,
+        inputs: &[Slice<'_>],
+        args: &LaunchArgs,
+        start: usize,
+    ) -> bool {
+        Arc::ptr_eq(&self.kernel, kernel)
+            && self.start == start
+            && self.lens.len() == inputs.len()
+            && self.lens.iter().zip(inputs).all(|(&n, s)| n == s.len())
+            && kernel
+                .inputs
+                .iter()
+                .zip(inputs)
+                .all(|(&d, s)| d == s.dtype())
+            && self.args.shape == args.shape
+            && self.args.params.len() == args.params.len()
+            && self
+                .args
+                .params
+                .iter()
+                .zip(&args.params)
+                .all(|(a, b)| same_bits(a, b))
+    }
+}
+
+/// Bitwise equality: planning folds parameters, so `-0.0` and `0.0` (equal as numbers) or
+/// two NaNs (unequal) must be told apart by their bits.
+fn same_bits(a: &Scalar, b: &Scalar) -> bool {
+    match (a, b) {
+        (Scalar::F32(x), Scalar::F32(y)) => x.to_bits() == y.to_bits(),
+        (Scalar::F64(x), Scalar::F64(y)) => x.to_bits() == y.to_bits(),
+        (Scalar::C64(x), Scalar::C64(y)) => {
+            x.re.to_bits() == y.re.to_bits() && x.im.to_bits() == y.im.to_bits()
+        }
+        (Scalar::C128(x), Scalar::C128(y)) => {
+            x.re.to_bits() == y.re.to_bits() && x.im.to_bits() == y.im.to_bits()
+        }
+        _ => a == b,
+    }
+}
+
+/// What [`Ctx::new`] decided for one launch.
+struct Plan {
+    len: usize,
+    locs: Vec<Loc>,
+    order: Vec<usize>,
+    /// Dtype of each column slot.
+    slots: Vec<DType>,
+    tile_n: usize,
+}
+
+impl Plan {
+    fn of(ctx: &Ctx<'_, '_>) -> Plan {
+        Plan {
+            len: ctx.len,
+            locs: ctx.locs.clone(),
+            order: ctx.order.clone(),
+            slots: ctx.slots.iter().map(|c| c.dtype()).collect(),
+            tile_n: TILE.min(ctx.len),
+        }
+    }
+}
+
+/// Checks the outputs' dtypes and lengths against the kernel; returns the length.
+fn check_outputs(kernel: &Kernel, outputs: &[SliceMut<'_>]) -> Result<usize, IrError> {
+    if outputs.len() != kernel.outputs.len() {
+        return Err(IrError(format!(
+            "kernel has {} outputs, {} given",
+            kernel.outputs.len(),
+            outputs.len()
+        )));
+    }
+    let len = outputs.first().map_or(0, |o| o.len());
+    for (k, (s, &d)) in outputs.iter().zip(&kernel.outputs).enumerate() {
+        if slice_mut_dtype(s) != d || s.len() != len {
+            return Err(IrError(format!(
+                "output {k} is {} x {}, kernel expects {d} x {len}",
+                s.len(),
+                slice_mut_dtype(s)
+            )));
+        }
+    }
+    Ok(len)
+}
+
+/// The tile loop of a planned launch.
+fn run_tiles(
+    mut ctx: Ctx<'_, '_>,
+    kernel: &Kernel,
+    outputs: &mut [SliceMut<'_>],
+    start: usize,
+    len: usize,
+) -> Result<(), IrError> {
     let end = start + len;
-    let mut ctx = Ctx::new(kernel, inputs, args, start, len)?;
     let mut i0 = start;
     while i0 < end {
         let t = Tile {
@@ -1379,6 +1554,8 @@ struct Ctx<'a, 'b> {
     order: Vec<usize>,
     /// Columns of earlier launches on this thread, for reuse.
     pool: Vec<Col>,
+    /// Elements of the launch.
+    len: usize,
 }
 
 /// Most columns a thread keeps for later launches.
@@ -1444,6 +1621,53 @@ thread_local! {
 }
 
 impl<'a, 'b> Ctx<'a, 'b> {
+    /// True when planning folded a load into a uniform value (read from the input).
+    fn reads_data_while_planning(&self) -> bool {
+        self.kernel
+            .values
+            .iter()
+            .zip(&self.locs)
+            .any(|(v, l)| matches!(v.inst, Inst::Load { .. }) && matches!(l, Loc::Uni(_)))
+    }
+
+    /// The context of a launch planned before (see [`run_shared`]).
+    fn from_plan(
+        kernel: &'a Kernel,
+        inputs: &'a [Slice<'b>],
+        args: &'a LaunchArgs,
+        plan: &Plan,
+    ) -> Ctx<'a, 'b> {
+        let shape = &args.shape[..];
+        let mut bufs = CTX_BUFS.with(|c| c.take());
+        let mut ctx = Ctx {
+            kernel,
+            inputs,
+            shape,
+            inner: std::mem::take(&mut bufs.inner),
+            locs: std::mem::take(&mut bufs.locs),
+            slots: std::mem::take(&mut bufs.slots),
+            order: std::mem::take(&mut bufs.order),
+            pool: std::mem::take(&mut bufs.pool),
+            len: plan.len,
+        };
+        ctx.inner.clear();
+        ctx.inner
+            .extend((0..shape.len()).map(|k| shape[k + 1..].iter().product::<usize>()));
+        ctx.locs.clear();
+        ctx.locs.extend_from_slice(&plan.locs);
+        ctx.order.clear();
+        ctx.order.extend_from_slice(&plan.order);
+        ctx.slots.clear();
+        for &d in &plan.slots {
+            let col = match ctx.pool.iter().rposition(|c| c.fits(d, plan.tile_n)) {
+                Some(k) => ctx.pool.swap_remove(k),
+                None => Col::new(d, plan.tile_n),
+            };
+            ctx.slots.push(col);
+        }
+        ctx
+    }
+
     /// Plans the evaluation of `start .. start + len` (`len > 0`): finds the needed values,
     /// evaluates the uniform ones, turns loads at `Index + c` into reads of the input in
     /// place, removes identities, and assigns columns to the rest.
@@ -1484,6 +1708,7 @@ impl<'a, 'b> Ctx<'a, 'b> {
             slots: std::mem::take(&mut bufs.slots),
             order: std::mem::take(&mut bufs.order),
             pool: std::mem::take(&mut bufs.pool),
+            len,
         };
         ctx.slots.clear();
         ctx.order.clear();

@@ -2048,3 +2048,134 @@ fn throughput_f32_chain() {
         );
     }
 }
+
+/// `run_shared` keeps a launch's plan per thread: repeated launches of one kernel with
+/// other parameters (even ones equal as numbers but not in bits, like `-0.0` and `0.0`,
+/// which planning folds), other input lengths or another range must not reuse a plan made
+/// for different arguments; results are compared with `interp::run`, which plans anew.
+#[test]
+fn shared_launch_plans_follow_their_arguments() {
+    let mut b = Builder::new(1);
+    let i = b.input(DType::F64);
+    let p = b.param(DType::F64);
+    let ix = b.push(Inst::Index, DType::I64);
+    let x = b.push(
+        Inst::Load {
+            input: i,
+            index: ix,
+            guard: None,
+        },
+        DType::F64,
+    );
+    let one = b.push(Inst::Const(Scalar::F64(1.0)), DType::F64);
+    let inv = b.binary(BinaryOp::Div, one, p); // uniform: folded while planning
+    let y = b.binary(BinaryOp::Add, x, inv);
+    b.store(y);
+    let k = std::sync::Arc::new(b.finish());
+    let launch = |xs: &[f64], p: f64, shared: bool| -> Vec<f64> {
+        let input = HostBuf::F64(xs.to_vec());
+        let ins = [input.as_slice()];
+        let mut out = HostBuf::zeros(DType::F64, xs.len());
+        let mut views = [out.as_slice_mut()];
+        let args = LaunchArgs {
+            shape: vec![xs.len()].into(),
+            params: vec![Scalar::F64(p)].into(),
+        };
+        if shared {
+            interp::run_shared(&k, &ins, &mut views, &args, 0).expect("run_shared");
+        } else {
+            interp::run(&k, &ins, &mut views, &args, 0).expect("run");
+        }
+        let HostBuf::F64(v) = out else {
+            panic!("dtype")
+        };
+        v
+    };
+    let bits = |v: &[f64]| v.iter().map(|x| x.to_bits()).collect::<Vec<_>>();
+    let x3 = [1.0, -2.0, 0.5];
+    let x5 = [1.0, 2.0, 3.0, 4.0, 5.0];
+    for round in 0..2 {
+        for (xs, p) in [
+            (&x3[..], 0.0),
+            (&x3[..], -0.0),
+            (&x3[..], 4.0),
+            (&x5[..], 4.0),
+            (&x3[..], f64::NAN),
+            (&x3[..], 0.0),
+        ] {
+            let want = launch(xs, p, false);
+            // independent check of the fold: 1/p added to each element
+            for (w, &xv) in want.iter().zip(xs) {
+                let e = xv + 1.0 / p;
+                assert!(e.to_bits() == w.to_bits() || (e.is_nan() && w.is_nan()));
+            }
+            let got = launch(xs, p, true);
+            assert_eq!(
+                bits(&got),
+                bits(&want),
+                "round {round}, p = {p}, n = {}",
+                xs.len()
+            );
+        }
+    }
+    // an output of the wrong length is an error on a cached plan too
+    let input = HostBuf::F64(x3.to_vec());
+    let mut out = HostBuf::zeros(DType::F64, 2);
+    let args = LaunchArgs {
+        shape: vec![3].into(),
+        params: vec![Scalar::F64(4.0)].into(),
+    };
+    let r = interp::run_shared(&k, &[input.as_slice()], &mut [out.as_slice_mut()], &args, 0);
+    assert!(r.is_err());
+}
+
+/// A load at a uniform index is folded to the value it reads while planning, so such a
+/// plan holds input data: a repeated shared launch with other data must read the new data.
+#[test]
+fn shared_launch_plans_do_not_keep_input_data() {
+    let mut b = Builder::new(1);
+    let i = b.input(DType::F32);
+    let s = b.input(DType::F32);
+    let ix = b.push(Inst::Index, DType::I64);
+    let zero = b.push(Inst::Const(Scalar::I64(0)), DType::I64);
+    let x = b.push(
+        Inst::Load {
+            input: i,
+            index: ix,
+            guard: None,
+        },
+        DType::F32,
+    );
+    let sv = b.push(
+        Inst::Load {
+            input: s,
+            index: zero,
+            guard: None,
+        },
+        DType::F32,
+    );
+    let y = b.binary(BinaryOp::Mul, x, sv);
+    b.store(y);
+    let k = std::sync::Arc::new(b.finish());
+    let xs = HostBuf::F32(vec![1.0, 2.0, 3.0]);
+    for scale in [2.0f32, 5.0, -1.0] {
+        let sb = HostBuf::F32(vec![scale]);
+        let mut out = HostBuf::zeros(DType::F32, 3);
+        let args = LaunchArgs {
+            shape: vec![3].into(),
+            params: Default::default(),
+        };
+        interp::run_shared(
+            &k,
+            &[xs.as_slice(), sb.as_slice()],
+            &mut [out.as_slice_mut()],
+            &args,
+            0,
+        )
+        .expect("run_shared");
+        let HostBuf::F32(v) = out else {
+            panic!("dtype")
+        };
+        assert_eq!(v, [scale, 2.0 * scale, 3.0 * scale]);
+    }
+}

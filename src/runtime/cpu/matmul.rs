@@ -26,12 +26,17 @@ pub(crate) fn run(spec: &GemmSpec, a: &HostBuf, b: &HostBuf) -> Result<HostBuf> 
 fn typed<T: LinalgScalar>(spec: &GemmSpec, a: &[T], b: &[T]) -> Result<Vec<T>> {
     // fallible: a product too large for memory is an error, not an abort
     let len = spec.out_len();
-    let mut out = Vec::new();
-    out.try_reserve_exact(len).map_err(|_| Error::OutOfMemory {
+    let bytes = len.saturating_mul(std::mem::size_of::<T>());
+    let oom = || Error::OutOfMemory {
         op: "matmul",
-        bytes: len.saturating_mul(std::mem::size_of::<T>()),
+        bytes,
         what: format!("{len} elements of a matrix product"),
-    })?;
+    };
+    if !lazyfuse_codegen::host_bytes_possible(bytes) {
+        return Err(oom()); // granted under overcommit, never fillable
+    }
+    let mut out = Vec::new();
+    out.try_reserve_exact(len).map_err(|_| oom())?;
     out.resize(len, T::zero());
     let (m, n, k) = (spec.m, spec.n, spec.k);
     if out.is_empty() || k == 0 {

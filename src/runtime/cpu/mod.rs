@@ -49,7 +49,7 @@ pub(crate) fn copy_range(h: &HostBuf, start: usize, len: usize) -> HostBuf {
 
 /// Runs `kernel` over `args.shape`, returning its outputs.
 pub(crate) fn run_kernel(
-    kernel: &Kernel,
+    kernel: &std::sync::Arc<Kernel>,
     inputs: &[&HostBuf],
     args: &LaunchArgs,
 ) -> Result<smallvec::SmallVec<[HostBuf; 2]>> {
@@ -73,7 +73,8 @@ pub(crate) fn run_kernel(
         {
             let mut slices: smallvec::SmallVec<[SliceMut<'_>; 4]> =
                 outs.iter_mut().map(|o| o.as_slice_mut()).collect();
-            interp::run(kernel, &ins, &mut slices, args, 0)
+            // launches this small repeat in loops: their plan is kept per thread
+            interp::run_shared(kernel, &ins, &mut slices, args, 0)
                 .map_err(|e| Error::internal("cpu kernel", e))?;
         }
         return Ok(outs);

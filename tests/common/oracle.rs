@@ -728,8 +728,23 @@ macro_rules! complex_fns {
             cexp($cmul(b, a.ln()))
         }
 
+        /// NumPy's complex `reciprocal` loop (not `1 / z`: `reciprocal(2+0i) = 0.5-0i`, and
+        /// `reciprocal(0) = NaN+NaNi`).
+        fn crecip(z: $c) -> $c {
+            let (x, y) = (z.re, z.im);
+            if y.abs() <= x.abs() {
+                let r = y / x;
+                let d = x + y * r;
+                <$c>::new(1.0 / d, -r / d)
+            } else {
+                let r = x / y;
+                let d = x * r + y;
+                <$c>::new(r / d, -1.0 / d)
+            }
+        }
+
         /// C99 `cexp`: a zero imaginary part stays exactly (`exp(1000+0i) = inf+0i`).
-        fn cexp(z: $c) -> $c {
+        pub(super) fn cexp(z: $c) -> $c {
             if z.im == 0.0 {
                 <$c>::new(z.re.exp(), z.im)
             } else {
@@ -738,16 +753,65 @@ macro_rules! complex_fns {
         }
 
         /// C99 `csqrt` (the sign of a zero imaginary part picks the side of the cut).
+        /// Finite values by `t = sqrt((|x| + |z|) / 2)`, the smaller part as `|y| / 2t`:
+        /// accurate in each part, where the polar form (`num_complex`'s) loses the
+        /// small part next to a cut (`sqrt(-2.862-0.113i)` has the real part 21 f32 ulp
+        /// off in f32).
         fn csqrt(z: $c) -> $c {
-            if z.im == 0.0 && !z.re.is_nan() {
-                if z.re >= 0.0 {
-                    <$c>::new(z.re.sqrt(), z.im)
+            let (x, y) = (z.re, z.im);
+            if y == 0.0 && !x.is_nan() {
+                if x >= 0.0 {
+                    <$c>::new(x.sqrt(), y)
                 } else {
-                    <$c>::new(0.0, (-z.re).sqrt().copysign(z.im))
+                    <$c>::new(0.0, (-x).sqrt().copysign(y))
                 }
-            } else {
+            } else if !(x.is_finite() && y.is_finite()) {
                 z.sqrt()
+            } else {
+                let t = (0.5 * x.abs() + 0.5 * x.hypot(y)).sqrt();
+                let s = y.abs() / (2.0 * t);
+                if x >= 0.0 {
+                    <$c>::new(t, s.copysign(y))
+                } else {
+                    <$c>::new(s, t.copysign(y))
+                }
             }
+        }
+
+        /// `tanh z = (sinh x cosh x + i sin y cos y) / (sinh^2 x + cos^2 y)`: the
+        /// denominator is `num_complex`'s `(cosh 2x + cos 2y) / 2` written as a sum of
+        /// squares, which does not cancel next to a pole (`num_complex` leaves
+        /// `tan(-3037000500)` 1e-13 off relative); `sign(x) + 4 sin y cos y e^{-2|x|} i`
+        /// once `e^{-2|x|}` is below the precision.
+        fn ctanh(z: $c) -> $c {
+            let (x, y) = (z.re, z.im);
+            if !(x.is_finite() && y.is_finite()) {
+                return z.tanh();
+            }
+            let (s, c) = y.sin_cos();
+            if x.abs() > 20.0 {
+                let e = (-2.0 * x.abs()).exp();
+                return <$c>::new((1.0 as $t).copysign(x), 4.0 * s * c * e);
+            }
+            let (sh, ch) = (x.sinh(), x.cosh());
+            let d = sh * sh + c * c;
+            <$c>::new(sh * ch / d, s * c / d)
+        }
+
+        /// `atanh(u + iv) = log1p(4u / ((1 - u)^2 + v^2)) / 4 + i atan2(2v, (1 - u)(1 + u) -
+        /// v^2) / 2` (the real part by `|u|`): accurate in each part, and the signs of zeros pick the side of the
+        /// cuts as in C99 (`num_complex`'s `atan(-0+2i)` is `+pi/2 + 0.549i`, C99's and
+        /// NumPy's `-pi/2 + 0.549i`).
+        fn catanh(w: $c) -> $c {
+            let (u, v) = (w.re, w.im);
+            if !(u.is_finite() && v.is_finite()) {
+                return w.atanh();
+            }
+            // by |u| (`atanh(-w) = -atanh(w)`), where the argument of `log1p` is >= 0
+            let a = u.abs();
+            let re = (0.25 * (4.0 * a / ((1.0 - a) * (1.0 - a) + v * v)).ln_1p()).copysign(u);
+            let im = 0.5 * (2.0 * v).atan2((1.0 - u) * (1.0 + u) - v * v);
+            <$c>::new(re, im)
         }
 
         /// Kahan's `asin`/`acos`, which honor signed zeros on the branch cuts as C99 and
@@ -768,26 +832,39 @@ macro_rules! complex_fns {
 
         pub fn $cfn(op: Un, z: $c) -> $c {
             use Un::*;
-            let one = <$c>::new(1.0, 0.0);
+            if <$c>::NARROW && op.is_float_fn() && op != Reciprocal {
+                // complex64 functions are computed in complex128 and rounded once: done in
+                // f32, `num_complex`'s formulas lose the smaller part of a result (the f32
+                // `|z|` in `log10(z)` near `|z| = 1` leaves `Re` 1e-5 off relative)
+                return <$c>::narrow(super::c128m::c128_fn(op, z.widen()));
+            }
             match op {
                 Sqrt => csqrt(z),
-                Rsqrt => $cdiv(one, csqrt(z)),
+                Rsqrt => crecip(csqrt(z)),
                 Exp => cexp(z),
-                Expm1 => cexp(z) - one,
+                Expm1 => <$c>::narrow(cexpm1_wide(z.widen())),
                 Log => z.ln(),
-                Log1p => (z + one).ln(),
+                Log1p => <$c>::narrow(clog1p_wide(z.widen())),
                 Log2 => z.log2(),
                 Log10 => z.log10(),
                 Sin => z.sin(),
                 Cos => z.cos(),
-                Tan => z.tan(),
+                Tan => {
+                    // tan z = -i tanh(iz)
+                    let t = ctanh(<$c>::new(-z.im, z.re));
+                    <$c>::new(t.im, -t.re)
+                }
                 Asin => casin_cacos(z, false),
                 Acos => casin_cacos(z, true),
-                Atan => z.atan(),
+                Atan => {
+                    // atan z = -i atanh(iz)
+                    let t = catanh(<$c>::new(-z.im, z.re));
+                    <$c>::new(t.im, -t.re)
+                }
                 Sinh => z.sinh(),
                 Cosh => z.cosh(),
-                Tanh => z.tanh(),
-                Reciprocal => $cdiv(one, z),
+                Tanh => ctanh(z),
+                Reciprocal => crecip(z),
                 Square => $cmul(z, z),
                 Neg => -z,
                 Conj => z.conj(),
@@ -806,6 +883,82 @@ macro_rules! complex_fns {
         }
     };
 }
+/// Complex values to and from complex128, where [`cexpm1_wide`] and [`clog1p_wide`]
+/// compute (complex64 results are then rounded once).
+trait Wide: Sized {
+    /// True for complex64.
+    const NARROW: bool;
+    fn widen(self) -> Cd;
+    fn narrow(z: Cd) -> Self;
+}
+impl Wide for Cf {
+    const NARROW: bool = true;
+    fn widen(self) -> Cd {
+        Cd::new(self.re as f64, self.im as f64)
+    }
+    fn narrow(z: Cd) -> Cf {
+        Cf::new(z.re as f32, z.im as f32)
+    }
+}
+impl Wide for Cd {
+    const NARROW: bool = false;
+    fn widen(self) -> Cd {
+        self
+    }
+    fn narrow(z: Cd) -> Cd {
+        z
+    }
+}
+
+/// `exp(z) - 1` without the cancellation of that formula near 0 (`exp(1e-10 + 1e-10i) - 1`
+/// keeps about 6 digits in f64). For `x <= 1`, `Re = e^x cos y - 1 = expm1(x) - 2 e^x
+/// sin^2(y/2)`: both terms are accurate and at most `e` times `|expm1(z)|`, so their
+/// difference is accurate relative to `|expm1(z)|` (a different rearrangement from
+/// lazyfuse's `expm1(x) cos y - 2 sin^2(y/2)`). For `x > 1`, `|exp(z)| > e` and `exp(z) - 1`
+/// loses nothing; `e^x` is applied as `e^{x/2} e^{x/2}` so a finite result past `exp`'s
+/// overflow threshold stays finite. A zero imaginary part stays exactly (C99's `cexp`).
+fn cexpm1_wide(z: Cd) -> Cd {
+    let (x, y) = (z.re, z.im);
+    if !(x.is_finite() && y.is_finite()) {
+        return c128m::cexp(z) - Cd::new(1.0, 0.0);
+    }
+    if y == 0.0 {
+        return Cd::new(x.exp_m1(), y);
+    }
+    if x > 1.0 {
+        let h = (0.5 * x).exp();
+        return Cd::new(h * (h * y.cos()) - 1.0, h * (h * y.sin()));
+    }
+    let s = (0.5 * y).sin();
+    Cd::new(x.exp_m1() - 2.0 * x.exp() * s * s, x.exp() * y.sin())
+}
+
+/// `log(1 + z)` without the rounding of `1 + z` near 0. There `log|1 + z| = log1p(x) +
+/// log1p(t^2) / 2` with `t = y / (1 + x)` (`|x|, |y| < 1/2`, so `1 + x` is near 1 and only
+/// the exact `x` enters `log1p`); elsewhere `1 + z` is far from 0 relative to its rounding
+/// and `log|w| = log(m) + log1p((n/m)^2) / 2` (`m`, `n` the larger and smaller of `|Re w|`,
+/// `|Im w|`) avoids overflow. The argument is `atan2(y, 1 + x)`.
+fn clog1p_wide(z: Cd) -> Cd {
+    let (x, y) = (z.re, z.im);
+    if !(x.is_finite() && y.is_finite()) {
+        return (z + Cd::new(1.0, 0.0)).ln();
+    }
+    let u = 1.0 + x;
+    let re = if x.abs() < 0.5 && y.abs() < 0.5 {
+        let t = y / u;
+        x.ln_1p() + 0.5 * (t * t).ln_1p()
+    } else {
+        let (m, n) = (u.abs().max(y.abs()), u.abs().min(y.abs()));
+        if m == 0.0 {
+            f64::NEG_INFINITY
+        } else {
+            let r = n / m;
+            m.ln() + 0.5 * (r * r).ln_1p()
+        }
+    };
+    Cd::new(re, y.atan2(u))
+}
+
 mod c64m {
     use super::*;
     complex_fns!(c64_fn, cmul64, cdiv64, cpow64, Cf, f32);

@@ -231,9 +231,7 @@ thread_local! {
 /// The plan template for `roots` (cached by structure) with the walked nodes it is
 /// positioned over, and whether it came from the cache. Readers of the plan cache never
 /// block each other; the key is built in a per-thread buffer.
-pub(crate) fn template_for_hit(
-    roots: &[Arc<Node>],
-) -> Result<(Arc<Template>, NodeOrder, bool)> {
+pub(crate) fn template_for_hit(roots: &[Arc<Node>]) -> Result<(Arc<Template>, NodeOrder, bool)> {
     let fuse = config::fusion_enabled(); // read once: the key and the plan agree
     KEY.with(|k| match k.try_borrow_mut() {
         Ok(mut w) => {

@@ -552,10 +552,11 @@ pub struct Builder {
     memo: HashMap<Value, ValueId, FastBuild>,
 }
 
-/// A fast, deterministic hasher (FxHash's mixing) for the builder's memo: building a
-/// kernel hashes every value pushed, and SipHash's cost showed in planning long chains.
+/// A small, fast, deterministic hasher (FxHash's mixing) for the builder's memo (building
+/// a kernel hashes every value pushed, and SipHash's cost showed in planning long chains)
+/// and for lazyfuse's node and plan keys. The field is the running state (a seed).
 #[derive(Default, Clone, Copy)]
-struct FastHasher(u64);
+pub struct FastHasher(pub u64);
 
 impl std::hash::Hasher for FastHasher {
     fn write(&mut self, bytes: &[u8]) {
@@ -585,7 +586,8 @@ impl std::hash::Hasher for FastHasher {
     }
 }
 
-type FastBuild = std::hash::BuildHasherDefault<FastHasher>;
+/// `HashMap` hasher built from [`FastHasher`].
+pub type FastBuild = std::hash::BuildHasherDefault<FastHasher>;
 
 impl Builder {
     /// Number of values pushed so far.

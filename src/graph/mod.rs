@@ -11,37 +11,9 @@ use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering::Relaxed, Ordering::SeqCst};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard, OnceLock, Weak};
 
-/// A small, fast, deterministic hasher (FxHash's mixing) for node keys and plan keys.
-#[derive(Default, Clone, Copy)]
-pub(crate) struct FxHasher(pub(crate) u64);
-
-impl std::hash::Hasher for FxHasher {
-    fn write(&mut self, bytes: &[u8]) {
-        for c in bytes.chunks(8) {
-            let mut w = [0u8; 8];
-            w[..c.len()].copy_from_slice(c);
-            self.write_u64(u64::from_le_bytes(w));
-        }
-    }
-    fn write_u64(&mut self, x: u64) {
-        self.0 = (self.0.rotate_left(5) ^ x).wrapping_mul(0x51_7c_c1_b7_27_22_0a_95);
-    }
-    fn write_usize(&mut self, x: usize) {
-        self.write_u64(x as u64);
-    }
-    fn write_u8(&mut self, x: u8) {
-        self.write_u64(x as u64);
-    }
-    fn write_u32(&mut self, x: u32) {
-        self.write_u64(x as u64);
-    }
-    fn finish(&self) -> u64 {
-        self.0
-    }
-}
-
-/// `HashMap` hasher built from [`FxHasher`].
-pub(crate) type FxBuild = std::hash::BuildHasherDefault<FxHasher>;
+/// The fast deterministic hasher of node keys and plan keys (shared with the kernel
+/// builder), and its `HashMap` hasher.
+pub(crate) use lazyfuse_codegen::ir::{FastBuild as FxBuild, FastHasher as FxHasher};
 
 /// An array shape.
 pub(crate) type Shape = SmallVec<[usize; 4]>;

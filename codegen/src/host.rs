@@ -134,6 +134,19 @@ pub fn host_bytes_possible(bytes: usize) -> bool {
     host_memory_limit().is_none_or(|limit| bytes as u64 <= limit)
 }
 
+/// An empty vector with room for exactly `len` elements, or an [`AllocError`] where the
+/// allocator refuses or the bytes could never be filled (see [`host_bytes_possible`]).
+pub fn try_with_capacity<T>(len: usize) -> Result<Vec<T>, AllocError> {
+    let bytes = len.saturating_mul(std::mem::size_of::<T>());
+    let err = AllocError { bytes };
+    if !host_bytes_possible(bytes) {
+        return Err(err);
+    }
+    let mut v = Vec::new();
+    v.try_reserve_exact(len).map_err(|_| err)?;
+    Ok(v)
+}
+
 /// How many times the reported memory and swap a host buffer may take before it is refused
 /// without trying.
 const HOST_MEMORY_FACTOR: u64 = 8;

@@ -190,7 +190,6 @@ struct Plan {
     order: Vec<usize>,
     /// Dtype of each column slot.
     slots: Vec<DType>,
-    tile_n: usize,
 }
 
 impl Plan {
@@ -200,28 +199,32 @@ impl Plan {
             locs: ctx.locs.clone(),
             order: ctx.order.clone(),
             slots: ctx.slots.iter().map(|c| c.dtype()).collect(),
-            tile_n: TILE.min(ctx.len),
         }
     }
 }
 
-/// Checks the outputs' dtypes and lengths against the kernel; returns the length.
+/// Checks the outputs' count, dtypes and common length against the kernel; returns the
+/// length.
 fn check_outputs(kernel: &Kernel, outputs: &[SliceMut<'_>]) -> Result<usize, IrError> {
+    let err = |m: String| Err(IrError(m));
     if outputs.len() != kernel.outputs.len() {
-        return Err(IrError(format!(
+        return err(format!(
             "kernel has {} outputs, {} given",
             kernel.outputs.len(),
             outputs.len()
-        )));
+        ));
     }
     let len = outputs.first().map_or(0, |o| o.len());
     for (k, (s, &d)) in outputs.iter().zip(&kernel.outputs).enumerate() {
-        if slice_mut_dtype(s) != d || s.len() != len {
-            return Err(IrError(format!(
-                "output {k} is {} x {}, kernel expects {d} x {len}",
-                s.len(),
-                slice_mut_dtype(s)
-            )));
+        let sd = slice_mut_dtype(s);
+        if sd != d {
+            return err(format!("output {k} is {sd}, kernel expects {d}"));
+        }
+        if s.len() != len {
+            return err(format!(
+                "output {k} has length {}, output 0 has {len}",
+                s.len()
+            ));
         }
     }
     Ok(len)
@@ -287,26 +290,7 @@ fn check_args(
             return err(format!("input {k} is {}, kernel expects {d}", s.dtype()));
         }
     }
-    if outputs.len() != kernel.outputs.len() {
-        return err(format!(
-            "kernel has {} outputs, {} given",
-            kernel.outputs.len(),
-            outputs.len()
-        ));
-    }
-    let len = outputs.first().map_or(0, |o| o.len());
-    for (k, (s, &d)) in outputs.iter().zip(&kernel.outputs).enumerate() {
-        let sd = slice_mut_dtype(s);
-        if sd != d {
-            return err(format!("output {k} is {sd}, kernel expects {d}"));
-        }
-        if s.len() != len {
-            return err(format!(
-                "output {k} has length {}, output 0 has {len}",
-                s.len()
-            ));
-        }
-    }
+    let len = check_outputs(kernel, outputs)?;
     if args.shape.len() != kernel.rank as usize {
         return err(format!(
             "launch shape {:?} does not have rank {}",
@@ -1630,6 +1614,45 @@ impl<'a, 'b> Ctx<'a, 'b> {
             .any(|(v, l)| matches!(v.inst, Inst::Load { .. }) && matches!(l, Loc::Uni(_)))
     }
 
+    /// A context over the per-thread pooled vectors and columns (see `Drop`), with the
+    /// launch's axis strides and nothing planned yet.
+    fn pooled(
+        kernel: &'a Kernel,
+        inputs: &'a [Slice<'b>],
+        args: &'a LaunchArgs,
+        len: usize,
+    ) -> Ctx<'a, 'b> {
+        let shape = &args.shape[..];
+        let bufs = CTX_BUFS.with(|c| c.take());
+        let mut ctx = Ctx {
+            kernel,
+            inputs,
+            shape,
+            inner: bufs.inner,
+            locs: bufs.locs,
+            slots: bufs.slots,
+            order: bufs.order,
+            pool: bufs.pool,
+            len,
+        };
+        ctx.inner.clear();
+        ctx.inner
+            .extend((0..shape.len()).map(|k| shape[k + 1..].iter().product::<usize>()));
+        ctx.locs.clear();
+        ctx.slots.clear();
+        ctx.order.clear();
+        ctx
+    }
+
+    /// A column of `dtype` for one tile: a pooled one when one fits.
+    fn take_col(&mut self, dtype: DType) -> Col {
+        let n = TILE.min(self.len);
+        match self.pool.iter().rposition(|c| c.fits(dtype, n)) {
+            Some(k) => self.pool.swap_remove(k),
+            None => Col::new(dtype, n),
+        }
+    }
+
     /// The context of a launch planned before (see [`run_shared`]).
     fn from_plan(
         kernel: &'a Kernel,
@@ -1637,32 +1660,11 @@ impl<'a, 'b> Ctx<'a, 'b> {
         args: &'a LaunchArgs,
         plan: &Plan,
     ) -> Ctx<'a, 'b> {
-        let shape = &args.shape[..];
-        let mut bufs = CTX_BUFS.with(|c| c.take());
-        let mut ctx = Ctx {
-            kernel,
-            inputs,
-            shape,
-            inner: std::mem::take(&mut bufs.inner),
-            locs: std::mem::take(&mut bufs.locs),
-            slots: std::mem::take(&mut bufs.slots),
-            order: std::mem::take(&mut bufs.order),
-            pool: std::mem::take(&mut bufs.pool),
-            len: plan.len,
-        };
-        ctx.inner.clear();
-        ctx.inner
-            .extend((0..shape.len()).map(|k| shape[k + 1..].iter().product::<usize>()));
-        ctx.locs.clear();
+        let mut ctx = Ctx::pooled(kernel, inputs, args, plan.len);
         ctx.locs.extend_from_slice(&plan.locs);
-        ctx.order.clear();
         ctx.order.extend_from_slice(&plan.order);
-        ctx.slots.clear();
         for &d in &plan.slots {
-            let col = match ctx.pool.iter().rposition(|c| c.fits(d, plan.tile_n)) {
-                Some(k) => ctx.pool.swap_remove(k),
-                None => Col::new(d, plan.tile_n),
-            };
+            let col = ctx.take_col(d);
             ctx.slots.push(col);
         }
         ctx
@@ -1679,39 +1681,19 @@ impl<'a, 'b> Ctx<'a, 'b> {
         len: usize,
     ) -> Result<Ctx<'a, 'b>, IrError> {
         let nv = kernel.values.len();
-        let shape = &args.shape[..];
-        // the per-launch vectors and columns come from a per-thread pool (see `Drop`)
-        let mut bufs = CTX_BUFS.with(|c| c.take());
-        let mut inner = std::mem::take(&mut bufs.inner);
-        inner.clear();
-        inner.extend((0..shape.len()).map(|k| shape[k + 1..].iter().product::<usize>()));
+        let mut ctx = Ctx::pooled(kernel, inputs, args, len);
         // Needed values (conservatively: every operand of a needed value).
-        let mut locs = std::mem::take(&mut bufs.locs);
-        locs.clear();
-        locs.resize(nv, Loc::Skip);
+        ctx.locs.resize(nv, Loc::Skip);
         for s in &kernel.stores {
-            locs[s.value as usize] = Loc::Pending;
+            ctx.locs[s.value as usize] = Loc::Pending;
         }
         for v in (0..nv).rev() {
-            if matches!(locs[v], Loc::Pending) {
+            if matches!(ctx.locs[v], Loc::Pending) {
                 for o in kernel.values[v].inst.operands() {
-                    locs[o as usize] = Loc::Pending;
+                    ctx.locs[o as usize] = Loc::Pending;
                 }
             }
         }
-        let mut ctx = Ctx {
-            kernel,
-            inputs,
-            shape,
-            inner,
-            locs,
-            slots: std::mem::take(&mut bufs.slots),
-            order: std::mem::take(&mut bufs.order),
-            pool: std::mem::take(&mut bufs.pool),
-            len,
-        };
-        ctx.slots.clear();
-        ctx.order.clear();
         // Classification, in order. `affine[v] = Some(c)`: value v is `Index + c`.
         // planning vectors come from a per-thread scratch (no allocation per launch)
         let mut scratch = SCRATCH.with(|c| c.take());
@@ -1914,7 +1896,6 @@ impl<'a, 'b> Ctx<'a, 'b> {
                 ctx.locs[r] = Loc::Direct(s.output as usize);
             }
         }
-        let tile_n = TILE.min(len);
         let mut free = std::mem::take(&mut scratch.free);
         for f in free.iter_mut() {
             f.clear();
@@ -1927,10 +1908,7 @@ impl<'a, 'b> Ctx<'a, 'b> {
                 let s = match free[dix(d)].pop() {
                     Some(s) => s,
                     None => {
-                        let col = match ctx.pool.iter().rposition(|c| c.fits(d, tile_n)) {
-                            Some(k) => ctx.pool.swap_remove(k),
-                            None => Col::new(d, tile_n),
-                        };
+                        let col = ctx.take_col(d);
                         ctx.slots.push(col);
                         ctx.slots.len() - 1
                     }

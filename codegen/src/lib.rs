@@ -14,7 +14,7 @@ pub mod semantics;
 pub mod vmath;
 
 pub use dtype::DType;
-pub use host::{host_bytes_possible, AllocError, HostBuf, Slice, SliceMut};
+pub use host::{host_bytes_possible, try_with_capacity, AllocError, HostBuf, Slice, SliceMut};
 pub use ir::{
     Builder, Inst, IrError, Kernel, LaunchArgs, LaunchShape, Reduce, Store, Value, ValueId,
 };

@@ -29,13 +29,7 @@ fn oom<T>(len: usize, what: &str) -> Error {
 
 /// A vector with room for exactly `len` elements, or an out-of-memory error.
 fn try_with_capacity<T>(len: usize, what: &str) -> Result<Vec<T>> {
-    let bytes = len.saturating_mul(std::mem::size_of::<T>());
-    if !lazyfuse_codegen::host_bytes_possible(bytes) {
-        return Err(oom::<T>(len, what)); // granted under overcommit, never fillable
-    }
-    let mut v = Vec::new();
-    v.try_reserve_exact(len).map_err(|_| oom::<T>(len, what))?;
-    Ok(v)
+    lazyfuse_codegen::try_with_capacity(len).map_err(|_| oom::<T>(len, what))
 }
 
 /// `len` copies of `x`, or an out-of-memory error.

@@ -26,17 +26,12 @@ pub(crate) fn run(spec: &GemmSpec, a: &HostBuf, b: &HostBuf) -> Result<HostBuf> 
 fn typed<T: LinalgScalar>(spec: &GemmSpec, a: &[T], b: &[T]) -> Result<Vec<T>> {
     // fallible: a product too large for memory is an error, not an abort
     let len = spec.out_len();
-    let bytes = len.saturating_mul(std::mem::size_of::<T>());
-    let oom = || Error::OutOfMemory {
-        op: "matmul",
-        bytes,
-        what: format!("{len} elements of a matrix product"),
-    };
-    if !lazyfuse_codegen::host_bytes_possible(bytes) {
-        return Err(oom()); // granted under overcommit, never fillable
-    }
-    let mut out = Vec::new();
-    out.try_reserve_exact(len).map_err(|_| oom())?;
+    let mut out: Vec<T> =
+        lazyfuse_codegen::try_with_capacity(len).map_err(|e| Error::OutOfMemory {
+            op: "matmul",
+            bytes: e.bytes,
+            what: format!("{len} elements of a matrix product"),
+        })?;
     out.resize(len, T::zero());
     let (m, n, k) = (spec.m, spec.n, spec.k);
     if out.is_empty() || k == 0 {

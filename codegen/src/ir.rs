@@ -560,9 +560,16 @@ pub struct FastHasher(pub u64);
 
 impl std::hash::Hasher for FastHasher {
     fn write(&mut self, bytes: &[u8]) {
-        for c in bytes.chunks(8) {
+        let mut words = bytes.chunks_exact(8);
+        for c in &mut words {
             let mut w = [0u8; 8];
-            w[..c.len()].copy_from_slice(c);
+            w.copy_from_slice(c);
+            self.write_u64(u64::from_le_bytes(w));
+        }
+        let rest = words.remainder();
+        if !rest.is_empty() {
+            let mut w = [0u8; 8];
+            w[..rest.len()].copy_from_slice(rest);
             self.write_u64(u64::from_le_bytes(w));
         }
     }

@@ -8,7 +8,7 @@ use crate::Device;
 use lazyfuse_codegen::{BinaryOp, DType, RandomKind, ReduceLayout, ReduceOp, Scalar, UnaryOp};
 use smallvec::SmallVec;
 use std::collections::HashMap;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering::Relaxed, Ordering::SeqCst};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering::Relaxed, Ordering::SeqCst};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard, OnceLock, Weak};
 
 /// The fast deterministic hasher of node keys and plan keys (shared with the kernel
@@ -136,6 +136,13 @@ pub(crate) struct NodeState {
 }
 
 /// One node of the DAG.
+///
+/// Hash-consing is lazy: building looks for an equal *realized* node (so that a live
+/// evaluated result is handed back instead of recomputed), and a node enters the table only
+/// when it is realized. Unrealized nodes never touch the table, which keeps building and
+/// dropping the intermediate nodes of an expression free of locks and table updates; equal
+/// unrealized subexpressions built separately are separate nodes (the kernel builder still
+/// computes equal IR once).
 pub(crate) struct Node {
     pub(crate) id: u64,
     /// Hash of the structure of this node alone (op without constant values or seeds,
@@ -148,9 +155,11 @@ pub(crate) struct Node {
     /// Hash-consing identity: the ids of the inputs the node was built from (kept after
     /// realization drops the inputs themselves).
     input_ids: SmallVec<[u64; 3]>,
-    /// Hash of (op with values, dtype, shape, device, input ids) when the node is in the
-    /// hash-consing table, else `None`.
+    /// Hash of (op with values, dtype, shape, device, input ids) for nodes that hash-consing
+    /// may share, else `None`.
     interned: Option<u64>,
+    /// Set once the realized node is in the hash-consing table (it removes itself on drop).
+    in_table: AtomicBool,
     state: Mutex<NodeState>,
     /// Set when an evaluation took this node's buffer to write in place; hash-consing never
     /// hands the node out again (see [`consume_buffer`]).
@@ -186,15 +195,34 @@ impl std::hash::Hasher for IdHasher {
     }
 }
 
-fn shards() -> &'static [Mutex<Bucket>] {
-    static TABLE: OnceLock<Vec<Mutex<Bucket>>> = OnceLock::new();
-    TABLE.get_or_init(|| (0..SHARDS).map(|_| Mutex::new(Bucket::default())).collect())
+/// One shard of the hash-consing table, with its entry count readable without the lock.
+struct Shard {
+    table: Mutex<Bucket>,
+    len: AtomicUsize,
+}
+
+fn shards() -> &'static [Shard] {
+    static TABLE: OnceLock<Vec<Shard>> = OnceLock::new();
+    TABLE.get_or_init(|| {
+        (0..SHARDS)
+            .map(|_| Shard {
+                table: Mutex::new(Bucket::default()),
+                len: AtomicUsize::new(0),
+            })
+            .collect()
+    })
+}
+
+fn shard_index(hash: u64) -> usize {
+    (hash >> 58) as usize % SHARDS
+}
+
+fn lock_shard(s: &Shard) -> MutexGuard<'_, Bucket> {
+    s.table.lock().unwrap_or_else(|e| e.into_inner())
 }
 
 fn shard(hash: u64) -> MutexGuard<'static, Bucket> {
-    shards()[(hash >> 58) as usize % SHARDS]
-        .lock()
-        .unwrap_or_else(|e| e.into_inner())
+    lock_shard(&shards()[shard_index(hash)])
 }
 
 static NEXT_ID: AtomicU64 = AtomicU64::new(1);
@@ -207,7 +235,12 @@ fn structure_hash(op: &Op, dtype: DType, shape: &Shape, device: &Device) -> u64 
         Op::Random(kind, _) => (2u8, kind).hash(&mut h),
         op => (3u8, op).hash(&mut h),
     }
-    (dtype, shape, device).hash(&mut h);
+    dtype.hash(&mut h);
+    h.write_usize(shape.len());
+    for &d in shape {
+        h.write_usize(d);
+    }
+    device.hash(&mut h);
     h.finish()
 }
 
@@ -247,27 +280,35 @@ impl Node {
             input_ids.push(n.id);
         }
         let kh = key_hash(shash, &op, &input_ids);
-        let mut rejected: SmallVec<[Arc<Node>; 1]> = SmallVec::new();
-        let mut table = shard(kh);
-        if let Some(bucket) = table.get(&kh) {
-            for w in bucket {
-                let Some(n) = w.upgrade() else { continue };
-                if n.shash == shash
-                    && n.dtype == dtype
-                    && n.input_ids == input_ids
-                    && n.shape == shape
-                    && n.op == op
-                    && n.device == device
-                    && !n.consumed.load(Relaxed)
-                {
-                    drop(table);
-                    return n;
+        let slot = &shards()[shard_index(kh)];
+        // only realized nodes are in the table: most shards are empty in a loop that keeps
+        // few results alive, and an empty one is skipped without its lock (a node being
+        // inserted meanwhile is missed, which only forgoes sharing)
+        if slot.len.load(Relaxed) != 0 {
+            let mut rejected: SmallVec<[Arc<Node>; 1]> = SmallVec::new();
+            let table = lock_shard(slot);
+            if let Some(bucket) = table.get(&kh) {
+                for w in bucket {
+                    let Some(n) = w.upgrade() else { continue };
+                    if n.shash == shash
+                        && n.dtype == dtype
+                        && n.input_ids == input_ids
+                        && n.shape == shape
+                        && n.op == op
+                        && n.device == device
+                        && !n.consumed.load(Relaxed)
+                    {
+                        drop(table);
+                        return n;
+                    }
+                    // dropped after the lock is released: dropping a node takes its shard lock
+                    rejected.push(n);
                 }
-                // dropped after the lock is released: dropping a node takes its shard lock
-                rejected.push(n);
             }
+            drop(table);
+            drop(rejected);
         }
-        let node = Arc::new(Node {
+        Arc::new(Node {
             id: NEXT_ID.fetch_add(1, Relaxed),
             shash,
             op,
@@ -276,17 +317,14 @@ impl Node {
             device,
             input_ids,
             interned: Some(kh),
+            in_table: AtomicBool::new(false),
             state: Mutex::new(NodeState {
                 inputs,
                 buffer: None,
             }),
             consumed: AtomicBool::new(false),
             pending: AtomicBool::new(false),
-        });
-        table.entry(kh).or_default().push(Arc::downgrade(&node));
-        drop(table);
-        drop(rejected);
-        node
+        })
     }
 
     /// A realized leaf holding `buffer` (never shared by hash-consing).
@@ -324,6 +362,7 @@ impl Node {
             device,
             input_ids: SmallVec::new(),
             interned: None,
+            in_table: AtomicBool::new(false),
             state: Mutex::new(NodeState {
                 inputs: Inputs::new(),
                 buffer,
@@ -365,16 +404,30 @@ impl Node {
     }
 
     /// Stores the node's value; from now on it is a leaf and its inputs are released.
-    pub(crate) fn realize(&self, buffer: Arc<Buffer>) {
+    pub(crate) fn realize(self: &Arc<Self>, buffer: Arc<Buffer>) {
         let old = {
             let mut s = self.state();
             s.buffer = Some(buffer);
             std::mem::take(&mut s.inputs)
         };
+        self.intern();
         if self.pending.swap(false, SeqCst) {
             notify_settled();
         }
         drop(old); // dropped outside the lock: may cascade into other nodes
+    }
+
+    /// Enters a realized node into the hash-consing table (once), so that building an equal
+    /// node hands this one back.
+    fn intern(self: &Arc<Self>) {
+        let Some(kh) = self.interned else { return };
+        if self.consumed.load(Relaxed) || self.in_table.swap(true, Relaxed) {
+            return;
+        }
+        let slot = &shards()[shard_index(kh)];
+        let mut table = lock_shard(slot);
+        table.entry(kh).or_default().push(Arc::downgrade(self));
+        slot.len.store(table.len(), Relaxed);
     }
 
     /// Number of elements.
@@ -473,11 +526,12 @@ fn notify_settled() {
 
 impl Drop for Node {
     fn drop(&mut self) {
-        if let Some(kh) = self.interned {
+        if let (Some(kh), true) = (self.interned, *self.in_table.get_mut()) {
             // This node's entry is dead now (no strong reference is left; when the node was
             // moved out of its `Arc` below, `self` is no longer at the entry's address, so
             // dead entries are recognized by their count, not their address).
-            let mut table = shard(kh);
+            let slot = &shards()[shard_index(kh)];
+            let mut table = lock_shard(slot);
             if let Some(bucket) = table.get_mut(&kh) {
                 // the common case, one node per key: that entry is this node's
                 if bucket.len() == 1 && bucket[0].strong_count() == 0 {
@@ -489,23 +543,41 @@ impl Drop for Node {
                     }
                 }
             }
+            slot.len.store(table.len(), Relaxed);
         }
         // Release long input chains iteratively so dropping a deep graph cannot overflow
-        // the stack: an input this node held the last reference to is unwrapped here and
-        // its own inputs are released by this loop (the stack stays inline for small graphs).
-        let own = std::mem::take(
-            &mut self
-                .state
-                .get_mut()
-                .unwrap_or_else(|e| e.into_inner())
-                .inputs,
-        );
-        let mut stack: SmallVec<[Arc<Node>; 8]> = own.into_iter().collect();
-        while let Some(n) = stack.pop() {
-            if let Ok(mut inner) = Arc::try_unwrap(n) {
-                let s = inner.state.get_mut().unwrap_or_else(|e| e.into_inner());
-                stack.extend(s.inputs.drain(..));
+        // the stack: the inputs of an input this node held the last reference to are taken
+        // here, so that input drops shallowly, and are released by this loop (the stack
+        // stays inline for small graphs). `get_mut` succeeds only for the last reference
+        // with no table entry: a node in the table is realized and has no inputs, so
+        // dropping it directly cannot recurse deeply.
+        let own = &mut self
+            .state
+            .get_mut()
+            .unwrap_or_else(|e| e.into_inner())
+            .inputs;
+        if own.is_empty() {
+            return;
+        }
+        let mut stack: SmallVec<[Arc<Node>; 8]> = SmallVec::new();
+        let mut inputs = std::mem::take(own);
+        loop {
+            for mut n in inputs {
+                if let Some(inner) = Arc::get_mut(&mut n) {
+                    let s = inner.state.get_mut().unwrap_or_else(|e| e.into_inner());
+                    if !s.inputs.is_empty() {
+                        stack.push(n);
+                    }
+                }
             }
+            let Some(mut n) = stack.pop() else { break };
+            inputs = match Arc::get_mut(&mut n) {
+                Some(inner) => {
+                    let s = inner.state.get_mut().unwrap_or_else(|e| e.into_inner());
+                    std::mem::take(&mut s.inputs)
+                }
+                None => Inputs::new(),
+            };
         }
     }
 }

@@ -70,24 +70,34 @@ pub(crate) struct Template {
 }
 
 /// Scratch space of [`walk`], kept per thread so that a cached eval allocates nothing to
-/// walk its DAG: node id -> walk position (`usize::MAX` while the node is on the stack).
+/// walk its DAG: node id -> walk position (`usize::MAX` while the node is on the stack), the
+/// frame stack, and the input ids read at each visit.
 struct WalkScratch {
     seen: HashMap<u64, usize, FxBuild>,
     stack: Vec<Frame>,
+    ids: Vec<u64>,
+}
+
+impl WalkScratch {
+    fn new() -> WalkScratch {
+        WalkScratch {
+            seen: HashMap::default(),
+            stack: Vec::new(),
+            ids: Vec::new(),
+        }
+    }
 }
 
 /// A step of the iterative walk: visit a node, or place it once its inputs are placed
-/// (with its realized-ness and its inputs' ids as read at the visit).
+/// (with its realized-ness and where its inputs' ids, as read at the visit, lie in
+/// `WalkScratch::ids`).
 enum Frame {
     Visit(Arc<Node>),
-    Done(Arc<Node>, bool, SmallVec<[u64; 3]>),
+    Done(Arc<Node>, bool, u32, u32),
 }
 
 thread_local! {
-    static WALK: std::cell::RefCell<WalkScratch> = std::cell::RefCell::new(WalkScratch {
-        seen: HashMap::default(),
-        stack: Vec::new(),
-    });
+    static WALK: std::cell::RefCell<WalkScratch> = std::cell::RefCell::new(WalkScratch::new());
 }
 
 /// The nodes of one evaluation in plan position order (inline for small graphs).
@@ -133,16 +143,7 @@ fn walk(roots: &[Arc<Node>], fuse: bool, key: &mut Vec<u64>, dag: &mut Dag) -> N
     WALK.with(|w| match w.try_borrow_mut() {
         Ok(mut scratch) => walk_with(&mut scratch, roots, fuse, key, dag),
         // re-entered from a walk on this thread (cannot happen today): fresh scratch
-        Err(_) => walk_with(
-            &mut WalkScratch {
-                seen: HashMap::default(),
-                stack: Vec::new(),
-            },
-            roots,
-            fuse,
-            key,
-            dag,
-        ),
+        Err(_) => walk_with(&mut WalkScratch::new(), roots, fuse, key, dag),
     })
 }
 
@@ -154,9 +155,10 @@ fn walk_with(
     dag: &mut Dag,
 ) -> NodeOrder {
     const ON_STACK: usize = usize::MAX;
-    let WalkScratch { seen, stack } = scratch;
+    let WalkScratch { seen, stack, ids } = scratch;
     seen.clear();
     stack.clear();
+    ids.clear();
     key.clear();
     dag.clear();
     key.push(fuse as u64);
@@ -164,12 +166,12 @@ fn walk_with(
     stack.extend(roots.iter().rev().map(|r| Frame::Visit(r.clone())));
     while let Some(frame) = stack.pop() {
         match frame {
-            Frame::Done(n, realized, inputs) => {
+            Frame::Done(n, realized, from, to) => {
                 // inputs are placed: hash this node with their positions
                 let mut h = FxHasher::default();
                 h.write_u64(n.shash);
                 h.write_u8(realized as u8);
-                for i in &inputs {
+                for i in &ids[from as usize..to as usize] {
                     let p = seen.get(i).copied().unwrap_or(ON_STACK);
                     h.write_usize(p);
                     dag.edges.push(p as u32);
@@ -181,13 +183,15 @@ fn walk_with(
                 order.push(n);
             }
             Frame::Visit(n) => {
-                if seen.contains_key(&n.id) {
-                    continue;
+                match seen.entry(n.id) {
+                    std::collections::hash_map::Entry::Occupied(_) => continue,
+                    std::collections::hash_map::Entry::Vacant(v) => {
+                        v.insert(ON_STACK);
+                    }
                 }
-                seen.insert(n.id, ON_STACK);
-                // what planning reads of the node's state, taken under one lock
-                // (only inputs not met yet are cloned, to be visited)
-                let mut ids = SmallVec::new();
+                // what planning reads of the node's state, taken under one lock (only
+                // inputs not met yet are cloned, to be visited)
+                let from = ids.len() as u32;
                 let mut visits: Inputs = Inputs::new();
                 let realized = {
                     let st = n.settled_state();
@@ -203,8 +207,10 @@ fn walk_with(
                     realized
                 };
                 // popped once the inputs' frames above it are all placed
-                stack.push(Frame::Done(n, realized, ids));
-                stack.extend(visits.into_iter().rev().map(Frame::Visit));
+                stack.push(Frame::Done(n, realized, from, ids.len() as u32));
+                while let Some(i) = visits.pop() {
+                    stack.push(Frame::Visit(i));
+                }
             }
         }
     }

@@ -1,5 +1,6 @@
 //! Host-path probe: the cached 10-op expression on one element, evaluated in a loop
-//! (`host_path N eval|build|function`), for `perf stat` and `perf record`.
+//! (`host_path N eval|build|function|add [cpu|cuda]`), for `perf stat`, `perf record` and
+//! valgrind's instruction counts; on CUDA the loop ends with a synchronize.
 use lazyfuse as lf;
 use lf::Array;
 use std::alloc::{GlobalAlloc, Layout, System};
@@ -42,14 +43,17 @@ unsafe impl GlobalAlloc for Counting {
 #[global_allocator]
 static GLOBAL: Counting = Counting;
 fn main() -> lf::Result<()> {
-    let dev = lf::Device::Cpu;
+    let mut args = std::env::args().skip(1);
+    let n: usize = args.next().and_then(|s| s.parse().ok()).unwrap_or(200000);
+    let mode = args.next().unwrap_or_else(|| "all".into());
+    let dev = match args.next().as_deref() {
+        Some("cuda") => lf::Device::cuda(0)?,
+        _ => lf::Device::Cpu,
+    };
     let a = Array::from_vec_on(vec![1.5f32], &[1], &dev)?;
     let b = Array::from_vec_on(vec![2.5f32], &[1], &dev)?;
     let ten =
         |a: &Array, b: &Array| ((((a + b) * 2.0 - 1.0).sin() * b).exp() + a).sqrt().abs() * 3.0 - b;
-    let mut args = std::env::args().skip(1);
-    let n: usize = args.next().and_then(|s| s.parse().ok()).unwrap_or(200000);
-    let mode = args.next().unwrap_or_else(|| "all".into());
     let f = lf::Function::trace(&[&a, &b], |xs: &[Array]| vec![ten(&xs[0], &xs[1])])?;
     for _ in 0..1000 {
         ten(&a, &b).eval()?;
@@ -73,29 +77,37 @@ fn main() -> lf::Result<()> {
         c2 - c1,
         c3 - c2
     );
+    let per = |t: std::time::Instant| -> lf::Result<f64> {
+        dev.synchronize()?;
+        Ok(t.elapsed().as_secs_f64() * 1e6 / n as f64)
+    };
     if mode == "all" || mode == "eval" {
         let t = std::time::Instant::now();
         for _ in 0..n {
             ten(&a, &b).eval()?;
         }
-        println!("eval {:.2} us", t.elapsed().as_secs_f64() * 1e6 / n as f64);
+        println!("eval {:.2} us", per(t)?);
+    }
+    if mode == "all" || mode == "add" {
+        let t = std::time::Instant::now();
+        for _ in 0..n {
+            (&a + &b).eval()?;
+        }
+        println!("add {:.2} us", per(t)?);
     }
     if mode == "all" || mode == "build" {
         let t = std::time::Instant::now();
         for _ in 0..n {
             let _ = ten(&a, &b);
         }
-        println!("build {:.2} us", t.elapsed().as_secs_f64() * 1e6 / n as f64);
+        println!("build {:.2} us", per(t)?);
     }
     if mode == "all" || mode == "function" {
         let t = std::time::Instant::now();
         for _ in 0..n {
             f.call(&[&a, &b])?;
         }
-        println!(
-            "function {:.2} us",
-            t.elapsed().as_secs_f64() * 1e6 / n as f64
-        );
+        println!("function {:.2} us", per(t)?);
     }
     Ok(())
 }

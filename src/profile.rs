@@ -376,6 +376,9 @@ thread_local! {
     static LAST_COMPILE: Cell<Option<(CompileSource, Duration)>> = const { Cell::new(None) };
     /// The entry name of that kernel.
     static LAST_NAME: RefCell<String> = const { RefCell::new(String::new()) };
+    /// The launch shape of that kernel: grid, block, elements per thread, registers.
+    #[allow(clippy::type_complexity)]
+    static LAST_LAUNCH: Cell<Option<((u32, u32), u32, u32, Option<u32>)>> = const { Cell::new(None) };
 }
 
 fn with_rec<T>(f: impl FnOnce(&mut Recorder) -> T) -> Option<T> {
@@ -573,6 +576,17 @@ pub(crate) fn note_compile(entry: &str, source: CompileSource, time: Duration) {
     });
 }
 
+#[cfg_attr(not(feature = "cuda"), allow(dead_code))]
+/// Records the launch shape of the kernel being measured (called by the CUDA launch): its
+/// grid and block, elements per thread and iteration, and registers per thread.
+#[inline]
+pub(crate) fn note_launch(grid: (u32, u32), block: u32, per_thread: u32, regs: Option<u32>) {
+    if !on() {
+        return;
+    }
+    LAST_LAUNCH.with(|c| c.set(Some((grid, block, per_thread, regs))));
+}
+
 /// Ends a kernel step that read `inputs` and wrote its outputs over `shape`. Bytes: each
 /// input buffer read once but at most one element per computed element (a slice reads only
 /// its part; a broadcast input its whole, smaller buffer), each output written once.
@@ -609,6 +623,15 @@ pub(crate) fn kernel_done(
         kernel.inputs.len(),
         kernel.outputs.len()
     );
+    if let Some(((gx, gy), block, pt, regs)) = LAST_LAUNCH.with(|c| c.take()) {
+        let grid = if gy > 1 {
+            format!("{gx}x{gy}")
+        } else {
+            gx.to_string()
+        };
+        let regs = regs.map_or(String::new(), |r| format!(", {r} regs"));
+        e.detail += &format!(", grid {grid} x {block}, {pt}/thread{regs}");
+    }
     e.bytes = in_bytes + out_bytes;
     e.compile = source;
     e.compile_time = ctime;

@@ -128,6 +128,83 @@ fn pad_guarded() -> Kernel {
     b.finish()
 }
 
+/// A padded computation: `where(inside, exp(sin(x[ix]) * p), q)` with the pad test `inside`
+/// also guarding the load, plus a value both sides need (`c`).
+fn where_branches() -> Kernel {
+    let mut b = Builder::new(1);
+    let i = index(&mut b);
+    let lo = b.param(DType::I64);
+    let len = b.param(DType::I64);
+    let p = b.param(DType::F32);
+    let q = b.param(DType::F32);
+    let zero = b.const_i64(0);
+    let r = b.binary(B::Sub, i, lo);
+    let g0 = b.binary(B::Ge, r, zero);
+    let g1 = b.binary(B::Lt, r, len);
+    let g = b.binary(B::And, g0, g1);
+    let inp = b.input(DType::F32);
+    let x = b.push(
+        Inst::Load {
+            input: inp,
+            index: r,
+            guard: Some(g),
+        },
+        DType::F32,
+    );
+    let c = b.cast(r, DType::F32);
+    let sx = b.unary(U::Sin, x);
+    let e = b.unary(U::Exp, sx);
+    let live = b.binary(B::Mul, e, p);
+    let live = b.binary(B::Add, live, c);
+    let pad = b.binary(B::Mul, q, c);
+    let w = b.push(Inst::Where(g, live, pad), DType::F32);
+    b.store(w);
+    b.finish()
+}
+
+#[test]
+fn where_computes_only_the_chosen_side() {
+    let r = render(&where_branches(), &IDX64).unwrap();
+    let src = &r.source;
+    let body = &src[src.find("for (IDX i").expect("element loop")..];
+    let open = body.find("if (").expect("the where is a branch:\n{src}");
+    let split = body.find("} else {").expect("else side");
+    let exp_at = body.find("expf(").expect("exp");
+    let sin_at = body.find("sinf(").expect("sin");
+    let load_at = body.find("in0[").expect("load");
+    // the live side's work is inside the `if`, the pad side's multiply inside the `else`
+    for (what, at) in [("exp", exp_at), ("sin", sin_at), ("load", load_at)] {
+        assert!(
+            open < at && at < split,
+            "{what} outside the live branch:\n{body}"
+        );
+    }
+    let pad_mul = body[split..].find("__fmul_rn(").map(|k| k + split);
+    assert!(
+        pad_mul.is_some(),
+        "pad side not in the else branch:\n{body}"
+    );
+    // the value both sides read is computed before the branch
+    let cast_at = body.find("(float)").expect("cast");
+    assert!(cast_at < open, "shared value inside a branch:\n{body}");
+}
+
+#[test]
+fn sin_and_cos_of_one_value_share_sincos() {
+    let src = render(&chain_f32(), &IDX64).unwrap().source;
+    assert!(src.contains("sincosf("), "no sincosf:\n{src}");
+    assert!(
+        !src.contains(" sinf(") && !src.contains(" cosf("),
+        "separate sin/cos left:\n{src}"
+    );
+    // complex exp computes its sine and cosine together too
+    let src = render(&complex_phase(), &IDX64).unwrap().source;
+    assert!(
+        src.contains("sincosf("),
+        "complex exp without sincosf:\n{src}"
+    );
+}
+
 /// e = exp(i*phase); out0 = e * amp (complex64), out1 = |e| (float32).
 fn complex_phase() -> Kernel {
     let mut b = Builder::new(1);
@@ -469,6 +546,7 @@ fn corpus() -> Vec<(&'static str, Kernel, RenderOptions)> {
         ("broadcast_mul", broadcast_mul(), IDX64),
         ("broadcast_mul_i32", broadcast_mul(), IDX32),
         ("pad_guarded", pad_guarded(), IDX64),
+        ("where_branches", where_branches(), IDX64),
         ("complex_phase", complex_phase(), IDX64),
         ("complex_ops_c64", complex_ops(DType::C64), IDX64),
         ("complex_ops_c128", complex_ops(DType::C128), IDX64),

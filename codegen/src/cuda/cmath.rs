@@ -119,7 +119,9 @@ static __device__ $C lf_exp_$S($C z) {
     return $C{e * cos$F(y), e * sin$F(y)};
   }
   if (!isfinite(y)) return $C{$NAN, $NAN};
-  return $C{lf_expmul_$S(x, cos$F(y), ($R)1), lf_expmul_$S(x, sin$F(y), ($R)1)};
+  $R s, c;
+  sincos$F(y, &s, &c); /* one range reduction for both */
+  return $C{lf_expmul_$S(x, c, ($R)1), lf_expmul_$S(x, s, ($R)1)};
 }
 "#;
 

@@ -248,6 +248,100 @@ fn live_values(k: &Kernel, mode: Mode) -> Vec<bool> {
     live
 }
 
+/// Guarded evaluation: where each live value is needed. Region 0 is "always"; a `Where`
+/// at region `R` opens one child region per operand it selects, holding the values needed
+/// only when that operand is chosen (values needed in several regions live in their lowest
+/// common ancestor). A `Where` with a non-empty child region is emitted as a branch, so a
+/// pad, a concatenation or a `where_` computes only the live side for each element.
+struct Regions {
+    /// Per region: its parent and depth (region 0 is its own parent).
+    parent: Vec<(usize, u32)>,
+    /// Per region: the live values in it, in order.
+    members: Vec<Vec<usize>>,
+    /// Per value that is a `Where`: its (true, false) child regions, when created.
+    children: Vec<(Option<usize>, Option<usize>)>,
+}
+
+impl Regions {
+    fn of(k: &Kernel, live: &[bool], mode: Mode) -> Regions {
+        let n = k.values.len();
+        let mut g = Regions {
+            parent: vec![(0, 0)],
+            members: vec![Vec::new()],
+            children: vec![(None, None); n],
+        };
+        let mut at: Vec<Option<usize>> = vec![None; n];
+        for st in &k.stores {
+            at[st.value as usize] = Some(0);
+        }
+        for id in (0..n).rev() {
+            if !live[id] {
+                continue;
+            }
+            let Some(r) = at[id] else { continue };
+            match (mode, k.values[id].inst) {
+                (Mode::Vector, Inst::Load { .. }) => {}
+                (_, Inst::Where(c, a, b)) => {
+                    at[c as usize] = Some(g.join(at[c as usize], r));
+                    let rt = g.child(r);
+                    let rf = g.child(r);
+                    g.children[id] = (Some(rt), Some(rf));
+                    at[a as usize] = Some(g.join(at[a as usize], rt));
+                    at[b as usize] = Some(g.join(at[b as usize], rf));
+                }
+                (_, inst) => {
+                    for o in inst.operands() {
+                        at[o as usize] = Some(g.join(at[o as usize], r));
+                    }
+                }
+            }
+        }
+        for id in 0..n {
+            if let (true, Some(r)) = (live[id], at[id]) {
+                g.members[r].push(id);
+            }
+        }
+        // keep only child regions that hold something
+        for c in &mut g.children {
+            for side in [&mut c.0, &mut c.1] {
+                if side.is_some_and(|r| g.members[r].is_empty()) {
+                    *side = None;
+                }
+            }
+        }
+        g
+    }
+
+    fn child(&mut self, r: usize) -> usize {
+        let depth = self.parent[r].1 + 1;
+        self.parent.push((r, depth));
+        self.members.push(Vec::new());
+        self.parent.len() - 1
+    }
+
+    /// The lowest common ancestor of `a` (when set) and `b`.
+    fn join(&self, a: Option<usize>, b: usize) -> usize {
+        let Some(mut a) = a else { return b };
+        let mut b = b;
+        while a != b {
+            if self.parent[a].1 >= self.parent[b].1 {
+                a = self.parent[a].0;
+            } else {
+                b = self.parent[b].0;
+            }
+        }
+        a
+    }
+
+    /// The (true, false) regions of the `Where` at `id` when it is emitted as a branch.
+    fn branches(&self, id: usize) -> Option<(Option<usize>, Option<usize>)> {
+        match self.children[id] {
+            (None, None) => None,
+            c => Some(c),
+        }
+    }
+}
+
 /// The 16-byte vector struct of an element type.
 pub(super) fn vec_type(d: DType) -> String {
     format!("lf_vec_{}", sfx(d))
@@ -281,13 +375,8 @@ impl Emitter<'_> {
             }
         }
         let live = live_values(self.k, mode);
-        for (id, v) in self.k.values.iter().enumerate() {
-            if !live[id] {
-                continue;
-            }
-            let expr = self.value(v.inst, v.dtype, mode, opts);
-            let _ = writeln!(w, "{ind}const {} v{id} = {expr};", c_type(v.dtype));
-        }
+        let regions = Regions::of(self.k, &live, mode);
+        self.region(0, &regions, mode, ind, opts, w);
         for st in &self.k.stores {
             match mode {
                 Mode::Scalar => {
@@ -295,6 +384,74 @@ impl Emitter<'_> {
                 }
                 Mode::Vector => {
                     let _ = writeln!(w, "{ind}o{}.v[j] = v{};", st.output, st.value);
+                }
+            }
+        }
+    }
+
+    /// Writes the values of region `r` in order; a `Where` that owns regions becomes a
+    /// branch that computes only the chosen operand's region.
+    fn region(
+        &mut self,
+        r: usize,
+        regions: &Regions,
+        mode: Mode,
+        ind: &str,
+        opts: &RenderOptions,
+        w: &mut String,
+    ) {
+        // sin and cos of one real value in this region share one range reduction
+        let mut trig: std::collections::HashMap<u32, (bool, bool)> = Default::default();
+        for &id in &regions.members[r] {
+            let v = self.k.values[id];
+            if let (Inst::Unary(op @ (UnaryOp::Sin | UnaryOp::Cos), a), true) =
+                (v.inst, v.dtype.is_float())
+            {
+                let e = trig.entry(a).or_default();
+                if op == UnaryOp::Sin {
+                    e.0 = true;
+                } else {
+                    e.1 = true;
+                }
+            }
+        }
+        let mut shared: BTreeSet<u32> = BTreeSet::new();
+        for &id in &regions.members[r] {
+            let v = self.k.values[id];
+            let t = c_type(v.dtype);
+            if let Inst::Unary(op @ (UnaryOp::Sin | UnaryOp::Cos), a) = v.inst {
+                if trig.get(&a) == Some(&(true, true)) {
+                    if shared.insert(a) {
+                        let f = mfx(v.dtype);
+                        let _ = writeln!(
+                            w,
+                            "{ind}{t} lf_sin{a}, lf_cos{a}; sincos{f}(v{a}, &lf_sin{a}, &lf_cos{a});"
+                        );
+                    }
+                    let which = if op == UnaryOp::Sin { "sin" } else { "cos" };
+                    let _ = writeln!(w, "{ind}const {t} v{id} = lf_{which}{a};");
+                    continue;
+                }
+            }
+            match (v.inst, regions.branches(id)) {
+                (Inst::Where(c, a, b), Some((rt, rf))) => {
+                    let inner = format!("{ind}  ");
+                    let _ = writeln!(w, "{ind}{t} v{id};");
+                    let _ = writeln!(w, "{ind}if (v{c}) {{");
+                    if let Some(rt) = rt {
+                        self.region(rt, regions, mode, &inner, opts, w);
+                    }
+                    let _ = writeln!(w, "{inner}v{id} = v{a};");
+                    let _ = writeln!(w, "{ind}}} else {{");
+                    if let Some(rf) = rf {
+                        self.region(rf, regions, mode, &inner, opts, w);
+                    }
+                    let _ = writeln!(w, "{inner}v{id} = v{b};");
+                    let _ = writeln!(w, "{ind}}}");
+                }
+                _ => {
+                    let expr = self.value(v.inst, v.dtype, mode, opts);
+                    let _ = writeln!(w, "{ind}const {t} v{id} = {expr};");
                 }
             }
         }

@@ -160,7 +160,9 @@ static __device__ c64 lf_exp_c64(c64 z) {
     return c64{e * cos(y), e * sin(y)};
   }
   if (!isfinite(y)) return c64{__longlong_as_double(0x7ff8000000000000LL), __longlong_as_double(0x7ff8000000000000LL)};
-  return c64{lf_expmul_c64(x, cos(y), (double)1), lf_expmul_c64(x, sin(y), (double)1)};
+  double s, c;
+  sincos(y, &s, &c); /* one range reduction for both */
+  return c64{lf_expmul_c64(x, c, (double)1), lf_expmul_c64(x, s, (double)1)};
 }
 /* log(hypot(x, y)) without overflow or underflow, accurate near |z| = 1 (x^2 + y^2 - 1 from
    exact products); an infinite part gives inf, else a NaN gives NaN. */

@@ -151,7 +151,9 @@ static __device__ c32 lf_exp_c32(c32 z) {
     return c32{e * cosf(y), e * sinf(y)};
   }
   if (!isfinite(y)) return c32{__int_as_float(0x7fc00000), __int_as_float(0x7fc00000)};
-  return c32{lf_expmul_c32(x, cosf(y), (float)1), lf_expmul_c32(x, sinf(y), (float)1)};
+  float s, c;
+  sincosf(y, &s, &c); /* one range reduction for both */
+  return c32{lf_expmul_c32(x, c, (float)1), lf_expmul_c32(x, s, (float)1)};
 }
 /* log(hypot(x, y)) without overflow or underflow, accurate near |z| = 1 (x^2 + y^2 - 1 from
    exact products); an infinite part gives inf, else a NaN gives NaN. */

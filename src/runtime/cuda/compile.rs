@@ -364,6 +364,11 @@ pub(super) struct LoadedKernel {
     pub rendered: Rendered,
     /// Bytes of the kernel's single parameter, when the driver can report it.
     pub param_size: Option<usize>,
+    /// Registers per thread, as the driver reports them.
+    pub regs: Option<u32>,
+    /// Blocks of the rendered block size that fit on one multiprocessor at once (the
+    /// driver's occupancy calculation from the register and shared-memory use).
+    pub blocks_per_sm: Option<u32>,
 }
 
 /// Whether the driver has `cuFuncGetParamInfo` (CUDA 12.4+).
@@ -399,10 +404,44 @@ pub(super) fn load_image(
     } else {
         None
     };
+    let attr = |a: drv_sys::CUfunction_attribute| {
+        let mut v: c_int = 0;
+        // SAFETY: `func` is a live function of a loaded module; `v` is valid for one write.
+        let res = unsafe { drv_sys::cuFuncGetAttribute(&mut v, a, func.cu_function()) };
+        res.result().ok().map(|_| v.max(0) as u32)
+    };
+    let regs = attr(drv_sys::CUfunction_attribute::CU_FUNC_ATTRIBUTE_NUM_REGS);
+    let local_bytes = attr(drv_sys::CUfunction_attribute::CU_FUNC_ATTRIBUTE_LOCAL_SIZE_BYTES);
+    let blocks_per_sm = {
+        let mut v: c_int = 0;
+        let block = r.block.max(1) as c_int;
+        // SAFETY: as above; the block size is the one every launch of this kernel uses.
+        let res = unsafe {
+            drv_sys::cuOccupancyMaxActiveBlocksPerMultiprocessor(
+                &mut v,
+                func.cu_function(),
+                block,
+                0,
+            )
+        };
+        res.result().ok().filter(|_| v > 0).map(|_| v as u32)
+    };
+    debug_log!(
+        2,
+        "loaded {}: {} registers, {} local bytes per thread, {} blocks of {} per SM, {} element(s) per thread",
+        r.entry,
+        regs.map_or("?".into(), |v| v.to_string()),
+        local_bytes.map_or("?".into(), |v| v.to_string()),
+        blocks_per_sm.map_or("?".into(), |v| v.to_string()),
+        r.block,
+        r.per_thread
+    );
     Ok(LoadedKernel {
         func,
         rendered: r.clone(),
         param_size,
+        regs,
+        blocks_per_sm,
     })
 }
 

@@ -6,6 +6,7 @@ use super::disk_cache::DiskCache;
 use super::driver_err;
 use super::memory::{CudaBuffer, Staging};
 use crate::config::debug_log;
+use crate::profile;
 use crate::{Error, Result};
 use cudarc::driver::{result as drv, sys as drv_sys, CudaContext, CudaStream};
 use lazyfuse_codegen::cuda::{ReduceLaunch, RenderOptions, BLOCK};
@@ -121,10 +122,42 @@ thread_local! {
 /// Grid size for `n` elements: enough blocks to cover every element once, capped at
 /// `BLOCKS_PER_SM` per SM (the kernels' grid-stride loop covers the rest), at least 1.
 pub(super) fn grid_size(n: usize, block: u32, per_thread: u32, sm_count: u32) -> u32 {
+    grid_size_resident(n, block, per_thread, sm_count, None)
+}
+
+/// [`grid_size`] for a kernel of which `resident` blocks fit on one SM at once (the
+/// driver's occupancy figure from its register use): a large launch is capped at
+/// [`grid_waves`] full waves of resident blocks, so that every block of the last wave has
+/// a slot and no SM idles through a partial wave; without the figure, at
+/// [`BLOCKS_PER_SM`] blocks per SM.
+pub(super) fn grid_size_resident(
+    n: usize,
+    block: u32,
+    per_thread: u32,
+    sm_count: u32,
+    resident: Option<u32>,
+) -> u32 {
     let per_block = block.max(1) as u64 * per_thread.max(1) as u64;
     let blocks = (n as u64).div_ceil(per_block);
-    let cap = sm_count.max(1) as u64 * BLOCKS_PER_SM;
+    let per_sm = match resident {
+        Some(r) => r.max(1) as u64 * grid_waves(),
+        None => BLOCKS_PER_SM,
+    };
+    let cap = sm_count.max(1) as u64 * per_sm;
     blocks.min(cap).max(1) as u32
+}
+
+/// Full waves of resident blocks a large grid-stride launch gets (`LAZYFUSE_GRID_WAVES`,
+/// 1 to 64; default 1).
+fn grid_waves() -> u64 {
+    static W: OnceLock<u64> = OnceLock::new();
+    *W.get_or_init(|| {
+        std::env::var("LAZYFUSE_GRID_WAVES")
+            .ok()
+            .and_then(|v| v.parse::<u64>().ok())
+            .filter(|w| (1..=64).contains(w))
+            .unwrap_or(1)
+    })
 }
 
 /// The render options a launch over `n` elements reading `input_lens` uses.
@@ -489,6 +522,9 @@ impl CudaDevice {
             k.rendered.per_thread,
             blob.len()
         );
+        if profile::on() {
+            profile::note_launch(grid, block, k.rendered.per_thread, k.regs);
+        }
         self.ctx
             .bind_to_thread()
             .map_err(driver_err("cuCtxSetCurrent"))?;
@@ -523,7 +559,13 @@ impl CudaDevice {
     ) -> Result<(Vec<u8>, u32, u32)> {
         let blob = checked_blob(k, blob)?;
         let block = k.rendered.block.max(1);
-        let grid = grid_size(n, block, k.rendered.per_thread, self.sm_count);
+        let grid = grid_size_resident(
+            n,
+            block,
+            k.rendered.per_thread,
+            self.sm_count,
+            k.blocks_per_sm,
+        );
         Ok((blob, grid, block))
     }
 }
@@ -626,6 +668,10 @@ mod tests {
         assert_eq!(grid_size(usize::MAX, 1024, 8, 1), 16);
         assert_eq!(grid_size(10, 0, 0, 0), 10);
         assert_eq!(grid_size(100, 0, 0, 0), 16);
+        // with the occupancy figure: one full wave of resident blocks at most (default)
+        assert_eq!(grid_size_resident(1 << 30, 256, 4, 132, Some(8)), 132 * 8);
+        assert_eq!(grid_size_resident(1 << 20, 256, 4, 132, Some(8)), 1024);
+        assert_eq!(grid_size_resident(1 << 20, 256, 4, 132, Some(0)), 132);
     }
 
     #[test]

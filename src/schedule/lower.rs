@@ -435,8 +435,13 @@ impl Lowerer<'_> {
                 let mut xa = self.axes(idx, p);
                 let r = self.iparam(p, Role::Offset(0), n - shift);
                 let np = self.iparam(p, Role::Size(*axis), n);
+                // x + (n - shift) lies in [1, 2n) for an index x in [0, n): one conditional
+                // subtraction instead of a modulo (indices outside the axis occur only under
+                // a guard, whose loads they never reach)
                 let s = self.b.binary(BinaryOp::Add, xa[*axis], r);
-                xa[*axis] = self.b.binary(BinaryOp::IdxMod, s, np);
+                let wrap = self.b.binary(BinaryOp::Ge, s, np);
+                let back = self.b.binary(BinaryOp::Sub, s, np);
+                xa[*axis] = self.b.select(wrap, back, s);
                 view(with_axes(xa))?
             }
             Op::Pad(w, value) => match f.cont {

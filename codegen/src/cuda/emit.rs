@@ -301,7 +301,25 @@ impl Regions {
                 g.members[r].push(id);
             }
         }
-        // keep only child regions that hold something
+        // Branch only where a side holds real work (a load, a transcendental, a random
+        // number, a division: cost >= 4); a side of a few adds, compares or parameters is
+        // cheaper as a select, so its values move back into the parent region. Innermost
+        // regions first (children are created after their parents).
+        let mut cost = vec![0u32; g.parent.len()];
+        for r in (1..g.parent.len()).rev() {
+            let own: u32 = g.members[r].iter().map(|&id| value_cost(k, id)).sum();
+            cost[r] += own;
+            if cost[r] < 4 {
+                let parent = g.parent[r].0;
+                let moved = std::mem::take(&mut g.members[r]);
+                g.members[parent].extend(moved);
+            }
+            let parent = g.parent[r].0;
+            cost[parent] += cost[r];
+        }
+        for m in &mut g.members {
+            m.sort_unstable();
+        }
         for c in &mut g.children {
             for side in [&mut c.0, &mut c.1] {
                 if side.is_some_and(|r| g.members[r].is_empty()) {
@@ -339,6 +357,37 @@ impl Regions {
             (None, None) => None,
             c => Some(c),
         }
+    }
+}
+
+/// A rough cost of computing value `id` once, for deciding whether a side of a `where` is
+/// worth a branch.
+fn value_cost(k: &Kernel, id: usize) -> u32 {
+    use BinaryOp::*;
+    let v = &k.values[id];
+    match v.inst {
+        Inst::Index | Inst::Axis(_) | Inst::Param(_) | Inst::Const(_) | Inst::Reduced => 0,
+        Inst::Load { .. } | Inst::Random(..) => 4,
+        Inst::Unary(op, _) => match op {
+            UnaryOp::Neg
+            | UnaryOp::Abs
+            | UnaryOp::Not
+            | UnaryOp::Real
+            | UnaryOp::Imag
+            | UnaryOp::Conj
+            | UnaryOp::Square
+            | UnaryOp::IsNan
+            | UnaryOp::IsInf
+            | UnaryOp::IsFinite
+            | UnaryOp::Sign => 1,
+            _ => 4,
+        },
+        Inst::Binary(op, _, _) => match op {
+            Div | FloorDiv | Mod | IdxDiv | IdxMod | Pow | Atan2 | Hypot => 4,
+            _ if v.dtype.is_complex() => 2,
+            _ => 1,
+        },
+        Inst::Where(..) | Inst::Cast(_) => 1,
     }
 }
 

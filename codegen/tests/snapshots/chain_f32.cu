@@ -56,6 +56,7 @@ extern "C" __global__ void __launch_bounds__(256) lf_f2dc8170b9ce15bc(const lf_a
       const float v2 = x1.v[j];
       const float v3 = a.p0;
       const float v4 = a.p1;
+      const float v5 = a.p2;
       const float v6 = a.p3;
       const float v7 = __fmul_rn(v1, v1);
       const float v8 = __fmul_rn(v2, v2);
@@ -71,14 +72,8 @@ extern "C" __global__ void __launch_bounds__(256) lf_f2dc8170b9ce15bc(const lf_a
       const float v17 = __fmul_rn(v15, v16);
       const float v18 = v13 + v17;
       const bool v19 = v18 > v4;
-      float v21;
-      if (v19) {
-        v21 = v18;
-      } else {
-        const float v5 = a.p2;
-        const float v20 = __fmul_rn(v5, v18);
-        v21 = v20;
-      }
+      const float v20 = __fmul_rn(v5, v18);
+      const float v21 = v19 ? v18 : v20;
       const float v22 = v21 + v6;
       o0.v[j] = v22;
     }
@@ -90,6 +85,7 @@ extern "C" __global__ void __launch_bounds__(256) lf_f2dc8170b9ce15bc(const lf_a
     const float v2 = in1[v0];
     const float v3 = a.p0;
     const float v4 = a.p1;
+    const float v5 = a.p2;
     const float v6 = a.p3;
     const float v7 = __fmul_rn(v1, v1);
     const float v8 = __fmul_rn(v2, v2);
@@ -105,14 +101,8 @@ extern "C" __global__ void __launch_bounds__(256) lf_f2dc8170b9ce15bc(const lf_a
     const float v17 = __fmul_rn(v15, v16);
     const float v18 = v13 + v17;
     const bool v19 = v18 > v4;
-    float v21;
-    if (v19) {
-      v21 = v18;
-    } else {
-      const float v5 = a.p2;
-      const float v20 = __fmul_rn(v5, v18);
-      v21 = v20;
-    }
+    const float v20 = __fmul_rn(v5, v18);
+    const float v21 = v19 ? v18 : v20;
     const float v22 = v21 + v6;
     out0[i] = v22;
   }

@@ -154,20 +154,23 @@ extern "C" __global__ void __launch_bounds__(256) lf_68b32355d8a09a99(const lf_a
 #pragma unroll
     for (int j = 0; j < 4; ++j) {
       const float v1 = x0.v[j];
+      const float v86 = (-0e0f);
+      const float v87 = 1e-45f;
       const bool v90 = fabsf(v1) < __int_as_float(0x7f800000);
+      const float v93 = v86 + v87;
       float v94;
       if (v90) {
         const float v2 = x1.v[j];
+        const float v85 = __int_as_float((int)0xff800000u);
         const bool v89 = fabsf(v2) == __int_as_float(0x7f800000);
         float v92;
         if (v89) {
-          const float v85 = __int_as_float((int)0xff800000u);
           v92 = v85;
         } else {
+          const float v84 = __int_as_float((int)0x7fc00000u);
           const bool v88 = v2 != v2;
           float v91;
           if (v88) {
-            const float v84 = __int_as_float((int)0x7fc00000u);
             v91 = v84;
           } else {
             const float v3 = -v1;
@@ -258,9 +261,6 @@ extern "C" __global__ void __launch_bounds__(256) lf_68b32355d8a09a99(const lf_a
         }
         v94 = v92;
       } else {
-        const float v86 = (-0e0f);
-        const float v87 = 1e-45f;
-        const float v93 = v86 + v87;
         v94 = v93;
       }
       o0.v[j] = v94;
@@ -270,20 +270,23 @@ extern "C" __global__ void __launch_bounds__(256) lf_68b32355d8a09a99(const lf_a
   for (IDX i = nvec * 4 + tid; i < n; i += stride) {
     const long long v0 = (long long)i;
     const float v1 = in0[v0];
+    const float v86 = (-0e0f);
+    const float v87 = 1e-45f;
     const bool v90 = fabsf(v1) < __int_as_float(0x7f800000);
+    const float v93 = v86 + v87;
     float v94;
     if (v90) {
       const float v2 = in1[v0];
+      const float v85 = __int_as_float((int)0xff800000u);
       const bool v89 = fabsf(v2) == __int_as_float(0x7f800000);
       float v92;
       if (v89) {
-        const float v85 = __int_as_float((int)0xff800000u);
         v92 = v85;
       } else {
+        const float v84 = __int_as_float((int)0x7fc00000u);
         const bool v88 = v2 != v2;
         float v91;
         if (v88) {
-          const float v84 = __int_as_float((int)0x7fc00000u);
           v91 = v84;
         } else {
           const float v3 = -v1;
@@ -374,9 +377,6 @@ extern "C" __global__ void __launch_bounds__(256) lf_68b32355d8a09a99(const lf_a
       }
       v94 = v92;
     } else {
-      const float v86 = (-0e0f);
-      const float v87 = 1e-45f;
-      const float v93 = v86 + v87;
       v94 = v93;
     }
     out0[i] = v94;

@@ -163,20 +163,23 @@ extern "C" __global__ void __launch_bounds__(256) lf_26f70c4e3599bd91(const lf_a
 #pragma unroll
     for (int j = 0; j < 2; ++j) {
       const double v1 = x0.v[j];
+      const double v86 = (-0e0);
+      const double v87 = 5e-324;
       const bool v90 = fabs(v1) < __longlong_as_double(0x7ff0000000000000LL);
+      const double v93 = v86 + v87;
       double v94;
       if (v90) {
         const double v2 = x1.v[j];
+        const double v85 = __longlong_as_double((long long)0xfff0000000000000ull);
         const bool v89 = fabs(v2) == __longlong_as_double(0x7ff0000000000000LL);
         double v92;
         if (v89) {
-          const double v85 = __longlong_as_double((long long)0xfff0000000000000ull);
           v92 = v85;
         } else {
+          const double v84 = __longlong_as_double((long long)0x7ff8000000000000ull);
           const bool v88 = v2 != v2;
           double v91;
           if (v88) {
-            const double v84 = __longlong_as_double((long long)0x7ff8000000000000ull);
             v91 = v84;
           } else {
             const double v3 = -v1;
@@ -267,9 +270,6 @@ extern "C" __global__ void __launch_bounds__(256) lf_26f70c4e3599bd91(const lf_a
         }
         v94 = v92;
       } else {
-        const double v86 = (-0e0);
-        const double v87 = 5e-324;
-        const double v93 = v86 + v87;
         v94 = v93;
       }
       o0.v[j] = v94;
@@ -279,20 +279,23 @@ extern "C" __global__ void __launch_bounds__(256) lf_26f70c4e3599bd91(const lf_a
   for (IDX i = nvec * 2 + tid; i < n; i += stride) {
     const long long v0 = (long long)i;
     const double v1 = in0[v0];
+    const double v86 = (-0e0);
+    const double v87 = 5e-324;
     const bool v90 = fabs(v1) < __longlong_as_double(0x7ff0000000000000LL);
+    const double v93 = v86 + v87;
     double v94;
     if (v90) {
       const double v2 = in1[v0];
+      const double v85 = __longlong_as_double((long long)0xfff0000000000000ull);
       const bool v89 = fabs(v2) == __longlong_as_double(0x7ff0000000000000LL);
       double v92;
       if (v89) {
-        const double v85 = __longlong_as_double((long long)0xfff0000000000000ull);
         v92 = v85;
       } else {
+        const double v84 = __longlong_as_double((long long)0x7ff8000000000000ull);
         const bool v88 = v2 != v2;
         double v91;
         if (v88) {
-          const double v84 = __longlong_as_double((long long)0x7ff8000000000000ull);
           v91 = v84;
         } else {
           const double v3 = -v1;
@@ -383,9 +386,6 @@ extern "C" __global__ void __launch_bounds__(256) lf_26f70c4e3599bd91(const lf_a
       }
       v94 = v92;
     } else {
-      const double v86 = (-0e0);
-      const double v87 = 5e-324;
-      const double v93 = v86 + v87;
       v94 = v93;
     }
     out0[i] = v94;

@@ -41,12 +41,14 @@ extern "C" __global__ void __launch_bounds__(256) lf_b2d2c43600f10f31(const lf_a
     const long long v0 = (long long)i;
     const long long v1 = a.p0;
     const long long v2 = a.p1;
+    const float v4 = a.p3;
     const long long v5 = 0LL;
     const long long v6 = (long long)((unsigned long long)v0 - (unsigned long long)v1);
     const bool v7 = v6 >= v5;
     const bool v8 = v6 < v2;
     const bool v9 = v7 && v8;
     const float v11 = (float)v6;
+    const float v16 = __fmul_rn(v4, v11);
     float v17;
     if (v9) {
       const float v3 = a.p2;
@@ -57,8 +59,6 @@ extern "C" __global__ void __launch_bounds__(256) lf_b2d2c43600f10f31(const lf_a
       const float v15 = v14 + v11;
       v17 = v15;
     } else {
-      const float v4 = a.p3;
-      const float v16 = __fmul_rn(v4, v11);
       v17 = v16;
     }
     out0[i] = v17;

@@ -104,7 +104,15 @@ pub(crate) fn kernel_miss<'a>(
     cached: impl Iterator<Item = (&'a Kernel, bool)>,
 ) -> String {
     let ns = signature(new);
-    let name = |k: &Kernel, i32: bool| entry_name(k, &RenderOptions { index32: i32 });
+    let name = |k: &Kernel, i32: bool| {
+        entry_name(
+            k,
+            &RenderOptions {
+                index32: i32,
+                scalar: false,
+            },
+        )
+    };
     let mut best: Option<(usize, String)> = None; // (rank of the reason, text)
     let mut nearest: Option<(usize, String, usize)> = None;
     let mut any = false;

@@ -7,8 +7,14 @@ use lazyfuse_codegen::{Builder, DType, Inst, Kernel, LaunchArgs, Scalar, ValueId
 use num_complex::{Complex32, Complex64};
 use std::path::PathBuf;
 
-const IDX32: RenderOptions = RenderOptions { index32: true };
-const IDX64: RenderOptions = RenderOptions { index32: false };
+const IDX32: RenderOptions = RenderOptions {
+    index32: true,
+    scalar: false,
+};
+const IDX64: RenderOptions = RenderOptions {
+    index32: false,
+    scalar: false,
+};
 
 /// Adds an input of dtype `d` and loads it at `index`.
 fn load(b: &mut Builder, d: DType, index: ValueId) -> ValueId {
@@ -185,6 +191,20 @@ fn where_computes_only_the_chosen_side() {
     // the value both sides read is computed before the branch
     let cast_at = body.find("(float)").expect("cast");
     assert!(cast_at < open, "shared value inside a branch:\n{body}");
+}
+
+#[test]
+fn scalar_option_renders_one_element_per_thread() {
+    let vec = render(&chain_f32(), &IDX32).unwrap();
+    assert_eq!(vec.per_thread, 4);
+    let opts = RenderOptions {
+        index32: true,
+        scalar: true,
+    };
+    let r = render(&chain_f32(), &opts).unwrap();
+    assert_eq!(r.per_thread, 1);
+    assert!(!r.source.contains("lf_vec_"), "vectors in a scalar kernel");
+    assert!(r.entry.ends_with("_i32_s") && r.entry != vec.entry);
 }
 
 #[test]

@@ -69,7 +69,7 @@ pub(super) fn emit(k: &Kernel, opts: &RenderOptions, layout: &ArgLayout, entry: 
         k,
         helpers: BTreeSet::new(),
     };
-    let pt = vector_width(k);
+    let pt = if opts.scalar { 1 } else { vector_width(k) };
     let used_inputs = loaded_inputs(k);
     let axes: BTreeSet<u8> = k
         .values

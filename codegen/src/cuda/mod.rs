@@ -88,6 +88,10 @@ pub struct RenderOptions {
     /// `n < 2^31`, every index value in `[0, 2^31)`, and fewer than `2^31` launched threads;
     /// [`pack_args`] rejects `n >= 2^31`.
     pub index32: bool,
+    /// One element per thread and iteration, no 16-byte vectors (elementwise kernels):
+    /// for launches too small to fill the GPU with vectorized threads, where more threads
+    /// finish sooner. Reduction kernels ignore it.
+    pub scalar: bool,
 }
 
 /// Rendered source and how to launch it.
@@ -250,7 +254,8 @@ pub fn arg_layout(kernel: &Kernel) -> Result<ArgLayout, IrError> {
 pub fn entry_name(kernel: &Kernel, opts: &RenderOptions) -> String {
     let h = kernel.normalize().key_hash();
     let suffix = if opts.index32 { "_i32" } else { "" };
-    format!("lf_{h:016x}{suffix}")
+    let scalar = if opts.scalar { "_s" } else { "" };
+    format!("lf_{h:016x}{suffix}{scalar}")
 }
 
 /// Renders `kernel` to CUDA C.

@@ -697,7 +697,10 @@ pub fn nvrtc_check(kernel: &Kernel) -> Result<bool> {
     if lock(&CHECKED).as_ref().is_some_and(|s| s.contains(kernel)) {
         return Ok(true);
     }
-    let opts = RenderOptions { index32: true };
+    let opts = RenderOptions {
+        index32: true,
+        scalar: false,
+    };
     let (r, dumped) = render_kernel(kernel, &opts)?;
     let options = options_for(CHECK_ARCH);
     let t0 = Instant::now();

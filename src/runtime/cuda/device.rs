@@ -161,12 +161,20 @@ fn grid_waves() -> u64 {
 }
 
 /// The render options a launch over `n` elements reading `input_lens` uses.
+///
+/// An elementwise launch of fewer elements than `sm_count` SMs hold as resident threads
+/// with 4 elements each (2048 threads per SM) runs one element per thread
+/// ([`RenderOptions::scalar`]): vectorized, it could not give every SM a full complement
+/// of threads, and the few threads it has would each work through their vector in series.
 pub(super) fn render_options(
     n: usize,
     input_lens: impl IntoIterator<Item = usize>,
+    sm_count: u32,
+    elementwise: bool,
 ) -> RenderOptions {
     RenderOptions {
         index32: n < INDEX32_LIMIT && input_lens.into_iter().all(|l| l < INDEX32_LIMIT),
+        scalar: elementwise && n < sm_count.max(1) as usize * 2048 * 4,
     }
 }
 
@@ -441,7 +449,12 @@ impl CudaDevice {
         if n == 0 {
             return Ok(None);
         }
-        let opts = render_options(args.len().max(n), inputs.iter().map(|b| b.len()));
+        let opts = render_options(
+            args.len().max(n),
+            inputs.iter().map(|b| b.len()),
+            self.sm_count,
+            kernel.reduce.is_none(),
+        );
         let p = self.kernels.prepared(&self.ctx, kernel, &opts)?;
         Ok(Some((p, opts)))
     }
@@ -679,10 +692,14 @@ mod tests {
 
     #[test]
     fn index32_only_when_everything_fits() {
-        assert!(render_options(10, [5, 7]).index32);
-        assert!(render_options((1 << 31) - 1, []).index32);
-        assert!(!render_options(1 << 31, []).index32);
-        assert!(!render_options(10, [5, 1 << 31]).index32);
+        assert!(render_options(10, [5, 7], 132, true).index32);
+        assert!(render_options((1 << 31) - 1, [], 132, true).index32);
+        assert!(!render_options(1 << 31, [], 132, true).index32);
+        assert!(!render_options(10, [5, 1 << 31], 132, true).index32);
+        // one element per thread below 132 SMs x 2048 threads x 4 elements, elementwise only
+        assert!(render_options(132 * 2048 * 4 - 1, [], 132, true).scalar);
+        assert!(!render_options(132 * 2048 * 4, [], 132, true).scalar);
+        assert!(!render_options(10, [], 132, false).scalar);
     }
 
     #[test]

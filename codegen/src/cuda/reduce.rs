@@ -255,14 +255,8 @@ pub(super) fn emit(k: &Kernel, opts: &RenderOptions, layout: &ArgLayout, entry: 
         let _ = writeln!(w, "        }}");
         let _ = writeln!(w, "      }} else {{");
     }
-    // unrolled so that several independent loads are in flight per thread (more for the
-    // strided `Outer` layout, whose loads are 4-byte scalars)
-    let unroll = if red.layout == ReduceLayout::Outer {
-        8
-    } else {
-        4
-    };
-    let _ = writeln!(w, "#pragma unroll {unroll}");
+    // unrolled so that several independent loads are in flight per thread
+    let _ = writeln!(w, "#pragma unroll 4");
     let _ = writeln!(w, "      for (IDX r = r0 + lane; r < r1; r += tpr) {{");
     if uses_index {
         let _ = writeln!(w, "        const IDX i = m * R + r;");

@@ -59,7 +59,7 @@ extern "C" __global__ void __launch_bounds__(256) lf_e3d8800845a1bb46(const lf_a
     double acc = __longlong_as_double((long long)0xfff0000000000000ull);
     long long acci = -1;
     if (m < M) {
-#pragma unroll 8
+#pragma unroll 4
       for (IDX r = r0 + lane; r < r1; r += tpr) {
         const IDX ax0 = m;
         const IDX ax1 = r;

@@ -42,7 +42,7 @@ extern "C" __global__ void __launch_bounds__(256) lf_4ad06cdc4e0ca433(const lf_a
     const IDX m = mb + row;
     long long acc = (-9223372036854775807LL - 1LL);
     if (m < M) {
-#pragma unroll 8
+#pragma unroll 4
       for (IDX r = r0 + lane; r < r1; r += tpr) {
         const IDX i = m * R + r;
         const long long v0 = (long long)i;

@@ -227,6 +227,78 @@ fn shard(hash: u64) -> MutexGuard<'static, Bucket> {
 
 static NEXT_ID: AtomicU64 = AtomicU64::new(1);
 
+/// Constants built recently on this thread: the scalars of an expression rebuilt every
+/// step (`x * 2.0 - 1.0`) come back as the same nodes instead of a new node each (an
+/// allocation, hashing and a drop). A constant node has no inputs and never changes, so
+/// sharing it is sharing by value; the cache holds `CONSTS` nodes, oldest replaced first.
+const CONSTS: usize = 8;
+
+struct RecentConsts {
+    nodes: [Option<Arc<Node>>; CONSTS],
+    next: usize,
+}
+
+thread_local! {
+    static RECENT: std::cell::RefCell<RecentConsts> = const {
+        std::cell::RefCell::new(RecentConsts {
+            nodes: [const { None }; CONSTS],
+            next: 0,
+        })
+    };
+}
+
+fn recent_const(op: &Op, dtype: DType, shape: &Shape, device: &Device) -> Option<Arc<Node>> {
+    RECENT
+        .try_with(|r| {
+            let r = r.try_borrow().ok()?;
+            r.nodes
+                .iter()
+                .flatten()
+                .find(|n| {
+                    n.op == *op
+                        && n.dtype == dtype
+                        && n.shape == *shape
+                        && n.device == *device
+                        && !n.consumed.load(Relaxed)
+                        && n.buffer().is_none()
+                })
+                .cloned()
+        })
+        .ok()
+        .flatten()
+}
+
+/// Drops `node` from this thread's recent constants (it was realized: a cache entry must
+/// not keep its buffer alive or block reusing that buffer in place).
+fn forget_const(node: &Node) {
+    let _ = RECENT.try_with(|r| {
+        if let Ok(mut r) = r.try_borrow_mut() {
+            let mut old = None;
+            for slot in r.nodes.iter_mut() {
+                if slot.as_ref().is_some_and(|n| std::ptr::eq(&**n, node)) {
+                    old = slot.take();
+                }
+            }
+            drop(r);
+            drop(old);
+        }
+    });
+}
+
+fn remember_const(node: &Arc<Node>) {
+    let _ = RECENT.try_with(|r| {
+        if let Ok(mut r) = r.try_borrow_mut() {
+            let i = r.next;
+            // the replaced node drops after the borrow ends (a drop never re-enters here:
+            // a constant has no inputs)
+            let old = r.nodes[i].replace(node.clone());
+            r.next = (i + 1) % CONSTS;
+            drop(r);
+            drop(old);
+        }
+    });
+}
+
 fn structure_hash(op: &Op, dtype: DType, shape: &Shape, device: &Device) -> u64 {
     use std::hash::{Hash, Hasher};
     let mut h = FxHasher::default();
@@ -274,6 +346,12 @@ impl Node {
         device: Device,
         inputs: Inputs,
     ) -> Arc<Node> {
+        let is_const = matches!(op, Op::Const(_)) && inputs.is_empty();
+        if is_const {
+            if let Some(n) = recent_const(&op, dtype, &shape, &device) {
+                return n;
+            }
+        }
         let shash = structure_hash(&op, dtype, &shape, &device);
         let mut input_ids: SmallVec<[u64; 3]> = SmallVec::new();
         for n in &inputs {
@@ -308,7 +386,7 @@ impl Node {
             drop(table);
             drop(rejected);
         }
-        Arc::new(Node {
+        let node = Arc::new(Node {
             id: NEXT_ID.fetch_add(1, Relaxed),
             shash,
             op,
@@ -324,7 +402,11 @@ impl Node {
             }),
             consumed: AtomicBool::new(false),
             pending: AtomicBool::new(false),
-        })
+        });
+        if is_const {
+            remember_const(&node);
+        }
+        node
     }
 
     /// A realized leaf holding `buffer` (never shared by hash-consing).
@@ -410,6 +492,9 @@ impl Node {
             s.buffer = Some(buffer);
             std::mem::take(&mut s.inputs)
         };
+        if matches!(self.op, Op::Const(_)) {
+            forget_const(self);
+        }
         self.intern();
         if self.pending.swap(false, SeqCst) {
             notify_settled();

@@ -8,6 +8,11 @@
 //! `extra` column of the psf, chain and sim100 fused rows holds the device time of one
 //! profiled eval (`lf::profile`): kernels + library calls, and the host's planning time.
 
+// the workload definitions shared with the examples (psf, chain)
+#[path = "../examples/common/mod.rs"]
+mod common;
+
+use common::{chain, psf};
 use lazyfuse as lf;
 use lf::{Array, DType, Device};
 use std::io::Write;
@@ -65,13 +70,6 @@ fn system(fused: bool) -> &'static str {
     } else {
         "lazyfuse-unfused"
     }
-}
-
-fn chain(x: &Array, y: &Array) -> Array {
-    let r = (x * x + y * y).sqrt();
-    let t = y.atan2(x);
-    let z = &r * t.cos() + (&r * -0.5).exp() * t.sin();
-    lf::where_(&z.gt(0.0), &z, &z * 0.1) + 1.0
 }
 
 /// The chain evaluated op by op on ndarray: the naive baseline (and the shape of NumPy).
@@ -252,22 +250,6 @@ fn run_latency(dev: &Device) -> lf::Result<()> {
     );
     lf::set_fusion(true);
     Ok(())
-}
-
-/// The PSF pipeline of BENCH.md / `examples/02_psf.rs` (N x N pupil, FFT of 2N x 2N).
-fn psf(n: usize, dev: &Device) -> Array {
-    let x = Array::linspace_on(-1.0, 1.0, n, DType::F32, dev);
-    let g = lf::meshgrid(&[&x, &x], lf::Indexing::Xy);
-    let (xx, yy) = (&g[0], &g[1]);
-    let rho = (xx.square() + yy.square()).sqrt();
-    let phi = yy.atan2(xx);
-    let phase = rho.square() * phi.cos();
-    let wave = (phase * (2.0 * std::f64::consts::PI) * lf::c64::i()).exp();
-    let pupil = lf::where_(&rho.gt(1.0), lf::c64::new(0.0, 0.0), &wave);
-    let p = n / 2;
-    let padded = pupil.pad(&[(p, p), (p, p)], 0.0);
-    let field = lf::fft::fftshift(&lf::fft::fft2(&lf::fft::ifftshift(&padded, None)), None);
-    field.abs().square()
 }
 
 fn run_psf(dev: &Device, quick: bool) -> lf::Result<()> {

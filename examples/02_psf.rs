@@ -6,25 +6,8 @@
 
 mod common;
 
+use common::psf;
 use lazyfuse as lf;
-use lf::{Array, DType};
-use std::f64::consts::PI;
-
-/// The PSF intensity image (2N x 2N) of an N x N pupil with a coma-like phase error.
-fn psf(n: usize) -> Array {
-    let x = Array::linspace(-1.0, 1.0, n, DType::F32);
-    let g = lf::meshgrid(&[&x, &x], lf::Indexing::Xy);
-    let (xx, yy) = (&g[0], &g[1]);
-    let rho = (xx.square() + yy.square()).sqrt();
-    let phi = yy.atan2(xx);
-    let phase = rho.square() * phi.cos();
-    let wave = (phase * (2.0 * PI) * lf::c64::i()).exp(); // complex64
-    let pupil = lf::where_(&rho.gt(1.0), lf::c64::new(0.0, 0.0), &wave);
-    let p = n / 2;
-    let padded = pupil.pad(&[(p, p), (p, p)], 0.0);
-    let field = lf::fft::fftshift(&lf::fft::fft2(&lf::fft::ifftshift(&padded, None)), None);
-    field.abs().square()
-}
 
 fn main() -> lf::Result<()> {
     let n: usize = std::env::args()
@@ -36,7 +19,7 @@ fn main() -> lf::Result<()> {
     let m = 2 * n;
     println!("psf {n}x{n} (FFT of {m}x{m}) on {dev} ({})", dev.name());
 
-    let img = psf(n);
+    let img = psf(n, &dev);
     println!(
         "plan: {} fused kernels + {} FFT",
         lf::debug::kernel_count(&[&img])?,
@@ -51,7 +34,7 @@ fn main() -> lf::Result<()> {
     );
 
     let iters = if n >= 1024 { 5 } else { 20 };
-    let t = common::time_per_call(&dev, iters, 5, || psf(n).eval().expect("eval"));
+    let t = common::time_per_call(&dev, iters, 5, || psf(n, &dev).eval().expect("eval"));
     println!("per eval (synchronized, median): {:.1} us", t * 1e6);
 
     let host: Vec<f32> = img.to_vec()?;

@@ -1,30 +1,11 @@
 //! Kernel probe for hardware counters: evaluates one workload twice (`kernel_probe chain N`,
 //! `psf N` or `mean N` for an N x N matrix; the first evaluation compiles), synchronizing after each, so that
 //! `ncu --clock-control none` on the GPU machine sees each fused kernel of the second run.
+mod common;
+
+use common::{chain, psf};
 use lazyfuse as lf;
-use lf::{Array, DType, Device};
-
-fn chain(x: &Array, y: &Array) -> Array {
-    let r = (x * x + y * y).sqrt();
-    let t = y.atan2(x);
-    let z = &r * t.cos() + (&r * -0.5).exp() * t.sin();
-    lf::where_(&z.gt(0.0), &z, &z * 0.1) + 1.0
-}
-
-fn psf(n: usize, dev: &Device) -> Array {
-    let x = Array::linspace_on(-1.0, 1.0, n, DType::F32, dev);
-    let g = lf::meshgrid(&[&x, &x], lf::Indexing::Xy);
-    let (xx, yy) = (&g[0], &g[1]);
-    let rho = (xx.square() + yy.square()).sqrt();
-    let phi = yy.atan2(xx);
-    let phase = rho.square() * phi.cos();
-    let wave = (phase * (2.0 * std::f64::consts::PI) * lf::c64::i()).exp();
-    let pupil = lf::where_(&rho.gt(1.0), lf::c64::new(0.0, 0.0), &wave);
-    let p = n / 2;
-    let padded = pupil.pad(&[(p, p), (p, p)], 0.0);
-    let field = lf::fft::fftshift(&lf::fft::fft2(&lf::fft::ifftshift(&padded, None)), None);
-    field.abs().square()
-}
+use lf::DType;
 
 fn main() -> lf::Result<()> {
     let mut args = std::env::args().skip(1);

@@ -29,6 +29,19 @@ fn load(b: &mut Builder, d: DType, index: ValueId) -> ValueId {
     )
 }
 
+/// Adds an input of dtype `d` and loads it at `index` where `guard` holds.
+fn guarded_load(b: &mut Builder, d: DType, index: ValueId, guard: ValueId) -> ValueId {
+    let i = b.input(d);
+    b.push(
+        Inst::Load {
+            input: i,
+            index,
+            guard: Some(guard),
+        },
+        d,
+    )
+}
+
 fn index(b: &mut Builder) -> ValueId {
     b.push(Inst::Index, DType::I64)
 }
@@ -120,15 +133,7 @@ fn pad_guarded() -> Kernel {
     let g = b.binary(B::And, g01, g23);
     let rw = b.binary(B::Mul, r, w);
     let ix = b.binary(B::Add, rw, c);
-    let inp = b.input(DType::F32);
-    let v = b.push(
-        Inst::Load {
-            input: inp,
-            index: ix,
-            guard: Some(g),
-        },
-        DType::F32,
-    );
+    let v = guarded_load(&mut b, DType::F32, ix, g);
     let o = b.binary(B::Mul, v, scale);
     b.store(o);
     b.finish()
@@ -148,15 +153,7 @@ fn where_branches() -> Kernel {
     let g0 = b.binary(B::Ge, r, zero);
     let g1 = b.binary(B::Lt, r, len);
     let g = b.binary(B::And, g0, g1);
-    let inp = b.input(DType::F32);
-    let x = b.push(
-        Inst::Load {
-            input: inp,
-            index: r,
-            guard: Some(g),
-        },
-        DType::F32,
-    );
+    let x = guarded_load(&mut b, DType::F32, r, g);
     let c = b.cast(r, DType::F32);
     let sx = b.unary(U::Sin, x);
     let e = b.unary(U::Exp, sx);

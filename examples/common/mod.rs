@@ -1,8 +1,36 @@
-//! Helpers shared by the examples: timing with device synchronization and PNG output.
+//! Helpers shared by the examples and the workloads bench: the BENCH.md workload
+//! definitions (psf, chain), timing with device synchronization and PNG output.
 #![allow(dead_code)]
 
 use lazyfuse as lf;
+use lf::{Array, DType, Device};
 use std::time::Instant;
+
+/// The PSF intensity image (2N x 2N) of an N x N pupil with a coma-like phase error, on
+/// `dev` (BENCH.md `psf`): pupil phase -> complex pupil -> zero padding -> fft2 with shifts
+/// -> intensity.
+pub fn psf(n: usize, dev: &Device) -> Array {
+    let x = Array::linspace_on(-1.0, 1.0, n, DType::F32, dev);
+    let g = lf::meshgrid(&[&x, &x], lf::Indexing::Xy);
+    let (xx, yy) = (&g[0], &g[1]);
+    let rho = (xx.square() + yy.square()).sqrt();
+    let phi = yy.atan2(xx);
+    let phase = rho.square() * phi.cos();
+    let wave = (phase * (2.0 * std::f64::consts::PI) * lf::c64::i()).exp(); // complex64
+    let pupil = lf::where_(&rho.gt(1.0), lf::c64::new(0.0, 0.0), &wave);
+    let p = n / 2;
+    let padded = pupil.pad(&[(p, p), (p, p)], 0.0);
+    let field = lf::fft::fftshift(&lf::fft::fft2(&lf::fft::ifftshift(&padded, None)), None);
+    field.abs().square()
+}
+
+/// The BENCH.md elementwise chain of two f32 arrays (sqrt, atan2, cos, sin, exp, where).
+pub fn chain(x: &Array, y: &Array) -> Array {
+    let r = (x * x + y * y).sqrt();
+    let t = y.atan2(x);
+    let z = &r * t.cos() + (&r * -0.5).exp() * t.sin();
+    lf::where_(&z.gt(0.0), &z, &z * 0.1) + 1.0
+}
 
 /// Median seconds per call of `f` over `repeats` runs of `iters` calls, after 3 warm-up
 /// calls; the device is synchronized before every clock read.

@@ -285,3 +285,39 @@ fn wide_concatenations_and_view_chains_split_within_the_argument_limit() {
         assert_values(&y, &[7], &v, 0.0, "100 pad/slice pairs");
     });
 }
+
+/// A deep chain of transcendental functions under `where` (guarded branches nest one level
+/// per step) is cut into kernels of at most 64 transcendental functions each: NVRTC's time
+/// grows faster than their number, and a single kernel of this chain did not compile in 5
+/// minutes. Values against the same loop in f64 on the host.
+#[test]
+fn chain_of_1500_transcendentals_is_split_for_the_compiler() {
+    const LEVELS: usize = 750;
+    for_each_device(|dev| {
+        on_spawned_thread(dev, |dev| {
+            let base = [0.5f64, -0.5, 2.0, 0.0, 1e-3];
+            let x = Array::from_slice_on(&base, &[5], dev).unwrap();
+            let mut y = x.clone();
+            for _ in 0..LEVELS {
+                y = lf::where_(&x.gt(0.0), &y.exp().sin(), 0.25);
+            }
+            let kernels = lf::debug::kernel_count(&[&y]).unwrap();
+            assert!(
+                kernels >= 2 * LEVELS / 64,
+                "{kernels} kernels for {} transcendental functions",
+                2 * LEVELS
+            );
+            let want: Vec<f64> = base
+                .iter()
+                .map(|&b| {
+                    let mut v = b;
+                    for _ in 0..LEVELS {
+                        v = if b > 0.0 { v.exp().sin() } else { 0.25 };
+                    }
+                    v
+                })
+                .collect();
+            assert_values(&y, &[5], &want, 1e-9, "1,500 transcendentals");
+        });
+    });
+}

@@ -550,6 +550,22 @@ impl fmt::Display for Kernel {
 pub struct Builder {
     kernel: Kernel,
     memo: HashMap<Value, ValueId, FastBuild>,
+    /// Values pushed that are heavy to compile ([`Value::is_heavy`]).
+    heavy: usize,
+}
+
+impl Value {
+    /// True for values whose CUDA code is long (transcendental functions, complex
+    /// functions beyond arithmetic, random numbers): NVRTC's compile time grows with their
+    /// number faster than linearly, so the planner bounds it per kernel.
+    pub fn is_heavy(&self) -> bool {
+        match self.inst {
+            Inst::Unary(op, _) => op.is_transcendental(),
+            Inst::Binary(op, _, _) => op.is_transcendental(),
+            Inst::Random(..) => true,
+            _ => false,
+        }
+    }
 }
 
 /// A small, fast, deterministic hasher (FxHash's mixing) for the builder's memo (building
@@ -610,6 +626,7 @@ impl Builder {
                 ..Kernel::default()
             },
             memo: HashMap::default(),
+            heavy: 0,
         }
     }
     /// Adds an input buffer, returning its number.
@@ -630,9 +647,14 @@ impl Builder {
             return id;
         }
         let id = self.kernel.values.len() as ValueId;
+        self.heavy += v.is_heavy() as usize;
         self.kernel.values.push(v);
         self.memo.insert(v, id);
         id
+    }
+    /// Number of heavy values pushed so far ([`Value::is_heavy`]).
+    pub fn heavy_count(&self) -> usize {
+        self.heavy
     }
     /// The dtype of a value.
     pub fn dtype(&self, v: ValueId) -> DType {

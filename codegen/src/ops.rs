@@ -50,6 +50,29 @@ pub enum UnaryOp {
 }
 
 impl UnaryOp {
+    /// True for the transcendental functions (exp, log, trig, hyperbolic and their
+    /// inverses): each inlines into a long instruction sequence in CUDA, so they bound how
+    /// much of a kernel NVRTC compiles in reasonable time.
+    pub fn is_transcendental(self) -> bool {
+        use UnaryOp::*;
+        matches!(
+            self,
+            Exp | Expm1
+                | Log
+                | Log1p
+                | Log2
+                | Log10
+                | Sin
+                | Cos
+                | Tan
+                | Asin
+                | Acos
+                | Atan
+                | Sinh
+                | Cosh
+                | Tanh
+        )
+    }
     /// Every unary op.
     pub const ALL: [UnaryOp; 34] = [
         UnaryOp::Neg,
@@ -186,6 +209,11 @@ pub enum BinaryOp {
 }
 
 impl BinaryOp {
+    /// True for the binary transcendental functions (`pow`, `atan2`, `hypot`); see
+    /// [`UnaryOp::is_transcendental`].
+    pub fn is_transcendental(self) -> bool {
+        matches!(self, BinaryOp::Pow | BinaryOp::Atan2 | BinaryOp::Hypot)
+    }
     /// Every binary op.
     pub const ALL: [BinaryOp; 23] = [
         BinaryOp::Add,

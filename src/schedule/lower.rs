@@ -22,6 +22,14 @@ const MAX_KERNEL_VALUES: usize = 8192;
 /// Most computed nodes the planner's one-pass split leaves in one kernel.
 const MAX_KERNEL_NODES: usize = 2048;
 
+/// Most heavy values (transcendental functions, random numbers: `Value::is_heavy`) one
+/// kernel may hold: NVRTC's time grows faster than their number (on the 2-core development
+/// machine a chain of `sin(exp(..))` compiled in 0.4 s at 16, 2.1 s at 64, 10.5 s at 200
+/// and did not finish in 5 minutes at 4000). In the one-pass split a heavy node counts as
+/// this many plain ones.
+const MAX_KERNEL_HEAVY: usize = 64;
+const HEAVY_WEIGHT: usize = MAX_KERNEL_NODES / MAX_KERNEL_HEAVY;
+
 type Axes = SmallVec<[ValueId; 4]>;
 
 /// An index into a node: its linear index and/or its multi-index, and the condition under
@@ -132,7 +140,9 @@ impl Lowerer<'_> {
     /// Whether the kernel so far exceeds a limit. Both counts only grow while lowering, so
     /// a kernel over a limit part way is over it once complete.
     fn over_limit(&self) -> bool {
-        self.arg_bytes() > MAX_ARG_BYTES || self.b.value_count() > MAX_KERNEL_VALUES
+        self.arg_bytes() > MAX_ARG_BYTES
+            || self.b.value_count() > MAX_KERNEL_VALUES
+            || self.b.heavy_count() > MAX_KERNEL_HEAVY
     }
     fn arg_bytes(&self) -> usize {
         self.params.len() * 16 + (self.inputs.len() + self.outputs) * 8
@@ -695,7 +705,8 @@ fn deps(t: usize, dag: &Dag, mat: &[bool], mark: &mut [usize]) -> Vec<usize> {
 }
 
 /// Nodes to materialize so that the computation of the target at `target` splits into
-/// kernels whose arguments (and lengths, [`MAX_KERNEL_NODES`]) stay within the limits,
+/// kernels whose arguments (and lengths, [`MAX_KERNEL_NODES`] with heavy nodes weighted)
+/// stay within the limits,
 /// found in one pass: walking the computed nodes beneath `target` inputs first, each node's
 /// estimated argument bytes are its own plus its inputs'; where that passes two thirds of
 /// the limit, the node's computed elementwise inputs become buffers (a pointer each for
@@ -764,7 +775,14 @@ fn arg_cuts(target: usize, nodes: &[Arc<Node>], dag: &Dag, mat: &[bool]) -> Vec<
         };
         let input_nodes = |count: &[usize]| -> usize { ins(n).map(|i| count[i]).sum() };
         let mut c = own + ins(n).map(|i| input_cost(i, &cost)).sum::<usize>();
-        let mut m = 1 + input_nodes(&count);
+        // heavy nodes weigh more, so that a kernel also holds at most MAX_KERNEL_HEAVY
+        let weight = match &node.op {
+            Op::Unary(u) if u.is_transcendental() || node.dtype.is_complex() => HEAVY_WEIGHT,
+            Op::Binary(b) if b.is_transcendental() => HEAVY_WEIGHT,
+            Op::Random(..) => HEAVY_WEIGHT,
+            _ => 1,
+        };
+        let mut m = weight + input_nodes(&count);
         if c > budget || m > MAX_KERNEL_NODES {
             for i in ins(n) {
                 // any computed node may become a buffer except a broadcast (which would
@@ -786,7 +804,7 @@ fn arg_cuts(target: usize, nodes: &[Arc<Node>], dag: &Dag, mat: &[bool]) -> Vec<
                 }
             }
             c = own + ins(n).map(|i| input_cost(i, &cost)).sum::<usize>();
-            m = 1 + input_nodes(&count);
+            m = weight + input_nodes(&count);
         }
         cost[n] = Some(c);
         count[n] = m;
@@ -984,8 +1002,8 @@ pub(super) fn build(
             config::debug_log!(
                 2,
                 "plan split: a kernel needs more than {MAX_ARG_BYTES} argument bytes (the \
-                 CUDA argument struct must stay under 4 KB) or more than {MAX_KERNEL_VALUES} \
-                 values"
+                 CUDA argument struct must stay under 4 KB), more than {MAX_KERNEL_VALUES} \
+                 values or more than {MAX_KERNEL_HEAVY} transcendental functions"
             );
             if targets.len() > 1 {
                 // several outputs: two kernels of half the outputs each

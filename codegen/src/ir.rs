@@ -555,9 +555,9 @@ pub struct Builder {
 }
 
 impl Value {
-    /// True for values whose CUDA code is long (transcendental functions, complex
-    /// functions beyond arithmetic, random numbers): NVRTC's compile time grows with their
-    /// number faster than linearly, so the planner bounds it per kernel.
+    /// True for values whose CUDA code is long (transcendental functions of any dtype,
+    /// random numbers): NVRTC's compile time grows with their number faster than linearly,
+    /// so the planner bounds it per kernel.
     pub fn is_heavy(&self) -> bool {
         match self.inst {
             Inst::Unary(op, _) => op.is_transcendental(),

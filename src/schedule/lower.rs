@@ -775,7 +775,9 @@ fn arg_cuts(target: usize, nodes: &[Arc<Node>], dag: &Dag, mat: &[bool]) -> Vec<
         };
         let input_nodes = |count: &[usize]| -> usize { ins(n).map(|i| count[i]).sum() };
         let mut c = own + ins(n).map(|i| input_cost(i, &cost)).sum::<usize>();
-        // heavy nodes weigh more, so that a kernel also holds at most MAX_KERNEL_HEAVY
+        // heavy nodes (`Value::is_heavy`) weigh more, so that a kernel also holds at most
+        // MAX_KERNEL_HEAVY; every complex unary op counts as heavy here (their helpers are
+        // long too; an overestimate only cuts earlier)
         let weight = match &node.op {
             Op::Unary(u) if u.is_transcendental() || node.dtype.is_complex() => HEAVY_WEIGHT,
             Op::Binary(b) if b.is_transcendental() => HEAVY_WEIGHT,

@@ -249,6 +249,45 @@ fn flip_pad_roll() {
     });
 }
 
+/// Rolls, shifts and broadcasts of arrays large enough that the CUDA kernels run their
+/// vectorized loop (lane indices computed first, one vector read where they are consecutive
+/// and aligned): wraps on a vector boundary, inside a vector, and rows that start off one;
+/// 4-, 8- and 16-byte elements; an f32 result of a shifted c64 read (mixed sizes); a
+/// broadcast along outer axes and along the inner axis.
+#[test]
+fn large_shifted_and_broadcast_reads() {
+    each_device(|dev| {
+        for d in [DType::F32, DType::F64, DType::C64] {
+            for (shape, shift, axis) in [
+                ([1024usize, 1152usize], 576isize, -1isize),
+                ([1024, 1152], 3, -1),
+                ([1031, 1027], 5, -1),
+                ([1031, 1027], -514, 0),
+            ] {
+                check_chain(dev, d, &shape, &[View::Roll(shift, axis)]);
+            }
+            check_chain(
+                dev,
+                d,
+                &[1, 1024, 1152],
+                &[View::BroadcastTo(vec![2, 1024, 1152]), View::Roll(7, 1)],
+            );
+            check_chain(dev, d, &[1027, 1], &[View::BroadcastTo(vec![1027, 1100])]);
+        }
+        // |z| of a shifted c64 read: 8-byte loads feeding 4-byte stores
+        for shape in [[1024usize, 1152usize], [1031, 1027]] {
+            let x = iota(DType::C64, &shape);
+            let (h, w) = ((shape[0] / 2) as isize, (shape[1] / 2) as isize);
+            let shifted = View::Roll(w, 1).oracle(&View::Roll(h, 0).oracle(&x));
+            let want = o::unary(Un::Abs, &shifted).expect("abs of c64");
+            let got = lf::fft::fftshift(&x.to_lf(dev), None).abs();
+            assert_eq!(got.dtype(), DType::F32, "abs dtype");
+            o::check(&got, &want, Tol::DEFAULT)
+                .unwrap_or_else(|e| panic!("abs(fftshift) {shape:?}: {e}"));
+        }
+    });
+}
+
 #[test]
 fn concatenate_and_stack() {
     each_device(|dev| {

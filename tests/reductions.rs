@@ -402,6 +402,74 @@ fn max_min_argmax_argmin_all_any_match_the_oracle() {
     });
 }
 
+/// Reductions over a leading axis (outputs adjacent in memory, reduced positions strided), at
+/// sizes where the CUDA kernel accumulates several adjacent outputs per thread and splits the
+/// reduced extent over blocks: rows that are whole vectors (256 columns), rows that start
+/// off vector boundaries with a partial last tile (130, 3 columns), and a view whose columns
+/// are not adjacent (a transpose).
+#[test]
+fn strided_reductions_over_column_tiles_match_the_oracle() {
+    let _g = lock();
+    for_each_device(|dev| {
+        for &(rows, cols) in &[(4096usize, 256usize), (1000, 130), (2050, 3), (67, 783)] {
+            let shape = [rows, cols];
+            let vals = data(rows * cols, 11);
+            for dtype in [DType::F32, DType::F64, DType::I32] {
+                let (x, xf) = make(&vals, &shape, dtype, dev);
+                let what = format!("{dtype} {shape:?} axis 0");
+                let mut sum = vec![0.0; cols];
+                let mut best = vec![(f64::NAN, usize::MAX); cols];
+                for r in 0..rows {
+                    for c in 0..cols {
+                        let v = xf[r * cols + c];
+                        sum[c] += v;
+                        if best[c].1 == usize::MAX || v > best[c].0 {
+                            best[c] = (v, r);
+                        }
+                    }
+                }
+                let s = x.sum_axes(&[0], false);
+                let am = x.argmax(0);
+                let mx = x.max_axes(&[0], false);
+                assert_eq!(s.shape(), &[cols], "sum shape {what}");
+                assert_eq!(am.shape(), &[cols], "argmax shape {what}");
+                let sd = if dtype == DType::I32 {
+                    DType::I64
+                } else {
+                    dtype
+                };
+                let rel = if dtype == DType::F32 { 2e-5 } else { 1e-12 };
+                close(&fetch_real(&s, sd), &sum, rel, rel, &format!("sum {what}"));
+                let want: Vec<f64> = best.iter().map(|b| b.1 as f64).collect();
+                close(
+                    &fetch_real(&am, DType::I64),
+                    &want,
+                    0.0,
+                    0.0,
+                    &format!("argmax {what}"),
+                );
+                let want: Vec<f64> = best.iter().map(|b| b.0).collect();
+                close(
+                    &fetch_real(&mx, dtype),
+                    &want,
+                    0.0,
+                    0.0,
+                    &format!("max {what}"),
+                );
+                // the transpose's axis 1 is the same reduction read through a strided view
+                let t = x.transpose().sum_axes(&[1], false);
+                close(
+                    &fetch_real(&t, sd),
+                    &sum,
+                    rel,
+                    rel,
+                    &format!("sum of x.T axis 1 {what}"),
+                );
+            }
+        }
+    });
+}
+
 #[test]
 fn nan_propagates_and_the_first_nan_wins() {
     let _g = lock();

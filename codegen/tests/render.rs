@@ -534,6 +534,22 @@ fn reduce_argmax_outer() -> Kernel {
     b.finish()
 }
 
+/// `sum(x * p1)` over axis 0 of an `[r, m]` f32 input (the axis-0 mean's kernel).
+fn reduce_sum_outer_f32() -> Kernel {
+    let mut b = Builder::new(2);
+    let m = axis(&mut b, 0);
+    let r = axis(&mut b, 1);
+    let s = b.param(DType::I64);
+    let scale = b.param(DType::F32);
+    let rs = b.binary(B::Mul, r, s);
+    let ix = b.binary(B::Add, rs, m);
+    let x = load(&mut b, DType::F32, ix);
+    let xs = b.binary(B::Mul, x, scale);
+    let a = b.reduce(ReduceOp::Sum, xs, ReduceLayout::Outer);
+    b.store(a);
+    b.finish()
+}
+
 /// `all(x != 0)` of an I32 input, and `max` of an I64 input.
 fn reduce_all_max() -> Vec<Kernel> {
     let mut b = Builder::new(2);
@@ -575,6 +591,7 @@ fn corpus() -> Vec<(&'static str, Kernel, RenderOptions)> {
         ("reduce_sumsq_f32", reduce_sumsq(DType::F32), IDX32),
         ("reduce_sumsq_c128", reduce_sumsq(DType::C128), IDX64),
         ("reduce_argmax_outer", reduce_argmax_outer(), IDX64),
+        ("reduce_sum_outer_f32", reduce_sum_outer_f32(), IDX32),
         ("reduce_all_i32", reduce_all_max()[0].clone(), IDX64),
         ("reduce_max_i64_sqrt", reduce_all_max()[1].clone(), IDX64),
     ]
@@ -668,11 +685,44 @@ fn vector_width_decisions() {
     assert_eq!(pt(&chain_f32()), 4, "contiguous f32");
     assert_eq!(pt(&float_ops(DType::F64)), 2, "contiguous f64");
     assert_eq!(pt(&random_normal()), 4, "no inputs, f32 output");
-    assert_eq!(pt(&broadcast_mul()), 1, "strided loads");
+    // loads at computed indices: lane indices first, one vector read when consecutive
+    assert_eq!(pt(&broadcast_mul()), 2, "strided loads, f64 output");
     assert_eq!(pt(&pad_guarded()), 1, "guarded load");
-    assert_eq!(pt(&complex_phase()), 1, "mixed 8- and 4-byte outputs");
-    assert_eq!(pt(&casts_all()), 1, "mixed sizes");
+    assert_eq!(pt(&where_branches()), 1, "load under one side of a where");
+    assert_eq!(
+        pt(&complex_phase()),
+        4,
+        "8- and 4-byte outputs: the smallest decides"
+    );
+    assert_eq!(pt(&casts_all()), 1, "a bool output");
     assert_eq!(pt(&rank0()), 1, "rank 0");
+    let bsrc = render(&broadcast_mul(), &IDX64).unwrap().source;
+    assert!(bsrc.contains("const bool ct7 = (ix7[0] & 1) == 0 && ix7[1] == ix7[0] + 1;"));
+    assert!(bsrc.contains("pf0_7 = *(const lf_vec_f64*)(in0 + ix7[0]);"));
+    assert!(bsrc.contains("for (int j = 0; j < 2; ++j) pf0_7.v[j] = in0[ix7[j]];"));
+    let csrc = render(&complex_phase(), &IDX64).unwrap().source;
+    assert!(csrc.contains("struct __align__(16) lf_vec4_c32 { c32 v[4]; };"));
+    // a gather (index from a loaded value) stays one element per thread
+    let gather = {
+        let mut b = Builder::new(1);
+        let i = index(&mut b);
+        let ix = load(&mut b, DType::I64, i);
+        let x = load(&mut b, DType::F32, ix);
+        b.store(x);
+        b.finish()
+    };
+    assert_eq!(pt(&gather), 1, "gather");
+    // strided reductions: adjacent outputs per thread, one vector read per reduced row
+    assert_eq!(pt(&reduce_sum_outer_f32()), 4, "outer f32 reduction");
+    assert_eq!(pt(&reduce_argmax_outer()), 2, "outer f64 argmax");
+    assert_eq!(
+        pt(&reduce_sumsq(DType::F32)),
+        1,
+        "inner reductions: one output per thread"
+    );
+    let osrc = render(&reduce_sum_outer_f32(), &IDX32).unwrap().source;
+    assert!(osrc.contains("const bool ct5 = (ix5[0] & 3) == 0 && ix5[1] == ix5[0] + 1"));
+    assert!(osrc.contains("if (mc + 4 <= M) {"));
     // Same-size 8-byte complex: 2 per thread; 16-byte complex: 1.
     let unary = |d: DType, op: U| {
         let mut b = Builder::new(1);

@@ -26,27 +26,85 @@ pub(super) enum Mode {
 pub(super) struct Emitter<'a> {
     pub(super) k: &'a Kernel,
     pub(super) helpers: BTreeSet<Helper>,
+    /// Vector mode: the `(input, index value)` pairs read through a prefetched lane vector
+    /// `pf<input>_<index>` (every other load in vector mode is at the linear index, `x<input>`).
+    pub(super) prefetched: BTreeSet<(u32, u32)>,
 }
 
-/// Elements per thread and iteration: 16 bytes' worth when every load is at the linear index
-/// and every loaded input and every output has one element size of 4 or 8 bytes; else 1.
-pub(super) fn vector_width(k: &Kernel) -> u32 {
-    if k.rank == 0 || !k.all_loads_contiguous() {
-        return 1;
-    }
-    let loaded = loaded_inputs(k);
-    let mut sizes = loaded
-        .iter()
-        .map(|&i| k.inputs[i as usize].size())
-        .chain(k.outputs.iter().map(|d| d.size()));
-    let Some(first) = sizes.next() else {
-        return 1;
+/// How the vectorized loop of an elementwise kernel reads its inputs.
+pub(super) struct VectorPlan {
+    /// Elements per thread and iteration (1: no vector loop).
+    pub per_thread: u32,
+    /// Inputs read at the linear index: one `pt`-element vector per input.
+    pub contiguous: BTreeSet<u32>,
+    /// Loads at computed indices (pure index arithmetic, always needed): `(input, index)`.
+    /// Each thread computes the `pt` lane indices first and reads one vector when they are
+    /// consecutive and aligned (a roll or shift between its wrap points, a broadcast along
+    /// outer axes), else `pt` scalar loads.
+    pub prefetch: BTreeSet<(u32, u32)>,
+}
+
+/// The vector plan of `k`: `16 / s` elements per thread, `s` the smallest output element
+/// size when it is 4 or 8, when every load is unguarded, needed for every element (not only
+/// under one side of a `where`) and at an index computed from the position alone (no loaded
+/// value, no random number); else 1. Inputs may have any element size (a `pt`-element
+/// vector of a 16-byte type is read as several 16-byte loads).
+pub(super) fn vector_plan(k: &Kernel) -> VectorPlan {
+    let mut plan = VectorPlan {
+        per_thread: 1,
+        contiguous: BTreeSet::new(),
+        prefetch: BTreeSet::new(),
     };
-    if (first == 4 || first == 8) && sizes.all(|s| s == first) {
-        (16 / first) as u32
-    } else {
-        1
+    let Some(smallest) = k.outputs.iter().map(|d| d.size()).min() else {
+        return plan;
+    };
+    if k.rank == 0 || !(smallest == 4 || smallest == 8) {
+        return plan;
     }
+    let index = k.values.iter().position(|v| v.inst == Inst::Index);
+    let roots: Vec<u32> = k.stores.iter().map(|s| s.value).collect();
+    let live = live_from(k, &roots, Mode::Scalar);
+    let regions = Regions::of(k, &live, Mode::Scalar, &roots);
+    let mut always = vec![false; k.values.len()];
+    for &id in &regions.members[0] {
+        always[id] = true;
+    }
+    let positional = positional(k);
+    for (id, v) in k.values.iter().enumerate() {
+        let Inst::Load {
+            input,
+            index: ix,
+            guard,
+        } = v.inst
+        else {
+            continue;
+        };
+        if !live[id] {
+            continue;
+        }
+        if guard.is_none() && Some(ix as usize) == index {
+            plan.contiguous.insert(input);
+        } else if guard.is_none() && always[id] && positional[ix as usize] {
+            plan.prefetch.insert((input, ix));
+        } else {
+            return plan;
+        }
+    }
+    plan.per_thread = (16 / smallest) as u32;
+    plan
+}
+
+/// Per value: whether it is computed from the element's position alone (no loaded value, no
+/// random number, no reduction result): an index that can be computed ahead of the loads.
+pub(super) fn positional(k: &Kernel) -> Vec<bool> {
+    let mut positional = vec![false; k.values.len()];
+    for (id, v) in k.values.iter().enumerate() {
+        positional[id] = match v.inst {
+            Inst::Load { .. } | Inst::Random(..) | Inst::Reduced => false,
+            inst => inst.operands().all(|o| positional[o as usize]),
+        };
+    }
+    positional
 }
 
 /// The inputs some load reads, in order.
@@ -65,11 +123,21 @@ pub(super) fn emit(k: &Kernel, opts: &RenderOptions, layout: &ArgLayout, entry: 
     if k.reduce.is_some() {
         return super::reduce::emit(k, opts, layout, entry);
     }
+    let plan = if opts.scalar {
+        VectorPlan {
+            per_thread: 1,
+            contiguous: BTreeSet::new(),
+            prefetch: BTreeSet::new(),
+        }
+    } else {
+        vector_plan(k)
+    };
+    let pt = plan.per_thread;
     let mut e = Emitter {
         k,
         helpers: BTreeSet::new(),
+        prefetched: plan.prefetch.clone(),
     };
-    let pt = if opts.scalar { 1 } else { vector_width(k) };
     let used_inputs = loaded_inputs(k);
     let axes: BTreeSet<u8> = k
         .values
@@ -90,6 +158,7 @@ pub(super) fn emit(k: &Kernel, opts: &RenderOptions, layout: &ArgLayout, entry: 
             e.helpers.insert(Helper::CType(*d));
         }
     }
+    let roots: Vec<u32> = k.stores.iter().map(|s| s.value).collect();
 
     // Kernel body first: it collects the helpers the source must define.
     let mut body = String::new();
@@ -113,28 +182,30 @@ pub(super) fn emit(k: &Kernel, opts: &RenderOptions, layout: &ArgLayout, entry: 
             let _ = writeln!(w, "  const IDX s{s} = (IDX)a.shape[{s}];");
         }
     }
+    let mut vt: BTreeSet<(DType, u32)> = BTreeSet::new();
     if pt > 1 {
         let _ = writeln!(w, "  const IDX nvec = n / {pt};");
         let _ = writeln!(w, "  for (IDX q = tid; q < nvec; q += stride) {{");
-        for &i in &used_inputs {
-            let v = vec_type(k.inputs[i as usize]);
+        for &i in &plan.contiguous {
+            let d = k.inputs[i as usize];
+            vt.insert((d, pt));
+            let v = vec_n_type(d, pt);
             let _ = writeln!(w, "    const {v} x{i} = ((const {v}*)in{i})[q];");
         }
+        if !plan.prefetch.is_empty() {
+            e.prefetch(&plan, "    ", opts, w);
+            for &(i, _) in &plan.prefetch {
+                vt.insert((k.inputs[i as usize], pt));
+            }
+        }
         for (o, &d) in k.outputs.iter().enumerate() {
-            let _ = writeln!(w, "    {} o{o};", vec_type(d));
+            vt.insert((d, pt));
+            let _ = writeln!(w, "    {} o{o};", vec_n_type(d, pt));
         }
         let _ = writeln!(w, "#pragma unroll");
         let _ = writeln!(w, "    for (int j = 0; j < {pt}; ++j) {{");
-        let live = live_values(k, Mode::Vector);
-        let lane_axes: BTreeSet<u8> = k
-            .values
-            .iter()
-            .zip(&live)
-            .filter_map(|(v, &l)| match v.inst {
-                Inst::Axis(a) if l => Some(a),
-                _ => None,
-            })
-            .collect();
+        let live = live_from(k, &roots, Mode::Vector);
+        let lane_axes = used_axes(k, &live);
         let lane_index = !lane_axes.is_empty()
             || k.values
                 .iter()
@@ -143,10 +214,11 @@ pub(super) fn emit(k: &Kernel, opts: &RenderOptions, layout: &ArgLayout, entry: 
         if lane_index {
             let _ = writeln!(w, "      const IDX i = q * {pt} + (IDX)j;");
         }
-        e.element(Mode::Vector, "      ", &lane_axes, opts, w);
+        e.element(Mode::Vector, "      ", &lane_axes, &roots, opts, w);
+        e.stores(Mode::Vector, "      ", w);
         let _ = writeln!(w, "    }}");
         for (o, &d) in k.outputs.iter().enumerate() {
-            let v = vec_type(d);
+            let v = vec_n_type(d, pt);
             let _ = writeln!(w, "    (({v}*)out{o})[q] = o{o};");
         }
         let _ = writeln!(w, "  }}");
@@ -157,23 +229,31 @@ pub(super) fn emit(k: &Kernel, opts: &RenderOptions, layout: &ArgLayout, entry: 
     } else {
         let _ = writeln!(w, "  for (IDX i = tid; i < n; i += stride) {{");
     }
-    e.element(Mode::Scalar, "    ", &axes, opts, w);
+    e.element(Mode::Scalar, "    ", &axes, &roots, opts, w);
+    e.stores(Mode::Scalar, "    ", w);
     let _ = writeln!(w, "  }}");
 
     // Assemble.
     let mut src = String::new();
     let s = &mut src;
     let _ = writeln!(s, "// Generated by lazyfuse-codegen. Entry {entry}, {BLOCK} threads per block, {pt} element(s) per thread and iteration.");
-    let mut vt: BTreeSet<DType> = BTreeSet::new();
-    if pt > 1 {
-        vt = used_inputs.iter().map(|&i| k.inputs[i as usize]).collect();
-        vt.extend(k.outputs.iter().copied());
-    }
     assemble(k, opts, layout, entry, &e.helpers, "", &vt, &body, s);
     Emitted {
         source: src,
         per_thread: pt,
     }
+}
+
+/// The axes the live values read.
+fn used_axes(k: &Kernel, live: &[bool]) -> BTreeSet<u8> {
+    k.values
+        .iter()
+        .zip(live)
+        .filter_map(|(v, &l)| match v.inst {
+            Inst::Axis(a) if l => Some(a),
+            _ => None,
+        })
+        .collect()
 }
 
 /// Writes the rest of a kernel's source after its first comment line: the IR as comments,
@@ -187,7 +267,7 @@ pub(super) fn assemble(
     entry: &str,
     helpers: &BTreeSet<Helper>,
     extra: &str,
-    vectors: &BTreeSet<DType>,
+    vectors: &BTreeSet<(DType, u32)>,
     body: &str,
     s: &mut String,
 ) {
@@ -203,13 +283,13 @@ pub(super) fn assemble(
     let _ = writeln!(s, "typedef {idx} IDX;");
     prelude::emit_helpers(helpers, s);
     s.push_str(extra);
-    for &d in vectors {
+    for &(d, n) in vectors {
         let _ = writeln!(
             s,
-            "struct __align__(16) {} {{ {} v[{}]; }};",
-            vec_type(d),
+            "struct __align__({}) {} {{ {} v[{n}]; }};",
+            (d.size() * n as usize).min(16),
+            vec_n_type(d, n),
             c_type(d),
-            16 / d.size()
         );
     }
     let _ = writeln!(s, "struct lf_args {{");
@@ -225,12 +305,12 @@ pub(super) fn assemble(
     let _ = writeln!(s, "}}");
 }
 
-/// The values one element needs in `mode` (vector lanes read no load index, so the index
-/// arithmetic of contiguous loads is dead there).
-fn live_values(k: &Kernel, mode: Mode) -> Vec<bool> {
+/// The values `roots` need in `mode` (vector lanes read no load index: contiguous loads are
+/// at the lane's position and prefetched ones computed their indices before the lane loop).
+fn live_from(k: &Kernel, roots: &[u32], mode: Mode) -> Vec<bool> {
     let mut live = vec![false; k.values.len()];
-    for s in &k.stores {
-        live[s.value as usize] = true;
+    for &r in roots {
+        live[r as usize] = true;
     }
     for i in (0..k.values.len()).rev() {
         if !live[i] {
@@ -263,7 +343,7 @@ struct Regions {
 }
 
 impl Regions {
-    fn of(k: &Kernel, live: &[bool], mode: Mode) -> Regions {
+    fn of(k: &Kernel, live: &[bool], mode: Mode, roots: &[u32]) -> Regions {
         let n = k.values.len();
         let mut g = Regions {
             parent: vec![(0, 0)],
@@ -271,8 +351,8 @@ impl Regions {
             children: vec![(None, None); n],
         };
         let mut at: Vec<Option<usize>> = vec![None; n];
-        for st in &k.stores {
-            at[st.value as usize] = Some(0);
+        for &r in roots {
+            at[r as usize] = Some(0);
         }
         for id in (0..n).rev() {
             if !live[id] {
@@ -396,13 +476,25 @@ pub(super) fn vec_type(d: DType) -> String {
     format!("lf_vec_{}", sfx(d))
 }
 
+/// The struct of `n` elements of `d` (the 16-byte one when that is its size), aligned to its
+/// size up to 16 bytes.
+pub(super) fn vec_n_type(d: DType, n: u32) -> String {
+    if d.size() * n as usize == 16 {
+        vec_type(d)
+    } else {
+        format!("lf_vec{n}_{}", sfx(d))
+    }
+}
+
 impl Emitter<'_> {
-    /// Writes the statements of one element with linear index `i` (an `IDX` in scope).
+    /// Writes the statements computing `roots` for one element with linear index `i` (an
+    /// `IDX` in scope).
     fn element(
         &mut self,
         mode: Mode,
         ind: &str,
         axes: &BTreeSet<u8>,
+        roots: &[u32],
         opts: &RenderOptions,
         w: &mut String,
     ) {
@@ -423,9 +515,13 @@ impl Emitter<'_> {
                 }
             }
         }
-        let live = live_values(self.k, mode);
-        let regions = Regions::of(self.k, &live, mode);
+        let live = live_from(self.k, roots, mode);
+        let regions = Regions::of(self.k, &live, mode, roots);
         self.region(0, &regions, mode, ind, opts, w);
+    }
+
+    /// Writes the stores of one element (after [`Emitter::element`]).
+    fn stores(&self, mode: Mode, ind: &str, w: &mut String) {
         for st in &self.k.stores {
             match mode {
                 Mode::Scalar => {
@@ -506,6 +602,72 @@ impl Emitter<'_> {
         }
     }
 
+    /// Vector loop, before the lanes: the lane indices of every prefetched load (`ix<v>[j]`),
+    /// then per load one vector read when they are consecutive and start on a vector
+    /// boundary (`ct<v>`), else one read per lane.
+    fn prefetch(&mut self, plan: &VectorPlan, ind: &str, opts: &RenderOptions, w: &mut String) {
+        let pt = plan.per_thread;
+        let k = self.k;
+        let indices: BTreeSet<u32> = plan.prefetch.iter().map(|&(_, ix)| ix).collect();
+        let roots: Vec<u32> = indices.iter().copied().collect();
+        for &ix in &indices {
+            let _ = writeln!(w, "{ind}long long ix{ix}[{pt}];");
+        }
+        let live = live_from(k, &roots, Mode::Scalar);
+        let axes = used_axes(k, &live);
+        let inner = format!("{ind}  ");
+        let _ = writeln!(w, "#pragma unroll");
+        let _ = writeln!(w, "{ind}for (int j = 0; j < {pt}; ++j) {{");
+        if !axes.is_empty()
+            || k.values
+                .iter()
+                .zip(&live)
+                .any(|(v, &l)| l && v.inst == Inst::Index)
+        {
+            let _ = writeln!(w, "{inner}const IDX i = q * {pt} + (IDX)j;");
+        }
+        self.element(Mode::Scalar, &inner, &axes, &roots, opts, w);
+        for &ix in &indices {
+            let _ = writeln!(w, "{inner}ix{ix}[j] = v{ix};");
+        }
+        let _ = writeln!(w, "{ind}}}");
+        self.vector_reads(pt, &plan.prefetch, ind, w);
+    }
+
+    /// After the lane indices `ix<v>[j]` of `loads` (`(input, index value)`) are computed:
+    /// per index whether its `pt` lanes are consecutive from a vector boundary (`ct<v>`),
+    /// and per load the vector `pf<input>_<v>`, read whole when they are, else lane by lane.
+    pub(super) fn vector_reads(
+        &self,
+        pt: u32,
+        loads: &BTreeSet<(u32, u32)>,
+        ind: &str,
+        w: &mut String,
+    ) {
+        let indices: BTreeSet<u32> = loads.iter().map(|&(_, ix)| ix).collect();
+        for &ix in &indices {
+            let mut c = format!("(ix{ix}[0] & {}) == 0", pt - 1);
+            for j in 1..pt {
+                let _ = write!(c, " && ix{ix}[{j}] == ix{ix}[0] + {j}");
+            }
+            let _ = writeln!(w, "{ind}const bool ct{ix} = {c};");
+        }
+        for &(input, ix) in loads {
+            let v = vec_n_type(self.k.inputs[input as usize], pt);
+            let name = format!("pf{input}_{ix}");
+            let _ = writeln!(w, "{ind}{v} {name};");
+            let _ = writeln!(w, "{ind}if (ct{ix}) {{");
+            let _ = writeln!(w, "{ind}  {name} = *(const {v}*)(in{input} + ix{ix}[0]);");
+            let _ = writeln!(w, "{ind}}} else {{");
+            let _ = writeln!(w, "#pragma unroll");
+            let _ = writeln!(
+                w,
+                "{ind}  for (int j = 0; j < {pt}; ++j) {name}.v[j] = in{input}[ix{ix}[j]];"
+            );
+            let _ = writeln!(w, "{ind}}}");
+        }
+    }
+
     fn dtype(&self, v: u32) -> DType {
         self.k.values[v as usize].dtype
     }
@@ -530,6 +692,9 @@ impl Emitter<'_> {
                 index,
                 guard,
             } => match (mode, guard) {
+                (Mode::Vector, _) if self.prefetched.contains(&(input, index)) => {
+                    format!("pf{input}_{index}.v[j]")
+                }
                 (Mode::Vector, _) => format!("x{input}.v[j]"),
                 (Mode::Scalar, None) => format!("in{input}[{}]", n(index)),
                 (Mode::Scalar, Some(g)) => format!(

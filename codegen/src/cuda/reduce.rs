@@ -78,6 +78,41 @@ fn body_vector_width(k: &Kernel, at: usize, layout: ReduceLayout) -> u32 {
     }
 }
 
+/// Outputs each thread of an `Outer` reduction accumulates side by side (`16 / s` for the
+/// smallest loaded element size `s` of 4 or 8 bytes), with the loads they read at
+/// consecutive positions of one reduced row: every body load unguarded at an index computed
+/// from the position alone. 1 (one output per thread) otherwise.
+pub(super) fn outer_columns(k: &Kernel) -> (u32, BTreeSet<(u32, u32)>) {
+    let none = (1, BTreeSet::new());
+    let (Some(red), Some(at)) = (k.reduce, k.reduced_at()) else {
+        return none;
+    };
+    if red.layout != ReduceLayout::Outer {
+        return none;
+    }
+    let positional = super::emit::positional(k);
+    let mut loads = BTreeSet::new();
+    let mut smallest = usize::MAX;
+    for v in &k.values[..at] {
+        if let Inst::Load {
+            input,
+            index,
+            guard,
+        } = v.inst
+        {
+            if guard.is_some() || !positional[index as usize] {
+                return none;
+            }
+            loads.insert((input, index));
+            smallest = smallest.min(k.inputs[input as usize].size());
+        }
+    }
+    match smallest {
+        4 | 8 => ((16 / smallest) as u32, loads),
+        _ => none,
+    }
+}
+
 /// Body values needed per element when loads come from vectors (load indices are dead).
 fn live_in_vector_mode(k: &Kernel, at: usize, value: u32) -> Vec<bool> {
     let mut live = vec![false; at];
@@ -96,9 +131,11 @@ fn live_in_vector_mode(k: &Kernel, at: usize, value: u32) -> Vec<bool> {
 pub(super) fn emit(k: &Kernel, opts: &RenderOptions, layout: &ArgLayout, entry: &str) -> Emitted {
     let red = k.reduce.expect("a reduction kernel");
     let at = k.reduced_at().expect("a reduced value");
+    let (cw, col_loads) = outer_columns(k);
     let mut e = Emitter {
         k,
         helpers: BTreeSet::new(),
+        prefetched: col_loads.clone(),
     };
     for d in k
         .inputs
@@ -142,6 +179,11 @@ pub(super) fn emit(k: &Kernel, opts: &RenderOptions, layout: &ArgLayout, entry: 
     };
 
     // The body values of one element (those `live` and not uniform) and the combine step.
+    let (accv, acciv) = if cw > 1 {
+        ("acc[j]", "acci[j]")
+    } else {
+        ("acc", "acci")
+    };
     let body_step = |e: &mut Emitter<'_>, w: &mut String, ind: &str, mode: Mode, live: &[bool]| {
         for (id, v) in k.values[..at].iter().enumerate() {
             if !uniform[id] && live[id] {
@@ -149,7 +191,7 @@ pub(super) fn emit(k: &Kernel, opts: &RenderOptions, layout: &ArgLayout, entry: 
                 let _ = writeln!(w, "{ind}const {} v{id} = {expr};", c_type(v.dtype));
             }
         }
-        let step = combine(e, "acc", "acci", &format!("v{}", red.value), "(long long)r");
+        let step = combine(e, accv, acciv, &format!("v{}", red.value), "(long long)r");
         let _ = writeln!(w, "{ind}{step}");
     };
 
@@ -203,80 +245,177 @@ pub(super) fn emit(k: &Kernel, opts: &RenderOptions, layout: &ArgLayout, entry: 
             let _ = writeln!(w, "  const {} v{id} = {expr};", c_type(v.dtype));
         }
     }
+    // outputs per block
+    let ob = if cw > 1 {
+        format!("(rb * {cw})")
+    } else {
+        "rb".to_string()
+    };
     let _ = writeln!(
         w,
-        "  for (IDX mb = (IDX)blockIdx.x * rb; mb < M; mb += (IDX)gridDim.x * rb) {{"
+        "  for (IDX mb = (IDX)blockIdx.x * {ob}; mb < M; mb += (IDX)gridDim.x * {ob}) {{"
     );
-    let _ = writeln!(w, "    const IDX m = mb + row;");
-    let _ = writeln!(w, "    {acc_t} acc = {};", identity(red.op, vd));
-    if arg {
-        let _ = writeln!(w, "    long long acci = -1;");
-    }
-    let _ = writeln!(w, "    if (m < M) {{");
-    if pt > 1 {
-        // whole 16-byte vectors when every row and chunk starts on a vector boundary
-        let live = live_in_vector_mode(k, at, red.value);
-        let lane_uses = |inst: Inst| {
-            k.values[..at]
-                .iter()
-                .zip(&live)
-                .any(|(v, &l)| l && v.inst == inst)
-        };
-        let _ = writeln!(w, "      if (R % {pt} == 0) {{");
-        let _ = writeln!(w, "#pragma unroll 2");
-        let _ = writeln!(
-            w,
-            "        for (IDX q = r0 + (IDX)lane * {pt}; q < r1; q += (IDX)tpr * {pt}) {{"
-        );
-        let _ = writeln!(w, "          const IDX base = m * R + q;");
-        for &i in &super::emit::loaded_inputs(k) {
-            let vt = super::emit::vec_type(k.inputs[i as usize]);
-            let _ = writeln!(
-                w,
-                "          const {vt} x{i} = *(const {vt}*)(in{i} + base);"
-            );
+    if cw > 1 {
+        // `cw` adjacent outputs per thread: per reduced position, the loads of the `cw`
+        // columns are one vector read where their indices are consecutive (a row of a
+        // row-major input), else `cw` scalar reads; a partial tile goes column by column.
+        let _ = writeln!(w, "    const IDX mc = mb + (IDX)row * {cw};");
+        let _ = writeln!(w, "    {acc_t} acc[{cw}];");
+        if arg {
+            let _ = writeln!(w, "    long long acci[{cw}];");
         }
         let _ = writeln!(w, "#pragma unroll");
-        let _ = writeln!(w, "          for (int j = 0; j < {pt}; ++j) {{");
-        if arg || lane_uses(Inst::Axis(1)) {
-            let _ = writeln!(w, "            const IDX r = q + (IDX)j;");
+        let _ = writeln!(w, "    for (int j = 0; j < {cw}; ++j) {{");
+        let _ = writeln!(w, "      acc[j] = {};", identity(red.op, vd));
+        if arg {
+            let _ = writeln!(w, "      acci[j] = -1;");
         }
-        if lane_uses(Inst::Index) {
-            let _ = writeln!(w, "            const IDX i = base + (IDX)j;");
+        let _ = writeln!(w, "    }}");
+        // `m` (column `j` of the tile) and the position values `live` reads
+        let position = |w: &mut String, ind: &str, live: &[bool], tile: bool| {
+            let uses = |inst: Inst| {
+                k.values[..at]
+                    .iter()
+                    .zip(live)
+                    .any(|(v, &l)| l && v.inst == inst)
+            };
+            if tile && (uses(Inst::Index) || uses(Inst::Axis(0))) {
+                let _ = writeln!(w, "{ind}const IDX m = mc + (IDX)j;");
+            }
+            if uses(Inst::Index) {
+                let _ = writeln!(w, "{ind}const IDX i = m * R + r;");
+            }
+            if uses(Inst::Axis(0)) {
+                let _ = writeln!(w, "{ind}const IDX ax0 = m;");
+            }
+            if uses(Inst::Axis(1)) {
+                let _ = writeln!(w, "{ind}const IDX ax1 = r;");
+            }
+        };
+        let indices: BTreeSet<u32> = col_loads.iter().map(|&(_, ix)| ix).collect();
+        let mut cone = vec![false; at];
+        for &ix in &indices {
+            cone[ix as usize] = true;
         }
-        if lane_uses(Inst::Axis(0)) {
-            let _ = writeln!(w, "            const IDX ax0 = m;");
+        for id in (0..at).rev() {
+            if cone[id] {
+                for o in k.values[id].inst.operands() {
+                    cone[o as usize] = true;
+                }
+            }
         }
-        if lane_uses(Inst::Axis(1)) {
-            let _ = writeln!(w, "            const IDX ax1 = r;");
+        let _ = writeln!(w, "    if (mc + {cw} <= M) {{");
+        let _ = writeln!(w, "#pragma unroll 2");
+        let _ = writeln!(w, "      for (IDX r = r0 + lane; r < r1; r += tpr) {{");
+        for &ix in &indices {
+            let _ = writeln!(w, "        long long ix{ix}[{cw}];");
         }
-        body_step(&mut e, w, "            ", Mode::Vector, &live);
+        let _ = writeln!(w, "#pragma unroll");
+        let _ = writeln!(w, "        for (int j = 0; j < {cw}; ++j) {{");
+        position(w, "          ", &cone, true);
+        for (id, v) in k.values[..at].iter().enumerate() {
+            if cone[id] && !uniform[id] {
+                let expr = e.value(v.inst, v.dtype, Mode::Scalar, opts);
+                let _ = writeln!(w, "          const {} v{id} = {expr};", c_type(v.dtype));
+            }
+        }
+        for &ix in &indices {
+            let _ = writeln!(w, "          ix{ix}[j] = v{ix};");
+        }
+        let _ = writeln!(w, "        }}");
+        e.vector_reads(cw, &col_loads, "        ", w);
+        let live = live_in_vector_mode(k, at, red.value);
+        let _ = writeln!(w, "#pragma unroll");
+        let _ = writeln!(w, "        for (int j = 0; j < {cw}; ++j) {{");
+        position(w, "          ", &live, true);
+        body_step(&mut e, w, "          ", Mode::Vector, &live);
+        let _ = writeln!(w, "        }}");
+        let _ = writeln!(w, "      }}");
+        let _ = writeln!(w, "    }} else {{");
+        let _ = writeln!(w, "#pragma unroll");
+        let _ = writeln!(w, "      for (int j = 0; j < {cw}; ++j) {{");
+        let _ = writeln!(w, "        const IDX m = mc + (IDX)j;");
+        let _ = writeln!(w, "        if (m < M) {{");
+        let _ = writeln!(w, "          for (IDX r = r0 + lane; r < r1; r += tpr) {{");
+        let all = vec![true; at];
+        position(w, "            ", &all, false);
+        body_step(&mut e, w, "            ", Mode::Scalar, &all);
         let _ = writeln!(w, "          }}");
         let _ = writeln!(w, "        }}");
-        let _ = writeln!(w, "      }} else {{");
-    }
-    // unrolled so that several independent loads are in flight per thread
-    let _ = writeln!(w, "#pragma unroll 4");
-    let _ = writeln!(w, "      for (IDX r = r0 + lane; r < r1; r += tpr) {{");
-    if uses_index {
-        let _ = writeln!(w, "        const IDX i = m * R + r;");
-    }
-    if used_axes.contains(&0) {
-        let _ = writeln!(w, "        const IDX ax0 = m;");
-    }
-    if used_axes.contains(&1) {
-        let _ = writeln!(w, "        const IDX ax1 = r;");
-    }
-    body_step(&mut e, w, "        ", Mode::Scalar, &vec![true; at]);
-    let _ = writeln!(w, "      }}");
-    if pt > 1 {
         let _ = writeln!(w, "      }}");
-    }
-    let _ = writeln!(w, "    }}");
-    let tree = |e: &mut Emitter<'_>, w: &mut String, ind: &str| {
-        let _ = writeln!(w, "{ind}sh[me] = acc;");
+        let _ = writeln!(w, "    }}");
+    } else {
+        let _ = writeln!(w, "    const IDX m = mb + row;");
+        let _ = writeln!(w, "    {acc_t} acc = {};", identity(red.op, vd));
         if arg {
-            let _ = writeln!(w, "{ind}shi[me] = acci;");
+            let _ = writeln!(w, "    long long acci = -1;");
+        }
+        let _ = writeln!(w, "    if (m < M) {{");
+        if pt > 1 {
+            // whole 16-byte vectors when every row and chunk starts on a vector boundary
+            let live = live_in_vector_mode(k, at, red.value);
+            let lane_uses = |inst: Inst| {
+                k.values[..at]
+                    .iter()
+                    .zip(&live)
+                    .any(|(v, &l)| l && v.inst == inst)
+            };
+            let _ = writeln!(w, "      if (R % {pt} == 0) {{");
+            let _ = writeln!(w, "#pragma unroll 2");
+            let _ = writeln!(
+                w,
+                "        for (IDX q = r0 + (IDX)lane * {pt}; q < r1; q += (IDX)tpr * {pt}) {{"
+            );
+            let _ = writeln!(w, "          const IDX base = m * R + q;");
+            for &i in &super::emit::loaded_inputs(k) {
+                let vt = super::emit::vec_type(k.inputs[i as usize]);
+                let _ = writeln!(
+                    w,
+                    "          const {vt} x{i} = *(const {vt}*)(in{i} + base);"
+                );
+            }
+            let _ = writeln!(w, "#pragma unroll");
+            let _ = writeln!(w, "          for (int j = 0; j < {pt}; ++j) {{");
+            if arg || lane_uses(Inst::Axis(1)) {
+                let _ = writeln!(w, "            const IDX r = q + (IDX)j;");
+            }
+            if lane_uses(Inst::Index) {
+                let _ = writeln!(w, "            const IDX i = base + (IDX)j;");
+            }
+            if lane_uses(Inst::Axis(0)) {
+                let _ = writeln!(w, "            const IDX ax0 = m;");
+            }
+            if lane_uses(Inst::Axis(1)) {
+                let _ = writeln!(w, "            const IDX ax1 = r;");
+            }
+            body_step(&mut e, w, "            ", Mode::Vector, &live);
+            let _ = writeln!(w, "          }}");
+            let _ = writeln!(w, "        }}");
+            let _ = writeln!(w, "      }} else {{");
+        }
+        // unrolled so that several independent loads are in flight per thread
+        let _ = writeln!(w, "#pragma unroll 4");
+        let _ = writeln!(w, "      for (IDX r = r0 + lane; r < r1; r += tpr) {{");
+        if uses_index {
+            let _ = writeln!(w, "        const IDX i = m * R + r;");
+        }
+        if used_axes.contains(&0) {
+            let _ = writeln!(w, "        const IDX ax0 = m;");
+        }
+        if used_axes.contains(&1) {
+            let _ = writeln!(w, "        const IDX ax1 = r;");
+        }
+        body_step(&mut e, w, "        ", Mode::Scalar, &vec![true; at]);
+        let _ = writeln!(w, "      }}");
+        if pt > 1 {
+            let _ = writeln!(w, "      }}");
+        }
+        let _ = writeln!(w, "    }}");
+    }
+    let tree = |e: &mut Emitter<'_>, w: &mut String, ind: &str| {
+        let _ = writeln!(w, "{ind}sh[me] = {accv};");
+        if arg {
+            let _ = writeln!(w, "{ind}shi[me] = {acciv};");
         }
         let _ = writeln!(w, "{ind}__syncthreads();");
         let _ = writeln!(w, "{ind}for (int s = tpr >> 1; s > 0; s >>= 1) {{");
@@ -324,58 +463,91 @@ pub(super) fn emit(k: &Kernel, opts: &RenderOptions, layout: &ArgLayout, entry: 
         }
         w
     };
-    tree(&mut e, w, "    ");
-    let _ = writeln!(w, "    if (G == 1) {{");
-    let _ = writeln!(w, "      if (lane == 0 && m < M) {{");
-    w.push_str(&epilogue(&mut e, "        "));
-    let _ = writeln!(w, "      }}");
-    let _ = writeln!(w, "    }} else {{");
-    let _ = writeln!(w, "      if (lane == 0 && m < M) {{");
-    let _ = writeln!(w, "        (({acc_t}*)a.ws)[m * G + g] = sh[me];");
-    if arg {
-        let _ = writeln!(w, "        a.wsi[m * G + g] = shi[me];");
-    }
-    let _ = writeln!(w, "      }}");
-    let _ = writeln!(w, "      __threadfence();");
-    let _ = writeln!(w, "      __syncthreads();");
-    let _ = writeln!(w, "      if (t == 0) {{");
-    let _ = writeln!(
-        w,
-        "        const unsigned int prev = atomicAdd(&a.counters[mb / rb], 1u);"
-    );
-    let _ = writeln!(w, "        last = prev == (unsigned int)(G - 1);");
-    let _ = writeln!(w, "      }}");
-    let _ = writeln!(w, "      __syncthreads();");
-    let _ = writeln!(w, "      if (last) {{");
-    let _ = writeln!(w, "        __threadfence();");
-    let _ = writeln!(w, "        acc = {};", identity(red.op, vd));
-    if arg {
-        let _ = writeln!(w, "        acci = -1;");
-    }
-    let _ = writeln!(w, "        if (m < M) {{");
-    let _ = writeln!(w, "          for (IDX q = lane; q < G; q += tpr) {{");
-    let _ = writeln!(
-        w,
-        "            const {acc_t} pv = ((const {acc_t}*)a.ws)[m * G + q];"
-    );
-    let pi = if arg {
-        let _ = writeln!(w, "            const long long pi = a.wsi[m * G + q];");
-        "pi"
-    } else {
-        "-1"
+    // The finished value of output `m` (`ind` deep): the epilogue, or with several chunks
+    // this block's partial.
+    let finish = |e: &mut Emitter<'_>, w: &mut String, ind: &str| {
+        tree(e, w, ind);
+        let _ = writeln!(w, "{ind}if (G == 1) {{");
+        let _ = writeln!(w, "{ind}  if (lane == 0 && m < M) {{");
+        w.push_str(&epilogue(e, &format!("{ind}    ")));
+        let _ = writeln!(w, "{ind}  }}");
+        let _ = writeln!(w, "{ind}}} else {{");
+        let _ = writeln!(w, "{ind}  if (lane == 0 && m < M) {{");
+        let _ = writeln!(w, "{ind}    (({acc_t}*)a.ws)[m * G + g] = sh[me];");
+        if arg {
+            let _ = writeln!(w, "{ind}    a.wsi[m * G + g] = shi[me];");
+        }
+        let _ = writeln!(w, "{ind}  }}");
     };
-    let c = combine(&mut e, "acc", "acci", "pv", pi);
-    let _ = writeln!(w, "            {c}");
-    let _ = writeln!(w, "          }}");
-    let _ = writeln!(w, "        }}");
-    tree(&mut e, w, "        ");
-    let _ = writeln!(w, "        if (lane == 0 && m < M) {{");
-    w.push_str(&epilogue(&mut e, "          "));
-    let _ = writeln!(w, "        }}");
-    let _ = writeln!(w, "        if (t == 0) a.counters[mb / rb] = 0u;");
-    let _ = writeln!(w, "      }}");
-    let _ = writeln!(w, "      __syncthreads();");
-    let _ = writeln!(w, "    }}");
+    // The last block of a split row block: output `m` from its partials.
+    let from_partials = |e: &mut Emitter<'_>, w: &mut String, ind: &str| {
+        let _ = writeln!(w, "{ind}{accv} = {};", identity(red.op, vd));
+        if arg {
+            let _ = writeln!(w, "{ind}{acciv} = -1;");
+        }
+        let _ = writeln!(w, "{ind}if (m < M) {{");
+        let _ = writeln!(w, "{ind}  for (IDX q = lane; q < G; q += tpr) {{");
+        let _ = writeln!(
+            w,
+            "{ind}    const {acc_t} pv = ((const {acc_t}*)a.ws)[m * G + q];"
+        );
+        let pi = if arg {
+            let _ = writeln!(w, "{ind}    const long long pi = a.wsi[m * G + q];");
+            "pi"
+        } else {
+            "-1"
+        };
+        let c = combine(e, accv, acciv, "pv", pi);
+        let _ = writeln!(w, "{ind}    {c}");
+        let _ = writeln!(w, "{ind}  }}");
+        let _ = writeln!(w, "{ind}}}");
+        tree(e, w, ind);
+        let _ = writeln!(w, "{ind}if (lane == 0 && m < M) {{");
+        w.push_str(&epilogue(e, &format!("{ind}  ")));
+        let _ = writeln!(w, "{ind}}}");
+    };
+    let counter = |w: &mut String, ind: &str| {
+        let _ = writeln!(w, "{ind}__threadfence();");
+        let _ = writeln!(w, "{ind}__syncthreads();");
+        let _ = writeln!(w, "{ind}if (t == 0) {{");
+        let _ = writeln!(
+            w,
+            "{ind}  const unsigned int prev = atomicAdd(&a.counters[mb / {ob}], 1u);"
+        );
+        let _ = writeln!(w, "{ind}  last = prev == (unsigned int)(G - 1);");
+        let _ = writeln!(w, "{ind}}}");
+        let _ = writeln!(w, "{ind}__syncthreads();");
+        let _ = writeln!(w, "{ind}if (last) {{");
+        let _ = writeln!(w, "{ind}  __threadfence();");
+    };
+    let counter_end = |w: &mut String, ind: &str| {
+        let _ = writeln!(w, "{ind}  if (t == 0) a.counters[mb / {ob}] = 0u;");
+        let _ = writeln!(w, "{ind}}}");
+        let _ = writeln!(w, "{ind}__syncthreads();");
+    };
+    if cw > 1 {
+        let _ = writeln!(w, "#pragma unroll");
+        let _ = writeln!(w, "    for (int j = 0; j < {cw}; ++j) {{");
+        let _ = writeln!(w, "      const IDX m = mc + (IDX)j;");
+        finish(&mut e, w, "      ");
+        let _ = writeln!(w, "      }}");
+        let _ = writeln!(w, "    }}");
+        let _ = writeln!(w, "    if (G > 1) {{");
+        counter(w, "      ");
+        let _ = writeln!(w, "#pragma unroll");
+        let _ = writeln!(w, "        for (int j = 0; j < {cw}; ++j) {{");
+        let _ = writeln!(w, "          const IDX m = mc + (IDX)j;");
+        from_partials(&mut e, w, "          ");
+        let _ = writeln!(w, "        }}");
+        counter_end(w, "      ");
+        let _ = writeln!(w, "    }}");
+    } else {
+        finish(&mut e, w, "    ");
+        counter(w, "      ");
+        from_partials(&mut e, w, "        ");
+        counter_end(w, "      ");
+        let _ = writeln!(w, "    }}");
+    }
     let _ = writeln!(w, "  }}");
 
     let mut src = String::new();
@@ -386,10 +558,18 @@ pub(super) fn emit(k: &Kernel, opts: &RenderOptions, layout: &ArgLayout, entry: 
         red.op.name(),
         red.layout
     );
-    let vt: BTreeSet<DType> = if pt > 1 {
+    let vt: BTreeSet<(DType, u32)> = if cw > 1 {
+        col_loads
+            .iter()
+            .map(|&(i, _)| (k.inputs[i as usize], cw))
+            .collect()
+    } else if pt > 1 {
         super::emit::loaded_inputs(k)
             .iter()
-            .map(|&i| k.inputs[i as usize])
+            .map(|&i| {
+                let d = k.inputs[i as usize];
+                (d, (16 / d.size()) as u32)
+            })
             .collect()
     } else {
         BTreeSet::new()
@@ -398,6 +578,6 @@ pub(super) fn emit(k: &Kernel, opts: &RenderOptions, layout: &ArgLayout, entry: 
     super::emit::assemble(k, opts, layout, entry, &e.helpers, extra, &vt, &body, s);
     Emitted {
         source: src,
-        per_thread: 1,
+        per_thread: cw,
     }
 }

@@ -22,6 +22,7 @@ __device__ __forceinline__ void lf_argpick(bool is_max, T& av, long long& ai, T 
   else take = bv < av || (bv == av && bi < ai);
   if (take) { av = bv; ai = bi; }
 }
+struct __align__(16) lf_vec_f64 { double v[2]; };
 struct lf_args {
   const double* __restrict__ in0; /* offset 0 */
   long long* __restrict__ out0; /* offset 8 */
@@ -54,82 +55,131 @@ extern "C" __global__ void __launch_bounds__(256) lf_e3d8800845a1bb46(const lf_a
   const double* __restrict__ in0 = a.in0;
   long long* __restrict__ out0 = a.out0;
   const long long v2 = a.p0;
-  for (IDX mb = (IDX)blockIdx.x * rb; mb < M; mb += (IDX)gridDim.x * rb) {
-    const IDX m = mb + row;
-    double acc = __longlong_as_double((long long)0xfff0000000000000ull);
-    long long acci = -1;
-    if (m < M) {
-#pragma unroll 4
+  for (IDX mb = (IDX)blockIdx.x * (rb * 2); mb < M; mb += (IDX)gridDim.x * (rb * 2)) {
+    const IDX mc = mb + (IDX)row * 2;
+    double acc[2];
+    long long acci[2];
+#pragma unroll
+    for (int j = 0; j < 2; ++j) {
+      acc[j] = __longlong_as_double((long long)0xfff0000000000000ull);
+      acci[j] = -1;
+    }
+    if (mc + 2 <= M) {
+#pragma unroll 2
       for (IDX r = r0 + lane; r < r1; r += tpr) {
-        const IDX ax0 = m;
-        const IDX ax1 = r;
-        const long long v0 = (long long)ax0;
-        const long long v1 = (long long)ax1;
-        const long long v3 = (long long)((unsigned long long)v1 * (unsigned long long)v2);
-        const long long v4 = (long long)((unsigned long long)v3 + (unsigned long long)v0);
-        const double v5 = in0[v4];
-        lf_argpick<double>(true, acc, acci, v5, (long long)r);
-      }
-    }
-    sh[me] = acc;
-    shi[me] = acci;
-    __syncthreads();
-    for (int s = tpr >> 1; s > 0; s >>= 1) {
-      if (lane < s) {
-        double x = sh[me];
-        long long xi = shi[me];
-        lf_argpick<double>(true, x, xi, sh[me + s], shi[me + s]);
-        sh[me] = x;
-        shi[me] = xi;
-      }
-      __syncthreads();
-    }
-    if (G == 1) {
-      if (lane == 0 && m < M) {
-        const long long v6 = shi[row * tpr] < 0 ? 0 : shi[row * tpr];
-        out0[m] = v6;
+        long long ix4[2];
+#pragma unroll
+        for (int j = 0; j < 2; ++j) {
+          const IDX m = mc + (IDX)j;
+          const IDX ax0 = m;
+          const IDX ax1 = r;
+          const long long v0 = (long long)ax0;
+          const long long v1 = (long long)ax1;
+          const long long v3 = (long long)((unsigned long long)v1 * (unsigned long long)v2);
+          const long long v4 = (long long)((unsigned long long)v3 + (unsigned long long)v0);
+          ix4[j] = v4;
+        }
+        const bool ct4 = (ix4[0] & 1) == 0 && ix4[1] == ix4[0] + 1;
+        lf_vec_f64 pf0_4;
+        if (ct4) {
+          pf0_4 = *(const lf_vec_f64*)(in0 + ix4[0]);
+        } else {
+#pragma unroll
+          for (int j = 0; j < 2; ++j) pf0_4.v[j] = in0[ix4[j]];
+        }
+#pragma unroll
+        for (int j = 0; j < 2; ++j) {
+          const double v5 = pf0_4.v[j];
+          lf_argpick<double>(true, acc[j], acci[j], v5, (long long)r);
+        }
       }
     } else {
-      if (lane == 0 && m < M) {
-        ((double*)a.ws)[m * G + g] = sh[me];
-        a.wsi[m * G + g] = shi[me];
+#pragma unroll
+      for (int j = 0; j < 2; ++j) {
+        const IDX m = mc + (IDX)j;
+        if (m < M) {
+          for (IDX r = r0 + lane; r < r1; r += tpr) {
+            const IDX ax0 = m;
+            const IDX ax1 = r;
+            const long long v0 = (long long)ax0;
+            const long long v1 = (long long)ax1;
+            const long long v3 = (long long)((unsigned long long)v1 * (unsigned long long)v2);
+            const long long v4 = (long long)((unsigned long long)v3 + (unsigned long long)v0);
+            const double v5 = in0[v4];
+            lf_argpick<double>(true, acc[j], acci[j], v5, (long long)r);
+          }
+        }
       }
+    }
+#pragma unroll
+    for (int j = 0; j < 2; ++j) {
+      const IDX m = mc + (IDX)j;
+      sh[me] = acc[j];
+      shi[me] = acci[j];
+      __syncthreads();
+      for (int s = tpr >> 1; s > 0; s >>= 1) {
+        if (lane < s) {
+          double x = sh[me];
+          long long xi = shi[me];
+          lf_argpick<double>(true, x, xi, sh[me + s], shi[me + s]);
+          sh[me] = x;
+          shi[me] = xi;
+        }
+        __syncthreads();
+      }
+      if (G == 1) {
+        if (lane == 0 && m < M) {
+          const long long v6 = shi[row * tpr] < 0 ? 0 : shi[row * tpr];
+          out0[m] = v6;
+        }
+      } else {
+        if (lane == 0 && m < M) {
+          ((double*)a.ws)[m * G + g] = sh[me];
+          a.wsi[m * G + g] = shi[me];
+        }
+      }
+    }
+    if (G > 1) {
       __threadfence();
       __syncthreads();
       if (t == 0) {
-        const unsigned int prev = atomicAdd(&a.counters[mb / rb], 1u);
+        const unsigned int prev = atomicAdd(&a.counters[mb / (rb * 2)], 1u);
         last = prev == (unsigned int)(G - 1);
       }
       __syncthreads();
       if (last) {
         __threadfence();
-        acc = __longlong_as_double((long long)0xfff0000000000000ull);
-        acci = -1;
-        if (m < M) {
-          for (IDX q = lane; q < G; q += tpr) {
-            const double pv = ((const double*)a.ws)[m * G + q];
-            const long long pi = a.wsi[m * G + q];
-            lf_argpick<double>(true, acc, acci, pv, pi);
+#pragma unroll
+        for (int j = 0; j < 2; ++j) {
+          const IDX m = mc + (IDX)j;
+          acc[j] = __longlong_as_double((long long)0xfff0000000000000ull);
+          acci[j] = -1;
+          if (m < M) {
+            for (IDX q = lane; q < G; q += tpr) {
+              const double pv = ((const double*)a.ws)[m * G + q];
+              const long long pi = a.wsi[m * G + q];
+              lf_argpick<double>(true, acc[j], acci[j], pv, pi);
+            }
           }
-        }
-        sh[me] = acc;
-        shi[me] = acci;
-        __syncthreads();
-        for (int s = tpr >> 1; s > 0; s >>= 1) {
-          if (lane < s) {
-            double x = sh[me];
-            long long xi = shi[me];
-            lf_argpick<double>(true, x, xi, sh[me + s], shi[me + s]);
-            sh[me] = x;
-            shi[me] = xi;
-          }
+          sh[me] = acc[j];
+          shi[me] = acci[j];
           __syncthreads();
+          for (int s = tpr >> 1; s > 0; s >>= 1) {
+            if (lane < s) {
+              double x = sh[me];
+              long long xi = shi[me];
+              lf_argpick<double>(true, x, xi, sh[me + s], shi[me + s]);
+              sh[me] = x;
+              shi[me] = xi;
+            }
+            __syncthreads();
+          }
+          if (lane == 0 && m < M) {
+            const long long v6 = shi[row * tpr] < 0 ? 0 : shi[row * tpr];
+            out0[m] = v6;
+          }
         }
-        if (lane == 0 && m < M) {
-          const long long v6 = shi[row * tpr] < 0 ? 0 : shi[row * tpr];
-          out0[m] = v6;
-        }
-        if (t == 0) a.counters[mb / rb] = 0u;
+        if (t == 0) a.counters[mb / (rb * 2)] = 0u;
       }
       __syncthreads();
     }

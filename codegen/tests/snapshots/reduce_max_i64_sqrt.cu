@@ -9,6 +9,7 @@
 //     reduce max of %1 (Outer)
 //     out0 <- %4
 typedef unsigned long long IDX;
+struct __align__(16) lf_vec_i64 { long long v[2]; };
 struct lf_args {
   const long long* __restrict__ in0; /* offset 0 */
   double* __restrict__ out0; /* offset 8 */
@@ -38,72 +39,116 @@ extern "C" __global__ void __launch_bounds__(256) lf_4ad06cdc4e0ca433(const lf_a
   __shared__ bool last;
   const long long* __restrict__ in0 = a.in0;
   double* __restrict__ out0 = a.out0;
-  for (IDX mb = (IDX)blockIdx.x * rb; mb < M; mb += (IDX)gridDim.x * rb) {
-    const IDX m = mb + row;
-    long long acc = (-9223372036854775807LL - 1LL);
-    if (m < M) {
-#pragma unroll 4
+  for (IDX mb = (IDX)blockIdx.x * (rb * 2); mb < M; mb += (IDX)gridDim.x * (rb * 2)) {
+    const IDX mc = mb + (IDX)row * 2;
+    long long acc[2];
+#pragma unroll
+    for (int j = 0; j < 2; ++j) {
+      acc[j] = (-9223372036854775807LL - 1LL);
+    }
+    if (mc + 2 <= M) {
+#pragma unroll 2
       for (IDX r = r0 + lane; r < r1; r += tpr) {
-        const IDX i = m * R + r;
-        const long long v0 = (long long)i;
-        const long long v1 = in0[v0];
-        acc = acc >= v1 ? acc : v1;
-      }
-    }
-    sh[me] = acc;
-    __syncthreads();
-    for (int s = tpr >> 1; s > 0; s >>= 1) {
-      if (lane < s) {
-        long long x = sh[me];
-        x = x >= sh[me + s] ? x : sh[me + s];
-        sh[me] = x;
-      }
-      __syncthreads();
-    }
-    if (G == 1) {
-      if (lane == 0 && m < M) {
-        const long long v2 = sh[row * tpr];
-        const double v3 = (double)v2;
-        const double v4 = sqrt(v3);
-        out0[m] = v4;
+        long long ix0[2];
+#pragma unroll
+        for (int j = 0; j < 2; ++j) {
+          const IDX m = mc + (IDX)j;
+          const IDX i = m * R + r;
+          const long long v0 = (long long)i;
+          ix0[j] = v0;
+        }
+        const bool ct0 = (ix0[0] & 1) == 0 && ix0[1] == ix0[0] + 1;
+        lf_vec_i64 pf0_0;
+        if (ct0) {
+          pf0_0 = *(const lf_vec_i64*)(in0 + ix0[0]);
+        } else {
+#pragma unroll
+          for (int j = 0; j < 2; ++j) pf0_0.v[j] = in0[ix0[j]];
+        }
+#pragma unroll
+        for (int j = 0; j < 2; ++j) {
+          const long long v1 = pf0_0.v[j];
+          acc[j] = acc[j] >= v1 ? acc[j] : v1;
+        }
       }
     } else {
-      if (lane == 0 && m < M) {
-        ((long long*)a.ws)[m * G + g] = sh[me];
-      }
-      __threadfence();
-      __syncthreads();
-      if (t == 0) {
-        const unsigned int prev = atomicAdd(&a.counters[mb / rb], 1u);
-        last = prev == (unsigned int)(G - 1);
-      }
-      __syncthreads();
-      if (last) {
-        __threadfence();
-        acc = (-9223372036854775807LL - 1LL);
+#pragma unroll
+      for (int j = 0; j < 2; ++j) {
+        const IDX m = mc + (IDX)j;
         if (m < M) {
-          for (IDX q = lane; q < G; q += tpr) {
-            const long long pv = ((const long long*)a.ws)[m * G + q];
-            acc = acc >= pv ? acc : pv;
+          for (IDX r = r0 + lane; r < r1; r += tpr) {
+            const IDX i = m * R + r;
+            const long long v0 = (long long)i;
+            const long long v1 = in0[v0];
+            acc[j] = acc[j] >= v1 ? acc[j] : v1;
           }
         }
-        sh[me] = acc;
+      }
+    }
+#pragma unroll
+    for (int j = 0; j < 2; ++j) {
+      const IDX m = mc + (IDX)j;
+      sh[me] = acc[j];
+      __syncthreads();
+      for (int s = tpr >> 1; s > 0; s >>= 1) {
+        if (lane < s) {
+          long long x = sh[me];
+          x = x >= sh[me + s] ? x : sh[me + s];
+          sh[me] = x;
+        }
         __syncthreads();
-        for (int s = tpr >> 1; s > 0; s >>= 1) {
-          if (lane < s) {
-            long long x = sh[me];
-            x = x >= sh[me + s] ? x : sh[me + s];
-            sh[me] = x;
-          }
-          __syncthreads();
-        }
+      }
+      if (G == 1) {
         if (lane == 0 && m < M) {
           const long long v2 = sh[row * tpr];
           const double v3 = (double)v2;
           const double v4 = sqrt(v3);
           out0[m] = v4;
         }
-        if (t == 0) a.counters[mb / rb] = 0u;
+      } else {
+        if (lane == 0 && m < M) {
+          ((long long*)a.ws)[m * G + g] = sh[me];
+        }
+      }
+    }
+    if (G > 1) {
+      __threadfence();
+      __syncthreads();
+      if (t == 0) {
+        const unsigned int prev = atomicAdd(&a.counters[mb / (rb * 2)], 1u);
+        last = prev == (unsigned int)(G - 1);
+      }
+      __syncthreads();
+      if (last) {
+        __threadfence();
+#pragma unroll
+        for (int j = 0; j < 2; ++j) {
+          const IDX m = mc + (IDX)j;
+          acc[j] = (-9223372036854775807LL - 1LL);
+          if (m < M) {
+            for (IDX q = lane; q < G; q += tpr) {
+              const long long pv = ((const long long*)a.ws)[m * G + q];
+              acc[j] = acc[j] >= pv ? acc[j] : pv;
+            }
+          }
+          sh[me] = acc[j];
+          __syncthreads();
+          for (int s = tpr >> 1; s > 0; s >>= 1) {
+            if (lane < s) {
+              long long x = sh[me];
+              x = x >= sh[me + s] ? x : sh[me + s];
+              sh[me] = x;
+            }
+            __syncthreads();
+          }
+          if (lane == 0 && m < M) {
+            const long long v2 = sh[row * tpr];
+            const double v3 = (double)v2;
+            const double v4 = sqrt(v3);
+            out0[m] = v4;
+          }
+        }
+        if (t == 0) a.counters[mb / (rb * 2)] = 0u;
       }
       __syncthreads();
     }

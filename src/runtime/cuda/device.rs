@@ -54,25 +54,28 @@ const REDUCE_BLOCKS_PER_SM: usize = 8;
 /// Fewest values each thread of a split reduction handles.
 const REDUCE_MIN_PER_THREAD: usize = 64;
 
-/// How a reduction of `m` outputs over `r` values each is launched on `sm_count` SMs:
-/// (threads per output, chunks per output, blocks along x).
+/// How a reduction of `m` outputs over `r` values each is launched on `sm_count` SMs, for a
+/// kernel whose threads each accumulate `cols` adjacent outputs (`per_thread` of a rendered
+/// reduction): (threads per output, chunks per output, blocks along x).
 pub(super) fn reduce_split(
     layout: ReduceLayout,
     m: usize,
     r: usize,
+    cols: u32,
     sm_count: u32,
 ) -> (u32, u32, u32) {
     let block = BLOCK as usize;
+    let cols = cols.max(1) as usize;
     let tpr = match layout {
         ReduceLayout::Inner => r.max(1).next_power_of_two().min(block),
         ReduceLayout::Outer => 8,
     };
-    let rb = block / tpr;
+    let rb = block / tpr * cols;
     let row_blocks = m.div_ceil(rb).max(1);
     let target = REDUCE_BLOCKS_PER_SM * sm_count.max(1) as usize;
     let mut chunks = 1usize;
     if row_blocks < target && row_blocks <= REDUCE_COUNTERS {
-        let by_work = r / (tpr * REDUCE_MIN_PER_THREAD);
+        let by_work = r * cols / (tpr * REDUCE_MIN_PER_THREAD);
         chunks = target.div_ceil(row_blocks).min(by_work).clamp(1, 65535);
     }
     let cap = (BLOCKS_PER_SM as usize * sm_count.max(1) as usize).max(1);
@@ -475,7 +478,8 @@ impl CudaDevice {
     ) -> Result<()> {
         let n = kernel.out_len(args);
         let r = args.shape.get(1).copied().unwrap_or(0);
-        let (tpr, chunks, gx) = reduce_split(red.layout, n, r, self.sm_count);
+        let cols = p.loaded.rendered.per_thread;
+        let (tpr, chunks, gx) = reduce_split(red.layout, n, r, cols, self.sm_count);
         let mut launch = ReduceLaunch {
             threads_per_output: tpr,
             chunks,
@@ -650,23 +654,34 @@ mod tests {
     fn reduce_splits() {
         // full reduction of 2^26: one row, split over ~8 blocks per SM
         assert_eq!(
-            reduce_split(ReduceLayout::Inner, 1, 1 << 26, 132),
+            reduce_split(ReduceLayout::Inner, 1, 1 << 26, 1, 132),
             (256, 1056, 1)
         );
         // rows of 4096 already give 4096 blocks: no split
         assert_eq!(
-            reduce_split(ReduceLayout::Inner, 4096, 4096, 132),
+            reduce_split(ReduceLayout::Inner, 4096, 4096, 1, 132),
             (256, 1, 2112)
         );
         // axis-0 mean of 4096^2: 128 row blocks of 32 columns, 8 chunks each
         assert_eq!(
-            reduce_split(ReduceLayout::Outer, 4096, 4096, 132),
+            reduce_split(ReduceLayout::Outer, 4096, 4096, 1, 132),
             (8, 8, 128)
         );
+        // ... and with 4 adjacent columns per thread: 32 row blocks of 128, 32 chunks each
+        assert_eq!(
+            reduce_split(ReduceLayout::Outer, 4096, 4096, 4, 132),
+            (8, 32, 32)
+        );
         // short rows share a block; tiny work is never split
-        assert_eq!(reduce_split(ReduceLayout::Inner, 1000, 3, 132), (4, 1, 16));
-        assert_eq!(reduce_split(ReduceLayout::Inner, 1, 100, 132), (128, 1, 1));
-        assert_eq!(reduce_split(ReduceLayout::Inner, 0, 0, 0).1, 1);
+        assert_eq!(
+            reduce_split(ReduceLayout::Inner, 1000, 3, 1, 132),
+            (4, 1, 16)
+        );
+        assert_eq!(
+            reduce_split(ReduceLayout::Inner, 1, 100, 1, 132),
+            (128, 1, 1)
+        );
+        assert_eq!(reduce_split(ReduceLayout::Inner, 0, 0, 1, 0).1, 1);
     }
 
     #[test]

@@ -631,24 +631,29 @@ impl Emitter<'_> {
             let _ = writeln!(w, "{inner}ix{ix}[j] = v{ix};");
         }
         let _ = writeln!(w, "{ind}}}");
-        self.vector_reads(pt, &plan.prefetch, ind, w);
+        self.vector_reads(pt, &plan.prefetch, &BTreeSet::new(), ind, w);
     }
 
     /// After the lane indices `ix<v>[j]` of `loads` (`(input, index value)`) are computed:
     /// per index whether its `pt` lanes are consecutive from a vector boundary (`ct<v>`),
     /// and per load the vector `pf<input>_<v>`, read whole when they are, else lane by lane.
+    /// The indices in `consecutive` are known to step by one from lane to lane (only the
+    /// first lane's is read).
     pub(super) fn vector_reads(
         &self,
         pt: u32,
         loads: &BTreeSet<(u32, u32)>,
+        consecutive: &BTreeSet<u32>,
         ind: &str,
         w: &mut String,
     ) {
         let indices: BTreeSet<u32> = loads.iter().map(|&(_, ix)| ix).collect();
         for &ix in &indices {
             let mut c = format!("(ix{ix}[0] & {}) == 0", pt - 1);
-            for j in 1..pt {
-                let _ = write!(c, " && ix{ix}[{j}] == ix{ix}[0] + {j}");
+            if !consecutive.contains(&ix) {
+                for j in 1..pt {
+                    let _ = write!(c, " && ix{ix}[{j}] == ix{ix}[0] + {j}");
+                }
             }
             let _ = writeln!(w, "{ind}const bool ct{ix} = {c};");
         }
@@ -660,9 +665,14 @@ impl Emitter<'_> {
             let _ = writeln!(w, "{ind}  {name} = *(const {v}*)(in{input} + ix{ix}[0]);");
             let _ = writeln!(w, "{ind}}} else {{");
             let _ = writeln!(w, "#pragma unroll");
+            let lane = if consecutive.contains(&ix) {
+                format!("ix{ix}[0] + j")
+            } else {
+                format!("ix{ix}[j]")
+            };
             let _ = writeln!(
                 w,
-                "{ind}  for (int j = 0; j < {pt}; ++j) {name}.v[j] = in{input}[ix{ix}[j]];"
+                "{ind}  for (int j = 0; j < {pt}; ++j) {name}.v[j] = in{input}[{lane}];"
             );
             let _ = writeln!(w, "{ind}}}");
         }

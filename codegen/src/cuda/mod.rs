@@ -33,11 +33,23 @@
 //! `IDX` is `unsigned int` with [`RenderOptions::index32`], else `unsigned long long`; it
 //! types the grid-stride counter `i` and the axis decomposition of `i` (div/mod by
 //! `shape[k]`, innermost axis first, only down to the outermost axis used). Every other I64
-//! value is `long long`. When every load reads its input at the linear index
-//! ([`Kernel::all_loads_contiguous`]), the rank is at least 1, and every loaded input and every
-//! output has the same element size of 4 or 8 bytes, each thread handles `16 / size`
-//! consecutive elements per iteration through `__align__(16)` vector structs (one 16-byte load
-//! per input, one store per output), then a scalar loop finishes the `n % per_thread` tail.
+//! value is `long long`. Elementwise kernels of rank >= 1 whose smallest output element is 4
+//! or 8 bytes, and whose loads are all unguarded, needed for every element (not only under
+//! one side of a `where`) and at indices computed from the position alone, handle
+//! `pt = 16 / size` consecutive elements per thread and iteration through `__align__`
+//! structs of `pt` elements (16 bytes for the smallest outputs, more for larger elements),
+//! then a scalar loop finishes the `n % pt` tail. A load at the linear index is one vector
+//! read; for any other load the thread first computes the `pt` lane indices (`ix<v>[j]`),
+//! then reads one vector when they are consecutive from a multiple of `pt` (`ct<v>`), else
+//! one element per lane. Other kernels (guarded loads, gathers) run one element per thread.
+//!
+//! Reductions over a strided axis (`Outer`) whose body loads are all unguarded at position
+//! indices accumulate `16 / size` adjacent outputs per thread (`Rendered::per_thread`, which
+//! the runtime's split must use: a block covers `BLOCK / tpr * per_thread` outputs): per
+//! reduced position one vector read per load when the index provably steps by one from
+//! output to output (sums and differences of `Axis(0)` with values that do not change) and
+//! the first is a multiple of the width, else per-column reads; a tile that runs past the
+//! last output goes column by column.
 //!
 //! # Element semantics (NumPy's, matching the host interpreter)
 //!
@@ -103,7 +115,8 @@ pub struct Rendered {
     pub entry: String,
     /// Threads per block the kernel is written for.
     pub block: u32,
-    /// Elements each thread handles per grid-stride iteration (vector width).
+    /// Elements each thread handles per grid-stride iteration (vector width); for a
+    /// reduction, the adjacent outputs each thread accumulates (see the module docs).
     ///
     /// Above 1 the kernel reads and writes whole 16-byte vectors, so every input and output
     /// pointer must be 16-byte aligned (the runtime's buffers are 256-byte aligned and views

@@ -113,6 +113,49 @@ pub(super) fn outer_columns(k: &Kernel) -> (u32, BTreeSet<(u32, u32)>) {
     }
 }
 
+/// How a body value changes from one output to the next (`Axis(0)` plus one).
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Step {
+    /// Not at all.
+    Zero,
+    /// By exactly one.
+    One,
+    /// Otherwise, or not known.
+    Other,
+}
+
+/// [`Step`] of every body value below `at`, by exact integer rules (sums and differences of
+/// unchanged values and one `Axis(0)`; products and other ops of unchanged values only).
+fn column_steps(k: &Kernel, at: usize) -> Vec<Step> {
+    use Step::*;
+    let mut st = vec![Other; at];
+    for id in 0..at {
+        let v = &k.values[id];
+        st[id] = match v.inst {
+            Inst::Axis(0) => One,
+            Inst::Axis(_) | Inst::Param(_) | Inst::Const(_) => Zero,
+            Inst::Index | Inst::Load { .. } | Inst::Random(..) | Inst::Reduced => Other,
+            Inst::Binary(op, a, b) if v.dtype == DType::I64 => {
+                let (x, y) = (st[a as usize], st[b as usize]);
+                match (op, x, y) {
+                    (_, Zero, Zero) => Zero,
+                    (BinaryOp::Add, One, Zero) | (BinaryOp::Add, Zero, One) => One,
+                    (BinaryOp::Sub, One, Zero) => One,
+                    _ => Other,
+                }
+            }
+            inst => {
+                if inst.operands().all(|o| st[o as usize] == Zero) {
+                    Zero
+                } else {
+                    Other
+                }
+            }
+        };
+    }
+    st
+}
+
 /// Body values needed per element when loads come from vectors (load indices are dead).
 fn live_in_vector_mode(k: &Kernel, at: usize, value: u32) -> Vec<bool> {
     let mut live = vec![false; at];
@@ -305,7 +348,7 @@ pub(super) fn emit(k: &Kernel, opts: &RenderOptions, layout: &ArgLayout, entry: 
             }
         }
         let _ = writeln!(w, "    if (mc + {cw} <= M) {{");
-        let _ = writeln!(w, "#pragma unroll 2");
+        let _ = writeln!(w, "#pragma unroll 4");
         let _ = writeln!(w, "      for (IDX r = r0 + lane; r < r1; r += tpr) {{");
         for &ix in &indices {
             let _ = writeln!(w, "        long long ix{ix}[{cw}];");
@@ -323,7 +366,13 @@ pub(super) fn emit(k: &Kernel, opts: &RenderOptions, layout: &ArgLayout, entry: 
             let _ = writeln!(w, "          ix{ix}[j] = v{ix};");
         }
         let _ = writeln!(w, "        }}");
-        e.vector_reads(cw, &col_loads, "        ", w);
+        let steps = column_steps(k, at);
+        let consecutive: BTreeSet<u32> = indices
+            .iter()
+            .copied()
+            .filter(|&ix| steps[ix as usize] == Step::One)
+            .collect();
+        e.vector_reads(cw, &col_loads, &consecutive, "        ", w);
         let live = live_in_vector_mode(k, at, red.value);
         let _ = writeln!(w, "#pragma unroll");
         let _ = writeln!(w, "        for (int j = 0; j < {cw}; ++j) {{");

@@ -65,7 +65,7 @@ extern "C" __global__ void __launch_bounds__(256) lf_e3d8800845a1bb46(const lf_a
       acci[j] = -1;
     }
     if (mc + 2 <= M) {
-#pragma unroll 2
+#pragma unroll 4
       for (IDX r = r0 + lane; r < r1; r += tpr) {
         long long ix4[2];
 #pragma unroll
@@ -79,13 +79,13 @@ extern "C" __global__ void __launch_bounds__(256) lf_e3d8800845a1bb46(const lf_a
           const long long v4 = (long long)((unsigned long long)v3 + (unsigned long long)v0);
           ix4[j] = v4;
         }
-        const bool ct4 = (ix4[0] & 1) == 0 && ix4[1] == ix4[0] + 1;
+        const bool ct4 = (ix4[0] & 1) == 0;
         lf_vec_f64 pf0_4;
         if (ct4) {
           pf0_4 = *(const lf_vec_f64*)(in0 + ix4[0]);
         } else {
 #pragma unroll
-          for (int j = 0; j < 2; ++j) pf0_4.v[j] = in0[ix4[j]];
+          for (int j = 0; j < 2; ++j) pf0_4.v[j] = in0[ix4[0] + j];
         }
 #pragma unroll
         for (int j = 0; j < 2; ++j) {

@@ -47,7 +47,7 @@ extern "C" __global__ void __launch_bounds__(256) lf_4ad06cdc4e0ca433(const lf_a
       acc[j] = (-9223372036854775807LL - 1LL);
     }
     if (mc + 2 <= M) {
-#pragma unroll 2
+#pragma unroll 4
       for (IDX r = r0 + lane; r < r1; r += tpr) {
         long long ix0[2];
 #pragma unroll

@@ -55,7 +55,7 @@ extern "C" __global__ void __launch_bounds__(256) lf_4a5f3bd8b654ffbe_i32(const 
       acc[j] = 0e0f;
     }
     if (mc + 4 <= M) {
-#pragma unroll 2
+#pragma unroll 4
       for (IDX r = r0 + lane; r < r1; r += tpr) {
         long long ix5[4];
 #pragma unroll
@@ -69,13 +69,13 @@ extern "C" __global__ void __launch_bounds__(256) lf_4a5f3bd8b654ffbe_i32(const 
           const long long v5 = (long long)((unsigned long long)v4 + (unsigned long long)v0);
           ix5[j] = v5;
         }
-        const bool ct5 = (ix5[0] & 3) == 0 && ix5[1] == ix5[0] + 1 && ix5[2] == ix5[0] + 2 && ix5[3] == ix5[0] + 3;
+        const bool ct5 = (ix5[0] & 3) == 0;
         lf_vec_f32 pf0_5;
         if (ct5) {
           pf0_5 = *(const lf_vec_f32*)(in0 + ix5[0]);
         } else {
 #pragma unroll
-          for (int j = 0; j < 4; ++j) pf0_5.v[j] = in0[ix5[j]];
+          for (int j = 0; j < 4; ++j) pf0_5.v[j] = in0[ix5[0] + j];
         }
 #pragma unroll
         for (int j = 0; j < 4; ++j) {

@@ -68,6 +68,9 @@ pub(super) fn reduce_split(
     let cols = cols.max(1) as usize;
     let tpr = match layout {
         ReduceLayout::Inner => r.max(1).next_power_of_two().min(block),
+        // adjacent-column tiles: 16 threads per output measured best on the H200 (axis-0
+        // sum of 4096^2 f32: 29.0 us at 16 against 31.1 at 8 and 30.4 at 32)
+        ReduceLayout::Outer if cols > 1 => r.max(1).next_power_of_two().min(16),
         ReduceLayout::Outer => 8,
     };
     let rb = block / tpr * cols;
@@ -667,11 +670,13 @@ mod tests {
             reduce_split(ReduceLayout::Outer, 4096, 4096, 1, 132),
             (8, 8, 128)
         );
-        // ... and with 4 adjacent columns per thread: 32 row blocks of 128, 32 chunks each
+        // ... and with 4 adjacent columns per thread: 64 row blocks of 64, 16 chunks each
         assert_eq!(
             reduce_split(ReduceLayout::Outer, 4096, 4096, 4, 132),
-            (8, 32, 32)
+            (16, 16, 64)
         );
+        // few reduced rows: no more threads per output than rows
+        assert_eq!(reduce_split(ReduceLayout::Outer, 1 << 20, 3, 4, 132).0, 4);
         // short rows share a block; tiny work is never split
         assert_eq!(
             reduce_split(ReduceLayout::Inner, 1000, 3, 1, 132),

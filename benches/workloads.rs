@@ -325,21 +325,31 @@ fn run_sim(dev: &Device, quick: bool) -> lf::Result<()> {
             row("sim100", n, system(fused), t, &format!("one step: {note}"));
         }
         lf::set_fusion(true);
-        // the step traced once and replayed per call (one CUDA graph launch on a GPU)
-        let f = lf::Function::trace(&[&u0], |x| vec![sim_step(&x[0], &mult, dt)])?;
-        let reps = if dev.is_cuda() { 5 } else { 3 };
-        let t = bench(dev, 1, reps, |_| {
-            let mut u = u0.clone();
-            for _ in 0..steps {
-                u = f.call(&[&u]).expect("call").remove(0);
-            }
-        });
-        let how = if f.is_graph() {
-            "traced Function, CUDA graph per step"
-        } else {
-            "traced Function"
-        };
-        row("sim100", n, "lazyfuse-graph", t, how);
+        // the step traced once and replayed per call (one CUDA graph launch on a GPU), with
+        // the real-FFT plan (R2C, C2R) and with complex transforms (C2C)
+        for real in [true, false] {
+            lf::set_real_fft(real);
+            let f = lf::Function::trace(&[&u0], |x| vec![sim_step(&x[0], &mult, dt)])?;
+            let reps = if dev.is_cuda() { 5 } else { 3 };
+            let t = bench(dev, 1, reps, |_| {
+                let mut u = u0.clone();
+                for _ in 0..steps {
+                    u = f.call(&[&u]).expect("call").remove(0);
+                }
+            });
+            let how = if f.is_graph() {
+                "traced Function, CUDA graph per step"
+            } else {
+                "traced Function"
+            };
+            let (name, plan) = if real {
+                ("lazyfuse-graph", "R2C/C2R")
+            } else {
+                ("lazyfuse-graph-c2c", "C2C")
+            };
+            row("sim100", n, name, t, &format!("{how}, {plan}"));
+        }
+        lf::set_real_fft(true);
     }
     Ok(())
 }

@@ -6,6 +6,8 @@ use std::sync::OnceLock;
 static FUSION_OFF: AtomicBool = AtomicBool::new(false);
 static FUSION_INIT: OnceLock<()> = OnceLock::new();
 static DEBUG: AtomicU8 = AtomicU8::new(u8::MAX);
+/// 0 unread, 1 on, 2 off.
+static REAL_FFT: AtomicU8 = AtomicU8::new(0);
 
 fn init_fusion() {
     FUSION_INIT.get_or_init(|| {
@@ -27,6 +29,29 @@ pub fn set_fusion(on: bool) {
 pub fn fusion_enabled() -> bool {
     init_fusion();
     !FUSION_OFF.load(Relaxed)
+}
+
+/// Turns the real-FFT rewrites on (default) or off: `fft*` of real data planned as a
+/// real-to-complex transform plus a Hermitian-extension view, and `real(ifft*(y))` as a
+/// complex-to-real transform of `y`'s Hermitian part (exact identities: results agree with
+/// the complex plans within FFT rounding, at half the transform work).
+/// `LAZYFUSE_REAL_FFT=0` sets them off at start.
+pub fn set_real_fft(on: bool) {
+    REAL_FFT.store(if on { 1 } else { 2 }, Relaxed);
+}
+
+/// Whether the real-FFT rewrites are on.
+pub fn real_fft_enabled() -> bool {
+    match REAL_FFT.load(Relaxed) {
+        1 => true,
+        2 => false,
+        _ => {
+            let on = std::env::var("LAZYFUSE_REAL_FFT").map_or(true, |v| v != "0");
+            // a concurrent `set_real_fft` wins over the environment
+            let _ = REAL_FFT.compare_exchange(0, if on { 1 } else { 2 }, Relaxed, Relaxed);
+            REAL_FFT.load(Relaxed) == 1
+        }
+    }
 }
 
 /// The `LAZYFUSE_DEBUG` level (0 when unset).

@@ -103,7 +103,7 @@ pub use api::fft;
 pub use api::linalg;
 pub use api::movement::{concatenate, stack};
 pub use array::{eval, Array};
-pub use config::{fusion_enabled, set_fusion};
+pub use config::{fusion_enabled, real_fft_enabled, set_fusion, set_real_fft};
 pub use device::{default_device, set_default_device, with_default_device, Device};
 pub use element::Element;
 pub use error::{Error, Result};

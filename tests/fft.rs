@@ -942,6 +942,112 @@ fn psf_peak_reference(n: usize) -> f64 {
     spec.v.iter().map(|z| z.norm_sqr()).fold(0.0, f64::max)
 }
 
+/// Serializes the tests that switch the real-FFT rewrites (a process-wide setting).
+static REWRITES: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
+/// Runs `body` with the real-FFT rewrites on and then off, restoring them on.
+fn both_plans(mut body: impl FnMut(bool)) {
+    let _g = REWRITES.lock().unwrap_or_else(|e| e.into_inner());
+    for on in [true, false] {
+        lf::set_real_fft(on);
+        let r = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| body(on)));
+        lf::set_real_fft(true);
+        if let Err(e) = r {
+            std::panic::resume_unwind(e);
+        }
+    }
+}
+
+/// Whether the plan of `a` holds a transform of `kind` (`r2c`, `c2r`, `c2c`).
+fn plans(a: &Array, kind: &str) -> bool {
+    lf::debug::plan(&[a])
+        .unwrap()
+        .lines()
+        .any(|l| l.starts_with("step") && l.contains(&format!("kind: {kind}")))
+}
+
+/// Complex transforms of real data (planned as R2C plus a Hermitian-extension view) and the
+/// real part of inverse transforms (planned as C2R of the Hermitian part), each with the
+/// rewrites on and off, against the naive DFT: odd, even, length-1 and length-2 axes, real
+/// inputs and real inputs cast to complex, results consumed by further elementwise work.
+#[test]
+fn real_data_rewrites_match_the_dft_with_and_without() {
+    for_each_device(|dev| {
+        both_plans(|on| {
+            let mut c = Checks::default();
+            for dt in REAL_INPUTS {
+                let ct = expected_dtype(dt, false);
+                for shape in [
+                    &[1usize][..],
+                    &[2],
+                    &[3],
+                    &[8],
+                    &[17],
+                    &[3, 8],
+                    &[8, 3],
+                    &[5, 1],
+                    &[4, 3, 6],
+                ] {
+                    let (a, x) = input(dt, shape, shape.len() as u64 * 31 + shape[0] as u64);
+                    let what = |f: &str| format!("{f} {dt} {shape:?} rewrites {on}");
+                    let nd = shape.len() as isize;
+                    let all: Vec<isize> = (0..nd).collect();
+                    let mut want = x.clone();
+                    for &k in &all {
+                        want = want.fft(k);
+                    }
+                    let got = lf::fft::fftn(&a, &all);
+                    let last = shape[shape.len() - 1];
+                    assert_eq!(plans(&got, "r2c"), on && last >= 2, "{}", what("fftn plan"));
+                    c.check(&what("fftn"), &got, &want, ct);
+                    // through a cast to complex, and consumed by elementwise work
+                    let got = lf::fft::fftn(&a.astype(ct), &all) * 2.0;
+                    let mut w2 = want.clone();
+                    w2.v.iter_mut().for_each(|z| *z *= 2.0);
+                    c.check(&what("fftn(astype) * 2"), &got, &w2, ct);
+                    let mut want = x.clone();
+                    for &k in &all {
+                        want = want.ifft(k);
+                    }
+                    c.check(&what("ifftn"), &lf::fft::ifftn(&a, &all), &want, ct);
+                    if nd >= 2 {
+                        // the last axis only, and the first only
+                        c.check(&what("fft -1"), &lf::fft::fft(&a, -1), &x.fft(-1), ct);
+                        c.check(&what("fft 0"), &lf::fft::fft(&a, 0), &x.fft(0), ct);
+                    }
+                }
+            }
+            for dt in COMPLEX_INPUTS {
+                let rt = expected_dtype(dt, false).real();
+                for shape in [&[2usize][..], &[3], &[8], &[3, 8], &[8, 3], &[4, 3, 5]] {
+                    let (a, x) = input(dt, shape, 7 + shape.len() as u64);
+                    let all: Vec<isize> = (0..shape.len() as isize).collect();
+                    let mut want = x.clone();
+                    for &k in &all {
+                        want = want.ifft(k);
+                    }
+                    want.v.iter_mut().for_each(|z| *z = C::new(z.re, 0.0));
+                    let what = format!("real(ifftn(y)) {dt} {shape:?} rewrites {on}");
+                    // the transform's input is lazy (the usual case: a spectrum times a filter)
+                    let got = lf::fft::ifftn(&(&a * 1.0), &all).real();
+                    assert_eq!(plans(&got, "c2r"), on, "{what} plan");
+                    c.check(&what, &got, &want, rt);
+                    // the complex result used as well: both right
+                    let full = lf::fft::ifftn(&(&a * 1.0), &all);
+                    let re = full.real();
+                    c.check(&format!("{what}, kept"), &re, &want, rt);
+                    let mut wfull = x.clone();
+                    for &k in &all {
+                        wfull = wfull.ifft(k);
+                    }
+                    c.check(&format!("{what}, the complex result"), &full, &wfull, dt);
+                }
+            }
+            c.finish(dev);
+        });
+    });
+}
+
 #[test]
 fn psf_plans_two_kernels_and_one_fft_and_matches_the_host() {
     let want = psf_peak_reference(16);

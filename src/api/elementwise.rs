@@ -446,6 +446,9 @@ impl Array {
     #[track_caller]
     pub fn real(&self) -> Array {
         if self.dtype().is_complex() {
+            if let Some(r) = super::fft::real_of_inverse(self) {
+                return r;
+            }
             self.unary_node(UnaryOp::Real)
         } else {
             self.clone()

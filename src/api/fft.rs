@@ -6,6 +6,7 @@ use super::make;
 use crate::graph::{FftKind, FftSpec, Op, Shape};
 use crate::shape::norm_axis;
 use crate::{Array, DType, Device};
+use ndarray::SliceInfoElem;
 use smallvec::SmallVec;
 
 /// Normalization mode (NumPy's `norm=`).
@@ -85,6 +86,9 @@ fn c2c(op: &str, a: &Array, axes: &[isize], inverse: bool, norm: Norm) -> Array 
         DType::F32 | DType::C64 => DType::C64,
         _ => DType::C128,
     };
+    if let Some(y) = real_input(a, dt, &axes, inverse, norm.scale(n, inverse)) {
+        return y;
+    }
     let x = a.astype(dt);
     let spec = FftSpec {
         axes,
@@ -139,6 +143,121 @@ pub fn fftn_norm(a: &Array, axes: &[isize], norm: Norm) -> Array {
 #[track_caller]
 pub fn ifftn_norm(a: &Array, axes: &[isize], norm: Norm) -> Array {
     c2c("ifftn", a, axes, true, norm)
+}
+
+/// The real data a complex transform of `a` reads: `a` itself when real, or the real array a
+/// lazy cast to complex reads.
+fn real_data(a: &Array) -> Option<Array> {
+    if !a.dtype().is_complex() {
+        return Some(a.clone());
+    }
+    if !matches!(a.node.op, Op::Cast) || a.is_evaluated() {
+        return None;
+    }
+    let inputs = a.node.inputs();
+    let src = inputs.first()?;
+    (!src.dtype.is_complex()).then(|| Array::from_node(src.clone()))
+}
+
+/// Axis `k` of `a` sliced to `[start, stop)` (every other axis whole).
+fn narrow(a: &Array, k: usize, start: usize, stop: usize) -> Array {
+    let full = SliceInfoElem::Slice {
+        start: 0,
+        end: None,
+        step: 1,
+    };
+    let mut info = vec![full; a.ndim()];
+    info[k] = SliceInfoElem::Slice {
+        start: start as isize,
+        end: Some(stop as isize),
+        step: 1,
+    };
+    a.slice(&info)
+}
+
+/// `x[-k]` over `axes`: every index `k` along them replaced by `(n - k) mod n` (a view).
+fn mirrored(x: &Array, axes: &[usize]) -> Array {
+    let mut m = x.clone();
+    for &a in axes {
+        if x.shape()[a] > 1 {
+            m = m.flip(a as isize).roll(1, a as isize);
+        }
+    }
+    m
+}
+
+/// The real-input rewrite of a complex transform over distinct `axes` with the last of
+/// length >= 2: `fftn(x) = E(rfftn(x))` and `ifftn(x) = E(conj(rfftn(x))) * scale`, where
+/// `E` extends the half spectrum `h` (last axis `n / 2 + 1` long) to all `n` frequencies
+/// with `X[k] = conj(h[-k])` (Hermitian symmetry of the transform of real data), as views
+/// that fuse into consumers.
+fn real_input(a: &Array, dt: DType, axes: &[usize], inverse: bool, scale: f64) -> Option<Array> {
+    let &last = axes.last()?;
+    let n_last = a.shape()[last];
+    if n_last < 2 || !crate::config::real_fft_enabled() {
+        return None;
+    }
+    let x = real_data(a)?.astype(dt.real());
+    let half = n_last / 2 + 1;
+    let mut shape = Shape::from_slice(&a.node.shape);
+    shape[last] = half;
+    let spec = FftSpec {
+        axes: SmallVec::from_slice(axes),
+        inverse: false,
+        kind: FftKind::R2C,
+    };
+    let mut h = transform(x, spec, dt, shape, scale);
+    if inverse {
+        h = h.conj();
+    }
+    let tail = n_last - half;
+    if tail == 0 {
+        return Some(h);
+    }
+    // frequencies half.. n_last - 1 are conj(h[-k]): along the last axis h[tail], ..., h[1]
+    let t = narrow(&h, last, 1, 1 + tail).flip(last as isize);
+    let t = mirrored(&t, &axes[..axes.len() - 1]).conj();
+    Some(crate::concatenate(&[&h, &t], last as isize))
+}
+
+/// The rewrite of `real(y)` for `y` an unevaluated inverse complex transform:
+/// `real(ifftn(Y)) = irfftn(H)` with `H` the half spectrum of `Y`'s Hermitian part,
+/// `(Y[k] + conj(Y[-k])) / 2`, computed in the kernel that produces the transform's input.
+/// When the complex `y` is used as well, it stays a transform of its own (the two results
+/// are then two transforms, 1.5 times the complex one's work).
+pub(crate) fn real_of_inverse(y: &Array) -> Option<Array> {
+    let Op::Fft(spec) = &y.node.op else {
+        return None;
+    };
+    if spec.kind != FftKind::C2C
+        || !spec.inverse
+        || y.is_evaluated()
+        || !crate::config::real_fft_enabled()
+    {
+        return None;
+    }
+    let &last = spec.axes.last()?;
+    let n_last = y.shape()[last];
+    if n_last < 2 || repeated(&spec.axes) {
+        return None;
+    }
+    let inputs = y.node.inputs();
+    let x = Array::from_node(inputs.first()?.clone());
+    let herm = (&x + &mirrored(&x, &spec.axes).conj()) * 0.5;
+    let herm = narrow(&herm, last, 0, n_last / 2 + 1);
+    let c2r = FftSpec {
+        axes: spec.axes.clone(),
+        inverse: true,
+        kind: FftKind::C2R,
+    };
+    let dev = y.device();
+    Some(make(
+        Op::Fft(Box::new(c2r)),
+        y.dtype().real(),
+        Shape::from_slice(&y.node.shape),
+        &dev,
+        &[&herm],
+    ))
 }
 
 /// Whether an axis is named more than once.

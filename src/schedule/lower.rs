@@ -124,8 +124,11 @@ struct Lowerer<'a> {
     memo: HashMap<(usize, Idx), ValueId, FxBuild>,
     mat: &'a [bool],
     load_free: &'a [bool],
-    /// The index context each computation was read in by this kernel.
-    seen: HashMap<usize, Idx, FxBuild>,
+    /// Computations cheap enough to compute twice ([`cheap_nodes`]).
+    cheap: &'a [bool],
+    /// The index context each computation was read in by this kernel (a cheap one may be
+    /// read in a second).
+    seen: HashMap<usize, (Idx, Option<Idx>), FxBuild>,
     extra: &'a mut PosSet,
     /// Stop lowering once the kernel is over a limit (its IR is then thrown away).
     bail: bool,
@@ -329,16 +332,22 @@ impl Lowerer<'_> {
             return Entered::Value(v);
         }
         // Pure functions of the index (generators and math on them) are recomputed
-        // wherever they are read: cheaper than a buffer round trip.
+        // wherever they are read: cheaper than a buffer round trip. So is a cheap
+        // computation in a second index context (a Hermitian part `y + conj(y[-k])`, a
+        // two-point stencil); a third context materializes it.
         if node.op.is_elementwise() && !self.load_free[p] && !self.mat[p] {
-            let ctx = key.1;
-            match self.seen.get(&p) {
-                Some(prev) if *prev != ctx => {
-                    self.extra.insert(p);
-                }
+            let ctx = &key.1;
+            match self.seen.get_mut(&p) {
+                Some((first, second)) if first != ctx => match second {
+                    Some(s) if s == ctx => {}
+                    None if self.cheap[p] => *second = Some(ctx.clone()),
+                    _ => {
+                        self.extra.insert(p);
+                    }
+                },
                 Some(_) => {}
                 None => {
-                    self.seen.insert(p, ctx);
+                    self.seen.insert(p, (ctx.clone(), None));
                 }
             }
         }
@@ -626,6 +635,38 @@ fn load_free(nodes: &[Arc<Node>], dag: &Dag, mat: &[bool]) -> Vec<bool> {
         free[p] = leaf || dag.inputs(p).iter().all(|&i| free[i as usize]);
     }
     free
+}
+
+/// Largest [`cheap_nodes`] cost of a computation that may be computed in two index contexts.
+const CHEAP_COST: u32 = 8;
+
+/// Per position: an elementwise computation whose kernel-side work is small (loads and
+/// simple ops count 1, transcendental functions and divisions 8, summed over the nodes its
+/// kernel computes; a shared subexpression counts once per path, which only overestimates).
+fn cheap_nodes(nodes: &[Arc<Node>], dag: &Dag, mat: &[bool]) -> Vec<bool> {
+    use lazyfuse_codegen::BinaryOp as B;
+    let mut cost = vec![0u32; nodes.len()];
+    let mut cheap = vec![false; nodes.len()];
+    for (p, n) in nodes.iter().enumerate() {
+        if dag.realized(p) || mat[p] {
+            cost[p] = 1; // a load
+            continue;
+        }
+        let own = match n.op {
+            Op::Unary(u) if u.is_transcendental() => 8,
+            Op::Binary(B::Div | B::FloorDiv | B::Mod | B::Pow | B::Atan2 | B::Hypot) => 8,
+            Op::Unary(_) | Op::Binary(_) | Op::Where | Op::Cast => 1,
+            Op::Random(..) | Op::Reduce(..) => 8,
+            _ => 0,
+        };
+        let below = dag
+            .inputs(p)
+            .iter()
+            .fold(0u32, |acc, &i| acc.saturating_add(cost[i as usize]));
+        cost[p] = below.saturating_add(own).min(u32::MAX / 4);
+        cheap[p] = n.op.is_elementwise() && cost[p] <= CHEAP_COST;
+    }
+    cheap
 }
 
 /// Per position, the most elementwise ops (unary, binary, where) on one path down from the
@@ -931,6 +972,7 @@ pub(super) fn build(
     }
     groups.sort_by_key(|((l, ..), ..)| *l);
     let load_free = load_free(nodes, dag, mat);
+    let cheap = cheap_nodes(nodes, dag, mat);
     let depth = op_depths(nodes, dag, mat);
     let mut steps = Vec::new();
     // the kernel (numbered from 1) that first read each computation, by position
@@ -943,7 +985,7 @@ pub(super) fn build(
     // allocations reused from kernel to kernel (cleared before each)
     let mut frames = Vec::new();
     let mut spare_memo: HashMap<(usize, Idx), ValueId, FxBuild> = HashMap::default();
-    let mut spare_seen: HashMap<usize, Idx, FxBuild> = HashMap::default();
+    let mut spare_seen: HashMap<usize, (Idx, Option<Idx>), FxBuild> = HashMap::default();
     while let Some(((level, is_copy, shape, device), targets)) = queue.pop_front() {
         gi += 1;
         if is_copy {
@@ -985,6 +1027,7 @@ pub(super) fn build(
             memo: cleared(&mut spare_memo),
             mat,
             load_free: &load_free,
+            cheap: &cheap,
             seen: cleared(&mut spare_seen),
             extra: &mut extra,
             // an over-limit kernel is split and lowered again: its IR is not needed

@@ -1,5 +1,6 @@
-//! CPU FFTs through rustfft: C2C, R2C and C2R over any axes, batched over the others,
-//! with rustfft's planners (which cache plans) kept for the process. Every buffer (the
+//! CPU FFTs through rustfft (complex) and realfft (the real axis of R2C and C2R), over any
+//! axes, batched over the others and run in parallel on the CPU pool, with the planners
+//! (which cache plans) kept for the process. Every buffer (the
 //! work copy, scratch, results) is allocated fallibly: a transform too large for memory is
 //! an `Error::OutOfMemory`, not an abort.
 
@@ -7,6 +8,7 @@ use crate::graph::{FftKind, FftSpec};
 use crate::{Error, Result};
 use lazyfuse_codegen::HostBuf;
 use num_complex::Complex;
+use realfft::RealFftPlanner;
 use rustfft::{FftNum, FftPlanner};
 use std::sync::{Mutex, OnceLock};
 
@@ -49,8 +51,153 @@ fn try_collect<T>(it: impl ExactSizeIterator<Item = T>, what: &str) -> Result<Ve
 /// Lengths from which a plan's own tables are worth checking for before planning.
 const PROBE_LEN: usize = 1 << 20;
 
+/// Asks the allocator for a plan's tables first for long lengths: rustfft and realfft
+/// allocate them (about `n` values) infallibly, so that a length memory cannot hold is an
+/// error, not an abort.
+fn probe_plan<T>(n: usize) -> Result<()> {
+    if n >= PROBE_LEN {
+        drop(try_with_capacity::<Complex<T>>(n, "an FFT plan's tables")?);
+    }
+    Ok(())
+}
+
+/// Lines per parallel work item for `lines` lines of `n` points: a few items per thread,
+/// each at least ~16K points so that a hand-off is amortized.
+fn lines_per_task(lines: usize, n: usize) -> usize {
+    let threads = super::threads().max(1);
+    let by_balance = lines.div_ceil(threads * 4);
+    let by_size = (1usize << 14).div_ceil(n.max(1));
+    by_balance.max(by_size).clamp(1, lines.max(1))
+}
+
+/// `f(chunk, first line)` over consecutive groups of `lines_per_task` lines of `line`
+/// elements each, in parallel on the CPU pool.
+fn par_lines<E: Send>(
+    data: &mut [E],
+    line: usize,
+    f: impl Fn(&mut [E], usize) -> Result<()> + Send + Sync,
+) -> Result<()> {
+    use rayon::prelude::*;
+    if data.is_empty() || line == 0 {
+        return Ok(());
+    }
+    let per = lines_per_task(data.len() / line, line);
+    super::in_pool(|| {
+        data.par_chunks_mut(per * line)
+            .enumerate()
+            .try_for_each(|(c, chunk)| f(chunk, c * per))
+    })
+}
+
+/// Copies the `n`-point lines along the middle axis of `block` (`n` x `inner`, C order) into
+/// `lines` (line `i` at `i * n`), in parallel.
+fn gather<E: Copy + Send + Sync>(
+    block: &[E],
+    lines: &mut [E],
+    n: usize,
+    inner: usize,
+) -> Result<()> {
+    par_lines(lines, n, |chunk, first| {
+        let g = chunk.len() / n;
+        for k in 0..n {
+            let row = &block[k * inner + first..k * inner + first + g];
+            for (li, &v) in row.iter().enumerate() {
+                chunk[li * n + k] = v;
+            }
+        }
+        Ok(())
+    })
+}
+
+/// The inverse of [`gather`]: lines of `m` points back along the middle axis of `block`
+/// (`m` x `inner`).
+fn scatter<E: Copy + Send + Sync>(
+    lines: &[E],
+    block: &mut [E],
+    m: usize,
+    inner: usize,
+) -> Result<()> {
+    par_lines(block, inner, |rows, first| {
+        for (r, row) in rows.chunks_mut(inner).enumerate() {
+            let k = first + r;
+            for (i, v) in row.iter_mut().enumerate() {
+                *v = lines[i * m + k];
+            }
+        }
+        Ok(())
+    })
+}
+
+/// Columns one task of a strided pass gathers at a time (a cache-sized copy of `GROUP`
+/// lines, read and written back row by row).
+const GROUP: usize = 16;
+
+/// A buffer's base pointer shared by tasks that each touch their own elements only.
+struct Disjoint<E>(*mut E);
+// SAFETY: the pointer is only dereferenced by tasks of one parallel loop that access
+// pairwise disjoint element sets, while the buffer it points into is borrowed mutably by
+// the function running that loop (see `for_lines`).
+unsafe impl<E: Send> Sync for Disjoint<E> {}
+
+/// Runs `f` on every `n`-point line along `axis` of `data` (C order, `shape`), in parallel:
+/// directly on contiguous lines, else on copies of [`GROUP`] lines at a time gathered from
+/// (and written back into) their columns.
+fn for_lines<E: Copy + Default + Send + Sync>(
+    data: &mut [E],
+    shape: &[usize],
+    axis: usize,
+    f: &(dyn Fn(&mut [E]) -> Result<()> + Send + Sync),
+) -> Result<()> {
+    use rayon::prelude::*;
+    let n = shape[axis];
+    if n == 0 || data.is_empty() {
+        return Ok(());
+    }
+    let inner: usize = shape[axis + 1..].iter().product();
+    if inner == 1 {
+        return par_lines(data, n, |chunk, _| f(chunk));
+    }
+    let outer = data.len() / (n * inner);
+    let groups = inner.div_ceil(GROUP);
+    let units = outer * groups;
+    let per = lines_per_task(units, n * GROUP);
+    let base = Disjoint(data.as_mut_ptr());
+    let base = &base;
+    super::in_pool(|| {
+        (0..units)
+            .into_par_iter()
+            .with_min_len(per)
+            .try_for_each_init(
+                || try_filled(n * GROUP, E::default(), "FFT lines"),
+                |buf, u| {
+                    let buf = buf.as_mut().map_err(|_| oom::<E>(n * GROUP, "FFT lines"))?;
+                    let (o, g) = (u / groups, u % groups);
+                    let c0 = g * GROUP;
+                    let width = GROUP.min(inner - c0);
+                    let start = o * n * inner + c0;
+                    for k in 0..n {
+                        for li in 0..width {
+                            // SAFETY: `start + k * inner + li` < `data.len()` (block `o`,
+                            // row `k`, column `c0 + li` < `inner`); unit `u` is the only
+                            // one touching columns `c0..c0 + width` of block `o`.
+                            buf[li * n + k] = unsafe { *base.0.add(start + k * inner + li) };
+                        }
+                    }
+                    f(&mut buf[..width * n])?;
+                    for k in 0..n {
+                        for li in 0..width {
+                            // SAFETY: as above.
+                            unsafe { *base.0.add(start + k * inner + li) = buf[li * n + k] };
+                        }
+                    }
+                    Ok(())
+                },
+            )
+    })
+}
+
 /// Transforms every line along `axis` of `data` (C order, `shape`) in place.
-fn along_axis<T: FftNum>(
+fn along_axis<T: FftNum + Default>(
     planner: &Mutex<FftPlanner<T>>,
     data: &mut [Complex<T>],
     shape: &[usize],
@@ -61,12 +208,7 @@ fn along_axis<T: FftNum>(
     if n == 0 || data.is_empty() {
         return Ok(());
     }
-    let zero = Complex::new(T::zero(), T::zero());
-    if n >= PROBE_LEN {
-        // rustfft allocates a plan's twiddle tables (about `n` values) infallibly: ask the
-        // allocator first, so that a length memory cannot hold is an error, not an abort
-        drop(try_with_capacity::<Complex<T>>(n, "an FFT plan's tables")?);
-    }
+    probe_plan::<T>(n)?;
     let fft = {
         let mut p = planner.lock().unwrap_or_else(|e| e.into_inner());
         if inverse {
@@ -75,115 +217,178 @@ fn along_axis<T: FftNum>(
             p.plan_fft_forward(n)
         }
     };
-    let mut scratch = try_filled(fft.get_inplace_scratch_len(), zero, "FFT scratch")?;
-    let inner: usize = shape[axis + 1..].iter().product();
-    if inner == 1 {
-        // contiguous lines: one batched call
-        fft.process_with_scratch(data, &mut scratch);
+    let zero = Complex::new(T::zero(), T::zero());
+    let scratch_len = fft.get_inplace_scratch_len();
+    for_lines(data, shape, axis, &|chunk| {
+        let mut scratch = try_filled(scratch_len, zero, "FFT scratch")?;
+        fft.process_with_scratch(chunk, &mut scratch);
+        Ok(())
+    })
+}
+
+/// The real planners (realfft keeps its own plan cache per planner).
+fn real_planner<T: FftNum>(
+    cell: &'static OnceLock<Mutex<RealFftPlanner<T>>>,
+) -> &'static Mutex<RealFftPlanner<T>> {
+    cell.get_or_init(|| Mutex::new(RealFftPlanner::new()))
+}
+static R32: OnceLock<Mutex<RealFftPlanner<f32>>> = OnceLock::new();
+static R64: OnceLock<Mutex<RealFftPlanner<f64>>> = OnceLock::new();
+
+/// Per element type: its planners.
+trait Planners: FftNum + Default {
+    fn complex() -> &'static Mutex<FftPlanner<Self>>;
+    fn real() -> &'static Mutex<RealFftPlanner<Self>>;
+}
+impl Planners for f32 {
+    fn complex() -> &'static Mutex<FftPlanner<f32>> {
+        planner(&P32)
+    }
+    fn real() -> &'static Mutex<RealFftPlanner<f32>> {
+        real_planner(&R32)
+    }
+}
+impl Planners for f64 {
+    fn complex() -> &'static Mutex<FftPlanner<f64>> {
+        planner(&P64)
+    }
+    fn real() -> &'static Mutex<RealFftPlanner<f64>> {
+        real_planner(&R64)
+    }
+}
+
+/// A transform of groups of lines: `f(input lines, output lines)`.
+type PairFn<'a, A, B> = dyn Fn(&mut [A], &mut [B]) -> Result<()> + Send + Sync + 'a;
+
+/// `f(x lines, y lines)` over groups of corresponding lines of `xs` (`nx` elements each)
+/// and `ys` (`ny` each), in parallel on the CPU pool.
+fn par_pairs<A: Send, B: Send>(
+    xs: &mut [A],
+    nx: usize,
+    ys: &mut [B],
+    ny: usize,
+    f: &PairFn<'_, A, B>,
+) -> Result<()> {
+    use rayon::prelude::*;
+    if nx == 0 || ny == 0 || xs.is_empty() {
         return Ok(());
     }
-    let outer: usize = shape[..axis].iter().product();
-    // gather a block of lines into contiguous scratch, transform, scatter back
-    let mut lines = try_filled(n * inner, zero, "FFT lines")?;
-    for o in 0..outer {
-        let base = o * n * inner;
-        for k in 0..n {
-            for i in 0..inner {
-                lines[i * n + k] = data[base + k * inner + i];
-            }
-        }
-        fft.process_with_scratch(&mut lines, &mut scratch);
-        for k in 0..n {
-            for i in 0..inner {
-                data[base + k * inner + i] = lines[i * n + k];
-            }
-        }
-    }
-    Ok(())
+    let per = lines_per_task(xs.len() / nx, nx.max(ny));
+    super::in_pool(|| {
+        xs.par_chunks_mut(per * nx)
+            .zip(ys.par_chunks_mut(per * ny))
+            .try_for_each(|(x, y)| f(x, y))
+    })
 }
 
-fn run_typed<T: FftNum>(
-    planner: &Mutex<FftPlanner<T>>,
-    spec: &FftSpec,
-    mut data: Vec<Complex<T>>,
-    in_shape: &[usize],
-    out_shape: &[usize],
-) -> Result<Vec<Complex<T>>> {
-    let (last, rest) = spec
-        .axes
-        .split_last()
-        .expect("an FFT has at least one axis");
-    match spec.kind {
-        FftKind::C2C => {
-            for &a in &spec.axes {
-                along_axis(planner, &mut data, in_shape, a, spec.inverse)?;
-            }
-            Ok(data)
-        }
-        FftKind::R2C => {
-            along_axis(planner, &mut data, in_shape, *last, false)?;
-            let mut out = resize_axis(&data, in_shape, *last, out_shape[*last], false)?;
-            drop(data);
-            for &a in rest {
-                along_axis(planner, &mut out, out_shape, a, false)?;
-            }
-            Ok(out)
-        }
-        FftKind::C2R => {
-            for &a in rest {
-                along_axis(planner, &mut data, in_shape, a, true)?;
-            }
-            // Hermitian completion of the half spectrum along the last axis
-            let mut full = resize_axis(&data, in_shape, *last, out_shape[*last], true)?;
-            drop(data);
-            along_axis(planner, &mut full, out_shape, *last, true)?;
-            Ok(full)
-        }
-    }
-}
-
-/// Copies `data` with axis `axis` resized to `m` entries: truncated/zero-padded, or, with
-/// `hermitian`, completed as `x[k] = conj(x[m - k])` beyond the half spectrum given.
-fn resize_axis<T: FftNum>(
-    data: &[Complex<T>],
+/// Lines of `nx` points along `axis` of `xs` (`shape`) transformed by `f` (groups of lines)
+/// into lines of `ny` points along the same axis of a new buffer: directly when the lines
+/// are contiguous, else through gathered copies of each outer block.
+fn map_lines<A, B>(
+    xs: &mut [A],
     shape: &[usize],
     axis: usize,
-    m: usize,
-    hermitian: bool,
-) -> Result<Vec<Complex<T>>> {
-    let n = shape[axis];
+    ny: usize,
+    f: &PairFn<'_, A, B>,
+) -> Result<Vec<B>>
+where
+    A: Copy + Default + Send + Sync,
+    B: Copy + Default + Send + Sync,
+{
+    let nx = shape[axis];
     let inner: usize = shape[axis + 1..].iter().product();
     let outer: usize = shape[..axis].iter().product();
-    let zero = Complex::new(T::zero(), T::zero());
     let len = outer
-        .checked_mul(m)
+        .checked_mul(ny)
         .and_then(|x| x.checked_mul(inner))
-        .ok_or_else(|| oom::<Complex<T>>(usize::MAX, "an FFT result"))?;
-    let mut out = try_with_capacity(len, "an FFT result")?;
-    let half = m / 2 + 1; // entries NumPy's irfft reads
-                          // written in order: element (o, k, i) is at (o * m + k) * inner + i
-    for o in 0..outer {
-        for k in 0..m {
-            for i in 0..inner {
-                let src = |k: usize| data[(o * n + k) * inner + i];
-                out.push(if !hermitian || k < half {
-                    if k < n {
-                        src(k)
-                    } else {
-                        zero
-                    }
-                } else {
-                    let j = m - k;
-                    if j < n {
-                        src(j).conj()
-                    } else {
-                        zero
-                    }
-                });
-            }
-        }
+        .ok_or_else(|| oom::<B>(usize::MAX, "an FFT result"))?;
+    let mut ys = try_filled(len, B::default(), "an FFT result")?;
+    if nx == 0 || len == 0 {
+        return Ok(ys);
     }
-    Ok(out)
+    if inner == 1 {
+        par_pairs(xs, nx, &mut ys, ny, f)?;
+        return Ok(ys);
+    }
+    let mut xl = try_filled(nx * inner, A::default(), "FFT lines")?;
+    let mut yl = try_filled(ny * inner, B::default(), "FFT lines")?;
+    for (xb, yb) in xs.chunks(nx * inner).zip(ys.chunks_mut(ny * inner)) {
+        gather(xb, &mut xl, nx, inner)?;
+        par_pairs(&mut xl, nx, &mut yl, ny, f)?;
+        scatter(&yl, yb, ny, inner)?;
+    }
+    Ok(ys)
+}
+
+/// Real-to-complex transform along axis `last` of real `data` (`shape`): the `n / 2 + 1`
+/// non-negative frequencies of every line (realfft: half the work of a complex transform).
+fn r2c_axis<T: Planners>(data: &mut [T], shape: &[usize], last: usize) -> Result<Vec<Complex<T>>> {
+    let n = shape[last];
+    probe_plan::<T>(n)?;
+    let fft = T::real()
+        .lock()
+        .unwrap_or_else(|e| e.into_inner())
+        .plan_fft_forward(n.max(1));
+    let zero = Complex::new(T::zero(), T::zero());
+    let scratch_len = fft.get_scratch_len();
+    map_lines(data, shape, last, n / 2 + 1, &|x, y| {
+        let mut scratch = try_filled(scratch_len, zero, "FFT scratch")?;
+        for (xl, yl) in x.chunks_mut(n).zip(y.chunks_mut(n / 2 + 1)) {
+            fft.process_with_scratch(xl, yl, &mut scratch)
+                .map_err(|e| Error::internal("fft", e.to_string()))?;
+        }
+        Ok(())
+    })
+}
+
+/// Complex-to-real transform along axis `last` of `data` (`shape`, `shape[last]` entries of
+/// each half spectrum) to `m` real points per line, as NumPy's `irfft`: the spectrum cut or
+/// zero-padded to `m / 2 + 1` entries, the imaginary parts of the zero and (even `m`)
+/// Nyquist frequencies ignored.
+fn c2r_axis<T: Planners>(
+    data: &mut [Complex<T>],
+    shape: &[usize],
+    last: usize,
+    m: usize,
+) -> Result<Vec<T>> {
+    let n = shape[last];
+    let h = m / 2 + 1;
+    probe_plan::<T>(m)?;
+    let fft = T::real()
+        .lock()
+        .unwrap_or_else(|e| e.into_inner())
+        .plan_fft_inverse(m.max(1));
+    let zero = Complex::new(T::zero(), T::zero());
+    let scratch_len = fft.get_scratch_len();
+    map_lines(data, shape, last, m, &|x, y| {
+        let mut scratch = try_filled(scratch_len, zero, "FFT scratch")?;
+        let mut half = try_filled(h, zero, "FFT lines")?;
+        for (xl, yl) in x.chunks_mut(n).zip(y.chunks_mut(m)) {
+            let k = n.min(h);
+            half[..k].copy_from_slice(&xl[..k]);
+            half[k..].fill(zero);
+            half[0].im = T::zero();
+            if m.is_multiple_of(2) {
+                half[h - 1].im = T::zero();
+            }
+            fft.process_with_scratch(&mut half, yl, &mut scratch)
+                .map_err(|e| Error::internal("fft", e.to_string()))?;
+        }
+        Ok(())
+    })
+}
+
+/// The complex transforms of `spec` but the real one along its last axis.
+fn along_axes<T: Planners>(
+    data: &mut [Complex<T>],
+    shape: &[usize],
+    axes: &[usize],
+    inverse: bool,
+) -> Result<()> {
+    for &a in axes {
+        along_axis(T::complex(), data, shape, a, inverse)?;
+    }
+    Ok(())
 }
 
 /// Runs the unnormalized FFT `spec` of `input` (shape `in_shape`) to a buffer of
@@ -194,40 +399,66 @@ pub(crate) fn run(
     in_shape: &[usize],
     out_shape: &[usize],
 ) -> Result<HostBuf> {
-    let real_out = spec.kind == FftKind::C2R;
     const WORK: &str = "an FFT's working copy";
-    const REAL: &str = "an FFT's real result";
-    Ok(match input {
-        HostBuf::C64(v) => {
-            let work = try_collect(v.iter().copied(), WORK)?;
-            let out = run_typed(planner(&P32), spec, work, in_shape, out_shape)?;
-            if real_out {
-                HostBuf::F32(try_collect(out.iter().map(|c| c.re), REAL)?)
-            } else {
-                HostBuf::C64(out)
+    let (&last, rest) = spec
+        .axes
+        .split_last()
+        .ok_or_else(|| Error::internal("fft", "an FFT without axes"))?;
+    fn typed<T: Planners>(
+        spec: &FftSpec,
+        v: &[Complex<T>],
+        in_shape: &[usize],
+        out_shape: &[usize],
+        last: usize,
+        rest: &[usize],
+    ) -> Result<std::result::Result<Vec<Complex<T>>, Vec<T>>> {
+        let mut work = try_collect(v.iter().copied(), WORK)?;
+        Ok(match spec.kind {
+            FftKind::C2C => {
+                along_axes(&mut work, in_shape, &spec.axes, spec.inverse)?;
+                Ok(work)
             }
-        }
-        HostBuf::C128(v) => {
-            let work = try_collect(v.iter().copied(), WORK)?;
-            let out = run_typed(planner(&P64), spec, work, in_shape, out_shape)?;
-            if real_out {
-                HostBuf::F64(try_collect(out.iter().map(|c| c.re), REAL)?)
-            } else {
-                HostBuf::C128(out)
+            FftKind::C2R => {
+                along_axes(&mut work, in_shape, rest, true)?;
+                Err(c2r_axis(&mut work, in_shape, last, out_shape[last])?)
             }
+            FftKind::R2C => {
+                return Err(Error::internal("fft", "R2C of complex data"));
+            }
+        })
+    }
+    fn real_typed<T: Planners>(
+        v: &[T],
+        in_shape: &[usize],
+        out_shape: &[usize],
+        last: usize,
+        rest: &[usize],
+    ) -> Result<Vec<Complex<T>>> {
+        let mut work = try_collect(v.iter().copied(), WORK)?;
+        let mut out = r2c_axis(&mut work, in_shape, last)?;
+        drop(work);
+        along_axes(&mut out, out_shape, rest, false)?;
+        Ok(out)
+    }
+    Ok(match (input, spec.kind) {
+        (HostBuf::F32(v), FftKind::R2C) => {
+            HostBuf::C64(real_typed(v, in_shape, out_shape, last, rest)?)
         }
-        HostBuf::F32(v) => {
-            let c = try_collect(v.iter().map(|&x| Complex::new(x, 0.0)), WORK)?;
-            HostBuf::C64(run_typed(planner(&P32), spec, c, in_shape, out_shape)?)
+        (HostBuf::F64(v), FftKind::R2C) => {
+            HostBuf::C128(real_typed(v, in_shape, out_shape, last, rest)?)
         }
-        HostBuf::F64(v) => {
-            let c = try_collect(v.iter().map(|&x| Complex::new(x, 0.0)), WORK)?;
-            HostBuf::C128(run_typed(planner(&P64), spec, c, in_shape, out_shape)?)
-        }
-        other => {
+        (HostBuf::C64(v), _) => match typed(spec, v, in_shape, out_shape, last, rest)? {
+            Ok(c) => HostBuf::C64(c),
+            Err(r) => HostBuf::F32(r),
+        },
+        (HostBuf::C128(v), _) => match typed(spec, v, in_shape, out_shape, last, rest)? {
+            Ok(c) => HostBuf::C128(c),
+            Err(r) => HostBuf::F64(r),
+        },
+        (other, kind) => {
             return Err(Error::internal(
                 "fft",
-                format!("unsupported input dtype {}", other.dtype()),
+                format!("unsupported input dtype {} for {kind:?}", other.dtype()),
             ));
         }
     })

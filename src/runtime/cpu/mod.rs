@@ -29,8 +29,16 @@ fn pool() -> Option<&'static rayon::ThreadPool> {
     .as_ref()
 }
 
+/// Runs `f` on the pool CPU kernels run on (rayon's parallel iterators inside it use it).
+pub(crate) fn in_pool<R: Send>(f: impl FnOnce() -> R + Send) -> R {
+    match pool() {
+        Some(p) => p.install(f),
+        None => f(),
+    }
+}
+
 /// Worker threads CPU kernels may use.
-fn threads() -> usize {
+pub(crate) fn threads() -> usize {
     pool().map_or_else(rayon::current_num_threads, |p| p.current_num_threads())
 }
 

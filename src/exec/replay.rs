@@ -25,6 +25,45 @@ pub(crate) struct GraphState {
     plan: Option<GraphPlan>,
     /// Number of per-call input buffers.
     n_inputs: usize,
+    /// FFTs that write a result, by destination position: they write an arena buffer
+    /// instead, which a copy kernel moves into the fresh result (cuFFT's graph nodes keep
+    /// the addresses they were recorded with; only kernel nodes can be pointed elsewhere).
+    staged: Arc<Staged>,
+}
+
+/// [`GraphState::staged`].
+type Staged = HashMap<usize, Stage, FxBuild>;
+
+/// The staging of one FFT result: its arena slot and the copy kernel with its arguments.
+struct Stage {
+    arena: usize,
+    kernel: Arc<lazyfuse_codegen::Kernel>,
+    args: lazyfuse_codegen::LaunchArgs,
+}
+
+/// `out[i] = in[i]` over `n` elements of `dtype`.
+fn copy_stage(dtype: crate::DType, n: usize, arena: usize) -> Stage {
+    use lazyfuse_codegen::{Builder, Inst};
+    let mut b = Builder::new(1);
+    let i = b.push(Inst::Index, crate::DType::I64);
+    let input = b.input(dtype);
+    let x = b.push(
+        Inst::Load {
+            input,
+            index: i,
+            guard: None,
+        },
+        dtype,
+    );
+    b.store(x);
+    Stage {
+        arena,
+        kernel: Arc::new(b.finish()),
+        args: lazyfuse_codegen::LaunchArgs {
+            shape: [n].into_iter().collect(),
+            params: Default::default(),
+        },
+    }
 }
 
 impl GraphState {
@@ -85,6 +124,18 @@ impl GraphState {
                 _ => None,
             };
         }
+        let mut staged = Staged::default();
+        for s in template.steps() {
+            if let TStep::Fft { dst, .. } = s {
+                if let (Some(Slot::Ext(_)), PosSlot::Fresh(_, d, sh)) =
+                    (slot_of[*dst], &slots[*dst])
+                {
+                    let n = sh.iter().product::<usize>();
+                    arena.push((*d, n));
+                    staged.insert(*dst, copy_stage(*d, n, arena.len() - 1));
+                }
+            }
+        }
         let base = n_inputs + result_pos.len();
         let mut k = 0;
         for s in slot_of.iter_mut() {
@@ -100,6 +151,7 @@ impl GraphState {
             fixed,
             plan: None,
             n_inputs,
+            staged: Arc::new(staged),
         };
         // Decide eligibility once, on the template's structure (no buffers needed).
         let probe = st.steps_without_args(template).ok()?;
@@ -125,11 +177,11 @@ impl GraphState {
     }
 
     /// The steps with empty arguments (for the eligibility check).
-    fn steps_without_args<'a>(&self, t: &'a Template) -> Result<Vec<GraphStep<'a>>> {
+    fn steps_without_args<'a>(&'a self, t: &'a Template) -> Result<Vec<GraphStep<'a>>> {
         static NO_ARGS: std::sync::OnceLock<lazyfuse_codegen::LaunchArgs> =
             std::sync::OnceLock::new();
         let no_args = NO_ARGS.get_or_init(Default::default);
-        self.steps(t, &vec![no_args; t.steps().len()], &[])
+        self.steps(t, &vec![no_args; t.steps().len()], &[], &self.staged)
     }
 
     /// The graph steps of `t` with each kernel step's arguments from `args` and FFT
@@ -139,6 +191,7 @@ impl GraphState {
         t: &'a Template,
         args: &[&'a lazyfuse_codegen::LaunchArgs],
         shapes: &'a [(Vec<usize>, Vec<usize>, crate::graph::FftSpec)],
+        staged: &'a Staged,
     ) -> Result<Vec<GraphStep<'a>>> {
         let mut out = Vec::new();
         let mut f = 0;
@@ -167,13 +220,25 @@ impl GraphState {
                         None => (&[][..], &[][..], fft_spec_placeholder()),
                     };
                     f += 1;
+                    let stage = staged.get(dst);
                     out.push(GraphStep::Fft {
                         spec,
                         src: self.slot(*src)?,
-                        dst: self.slot(*dst)?,
+                        dst: match stage {
+                            Some(st) => Slot::Arena(st.arena),
+                            None => self.slot(*dst)?,
+                        },
                         in_shape,
                         out_shape,
                     });
+                    if let Some(st) = stage {
+                        out.push(GraphStep::Kernel {
+                            kernel: &st.kernel,
+                            inputs: [Slot::Arena(st.arena)].into_iter().collect(),
+                            outputs: [self.slot(*dst)?].into_iter().collect(),
+                            args: &st.args,
+                        });
+                    }
                 }
                 _ => return Err(Error::internal("Function", "step kind without graph")),
             }
@@ -209,7 +274,8 @@ impl GraphState {
                 _ => args.push(no_args),
             }
         }
-        let steps = self.steps(template, &args, &ffts)?;
+        let staged = self.staged.clone();
+        let steps = self.steps(template, &args, &ffts, &staged)?;
         // buffers: inputs, fresh results, fixed
         let fixed_bufs: Vec<Arc<Buffer>> = self
             .fixed

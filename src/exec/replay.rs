@@ -334,7 +334,7 @@ enum SlotState {
     Untried,
     /// The plan is not worth a graph.
     Ineligible,
-    Ready(GraphState),
+    Ready(Box<GraphState>),
 }
 
 type PlanGraphs = HashMap<usize, Arc<PlanGraph>, FxBuild>;
@@ -400,7 +400,7 @@ pub(crate) fn eval_graph(
     };
     if matches!(*slot, SlotState::Untried) {
         *slot = match new_eval_state(template, nodes, roots) {
-            Some(st) => SlotState::Ready(st),
+            Some(st) => SlotState::Ready(Box::new(st)),
             None => SlotState::Ineligible,
         };
     }

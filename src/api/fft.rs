@@ -145,6 +145,15 @@ pub fn ifftn_norm(a: &Array, axes: &[isize], norm: Norm) -> Array {
     c2c("ifftn", a, axes, true, norm)
 }
 
+/// Whether `axes` are the last `axes.len()` axes of an `ndim`-array, in order (the rewrites
+/// are limited to them: cuFFT's R2C plans for a strided real axis are refused at execution
+/// on the H200, `CUFFT_INVALID_VALUE`, and `fft`, `fft2` and `fftn` over all axes are the
+/// transforms of real data that pipelines use).
+fn trailing(axes: &[usize], ndim: usize) -> bool {
+    let k = axes.len();
+    k <= ndim && axes.iter().enumerate().all(|(i, &a)| a == ndim - k + i)
+}
+
 /// The real data a complex transform of `a` reads: `a` itself when real, or the real array a
 /// lazy cast to complex reads.
 fn real_data(a: &Array) -> Option<Array> {
@@ -192,6 +201,9 @@ fn mirrored(x: &Array, axes: &[usize]) -> Array {
 /// with `X[k] = conj(h[-k])` (Hermitian symmetry of the transform of real data), as views
 /// that fuse into consumers.
 fn real_input(a: &Array, dt: DType, axes: &[usize], inverse: bool, scale: f64) -> Option<Array> {
+    if !trailing(axes, a.ndim()) {
+        return None;
+    }
     let &last = axes.last()?;
     let n_last = a.shape()[last];
     if n_last < 2 || !crate::config::real_fft_enabled() {
@@ -236,9 +248,12 @@ pub(crate) fn real_of_inverse(y: &Array) -> Option<Array> {
     {
         return None;
     }
+    if !trailing(&spec.axes, y.ndim()) {
+        return None;
+    }
     let &last = spec.axes.last()?;
     let n_last = y.shape()[last];
-    if n_last < 2 || repeated(&spec.axes) {
+    if n_last < 2 {
         return None;
     }
     let inputs = y.node.inputs();

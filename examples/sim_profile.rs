@@ -42,7 +42,9 @@ fn main() -> lf::Result<()> {
                 let Some(ev) = e.eval else { continue };
                 let i = k_in_eval.entry(ev).or_default();
                 let label = format!("{:<8} {}", e.kind.label(), e.detail);
-                rows.entry((*i, label)).or_default().push(e.time.as_secs_f64() * 1e6);
+                rows.entry((*i, label))
+                    .or_default()
+                    .push(e.time.as_secs_f64() * 1e6);
                 *i += 1;
             }
             let plan = if real { "R2C/C2R" } else { "C2C" };

@@ -94,6 +94,7 @@ fn c2c(op: &str, a: &Array, axes: &[isize], inverse: bool, norm: Norm) -> Array 
         axes,
         inverse,
         kind: FftKind::C2C,
+        hermitian: false,
     };
     transform(
         x,
@@ -217,6 +218,7 @@ fn real_input(a: &Array, dt: DType, axes: &[usize], inverse: bool, scale: f64) -
         axes: SmallVec::from_slice(axes),
         inverse: false,
         kind: FftKind::R2C,
+        hermitian: false,
     };
     let mut h = transform(x, spec, dt, shape, scale);
     if inverse {
@@ -264,6 +266,7 @@ pub(crate) fn real_of_inverse(y: &Array) -> Option<Array> {
         axes: spec.axes.clone(),
         inverse: true,
         kind: FftKind::C2R,
+        hermitian: true,
     };
     let dev = y.device();
     Some(make(
@@ -320,6 +323,7 @@ fn r2c(op: &str, a: &Array, axes: &[isize], norm: Norm) -> Array {
         axes,
         inverse: false,
         kind: FftKind::R2C,
+        hermitian: false,
     };
     transform(x, spec, rt.to_complex(), shape, norm.scale(n, false))
 }
@@ -358,6 +362,7 @@ fn c2r(op: &str, a: &Array, n: Option<usize>, axes: &[isize], norm: Norm) -> Arr
         axes,
         inverse: true,
         kind: FftKind::C2R,
+        hermitian: false,
     };
     transform(x, spec, ct.real(), shape, norm.scale(total, true))
 }

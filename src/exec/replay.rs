@@ -454,5 +454,6 @@ fn fft_spec_placeholder() -> &'static crate::graph::FftSpec {
         axes: Default::default(),
         inverse: false,
         kind: crate::graph::FftKind::C2C,
+        hermitian: false,
     })
 }

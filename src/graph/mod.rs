@@ -82,6 +82,12 @@ pub(crate) struct FftSpec {
     pub(crate) inverse: bool,
     /// Real/complex variant.
     pub(crate) kind: FftKind,
+    /// C2R only: the input is exactly Hermitian over every transformed axis (the half
+    /// spectrum of a Hermitian part, from the `real(ifft*)` rewrite), so one
+    /// multi-dimensional C2R transform computes it. Otherwise NumPy's `irfftn` semantics:
+    /// complex inverses along the other axes, then C2R with the imaginary parts of the zero
+    /// and Nyquist frequencies ignored.
+    pub(crate) hermitian: bool,
 }
 
 /// Real/complex variant of an FFT.

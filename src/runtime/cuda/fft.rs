@@ -446,6 +446,7 @@ fn program(spec: &FftSpec, prec: Precision, in_shape: &[usize], out_shape: &[usi
             b.c2c(in_shape, &spec.axes, Buf::Input, Buf::Output, dir);
         }
         FftKind::R2C => b.r2c(in_shape, out_shape, &spec.axes),
+        FftKind::C2R if spec.hermitian => b.c2r_hermitian(in_shape, out_shape, &spec.axes),
         FftKind::C2R => b.c2r(in_shape, out_shape, &spec.axes),
     }
     b.prog
@@ -519,6 +520,54 @@ impl Builder {
             .filter(|&a| a < first || a > ra)
             .collect();
         self.c2c(&os, &others, Buf::Output, Buf::Output, FORWARD);
+    }
+
+    /// C2R of an exactly Hermitian half spectrum (`in_shape[last] = m / 2 + 1`): a copy
+    /// (cuFFT's C2R overwrites its input), complex inverses along transformed axes outside
+    /// the block, then one multi-dimensional C2R over the transformed axes right before and
+    /// at the real axis (up to rank 3), as the R2C block.
+    fn c2r_hermitian(&mut self, in_shape: &[usize], out_shape: &[usize], axes: &[usize]) {
+        let (&ra, _) = axes.split_last().expect("checked non-empty");
+        let m = out_shape[ra];
+        if m < 2 || in_shape[ra] != m / 2 + 1 {
+            return self.c2r(in_shape, out_shape, axes);
+        }
+        let outer: usize = in_shape[..ra].iter().product();
+        let inner: usize = in_shape[ra + 1..].iter().product();
+        self.prog.work_len = in_shape.iter().product();
+        self.push(Step::Resize {
+            src: Buf::Input,
+            dst: Buf::Work,
+            outer,
+            n: in_shape[ra],
+            h: in_shape[ra],
+            inner,
+            nyq: -1,
+            sanitize: false,
+        });
+        let (is, os, ax) = squeeze(in_shape, out_shape, axes);
+        let (&ra, rest) = ax.split_last().expect("the real axis is longer than 1");
+        let mut first = ra;
+        while first > 0 && ra - first < 2 && rest.contains(&(first - 1)) {
+            first -= 1;
+        }
+        let others: Dims = rest
+            .iter()
+            .copied()
+            .filter(|&a| a < first || a > ra)
+            .collect();
+        self.c2c(&is, &others, Buf::Work, Buf::Work, INVERSE);
+        let c2r = self.prec.c2r();
+        self.block(
+            c2r,
+            &is,
+            &os,
+            first,
+            ra - first + 1,
+            Buf::Work,
+            Buf::Output,
+            INVERSE,
+        );
     }
 
     /// C2R over `axes` (the last one real) from the complex input (`in_shape`, a half
@@ -1457,9 +1506,23 @@ mod tests {
             (s >> 11) as f64 / (1u64 << 53) as f64 - 0.5
         };
         let real = spec.kind == FftKind::R2C;
-        let x: Vec<Z> = (0..len)
+        let mut x: Vec<Z> = (0..len)
             .map(|_| Z::new(rnd(), if real { 0.0 } else { rnd() }))
             .collect();
+        if spec.hermitian {
+            // an exactly Hermitian half spectrum: the R2C of real data of the output shape
+            let r: Vec<f64> = (0..out_shape.iter().product()).map(|_| rnd()).collect();
+            let r2c = FftSpec {
+                kind: FftKind::R2C,
+                inverse: false,
+                hermitian: false,
+                axes: spec.axes.clone(),
+            };
+            x = match cpu::fft::run(&r2c, &HostBuf::F64(r), out_shape, in_shape) {
+                Ok(HostBuf::C128(v)) => v,
+                other => return Err(format!("cpu R2C gave {other:?}")),
+            };
+        }
         let host = if real {
             HostBuf::F64(x.iter().map(|z| z.re).collect())
         } else {
@@ -1547,6 +1610,7 @@ mod tests {
             axes: axes.iter().copied().collect(),
             inverse,
             kind,
+            hermitian: false,
         }
     }
 
@@ -1600,6 +1664,39 @@ mod tests {
             }
         }
         assert!(fails.is_empty(), "{}", fails.join("\n"));
+    }
+
+    #[test]
+    fn emulated_hermitian_c2r_programs_match_the_cpu() {
+        // trailing axes (the rewrite's), the real axis exactly `m / 2 + 1` long
+        let mut fails = Vec::new();
+        for shape in SHAPES {
+            let nd = shape.len();
+            for k in 1..=nd {
+                let axes: Vec<usize> = (nd - k..nd).collect();
+                let ra = nd - 1;
+                for m in [2, 3, 4, 7, 8] {
+                    let (mut i, mut o) = (shape.to_vec(), shape.to_vec());
+                    o[ra] = m;
+                    i[ra] = m / 2 + 1;
+                    let mut sp = spec(&axes, true, FftKind::C2R);
+                    sp.hermitian = true;
+                    if let Err(e) = emulate(&sp, &i, &o, m as u64) {
+                        fails.push(format!("hermitian C2R {i:?} -> {o:?} {axes:?}: {e}"));
+                    }
+                }
+            }
+        }
+        assert!(fails.is_empty(), "{}", fails.join("\n"));
+        // the sim step's inverse: a copy and one rank-2 C2R, nothing else
+        let mut sp = spec(&[0, 1], true, FftKind::C2R);
+        sp.hermitian = true;
+        let p = program(&sp, Precision::Single, &[256, 129], &[256, 256]);
+        assert_eq!(p.steps.len(), 2, "{p:?}");
+        let Step::Fft { key, .. } = &p.steps[1] else {
+            panic!("{p:?}")
+        };
+        assert_eq!(key.n.as_slice(), &[256i64, 256][..]);
     }
 
     #[test]

@@ -327,6 +327,7 @@ fn run_sim(dev: &Device, quick: bool) -> lf::Result<()> {
         lf::set_fusion(true);
         // the step traced once and replayed per call (one CUDA graph launch on a GPU), with
         // the real-FFT plan (R2C, C2R) and with complex transforms (C2C)
+        let before = lf::real_fft_enabled();
         for real in [true, false] {
             lf::set_real_fft(real);
             let f = lf::Function::trace(&[&u0], |x| vec![sim_step(&x[0], &mult, dt)])?;
@@ -349,7 +350,7 @@ fn run_sim(dev: &Device, quick: bool) -> lf::Result<()> {
             };
             row("sim100", n, name, t, &format!("{how}, {plan}"));
         }
-        lf::set_real_fft(true);
+        lf::set_real_fft(before);
     }
     Ok(())
 }

@@ -31,11 +31,13 @@ pub fn fusion_enabled() -> bool {
     !FUSION_OFF.load(Relaxed)
 }
 
-/// Turns the real-FFT rewrites on (default) or off: `fft*` of real data planned as a
+/// Turns the real-FFT rewrites on or off (default off): `fft*` of real data planned as a
 /// real-to-complex transform plus a Hermitian-extension view, and `real(ifft*(y))` as a
 /// complex-to-real transform of `y`'s Hermitian part (exact identities: results agree with
-/// the complex plans within FFT rounding, at half the transform work).
-/// `LAZYFUSE_REAL_FFT=0` sets them off at start.
+/// the complex plans within FFT rounding, at half the transform work). Off by default
+/// because on the H200 cuFFT's C2R of the sim step took longer than the C2C it replaced
+/// (sim100 1024^2 as a CUDA graph: 4331 us against 4131 us with C2C; benches/NOTES.md).
+/// `LAZYFUSE_REAL_FFT=1` sets them on at start.
 pub fn set_real_fft(on: bool) {
     REAL_FFT.store(if on { 1 } else { 2 }, Relaxed);
 }
@@ -46,7 +48,7 @@ pub fn real_fft_enabled() -> bool {
         1 => true,
         2 => false,
         _ => {
-            let on = std::env::var("LAZYFUSE_REAL_FFT").map_or(true, |v| v != "0");
+            let on = std::env::var("LAZYFUSE_REAL_FFT").is_ok_and(|v| v.trim() == "1");
             // a concurrent `set_real_fft` wins over the environment
             let _ = REAL_FFT.compare_exchange(0, if on { 1 } else { 2 }, Relaxed, Relaxed);
             REAL_FFT.load(Relaxed) == 1

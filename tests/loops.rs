@@ -69,8 +69,10 @@ fn multiplier(n: usize, dt: f64) -> Vec<f64> {
 
 /// Kernels one simulation step launches on `dev` (see the eval-loop test).
 fn kernels_per_step(dev: &lf::Device) -> u64 {
-    if dev.is_cuda() && graphs_on() {
-        3
+    if !lf::real_fft_enabled() {
+        3 // C2C: the step kernel, the multiplier, the real part
+    } else if dev.is_cuda() && graphs_on() {
+        3 // the real-FFT plan plus the copy of the C2R result in a CUDA graph
     } else {
         2
     }
@@ -206,9 +208,10 @@ fn eval_loop_plans_once_compiles_once_and_stays_flat() {
         assert_eq!(s.plan_cache_hits, total as u64);
         assert_eq!(s.kernels_compiled, 0, "a kernel was compiled again");
         assert_eq!(s.disk_cache_hits, 0);
-        // the real-FFT plan: the step kernel, R2C, the Hermitian half spectrum times the
-        // multiplier (one kernel), C2R; a CUDA graph adds a copy of the C2R result into
-        // the fresh result buffer (cuFFT nodes keep their recorded addresses)
+        // complex transforms (the default): 3 kernels, 2 FFTs per step; the real-FFT plan
+        // (`LAZYFUSE_REAL_FFT=1`): the step kernel, R2C, the Hermitian half spectrum times
+        // the multiplier (one kernel), C2R, and in a CUDA graph a copy of the C2R result
+        // into the fresh result buffer (cuFFT nodes keep their recorded addresses)
         assert_eq!(s.kernels_launched, kernels_per_step(dev) * total as u64);
         assert_eq!(s.library_calls, 2 * total as u64);
         if dev.is_cuda() && graphs_on() {

@@ -69,12 +69,13 @@ fn multiplier(n: usize, dt: f64) -> Vec<f64> {
 
 /// Kernels one simulation step launches on `dev` (see the eval-loop test).
 fn kernels_per_step(dev: &lf::Device) -> u64 {
-    if !lf::real_fft_enabled() {
-        3 // C2C: the step kernel, the multiplier, the real part
-    } else if dev.is_cuda() && graphs_on() {
-        3 // the real-FFT plan plus the copy of the C2R result in a CUDA graph
-    } else {
+    // C2C: the step kernel, the multiplier, the real part; the real-FFT plan: 2, plus the
+    // copy of the C2R result in a CUDA graph
+    let real_plan_plain = lf::real_fft_enabled() && !(dev.is_cuda() && graphs_on());
+    if real_plan_plain {
         2
+    } else {
+        3
     }
 }
 

@@ -24,7 +24,11 @@ fn sim_step(u: &Array, mult: &Array, dt: f64) -> Array {
 fn sim_mult(n: usize, dt: f32) -> lf::Result<Array> {
     let k: Vec<f32> = (0..n)
         .map(|i| {
-            let f = if i < n.div_ceil(2) { i as f32 } else { i as f32 - n as f32 };
+            let f = if i < n.div_ceil(2) {
+                i as f32
+            } else {
+                i as f32 - n as f32
+            };
             f * 2.0 * std::f32::consts::PI / n as f32
         })
         .collect();
@@ -70,10 +74,10 @@ fn main() -> lf::Result<()> {
                 t.elapsed()
             }
             "sim" => {
-                if !sims.contains_key(&n) {
+                if let std::collections::hash_map::Entry::Vacant(e) = sims.entry(n) {
                     let u0 = lf::random::normal_on(&[n, n], DType::F32, 0, &dev) * 0.1;
                     u0.eval()?;
-                    sims.insert(n, (u0, sim_mult(n, 0.1)?));
+                    e.insert((u0, sim_mult(n, 0.1)?));
                 }
                 let (u0, mult) = &sims[&n];
                 let t = Instant::now();

@@ -596,3 +596,37 @@ fn function_never_overwrites_its_inputs_or_captures() {
         assert_eq!(w.to_vec::<f32>().unwrap(), want);
     });
 }
+
+/// A traced function whose FFT plan the plan cache evicts meanwhile (more transform shapes
+/// planned than the cache holds) still replays its recorded graph, with the same results:
+/// the recorded graph keeps the plans its FFT nodes run.
+#[test]
+fn recorded_ffts_survive_plan_cache_eviction() {
+    let _l = lock();
+    for_each_device(|dev| {
+        let n = 48;
+        let u = Array::from_vec_on(field(n, 5), &[n, n], dev).unwrap();
+        let f = lf::Function::trace(&[&u], |x| vec![lf::fft::fft2(&(&x[0] * 2.0)).abs() + 1.0])
+            .unwrap();
+        let call = || f.call(&[&u]).unwrap().remove(0).to_vec::<f32>().unwrap();
+        let first = call();
+        assert_eq!(first.len(), n * n);
+        assert!(first.iter().all(|v| v.is_finite() && *v >= 1.0));
+        assert_eq!(call(), first, "second call (recorded)");
+        assert_eq!(call(), first, "third call (replayed)");
+        // 80 other lengths: more plans than the cache keeps (64), the oldest evicted
+        for m in 2..82 {
+            let x = Array::full_on(&[3, m], 1.0, DType::F32, dev) * 1.5;
+            let y = lf::fft::fft(&x, -1).abs();
+            let v = y.to_vec::<f32>().unwrap();
+            // the spectrum of a constant: 1.5 m at frequency 0, zero elsewhere
+            assert!(
+                (v[0] - 1.5 * m as f32).abs() <= 1e-3 * m as f32,
+                "fft of length {m}"
+            );
+        }
+        for k in 0..3 {
+            assert_eq!(call(), first, "call {k} after the evictions");
+        }
+    });
+}

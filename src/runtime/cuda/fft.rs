@@ -28,7 +28,9 @@
 //!
 //! # Plans, work areas, ordering
 //! Plans live in a per-device cache of at most [`PLAN_CACHE_CAP`] entries keyed by type,
-//! sizes, layout and batch, least recently used evicted first. cuFFT plans are not
+//! sizes, layout and batch, least recently used evicted first; a CUDA graph recorded with a
+//! plan's executions keeps that plan alive until the graph is dropped (its nodes use the
+//! plan's device tables), so eviction only drops the cache's reference. cuFFT plans are not
 //! thread-safe, so one mutex per device guards the cache and is held through every
 //! execution. Plans are bound to the device's stream (`cufftSetStream`) and made without
 //! automatic work areas: each execution takes one from the device's stream-ordered pool,
@@ -173,22 +175,43 @@ struct Plan {
     /// Bytes of work area an execution needs.
     work_size: usize,
     /// Value of the cache clock at the last use.
-    last_used: u64,
+    last_used: std::sync::atomic::AtomicU64,
 }
 
 impl Drop for Plan {
     fn drop(&mut self) {
         // SAFETY: the handle came from `cufftCreate` and is destroyed only here, once; no
-        // execution with it is pending (evictions synchronize the stream first, and cached
-        // plans are never dropped otherwise).
+        // execution with it is pending: evictions synchronize the stream first, cached
+        // plans are never dropped otherwise, and a plan pinned by a recorded graph is
+        // dropped with that graph, after the device is synchronized.
         let _ = unsafe { cufft::destroy(self.handle) };
     }
+}
+
+/// A cuFFT plan a recorded CUDA graph executes: kept alive by the graph (its nodes use the
+/// plan's device tables) after the plan cache may have evicted it.
+pub(crate) struct PinnedPlan(#[allow(dead_code)] Arc<Plan>);
+
+thread_local! {
+    /// While this thread records a CUDA graph: the plans its FFTs executed.
+    static PINS: std::cell::RefCell<Option<Vec<PinnedPlan>>> =
+        const { std::cell::RefCell::new(None) };
+}
+
+/// Starts collecting the plans this thread's FFTs execute (a graph capture begins).
+pub(crate) fn begin_pins() {
+    PINS.with(|p| *p.borrow_mut() = Some(Vec::new()));
+}
+
+/// The plans collected since [`begin_pins`] (the capture ended); collection stops.
+pub(crate) fn take_pins() -> Vec<PinnedPlan> {
+    PINS.with(|p| p.borrow_mut().take()).unwrap_or_default()
 }
 
 /// The FFT state of one device: its plans and (once needed) its helper kernels.
 #[derive(Default)]
 struct FftState {
-    plans: HashMap<PlanKey, Plan>,
+    plans: HashMap<PlanKey, Arc<Plan>>,
     clock: u64,
     helpers: HashMap<String, CudaFunction>,
 }
@@ -1002,18 +1025,32 @@ impl Runner<'_> {
 
     /// The cached plan for `key` (made on a miss): its handle and work size.
     fn plan(&mut self, key: &PlanKey) -> Result<(cufft_sys::cufftHandle, usize)> {
+        let p = self.plan_arc(key)?;
+        PINS.with(|pins| {
+            if let Some(v) = pins.borrow_mut().as_mut() {
+                if !v.iter().any(|q| Arc::ptr_eq(&q.0, &p)) {
+                    v.push(PinnedPlan(p.clone()));
+                }
+            }
+        });
+        Ok((p.handle, p.work_size))
+    }
+
+    /// The cached plan for `key`, made on a miss (the least recently used one evicted when
+    /// the cache is full).
+    fn plan_arc(&mut self, key: &PlanKey) -> Result<Arc<Plan>> {
         self.st.clock += 1;
         let now = self.st.clock;
         if let Some(p) = self.st.plans.get_mut(key) {
-            p.last_used = now;
-            return Ok((p.handle, p.work_size));
+            p.last_used.store(now, std::sync::atomic::Ordering::Relaxed);
+            return Ok(p.clone());
         }
         if self.st.plans.len() >= PLAN_CACHE_CAP {
             let oldest = self
                 .st
                 .plans
                 .iter()
-                .min_by_key(|(_, p)| p.last_used)
+                .min_by_key(|(_, p)| p.last_used.load(std::sync::atomic::Ordering::Relaxed))
                 .map(|(k, _)| k.clone());
             if let Some(k) = oldest {
                 // queued executions may still use the plan
@@ -1025,7 +1062,7 @@ impl Runner<'_> {
         let mut plan = Plan {
             handle,
             work_size: 0,
-            last_used: now,
+            last_used: std::sync::atomic::AtomicU64::new(now),
         };
         // SAFETY: a freshly created handle, configured before cufftMakePlan as required.
         unsafe { cufft::set_auto_allocation(handle, false) }
@@ -1052,9 +1089,9 @@ impl Runner<'_> {
         let stream = self.dev.stream.cu_stream() as cufft_sys::cudaStream_t;
         // SAFETY: a live plan and this device's live stream (same context).
         unsafe { cufft::set_stream(handle, stream) }.map_err(cufft_err("cufftSetStream"))?;
-        let work_size = plan.work_size;
-        self.st.plans.insert(key.clone(), plan);
-        Ok((handle, work_size))
+        let plan = Arc::new(plan);
+        self.st.plans.insert(key.clone(), plan.clone());
+        Ok(plan)
     }
 
     /// Queues a device-to-device copy of `bytes` bytes.

@@ -84,10 +84,18 @@ struct Recorded {
     graph: drv_sys::CUgraph,
     exec: drv_sys::CUgraphExec,
     kernels: Vec<KernelNode>,
+    /// The cuFFT plans the graph's FFT nodes run (the plan cache may evict them).
+    pins: Vec<super::fft::PinnedPlan>,
+    /// The device, synchronized before pinned plans are released.
+    dev: Arc<CudaDevice>,
 }
 
 impl Drop for Recorded {
     fn drop(&mut self) {
+        if !self.pins.is_empty() {
+            // the pinned cuFFT plans (dropped after this) may serve a launch in flight
+            let _ = self.dev.synchronize();
+        }
         // SAFETY: both handles came from a successful capture and instantiation and are
         // destroyed only here; an exec still running is freed by the driver on completion.
         unsafe {
@@ -357,6 +365,7 @@ impl GraphPlan {
             }
         }
         let mut nodes = Vec::new();
+        super::fft::begin_pins();
         let recorded = {
             CAPTURE.with(|c| *c.borrow_mut() = Some((dev.ordinal(), stream.clone())));
             let _unset = Unset;
@@ -371,6 +380,7 @@ impl GraphPlan {
                 })
             })
         };
+        let pins = super::fft::take_pins();
         // Always end the capture, also after an error, so the stream is usable again.
         // SAFETY: the stream is capturing (begun above) on this thread.
         let ended = unsafe { drv::stream::end_capture(stream.cu_stream()) };
@@ -407,6 +417,8 @@ impl GraphPlan {
             graph,
             exec,
             kernels: nodes,
+            pins,
+            dev: dev.clone(),
         })
     }
 

@@ -933,6 +933,8 @@ trait Cplx:
     fn csqrt(self) -> Self;
     /// C99 `cexp` (NumPy's special cases).
     fn exp(self) -> Self;
+    /// `out[i] = exp(a[i])` over a column (vectorized where the type has a fast path).
+    fn exp_col(a: &[Self], out: &mut [Self]);
     /// NumPy `arcsin` (Kahan; correct sides of the branch cuts).
     fn asin(self) -> Self;
     /// NumPy `arccos` (Kahan; correct sides of the branch cuts).
@@ -971,10 +973,18 @@ macro_rules! cplx {
     (@call $m:ident, $f:ident) => { cmath::$m::$f };
     (@call $m:ident, $f:ident, $g:ident) => { cmath::$m::$g };
     (@sem c64) => {
+        fn exp_col(a: &[Self], out: &mut [Self]) {
+            crate::vmath::exp_c32(a, out, cmath::c64::exp)
+        }
         cplx!(@fns divide_c64, power_c64, reciprocal_c64, sign_c64, log2_c64, log10_c64,
             abs_c64, angle_c64, isnan_c64, isinf_c64, isfinite_c64);
     };
     (@sem c128) => {
+        fn exp_col(a: &[Self], out: &mut [Self]) {
+            for (o, &x) in out.iter_mut().zip(a) {
+                *o = cmath::c128::exp(x);
+            }
+        }
         cplx!(@fns divide_c128, power_c128, reciprocal_c128, sign_c128, log2_c128,
             log10_c128, abs_c128, angle_c128, isnan_c128, isinf_c128, isfinite_c128);
     };
@@ -1345,7 +1355,10 @@ fn unary_complex<C: Cplx>(op: UnaryOp, a: Src<'_, C>, o: SliceMut<'_>) -> Result
         Abs => map1(a, out(o), C::abs),
         Sqrt => map1(a, out(o), C::csqrt),
         Rsqrt => map1(a, out(o), |x: C| x.csqrt().recip()),
-        Exp => map1(a, out(o), C::exp),
+        Exp => match a {
+            Src::Col(a) => C::exp_col(a, out(o)),
+            Src::Uni(x) => out(o).fill(x.exp()),
+        },
         Expm1 => map1(a, out(o), C::expm1),
         Log => map1(a, out(o), C::ln),
         Log1p => map1(a, out(o), C::log1p),

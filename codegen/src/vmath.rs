@@ -541,6 +541,43 @@ unary!(
     cos_f32, f32, cos1_f32, big: TRIG_BIG32, cos_big_f32
 );
 
+/// `out[i] = exp(z[i])` for complex64: `e^x (cos y + i sin y)` with `e^x` from the `f32`
+/// `exp` and `cos y`, `sin y` from one shared `f64` reduction and kernels, each part's
+/// product formed in `f64` and rounded once. Elements outside `-100 <= x <= 88`,
+/// `|y| <= 2^20` (or with a NaN) are recomputed by `slow` (C99 `cexp` with its special
+/// values) in a second pass, only when there are any.
+pub fn exp_c32(
+    z: &[num_complex::Complex<f32>],
+    out: &mut [num_complex::Complex<f32>],
+    slow: fn(num_complex::Complex<f32>) -> num_complex::Complex<f32>,
+) {
+    type C32 = num_complex::Complex<f32>;
+    simd!((z: &[C32], out: &mut [C32], slow: fn(C32) -> C32) => {
+        let mut any = false;
+        for (o, v) in out.iter_mut().zip(z) {
+            let (x, y) = (v.re, v.im);
+            let ok = (-100.0..=88.0).contains(&x) && y.abs() <= TRIG_BIG32;
+            let e = exp1_f32(sel(ok, x, 0.0)) as f64;
+            let (r, q) = reduce_pio2(sel(ok, y, 0.0).abs() as f64);
+            let (s0, c0) = (sin_kernel(r), cos_kernel(r));
+            let sv = sel(q & 1 != 0, c0, s0);
+            let sflip = ((q & 2) << 62) ^ (((y.to_bits() >> 31) as u64) << 63);
+            let sv = f64::from_bits(sv.to_bits() ^ sflip);
+            let cv = sel(q & 1 != 0, s0, c0);
+            let cv = f64::from_bits(cv.to_bits() ^ ((q.wrapping_add(1) & 2) << 62));
+            *o = num_complex::Complex::new((e * cv) as f32, (e * sv) as f32);
+            any |= !ok;
+        }
+        if any {
+            for (o, &v) in out.iter_mut().zip(z) {
+                if !((-100.0..=88.0).contains(&v.re) && v.im.abs() <= TRIG_BIG32) {
+                    *o = slow(v);
+                }
+            }
+        }
+    })
+}
+
 unary!(
     /// `out[i] = tan(x[i])` (f32).
     tan_f32, f32, tan1_f32, big: TRIG_BIG32, tan_big_f32

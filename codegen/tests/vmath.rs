@@ -865,3 +865,62 @@ fn exhaustive_f32() {
         assert!(worst.0 <= MAX_ULP, "{name}: {} ulp", worst.0);
     }
 }
+
+// ------------------------------------------------------------------------------------
+// complex64 exp
+// ------------------------------------------------------------------------------------
+
+type C32 = num_complex::Complex<f32>;
+
+/// A marker for the out-of-range pass: the value itself tells which elements took it.
+fn marker(_: C32) -> C32 {
+    C32::new(7.0, -7.0)
+}
+
+#[test]
+fn exp_c32_parts_within_two_ulp_and_routes_the_rest() {
+    // x over the whole fast range (subnormal results included), y from tiny to 2^20
+    let xs = lin(-100.0, 88.0, 1500);
+    let mut ys = lin(-40.0, 40.0, 400);
+    ys.extend(bit_sweep(4_000_000, 1048576.0, false));
+    ys.extend(bit_sweep(4_000_000, 1048576.0, true));
+    let z: Vec<C32> = xs
+        .iter()
+        .flat_map(|&x| ys.iter().map(move |&y| C32::new(x, y)))
+        .collect();
+    let mut out = vec![C32::new(0.0, 0.0); z.len()];
+    vmath::exp_c32(&z, &mut out, marker);
+    let mut worst = (0.0f64, C32::new(0.0, 0.0));
+    for (v, o) in z.iter().zip(&out) {
+        let (x, y) = (v.re as f64, v.im as f64);
+        let (re, im) = (x.exp() * y.cos(), x.exp() * y.sin());
+        let e = ulp_err(o.re, re).max(ulp_err(o.im, im));
+        if e > worst.0 {
+            worst = (e, *v);
+        }
+    }
+    assert!(worst.0 <= 2.0, "exp_c32: {:.2} ulp at {}", worst.0, worst.1);
+    // outside the fast range, and NaNs: the second pass
+    let odd = [
+        C32::new(88.5, 1.0),
+        C32::new(-100.5, 1.0),
+        C32::new(0.0, 2e6),
+        C32::new(f32::NAN, 0.0),
+        C32::new(0.0, f32::INFINITY),
+        C32::new(f32::NEG_INFINITY, 1.0),
+    ];
+    let mut long: Vec<C32> = vec![C32::new(0.5, 0.25); 37];
+    long.extend(odd);
+    let mut out = vec![C32::new(0.0, 0.0); long.len()];
+    vmath::exp_c32(&long, &mut out, marker);
+    for (v, o) in long.iter().zip(&out).skip(37) {
+        assert_eq!(*o, marker(*v), "{v} should take the exact path");
+    }
+    assert!(out[..37].iter().all(|o| *o != marker(*o)));
+    // zero imaginary parts keep their sign, and the real part is exp(x)
+    let mut o = [C32::new(0.0, 0.0); 2];
+    vmath::exp_c32(&[C32::new(1.0, 0.0), C32::new(1.0, -0.0)], &mut o, marker);
+    assert_eq!(o[0].im.to_bits(), 0.0f32.to_bits());
+    assert_eq!(o[1].im.to_bits(), (-0.0f32).to_bits());
+    assert!(ulp_err(o[0].re, 1f64.exp()) <= 1.0);
+}

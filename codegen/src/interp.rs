@@ -183,11 +183,29 @@ fn same_bits(a: &Scalar, b: &Scalar) -> bool {
     }
 }
 
+/// A skip in a tile's program: when no element of value `cond` over the tile equals
+/// `want`, the next `len` program entries (the values only one side of a `where` needs)
+/// are not evaluated; the `where` then selects the other side everywhere in the tile.
+#[derive(Clone, Copy, Debug)]
+struct Guard {
+    cond: usize,
+    want: bool,
+    len: usize,
+}
+
+/// Marks a program entry (`Ctx::order`) that is guard `entry - GUARD`, not a value.
+const GUARD: usize = 1 << (usize::BITS - 1);
+
+/// Fewest values a side of a `where` holds to be guarded (a check of the condition column
+/// costs about one cheap op over the tile).
+const GUARD_MIN: usize = 2;
+
 /// What [`Ctx::new`] decided for one launch.
 struct Plan {
     len: usize,
     locs: Vec<Loc>,
     order: Vec<usize>,
+    guards: Vec<Guard>,
     /// Dtype of each column slot.
     slots: Vec<DType>,
 }
@@ -198,6 +216,7 @@ impl Plan {
             len: ctx.len,
             locs: ctx.locs.clone(),
             order: ctx.order.clone(),
+            guards: ctx.guards.clone(),
             slots: ctx.slots.iter().map(|c| c.dtype()).collect(),
         }
     }
@@ -246,8 +265,24 @@ fn run_tiles(
             n: TILE.min(end - i0),
         };
         let off = i0 - start;
-        for k in 0..ctx.order.len() {
+        let mut k = 0;
+        while k < ctx.order.len() {
             let v = ctx.order[k];
+            k += 1;
+            if v & GUARD != 0 {
+                let g = ctx.guards[v - GUARD];
+                let skip = match ctx.locs[g.cond] {
+                    Loc::Direct(_) => false,
+                    _ => match ctx.src::<bool>(g.cond as ValueId, t) {
+                        Src::Uni(c) => c != g.want,
+                        Src::Col(c) => !c.contains(&g.want),
+                    },
+                };
+                if skip {
+                    k += g.len;
+                }
+                continue;
+            }
             match ctx.locs[v] {
                 Loc::Slot(s) => {
                     let mut col = std::mem::take(&mut ctx.slots[s]);
@@ -1539,6 +1574,154 @@ struct Tile {
     n: usize,
 }
 
+/// The per-tile program of the live computed values `computed` (ascending ids, roots of
+/// `locs`' aliases): the values only one side of a `where` needs form a block right before
+/// it, behind a [`Guard`] on its condition (nested for nested `where`s, as the CUDA
+/// renderer's regions); values needed in several places stay at the lowest common region.
+/// Without guarded sides it is `computed` itself. Iterative at any nesting depth.
+fn guarded_program(
+    kernel: &Kernel,
+    locs: &[Loc],
+    computed: &[usize],
+    guards: &mut Vec<Guard>,
+) -> Vec<usize> {
+    let root = |v: usize| match locs[v] {
+        Loc::Alias(r) => r,
+        _ => v,
+    };
+    let nv = kernel.values.len();
+    let mut is_comp = vec![false; nv];
+    for &v in computed {
+        is_comp[v] = true;
+    }
+    if !computed
+        .iter()
+        .any(|&v| matches!(kernel.values[v].inst, Inst::Where(..)))
+    {
+        return computed.to_vec();
+    }
+    // the region tree: (parent, depth); region 0 is "every element"
+    let mut parent: Vec<(usize, u32)> = vec![(0, 0)];
+    let mut sides: Vec<Option<(usize, usize)>> = vec![None; nv];
+    let mut at: Vec<Option<usize>> = vec![None; nv];
+    let join = |parent: &[(usize, u32)], a: Option<usize>, b: usize| -> usize {
+        let Some(mut a) = a else { return b };
+        let mut b = b;
+        while a != b {
+            if parent[a].1 >= parent[b].1 {
+                a = parent[a].0;
+            } else {
+                b = parent[b].0;
+            }
+        }
+        a
+    };
+    for st in &kernel.stores {
+        let r = root(st.value as usize);
+        if is_comp[r] {
+            at[r] = Some(0);
+        }
+    }
+    for &v in computed.iter().rev() {
+        let Some(r) = at[v] else { continue };
+        let put = |o: u32, region: usize, at: &mut Vec<Option<usize>>, parent: &[(usize, u32)]| {
+            let o = root(o as usize);
+            if is_comp[o] {
+                at[o] = Some(join(parent, at[o], region));
+            }
+        };
+        match kernel.values[v].inst {
+            Inst::Where(c, a, b) => {
+                put(c, r, &mut at, &parent);
+                let depth = parent[r].1 + 1;
+                parent.push((r, depth));
+                parent.push((r, depth));
+                let (rt, rf) = (parent.len() - 2, parent.len() - 1);
+                sides[v] = Some((rt, rf));
+                put(a, rt, &mut at, &parent);
+                put(b, rf, &mut at, &parent);
+            }
+            inst => {
+                for o in inst.operands() {
+                    put(o, r, &mut at, &parent);
+                }
+            }
+        }
+    }
+    let mut members: Vec<Vec<usize>> = vec![Vec::new(); parent.len()];
+    for &v in computed {
+        if let Some(r) = at[v] {
+            members[r].push(v);
+        }
+    }
+    // values per region subtree (children were created after their parents)
+    let mut size: Vec<usize> = members.iter().map(|m| m.len()).collect();
+    for r in (1..parent.len()).rev() {
+        size[parent[r].0] += size[r];
+    }
+    struct Frame {
+        region: usize,
+        next: usize,
+        side: u8,
+        guard: Option<(usize, usize)>,
+    }
+    let mut out = Vec::with_capacity(computed.len() + 8);
+    let mut stack = vec![Frame {
+        region: 0,
+        next: 0,
+        side: 0,
+        guard: None,
+    }];
+    while let Some(top) = stack.last_mut() {
+        let Some(&v) = members[top.region].get(top.next) else {
+            if let Some((g, start)) = top.guard {
+                guards[g].len = out.len() - start;
+            }
+            stack.pop();
+            continue;
+        };
+        match (sides[v], kernel.values[v].inst) {
+            (Some((rt, rf)), Inst::Where(c, ..)) if top.side < 2 => {
+                let want = top.side == 0;
+                let side = if want { rt } else { rf };
+                top.side += 1;
+                if size[side] < GUARD_MIN {
+                    // too small to guard: its values run unconditionally, in place
+                    if size[side] > 0 {
+                        stack.push(Frame {
+                            region: side,
+                            next: 0,
+                            side: 0,
+                            guard: None,
+                        });
+                    }
+                    continue;
+                }
+                let g = guards.len();
+                guards.push(Guard {
+                    cond: root(c as usize),
+                    want,
+                    len: 0,
+                });
+                out.push(GUARD + g);
+                let start = out.len();
+                stack.push(Frame {
+                    region: side,
+                    next: 0,
+                    side: 0,
+                    guard: Some((g, start)),
+                });
+            }
+            _ => {
+                out.push(v);
+                top.next += 1;
+                top.side = 0;
+            }
+        }
+    }
+    out
+}
+
 struct Ctx<'a, 'b> {
     kernel: &'a Kernel,
     inputs: &'a [Slice<'b>],
@@ -1547,8 +1730,10 @@ struct Ctx<'a, 'b> {
     inner: Vec<usize>,
     locs: Vec<Loc>,
     slots: Vec<Col>,
-    /// The values evaluated per tile, in order.
+    /// The values evaluated per tile, in order, and guard entries (`GUARD + k`).
     order: Vec<usize>,
+    /// The guards `order` refers to.
+    guards: Vec<Guard>,
     /// Columns of earlier launches on this thread, for reuse.
     pool: Vec<Col>,
     /// Elements of the launch.
@@ -1565,6 +1750,7 @@ struct CtxBufs {
     locs: Vec<Loc>,
     slots: Vec<Col>,
     order: Vec<usize>,
+    guards: Vec<Guard>,
     pool: Vec<Col>,
 }
 
@@ -1585,6 +1771,7 @@ impl Drop for Ctx<'_, '_> {
             locs: std::mem::take(&mut self.locs),
             slots: std::mem::take(&mut self.slots),
             order: std::mem::take(&mut self.order),
+            guards: std::mem::take(&mut self.guards),
             pool,
         };
         CTX_BUFS.with(|c| c.set(bufs));
@@ -1645,6 +1832,7 @@ impl<'a, 'b> Ctx<'a, 'b> {
             locs: bufs.locs,
             slots: bufs.slots,
             order: bufs.order,
+            guards: bufs.guards,
             pool: bufs.pool,
             len,
         };
@@ -1654,6 +1842,7 @@ impl<'a, 'b> Ctx<'a, 'b> {
         ctx.locs.clear();
         ctx.slots.clear();
         ctx.order.clear();
+        ctx.guards.clear();
         ctx
     }
 
@@ -1676,6 +1865,7 @@ impl<'a, 'b> Ctx<'a, 'b> {
         let mut ctx = Ctx::pooled(kernel, inputs, args, plan.len);
         ctx.locs.extend_from_slice(&plan.locs);
         ctx.order.extend_from_slice(&plan.order);
+        ctx.guards.extend_from_slice(&plan.guards);
         for &d in &plan.slots {
             let col = ctx.take_col(d);
             ctx.slots.push(col);
@@ -1876,6 +2066,11 @@ impl<'a, 'b> Ctx<'a, 'b> {
         let mut computed = std::mem::take(&mut scratch.computed);
         computed.clear();
         computed.extend((0..nv).filter(|&v| live[v] && matches!(ctx.locs[v], Loc::Pending)));
+        let program = guarded_program(kernel, &ctx.locs, &computed, &mut ctx.guards);
+        if !ctx.guards.is_empty() {
+            computed.clear();
+            computed.extend(program.iter().copied().filter(|&e| e & GUARD == 0));
+        }
         let mut last_use = std::mem::take(&mut scratch.last_use);
         last_use.clear();
         last_use.resize(nv, 0);
@@ -1914,8 +2109,11 @@ impl<'a, 'b> Ctx<'a, 'b> {
             f.clear();
         }
         let dix = |d: DType| DType::ALL.iter().position(|&x| x == d).unwrap_or(0);
-        for &v in &computed {
+        for &v in &program {
             ctx.order.push(v);
+            if v & GUARD != 0 {
+                continue;
+            }
             if matches!(ctx.locs[v], Loc::Pending) {
                 let d = kernel.values[v].dtype;
                 let s = match free[dix(d)].pop() {

@@ -11,6 +11,10 @@ use lazyfuse_codegen::{interp, HostBuf, Kernel, LaunchArgs, Slice, SliceMut};
 /// enough that a few chunks per core balance the load.
 const CHUNK: usize = 1 << 16;
 
+/// Fewest elements of an elementwise work item when a launch is split to keep every core
+/// busy (eight interpreter tiles).
+const MIN_CHUNK: usize = 1 << 14;
+
 /// The worker pool CPU kernels run on: rayon's global pool (shared with the rest of the
 /// program), or a pool of `LAZYFUSE_CPU_THREADS` threads when that is set. Built once; no
 /// launch spawns a thread.
@@ -65,7 +69,8 @@ pub(crate) fn run_kernel(
     // outputs per work item: a reduction's output costs a whole row of the body
     let chunk = match (&kernel.reduce, args.shape.get(1)) {
         (Some(_), Some(&r)) => (CHUNK / r.max(1)).max(1),
-        _ => CHUNK,
+        // at least four items per thread down to MIN_CHUNK elements each
+        _ => n.div_ceil(threads() * 4).clamp(MIN_CHUNK, CHUNK),
     };
     let mut outs: smallvec::SmallVec<[HostBuf; 2]> = kernel
         .outputs

@@ -2163,3 +2163,59 @@ fn shared_launch_plans_do_not_keep_input_data() {
         assert_eq!(v, [scale, 2.0 * scale, 3.0 * scale]);
     }
 }
+
+/// `where(i < m, exp(x[2 i]) + p, q)` over `n` elements with `x` only `2 m` long: the true
+/// side's load is out of bounds past `m`, so the launch succeeds only if the tiles whose
+/// condition is false everywhere skip that side (guarded tiles), and it still fails when a
+/// tile mixes true and false (the side runs over the whole tile there: the guard is per
+/// tile, not per element).
+#[test]
+fn where_sides_run_only_in_tiles_that_select_them() {
+    let k = {
+        let mut b = Builder::new(1);
+        let i = b.push(Inst::Index, DType::I64);
+        let m = b.param(DType::I64);
+        let c = b.binary(BinaryOp::Lt, i, m);
+        let two = b.const_i64(2);
+        let ix = b.binary(BinaryOp::Mul, i, two);
+        let inp = b.input(DType::F64);
+        let x = b.push(
+            Inst::Load {
+                input: inp,
+                index: ix,
+                guard: None,
+            },
+            DType::F64,
+        );
+        let e = b.unary(UnaryOp::Exp, x);
+        let p = b.param(DType::F64);
+        let e = b.binary(BinaryOp::Add, e, p);
+        let q = b.param(DType::F64);
+        let w = b.select(c, e, q);
+        b.store(w);
+        b.finish()
+    };
+    let m = 4 * interp::TILE;
+    let n = 7 * interp::TILE + 5;
+    let xs: Vec<f64> = (0..2 * m).map(|j| (j % 97) as f64 * 0.01).collect();
+    let params = [Scalar::I64(m as i64), Scalar::F64(0.5), Scalar::F64(-3.0)];
+    let out = run_all(&k, &[HostBuf::F64(xs.clone())], &[n], &params);
+    let got = f64s(out.into_iter().next().unwrap());
+    assert_eq!(got.len(), n);
+    for (j, &g) in got.iter().enumerate() {
+        let want = if j < m { xs[2 * j].exp() + 0.5 } else { -3.0 };
+        assert!(
+            (g - want).abs() <= 4e-16 * want.abs(),
+            "element {j}: {g} != {want}"
+        );
+    }
+    // a tile that mixes both sides computes the true side over the whole tile
+    let mixed = [
+        Scalar::I64(m as i64 + 10),
+        Scalar::F64(0.5),
+        Scalar::F64(-3.0),
+    ];
+    let ins = [HostBuf::F64(xs)];
+    let err = run_range(&k, &ins, &[n], &mixed, 0, n).expect_err("out-of-bounds load");
+    assert!(err.0.contains("out of bounds"), "{}", err.0);
+}

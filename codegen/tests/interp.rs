@@ -2219,3 +2219,56 @@ fn where_sides_run_only_in_tiles_that_select_them() {
     let err = run_range(&k, &ins, &[n], &mixed, 0, n).expect_err("out-of-bounds load");
     assert!(err.0.contains("out of bounds"), "{}", err.0);
 }
+
+/// `x ** 2` and `x ** 3` with a uniform exponent run as products: within 1.5 ulp of
+/// `powf` (exact for squares) with `powf`'s special values.
+#[test]
+fn small_integer_powers_match_pow() {
+    let mut xs: Vec<f32> = (-300..300).map(|k| k as f32 * 0.37).collect();
+    xs.extend([
+        0.0,
+        -0.0,
+        f32::INFINITY,
+        f32::NEG_INFINITY,
+        f32::NAN,
+        1e-15,
+        -2e12,
+        3e-39,
+    ]);
+    for e in [2.0f32, 3.0] {
+        let k = {
+            let mut b = Builder::new(1);
+            let i = b.push(Inst::Index, DType::I64);
+            let inp = b.input(DType::F32);
+            let x = b.push(
+                Inst::Load {
+                    input: inp,
+                    index: i,
+                    guard: None,
+                },
+                DType::F32,
+            );
+            let p = b.param(DType::F32);
+            let y = b.binary(BinaryOp::Pow, x, p);
+            b.store(y);
+            b.finish()
+        };
+        let out = run_all(
+            &k,
+            &[HostBuf::F32(xs.clone())],
+            &[xs.len()],
+            &[Scalar::F32(e)],
+        );
+        let got = f32s(out.into_iter().next().unwrap());
+        for (&x, &g) in xs.iter().zip(&got) {
+            let want = x.powf(e);
+            let ok = if want.is_nan() || !want.is_finite() || want == 0.0 {
+                same32(g, want)
+            } else {
+                let ulp = f32::from_bits(want.abs().to_bits() + 1) - want.abs();
+                (g - want).abs() <= 1.5 * ulp && (e != 2.0 || g == want)
+            };
+            assert!(ok, "{x} ** {e}: {g}, powf gives {want}");
+        }
+    }
+}

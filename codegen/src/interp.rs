@@ -196,6 +196,10 @@ struct Guard {
 /// Marks a program entry (`Ctx::order`) that is guard `entry - GUARD`, not a value.
 const GUARD: usize = 1 << (usize::BITS - 1);
 
+/// Marks a value entry whose next entry is its sine/cosine partner (the same f32 operand):
+/// both are computed by one pass with one range reduction per element.
+const PAIR: usize = 1 << (usize::BITS - 2);
+
 /// Fewest values a side of a `where` holds to be guarded (a check of the condition column
 /// costs about one cheap op over the tile).
 const GUARD_MIN: usize = 2;
@@ -269,6 +273,12 @@ fn run_tiles(
         while k < ctx.order.len() {
             let v = ctx.order[k];
             k += 1;
+            if v & PAIR != 0 {
+                let (a, b) = (v & !PAIR, ctx.order[k]);
+                k += 1;
+                ctx.sincos(a, b, t)?;
+                continue;
+            }
             if v & GUARD != 0 {
                 let g = ctx.guards[v - GUARD];
                 let skip = match ctx.locs[g.cond] {
@@ -1727,6 +1737,82 @@ fn guarded_program(
     out
 }
 
+/// Moves the cosine of each f32 value whose sine the program also computes (or the other
+/// way round) right after its partner, when both sit in the same guarded block; returns the
+/// new program and the positions of the first entry of every pair.
+fn pair_sincos(
+    kernel: &Kernel,
+    locs: &[Loc],
+    program: Vec<usize>,
+    guards: &[Guard],
+) -> (Vec<usize>, Vec<usize>) {
+    let trig = |v: usize| match kernel.values[v].inst {
+        Inst::Unary(op @ (UnaryOp::Sin | UnaryOp::Cos), a)
+            if kernel.values[v].dtype == DType::F32 =>
+        {
+            let a = a as usize;
+            let a = match locs[a] {
+                Loc::Alias(r) => r,
+                _ => a,
+            };
+            Some((op == UnaryOp::Sin, a))
+        }
+        _ => None,
+    };
+    if !program.iter().any(|&e| e & GUARD == 0 && trig(e).is_some()) {
+        return (program, Vec::new());
+    }
+    // the innermost guarded block of every position
+    let mut block = vec![usize::MAX; program.len()];
+    let mut open: Vec<(usize, usize)> = Vec::new(); // (end position, guard)
+    for (p, &e) in program.iter().enumerate() {
+        while open.last().is_some_and(|&(end, _)| end <= p) {
+            open.pop();
+        }
+        block[p] = open.last().map_or(usize::MAX, |&(_, g)| g);
+        if e & GUARD != 0 {
+            open.push((p + 1 + guards[e - GUARD].len, e - GUARD));
+        }
+    }
+    // first sine and first cosine of each operand, by block
+    let mut seen: std::collections::HashMap<(usize, usize), [Option<usize>; 2]> =
+        Default::default();
+    let mut partner = vec![usize::MAX; program.len()];
+    for (p, &e) in program.iter().enumerate() {
+        if e & GUARD != 0 {
+            continue;
+        }
+        if let Some((sin, a)) = trig(e) {
+            let slot = seen.entry((a, block[p])).or_default();
+            let (mine, other) = if sin { (0, 1) } else { (1, 0) };
+            match (slot[mine], slot[other]) {
+                (None, Some(q)) if partner[q] == usize::MAX => {
+                    partner[q] = p;
+                    slot[mine] = Some(p);
+                }
+                (None, _) => slot[mine] = Some(p),
+                _ => {}
+            }
+        }
+    }
+    let mut moved = vec![false; program.len()];
+    let mut out = Vec::with_capacity(program.len());
+    let mut firsts = Vec::new();
+    for p in 0..program.len() {
+        if moved[p] {
+            continue;
+        }
+        out.push(program[p]);
+        let q = partner[p];
+        if q != usize::MAX {
+            firsts.push(out.len() - 1);
+            out.push(program[q]);
+            moved[q] = true;
+        }
+    }
+    (out, firsts)
+}
+
 struct Ctx<'a, 'b> {
     kernel: &'a Kernel,
     inputs: &'a [Slice<'b>],
@@ -2072,7 +2158,8 @@ impl<'a, 'b> Ctx<'a, 'b> {
         computed.clear();
         computed.extend((0..nv).filter(|&v| live[v] && matches!(ctx.locs[v], Loc::Pending)));
         let program = guarded_program(kernel, &ctx.locs, &computed, &mut ctx.guards);
-        if !ctx.guards.is_empty() {
+        let (program, pairs) = pair_sincos(kernel, &ctx.locs, program, &ctx.guards);
+        if !ctx.guards.is_empty() || !pairs.is_empty() {
             computed.clear();
             computed.extend(program.iter().copied().filter(|&e| e & GUARD == 0));
         }
@@ -2148,6 +2235,13 @@ impl<'a, 'b> Ctx<'a, 'b> {
                 }
             }
         }
+        // Sine/cosine partners computed together where both have columns.
+        for &p in &pairs {
+            let (a, b) = (ctx.order[p], ctx.order[p + 1]);
+            if matches!(ctx.locs[a], Loc::Slot(_)) && matches!(ctx.locs[b], Loc::Slot(_)) {
+                ctx.order[p] |= PAIR;
+            }
+        }
         // Aliases take their root's final location.
         for v in 0..nv {
             if let Loc::Alias(r) = ctx.locs[v] {
@@ -2186,6 +2280,37 @@ impl<'a, 'b> Ctx<'a, 'b> {
                 unreachable!("operand evaluated before its user")
             }
         }
+    }
+
+    /// Evaluates the sine/cosine partners `a` and `b` (both with column slots) over tile
+    /// `t` in one pass.
+    fn sincos(&mut self, a: usize, b: usize, t: Tile) -> Result<(), IrError> {
+        let (Inst::Unary(oa, x), Loc::Slot(sa), Loc::Slot(sb)) =
+            (self.kernel.values[a].inst, self.locs[a], self.locs[b])
+        else {
+            return Err(internal("sine/cosine pair without columns"));
+        };
+        let (ss, sc) = if oa == UnaryOp::Sin {
+            (sa, sb)
+        } else {
+            (sb, sa)
+        };
+        let mut cs = std::mem::take(&mut self.slots[ss]);
+        let mut cc = std::mem::take(&mut self.slots[sc]);
+        let r = match self.src::<f32>(x, t) {
+            Src::Col(xs) => {
+                crate::vmath::sincos_f32(xs, out::<f32>(cs.view(t.n)), out::<f32>(cc.view(t.n)));
+                Ok(())
+            }
+            Src::Uni(_) => {
+                let (vs, vc) = if oa == UnaryOp::Sin { (a, b) } else { (b, a) };
+                self.eval(vs, cs.view(t.n), t)
+                    .and_then(|_| self.eval(vc, cc.view(t.n), t))
+            }
+        };
+        self.slots[ss] = cs;
+        self.slots[sc] = cc;
+        r
     }
 
     /// Evaluates value `v` over tile `t` into `o`.

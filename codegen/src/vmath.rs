@@ -541,6 +541,32 @@ unary!(
     cos_f32, f32, cos1_f32, big: TRIG_BIG32, cos_big_f32
 );
 
+/// `s[i] = sin(x[i])`, `c[i] = cos(x[i])` (f32) with one range reduction per element: the
+/// same values as [`sin_f32`] and [`cos_f32`].
+pub fn sincos_f32(x: &[f32], s: &mut [f32], c: &mut [f32]) {
+    simd!((x: &[f32], s: &mut [f32], c: &mut [f32]) => {
+        let mut any = false;
+        for ((so, co), &v) in s.iter_mut().zip(c.iter_mut()).zip(x) {
+            let (r, q) = reduce_pio2(v.abs() as f64);
+            let (s0, c0) = (sin_kernel(r), cos_kernel(r));
+            let odd = q & 1 != 0;
+            let sflip = ((q & 2) << 62) ^ (((v.to_bits() >> 31) as u64) << 63);
+            *so = f64::from_bits(sel(odd, c0, s0).to_bits() ^ sflip) as f32;
+            let cflip = (q.wrapping_add(1) & 2) << 62;
+            *co = f64::from_bits(sel(odd, s0, c0).to_bits() ^ cflip) as f32;
+            any |= v.abs() > TRIG_BIG32;
+        }
+        if any {
+            for ((so, co), &v) in s.iter_mut().zip(c.iter_mut()).zip(x) {
+                if v.abs() > TRIG_BIG32 {
+                    *so = sin_big_f32(v);
+                    *co = cos_big_f32(v);
+                }
+            }
+        }
+    })
+}
+
 /// `out[i] = exp(z[i])` for complex64: `e^x (cos y + i sin y)` with `e^x` from the `f32`
 /// `exp` and `cos y`, `sin y` from one shared `f64` reduction and kernels, each part's
 /// product formed in `f64` and rounded once. Elements outside `-100 <= x <= 88`,

@@ -2272,3 +2272,52 @@ fn small_integer_powers_match_pow() {
         }
     }
 }
+
+/// `sin(x)` and `cos(x)` of one f32 column (computed together, one range reduction) give
+/// the bits of the separate functions, also used by further values and under a `where`.
+#[test]
+fn sine_and_cosine_of_one_value_match_the_separate_functions() {
+    let k = {
+        let mut b = Builder::new(1);
+        let i = b.push(Inst::Index, DType::I64);
+        let inp = b.input(DType::F32);
+        let x = b.push(
+            Inst::Load {
+                input: inp,
+                index: i,
+                guard: None,
+            },
+            DType::F32,
+        );
+        let c = b.unary(UnaryOp::Cos, x);
+        let s = b.unary(UnaryOp::Sin, x);
+        let p = b.binary(BinaryOp::Mul, s, c);
+        let z = b.param(DType::F32);
+        let g = b.binary(BinaryOp::Gt, x, z);
+        let w = b.select(g, s, c);
+        b.store(s);
+        b.store(c);
+        b.store(p);
+        b.store(w);
+        b.finish()
+    };
+    let n = 3 * interp::TILE + 17;
+    let xs: Vec<f32> = (0..n).map(|j| (j as f32 - 3000.0) * 0.731).collect();
+    let outs = run_all(&k, &[HostBuf::F32(xs.clone())], &[n], &[Scalar::F32(0.0)]);
+    let mut it = outs.into_iter().map(f32s);
+    let (s, c, p, w) = (
+        it.next().unwrap(),
+        it.next().unwrap(),
+        it.next().unwrap(),
+        it.next().unwrap(),
+    );
+    let (mut s1, mut c1) = (vec![0.0f32; n], vec![0.0f32; n]);
+    lazyfuse_codegen::vmath::sin_f32(&xs, &mut s1);
+    lazyfuse_codegen::vmath::cos_f32(&xs, &mut c1);
+    for j in 0..n {
+        assert!(same32(s[j], s1[j]) && same32(c[j], c1[j]), "element {j}");
+        assert!(same32(p[j], s1[j] * c1[j]), "product {j}");
+        let want = if xs[j] > 0.0 { s1[j] } else { c1[j] };
+        assert!(same32(w[j], want), "where {j}");
+    }
+}

@@ -924,3 +924,32 @@ fn exp_c32_parts_within_two_ulp_and_routes_the_rest() {
     assert_eq!(o[1].im.to_bits(), (-0.0f32).to_bits());
     assert!(ulp_err(o[0].re, 1f64.exp()) <= 1.0);
 }
+
+#[test]
+fn sincos_f32_gives_the_bits_of_sin_and_cos() {
+    let mut xs = full_sweep();
+    xs.extend([
+        0.0,
+        -0.0,
+        f32::INFINITY,
+        f32::NEG_INFINITY,
+        f32::NAN,
+        1048577.0,
+        -3e7,
+    ]);
+    let (mut s, mut c) = (vec![0.0f32; xs.len()], vec![0.0f32; xs.len()]);
+    vmath::sincos_f32(&xs, &mut s, &mut c);
+    let (mut s1, mut c1) = (vec![0.0f32; xs.len()], vec![0.0f32; xs.len()]);
+    vmath::sin_f32(&xs, &mut s1);
+    vmath::cos_f32(&xs, &mut c1);
+    for (k, &x) in xs.iter().enumerate() {
+        assert!(
+            same(s[k], s1[k]) && same(c[k], c1[k]),
+            "sincos({x}): ({}, {}) vs ({}, {})",
+            s[k],
+            c[k],
+            s1[k],
+            c1[k]
+        );
+    }
+}

@@ -276,13 +276,6 @@ fn run_psf(dev: &Device, quick: bool) -> lf::Result<()> {
     Ok(())
 }
 
-/// One Allen-Cahn semi-implicit spectral step (BENCH.md `sim100`):
-/// `u += dt (u - u^3); u = real(ifft2(fft2(u) * mult))`.
-fn sim_step(u: &Array, mult: &Array, dt: f64) -> Array {
-    let u = u + (u - u.powi(3)) * dt;
-    lf::fft::ifft2(&(lf::fft::fft2(&u) * mult)).real()
-}
-
 fn run_sim(dev: &Device, quick: bool) -> lf::Result<()> {
     let sizes: &[usize] = match (dev.is_cuda(), quick) {
         (true, false) => &[256, 1024],
@@ -290,24 +283,7 @@ fn run_sim(dev: &Device, quick: bool) -> lf::Result<()> {
     };
     let dt = 0.1f64;
     for &n in sizes {
-        // mult = 1 / (1 + dt k^2), k = 2 pi fftfreq(n, 1/n) / n, as the anchor computes it
-        let k: Vec<f32> = (0..n)
-            .map(|i| {
-                let f = if i < n.div_ceil(2) {
-                    i as f32
-                } else {
-                    i as f32 - n as f32
-                };
-                f * 2.0 * std::f32::consts::PI / n as f32
-            })
-            .collect();
-        let mult: Vec<f32> = (0..n * n)
-            .map(|i| {
-                let (r, c) = (i / n, i % n);
-                1.0 / (1.0 + dt as f32 * (k[c] * k[c] + k[r] * k[r]))
-            })
-            .collect();
-        let mult = Array::from_vec_on(mult, &[n, n], dev)?;
+        let mult = common::sim_mult(n, dt, dev)?;
         let u0 = lf::random::normal_on(&[n, n], DType::F32, 0, dev) * 0.1;
         u0.eval()?;
         let steps = 100;
@@ -317,11 +293,11 @@ fn run_sim(dev: &Device, quick: bool) -> lf::Result<()> {
             let t = bench(dev, 1, reps, |_| {
                 let mut u = u0.clone();
                 for _ in 0..steps {
-                    u = sim_step(&u, &mult, dt);
+                    u = common::sim_step(&u, &mult, dt);
                     u.eval().expect("eval");
                 }
             });
-            let note = device_note(|| sim_step(&u0, &mult, dt).eval().expect("eval"));
+            let note = device_note(|| common::sim_step(&u0, &mult, dt).eval().expect("eval"));
             row("sim100", n, system(fused), t, &format!("one step: {note}"));
         }
         lf::set_fusion(true);
@@ -330,7 +306,7 @@ fn run_sim(dev: &Device, quick: bool) -> lf::Result<()> {
         let before = lf::real_fft_enabled();
         for real in [true, false] {
             lf::set_real_fft(real);
-            let f = lf::Function::trace(&[&u0], |x| vec![sim_step(&x[0], &mult, dt)])?;
+            let f = lf::Function::trace(&[&u0], |x| vec![common::sim_step(&x[0], &mult, dt)])?;
             let reps = if dev.is_cuda() { 5 } else { 3 };
             let t = bench(dev, 1, reps, |_| {
                 let mut u = u0.clone();

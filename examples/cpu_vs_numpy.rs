@@ -14,30 +14,6 @@ use std::collections::HashMap;
 use std::io::{BufRead, Write};
 use std::time::Instant;
 
-/// One Allen-Cahn semi-implicit spectral step (BENCH.md `sim`).
-fn sim_step(u: &Array, mult: &Array, dt: f64) -> Array {
-    let u = u + (u - u.powi(3)) * dt;
-    lf::fft::ifft2(&(lf::fft::fft2(&u) * mult)).real()
-}
-
-/// `mult = 1 / (1 + dt k^2)` with `k = 2 pi fftfreq(n, 1/n) / n`, as the NumPy side.
-fn sim_mult(n: usize, dt: f32) -> lf::Result<Array> {
-    let k: Vec<f32> = (0..n)
-        .map(|i| {
-            let f = if i < n.div_ceil(2) {
-                i as f32
-            } else {
-                i as f32 - n as f32
-            };
-            f * 2.0 * std::f32::consts::PI / n as f32
-        })
-        .collect();
-    let m: Vec<f32> = (0..n * n)
-        .map(|i| 1.0 / (1.0 + dt * (k[i % n] * k[i % n] + k[i / n] * k[i / n])))
-        .collect();
-    Array::from_vec_on(m, &[n, n], &Device::Cpu)
-}
-
 fn main() -> lf::Result<()> {
     let dev = Device::Cpu;
     let mut chains: HashMap<usize, (Array, Array)> = HashMap::new();
@@ -77,13 +53,13 @@ fn main() -> lf::Result<()> {
                 if let std::collections::hash_map::Entry::Vacant(e) = sims.entry(n) {
                     let u0 = lf::random::normal_on(&[n, n], DType::F32, 0, &dev) * 0.1;
                     u0.eval()?;
-                    e.insert((u0, sim_mult(n, 0.1)?));
+                    e.insert((u0, common::sim_mult(n, 0.1, &dev)?));
                 }
                 let (u0, mult) = &sims[&n];
                 let t = Instant::now();
                 let mut u = u0.clone();
                 for _ in 0..100 {
-                    u = sim_step(&u, mult, 0.1);
+                    u = common::sim_step(&u, mult, 0.1);
                     u.eval()?;
                 }
                 drop(u);

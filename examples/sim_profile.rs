@@ -4,13 +4,12 @@
 //!
 //!   cargo run --release --example sim_profile [N...] [cpu|cuda]
 
+#[path = "common/mod.rs"]
+mod common;
+
+use common::sim_step as step;
 use lazyfuse as lf;
 use std::collections::BTreeMap;
-
-fn step(u: &lf::Array, mult: &lf::Array, dt: f64) -> lf::Array {
-    let u = u + (u - u.powi(3)) * dt;
-    lf::fft::ifft2(&(lf::fft::fft2(&u) * mult)).real()
-}
 
 fn main() -> lf::Result<()> {
     let args: Vec<String> = std::env::args().skip(1).collect();

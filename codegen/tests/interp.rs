@@ -39,6 +39,19 @@ fn run_all(k: &Kernel, inputs: &[HostBuf], shape: &[usize], params: &[Scalar]) -
     run_range(k, inputs, shape, params, 0, n).expect("run")
 }
 
+/// Adds an input of dtype `d` and an unguarded load of it at `index`.
+fn load_at(b: &mut Builder, d: DType, index: ValueId) -> ValueId {
+    let input = b.input(d);
+    b.push(
+        Inst::Load {
+            input,
+            index,
+            guard: None,
+        },
+        d,
+    )
+}
+
 fn len(b: &HostBuf) -> usize {
     b.len()
 }
@@ -2178,15 +2191,7 @@ fn where_sides_run_only_in_tiles_that_select_them() {
         let c = b.binary(BinaryOp::Lt, i, m);
         let two = b.const_i64(2);
         let ix = b.binary(BinaryOp::Mul, i, two);
-        let inp = b.input(DType::F64);
-        let x = b.push(
-            Inst::Load {
-                input: inp,
-                index: ix,
-                guard: None,
-            },
-            DType::F64,
-        );
+        let x = load_at(&mut b, DType::F64, ix);
         let e = b.unary(UnaryOp::Exp, x);
         let p = b.param(DType::F64);
         let e = b.binary(BinaryOp::Add, e, p);
@@ -2239,15 +2244,7 @@ fn small_integer_powers_match_pow() {
         let k = {
             let mut b = Builder::new(1);
             let i = b.push(Inst::Index, DType::I64);
-            let inp = b.input(DType::F32);
-            let x = b.push(
-                Inst::Load {
-                    input: inp,
-                    index: i,
-                    guard: None,
-                },
-                DType::F32,
-            );
+            let x = load_at(&mut b, DType::F32, i);
             let p = b.param(DType::F32);
             let y = b.binary(BinaryOp::Pow, x, p);
             b.store(y);
@@ -2280,15 +2277,7 @@ fn sine_and_cosine_of_one_value_match_the_separate_functions() {
     let k = {
         let mut b = Builder::new(1);
         let i = b.push(Inst::Index, DType::I64);
-        let inp = b.input(DType::F32);
-        let x = b.push(
-            Inst::Load {
-                input: inp,
-                index: i,
-                guard: None,
-            },
-            DType::F32,
-        );
+        let x = load_at(&mut b, DType::F32, i);
         let c = b.unary(UnaryOp::Cos, x);
         let s = b.unary(UnaryOp::Sin, x);
         let p = b.binary(BinaryOp::Mul, s, c);

@@ -32,6 +32,35 @@ pub fn chain(x: &Array, y: &Array) -> Array {
     lf::where_(&z.gt(0.0), &z, &z * 0.1) + 1.0
 }
 
+/// One Allen-Cahn semi-implicit spectral step (BENCH.md `sim100`):
+/// `u += dt (u - u^3); u = real(ifft2(fft2(u) * mult))`.
+pub fn sim_step(u: &Array, mult: &Array, dt: f64) -> Array {
+    let u = u + (u - u.powi(3)) * dt;
+    lf::fft::ifft2(&(lf::fft::fft2(&u) * mult)).real()
+}
+
+/// The step's multiplier on `dev`: `1 / (1 + dt k^2)` with `k = 2 pi fftfreq(n, 1/n) / n`
+/// on both axes, as the NumPy anchor computes it.
+pub fn sim_mult(n: usize, dt: f64, dev: &Device) -> lf::Result<Array> {
+    let k: Vec<f32> = (0..n)
+        .map(|i| {
+            let f = if i < n.div_ceil(2) {
+                i as f32
+            } else {
+                i as f32 - n as f32
+            };
+            f * 2.0 * std::f32::consts::PI / n as f32
+        })
+        .collect();
+    let mult: Vec<f32> = (0..n * n)
+        .map(|i| {
+            let (r, c) = (i / n, i % n);
+            1.0 / (1.0 + dt as f32 * (k[c] * k[c] + k[r] * k[r]))
+        })
+        .collect();
+    Array::from_vec_on(mult, &[n, n], dev)
+}
+
 /// Median seconds per call of `f` over `repeats` runs of `iters` calls, after 3 warm-up
 /// calls; the device is synchronized before every clock read.
 pub fn time_per_call(dev: &lf::Device, iters: usize, repeats: usize, mut f: impl FnMut()) -> f64 {

@@ -86,25 +86,31 @@ impl Array {
         Array::from_vec_on(data.to_vec(), shape, dev)
     }
 
-    /// An array copied from an ndarray array (any memory layout), on the default device.
+    /// An array copied from an ndarray array or view of any dimension and memory layout
+    /// (`&ndarray::ArrayRef`: owned arrays, views, slices and transposes coerce to it), on
+    /// the default device.
     ///
     /// # Panics
     /// When the default device cannot take the data (a failed host-to-device copy); use
     /// [`Array::from_ndarray_on`] to get the error.
     #[track_caller]
-    pub fn from_ndarray<T: Element, D: ndarray::Dimension>(a: &ndarray::Array<T, D>) -> Array {
+    pub fn from_ndarray<T: Element, D: ndarray::Dimension>(a: &ndarray::ArrayRef<T, D>) -> Array {
         match Array::from_ndarray_on(a, &crate::default_device()) {
             Ok(x) => x,
             Err(e) => panic!("from_ndarray: {e}"),
         }
     }
 
-    /// [`Array::from_ndarray`] on `dev`, with the error as a `Result`.
+    /// [`Array::from_ndarray`] on `dev`, with the error as a `Result`. Contiguous C-order
+    /// data is copied in one block; any other layout is gathered in logical (C) order.
     pub fn from_ndarray_on<T: Element, D: ndarray::Dimension>(
-        a: &ndarray::Array<T, D>,
+        a: &ndarray::ArrayRef<T, D>,
         dev: &Device,
     ) -> Result<Array> {
-        let data: Vec<T> = a.iter().copied().collect(); // logical (C) order for any layout
+        let data: Vec<T> = match a.as_slice() {
+            Some(s) => s.to_vec(),
+            None => a.iter().copied().collect(),
+        };
         Array::from_vec_on(data, a.shape(), dev)
     }
 

@@ -25,8 +25,32 @@ pub fn set_fusion(on: bool) {
     FUSION_OFF.store(!on, Relaxed);
 }
 
-/// Whether fusion is on.
+thread_local! {
+    /// The innermost [`with_fusion`] setting of this thread, if any.
+    static FUSION_SCOPE: std::cell::Cell<Option<bool>> = const { std::cell::Cell::new(None) };
+}
+
+/// Runs `f` with fusion on or off for the evaluations this thread plans inside it (nested
+/// calls: the innermost wins), whatever [`set_fusion`] says and without touching other
+/// threads, so two benchmarks on two threads do not interfere. The previous setting comes
+/// back when `f` returns or panics.
+pub fn with_fusion<R>(on: bool, f: impl FnOnce() -> R) -> R {
+    struct Restore(Option<bool>);
+    impl Drop for Restore {
+        fn drop(&mut self) {
+            FUSION_SCOPE.with(|s| s.set(self.0));
+        }
+    }
+    let _restore = Restore(FUSION_SCOPE.with(|s| s.replace(Some(on))));
+    f()
+}
+
+/// Whether fusion is on for this thread: its innermost [`with_fusion`], else the
+/// process-wide [`set_fusion`] setting.
 pub fn fusion_enabled() -> bool {
+    if let Some(on) = FUSION_SCOPE.with(|s| s.get()) {
+        return on;
+    }
     init_fusion();
     !FUSION_OFF.load(Relaxed)
 }

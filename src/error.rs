@@ -5,8 +5,10 @@ use crate::DType;
 /// Result type of every fallible call.
 pub type Result<T> = std::result::Result<T, Error>;
 
-/// Everything that can go wrong after a graph is built.
+/// Everything that can go wrong after a graph is built. New variants may be added in minor
+/// versions (`#[non_exhaustive]`): match with a wildcard arm.
 #[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
 pub enum Error {
     // --- user input ---
     /// A host element type that does not match the array's dtype.

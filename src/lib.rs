@@ -103,12 +103,15 @@ pub use api::fft;
 pub use api::linalg;
 pub use api::movement::{concatenate, stack};
 pub use array::{eval, Array};
-pub use config::{fusion_enabled, real_fft_enabled, set_fusion, set_real_fft};
+pub use config::{fusion_enabled, real_fft_enabled, set_fusion, set_real_fft, with_fusion};
 pub use device::{default_device, set_default_device, with_default_device, Device};
 pub use element::Element;
 pub use error::{Error, Result};
 pub use function::Function;
 pub use lazyfuse_codegen::DType;
+/// The ndarray version lazyfuse's host interop uses ([`Array::from_ndarray`],
+/// [`Array::to_host`]), so that a program can name exactly these types.
+pub use ndarray;
 pub use ndarray::{s, NewAxis};
 pub use profile::{profile, CompileSource, Entry, EntryKind, Report, Timing};
 pub use promote::result_type;

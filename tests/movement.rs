@@ -938,3 +938,47 @@ fn random_uniform_and_normal() {
         o::assert_close(&s, &w, Tol::EXACT, "uniform fused into abs");
     });
 }
+
+/// `from_ndarray` takes owned arrays and views of any dimension and layout (ndarray 0.17's
+/// `ArrayRef`, re-exported as `lf::ndarray`), and `to_host` gives the values back.
+#[test]
+fn ndarray_arrays_and_views_round_trip() {
+    use lf::ndarray::{s, Array2, Array3, ArrayD, IxDyn};
+    each_device(|dev| {
+        let a = Array3::from_shape_fn((3, 4, 5), |(i, j, k)| (i * 100 + j * 10 + k) as f32);
+        let cases: Vec<(&str, ArrayD<f32>, Array)> = vec![
+            (
+                "owned",
+                a.clone().into_dyn(),
+                Array::from_ndarray_on(&a, dev).unwrap(),
+            ),
+            (
+                "strided slice",
+                a.slice(s![.., 1..;2, ..;-1]).to_owned().into_dyn(),
+                Array::from_ndarray_on(&a.slice(s![.., 1..;2, ..;-1]), dev).unwrap(),
+            ),
+            (
+                "transposed view",
+                a.t().to_owned().into_dyn(),
+                Array::from_ndarray_on(&a.t(), dev).unwrap(),
+            ),
+            (
+                "dynamic dimension",
+                a.clone().into_dyn(),
+                Array::from_ndarray_on(&a.view().into_dyn(), dev).unwrap(),
+            ),
+        ];
+        for (what, want, got) in cases {
+            assert_eq!(got.shape(), want.shape(), "{what}: shape");
+            assert_eq!(got.dtype(), DType::F32, "{what}: dtype");
+            assert_eq!(got.to_host::<f32>().unwrap(), want, "{what}");
+        }
+        let b = Array2::<f64>::zeros((0, 3));
+        let e = Array::from_ndarray_on(&b, dev).unwrap();
+        assert_eq!(e.shape(), &[0, 3]);
+        assert_eq!(
+            e.to_host::<f64>().unwrap(),
+            ArrayD::<f64>::zeros(IxDyn(&[0, 3]))
+        );
+    });
+}

@@ -382,3 +382,38 @@ fn wide_graphs_split_into_few_large_kernels() {
         assert_eq!(y.to_vec::<f64>().unwrap(), vec![want]);
     });
 }
+
+/// `with_fusion` sets fusion for the evaluations planned on this thread only, nests, and
+/// restores the previous setting after a panic; another thread inside its own scope is
+/// not affected.
+#[test]
+fn with_fusion_is_scoped_to_the_thread() {
+    common::for_each_device(|dev| {
+        let x = Array::from_vec_on(vec![0.5f32; 64], &[64], dev).unwrap();
+        let y = Array::from_vec_on(vec![-1.5f32; 64], &[64], dev).unwrap();
+        let kernels = || lf::debug::kernel_count(&[&chain(&x, &y)]).unwrap();
+        let barrier = std::sync::Barrier::new(2);
+        std::thread::scope(|s| {
+            s.spawn(|| {
+                lf::with_fusion(true, || {
+                    barrier.wait(); // the other thread is inside `with_fusion(false)`
+                    assert_eq!(kernels(), 1, "fused on the other thread");
+                    barrier.wait();
+                })
+            });
+            lf::with_fusion(false, || {
+                barrier.wait();
+                assert_eq!(kernels(), 16, "unfused in the scope");
+                lf::with_fusion(true, || assert_eq!(kernels(), 1, "nested scope"));
+                assert_eq!(kernels(), 16, "back in the outer scope");
+                barrier.wait();
+            });
+        });
+        // (inside an outer scope: other tests of this binary switch the global setting)
+        lf::with_fusion(true, || {
+            let r = std::panic::catch_unwind(|| lf::with_fusion(false, || panic!("inside")));
+            assert!(r.is_err());
+            assert!(lf::fusion_enabled(), "restored after a panic");
+        });
+    });
+}

@@ -335,7 +335,7 @@ macro_rules! complex_helpers {
         #[doc = concat!("NumPy `power` on `", stringify!($c), "` (`npy_cpow`): `z ** 0 = 1`; ")]
         #[doc = "`0 ** b` is `0` when `b.re > 0`, else NaN; integer real exponents below 100 in"]
         #[doc = "magnitude use repeated multiplication (and a reciprocal for negative ones);"]
-        #[doc = "everything else is `exp(b * log(a))` (C99 `cexp` and `clog`, [`crate::cmath`])."]
+        #[doc = "everything else is `exp(b * log(a))` (C99 `cexp` and `clog`, the crate's `cmath` module)."]
         pub fn $pow(a: $c, b: $c) -> $c {
             if b.re == 0.0 && b.im == 0.0 {
                 return $c::new(1.0, 0.0);

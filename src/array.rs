@@ -10,6 +10,7 @@ use std::sync::Arc;
 /// A lazy n-dimensional array on a device. Operations build new arrays without computing
 /// anything; [`Array::eval`] (or a readback) runs the fused plan.
 #[derive(Clone)]
+#[must_use = "arrays are lazy: nothing is computed until the result is used, evaluated or read back"]
 pub struct Array {
     pub(crate) node: Arc<Node>,
 }

@@ -197,6 +197,7 @@ fn check(what: &str, got: &Array, dtype: DType, want: &(Nd, Vec<f64>)) {
 }
 
 /// `a @ b` checked against the oracle on the values of `a` and `b`.
+/// (The product is returned for the callers that inspect it further.)
 fn check_matmul(what: &str, a: &Array, b: &Array) -> Array {
     let want = naive(&fetch(a), &fetch(b));
     let y = a.matmul(b);
@@ -232,7 +233,7 @@ fn matrices_of_awkward_sizes_in_every_dtype() {
                 let seed = (s * 100 + t * 2) as u64;
                 let a = rand(&[m, k], dt, seed);
                 let b = rand(&[k, n], dt, seed + 1);
-                check_matmul(&format!("{dt} ({m}x{k}) @ ({k}x{n})"), &a, &b);
+                let _ = check_matmul(&format!("{dt} ({m}x{k}) @ ({k}x{n})"), &a, &b);
             }
         }
     });
@@ -278,7 +279,7 @@ fn batches_broadcast() {
                 let seed = (s * 100 + t * 2 + 1000) as u64;
                 let a = rand(sa, dt, seed);
                 let b = rand(sb, dt, seed + 1);
-                check_matmul(&format!("{dt} {sa:?} @ {sb:?}"), &a, &b);
+                let _ = check_matmul(&format!("{dt} {sa:?} @ {sb:?}"), &a, &b);
             }
         }
     });
@@ -429,7 +430,7 @@ fn plans_are_reused_with_new_data() {
             a.eval().unwrap();
             b.eval().unwrap();
             let before = lf::stats().plan_cache_hits;
-            check_matmul("a^T @ b", &a.transpose(), &b);
+            let _ = check_matmul("a^T @ b", &a.transpose(), &b);
             if seed > 0 {
                 assert!(
                     lf::stats().plan_cache_hits > before,

@@ -102,6 +102,7 @@ pub use api::elementwise::{complex, where_, Operand};
 pub use api::fft;
 pub use api::linalg;
 pub use api::movement::{concatenate, stack};
+pub use api::nan::allclose;
 pub use array::{eval, Array};
 pub use config::{fusion_enabled, real_fft_enabled, set_fusion, set_real_fft, with_fusion};
 pub use device::{default_device, set_default_device, with_default_device, Device};

@@ -745,3 +745,201 @@ fn scalar_changes_do_not_replan_reductions() {
         assert_eq!(first.len(), 5);
     });
 }
+
+/// `nansum nanmean nanmax nanmin` (all elements and over axes) against an oracle that skips
+/// NaNs: rows with no NaN, some NaNs and only NaNs (NaN for the mean and the extremes, 0 for
+/// the sum), f32 and f64, integers (no NaN: the plain reductions), an empty array.
+#[test]
+fn nan_aware_reductions_skip_nans() {
+    let _g = lock();
+    for_each_device(|dev| {
+        let (rows, cols) = (5usize, 783usize);
+        let mut v = data(rows * cols, 3);
+        for c in 0..cols {
+            v[cols + c] = f64::NAN; // row 1: only NaNs
+            if c % 7 == 0 {
+                v[2 * cols + c] = f64::NAN; // row 2: some NaNs
+            }
+        }
+        v[4 * cols + 5] = f64::NAN;
+        for dtype in [DType::F32, DType::F64] {
+            let (x, xf) = make(&v, &[rows, cols], dtype, dev);
+            let what = format!("{dtype}");
+            let rel = if dtype == DType::F32 { 2e-5 } else { 1e-12 };
+            let (mut sum, mut cnt) = (vec![0.0; rows], vec![0usize; rows]);
+            let (mut mx, mut mn) = (vec![f64::NAN; rows], vec![f64::NAN; rows]);
+            for r in 0..rows {
+                for c in 0..cols {
+                    let e = xf[r * cols + c];
+                    if e.is_nan() {
+                        continue;
+                    }
+                    sum[r] += e;
+                    cnt[r] += 1;
+                    mx[r] = if mx[r].is_nan() { e } else { mx[r].max(e) };
+                    mn[r] = if mn[r].is_nan() { e } else { mn[r].min(e) };
+                }
+            }
+            let mean: Vec<f64> = sum.iter().zip(&cnt).map(|(s, &n)| s / n as f64).collect();
+            let s = x.nansum_axes(&[1], false);
+            assert_eq!(
+                (s.shape(), s.dtype()),
+                (&[rows][..], dtype),
+                "nansum {what}"
+            );
+            close(
+                &fetch_real(&s, dtype),
+                &sum,
+                rel,
+                rel,
+                &format!("nansum {what}"),
+            );
+            let m = x.nanmean_axes(&[-1], false);
+            assert_eq!(
+                (m.shape(), m.dtype()),
+                (&[rows][..], dtype),
+                "nanmean {what}"
+            );
+            close(
+                &fetch_real(&m, dtype),
+                &mean,
+                rel,
+                rel,
+                &format!("nanmean {what}"),
+            );
+            let a = x.nanmax_axes(&[1], true);
+            assert_eq!(a.shape(), &[rows, 1], "nanmax keepdims {what}");
+            close(
+                &fetch_real(&a, dtype),
+                &mx,
+                0.0,
+                0.0,
+                &format!("nanmax {what}"),
+            );
+            let b = x.nanmin_axes(&[1], false);
+            close(
+                &fetch_real(&b, dtype),
+                &mn,
+                0.0,
+                0.0,
+                &format!("nanmin {what}"),
+            );
+            // over everything
+            let total: f64 = sum.iter().sum();
+            let n: usize = cnt.iter().sum();
+            close(
+                &fetch_real(&x.nansum(), dtype),
+                &[total],
+                rel,
+                rel,
+                &format!("nansum all {what}"),
+            );
+            close(
+                &fetch_real(&x.nanmean(), dtype),
+                &[total / n as f64],
+                rel,
+                rel,
+                &format!("nanmean all {what}"),
+            );
+            let gmax = mx
+                .iter()
+                .copied()
+                .filter(|e| !e.is_nan())
+                .fold(f64::MIN, f64::max);
+            close(
+                &fetch_real(&x.nanmax(), dtype),
+                &[gmax],
+                0.0,
+                0.0,
+                &format!("nanmax all {what}"),
+            );
+            let gmin = mn
+                .iter()
+                .copied()
+                .filter(|e| !e.is_nan())
+                .fold(f64::MAX, f64::min);
+            close(
+                &fetch_real(&x.nanmin(), dtype),
+                &[gmin],
+                0.0,
+                0.0,
+                &format!("nanmin all {what}"),
+            );
+        }
+        // integers hold no NaN: the plain reductions, with their dtypes
+        let (xi, xif) = make(
+            &v.iter()
+                .map(|e| if e.is_nan() { 7.0 } else { (e * 50.0).round() })
+                .collect::<Vec<_>>(),
+            &[rows, cols],
+            DType::I32,
+            dev,
+        );
+        let s = xi.nansum();
+        assert_eq!(s.dtype(), DType::I64);
+        close(
+            &fetch_real(&s, DType::I64),
+            &[xif.iter().sum()],
+            0.0,
+            0.0,
+            "nansum i32",
+        );
+        assert_eq!(xi.nanmean().dtype(), DType::F64);
+        // an empty array: sum 0, mean NaN
+        let e = Array::from_vec_on(Vec::<f32>::new(), &[0], dev).unwrap();
+        assert_eq!(e.nansum().item::<f32>().unwrap(), 0.0);
+        assert!(e.nanmean().item::<f32>().unwrap().is_nan());
+    });
+}
+
+/// `isclose` and `allclose` as NumPy's (`equal_nan=False`; the expected values are
+/// NumPy 2.4's `np.isclose(a, b)` for both dtypes): the tolerance formula, equal
+/// infinities close, an infinity close to nothing else, NaN close to nothing, broadcasting,
+/// integers compared in F64.
+#[test]
+fn isclose_and_allclose_follow_numpy() {
+    for_each_device(|dev| {
+        let inf = f64::INFINITY;
+        let a = [1.0, 1.0, 1.0, 0.0, inf, inf, -inf, f64::NAN, 1e10, 0.0];
+        let b = [
+            1.0,
+            1.0 + 1e-6,
+            1.1,
+            1e-9,
+            inf,
+            -inf,
+            -inf,
+            f64::NAN,
+            1.000009e10,
+            2e-8,
+        ];
+        let want = [
+            true, true, false, true, true, false, true, false, true, false,
+        ];
+        for dtype in [DType::F32, DType::F64] {
+            let (x, _) = make(&a, &[a.len()], dtype, dev);
+            let (y, _) = make(&b, &[b.len()], dtype, dev);
+            let c = x.isclose(&y, 1e-5, 1e-8);
+            assert_eq!((c.shape(), c.dtype()), (&[a.len()][..], DType::Bool));
+            let got = c.to_vec::<bool>().unwrap();
+            for (k, (&g, &w)) in got.iter().zip(&want).enumerate() {
+                // the f32 roundings of these values stay on the same side of the bound
+                assert_eq!(g, w, "{dtype} isclose({}, {})", a[k], b[k]);
+            }
+            assert!(!lf::allclose(&x, &y, 1e-5, 1e-8).unwrap());
+            assert!(
+                lf::allclose(&x.slice(lf::s![..2]), &y.slice(lf::s![..2]), 1e-5, 1e-8).unwrap()
+            );
+        }
+        // broadcasting a scalar-shaped array, and integers
+        let x = Array::from_vec_on(vec![1i32, 2, 3], &[3], dev).unwrap();
+        let y = Array::from_vec_on(vec![2i32], &[1], dev).unwrap();
+        assert_eq!(
+            x.isclose(&y, 0.0, 0.0).to_vec::<bool>().unwrap(),
+            [false, true, false]
+        );
+        assert!(lf::allclose(&x, &x, 0.0, 0.0).unwrap());
+        let empty = Array::from_vec_on(Vec::<f64>::new(), &[0], dev).unwrap();
+        assert!(lf::allclose(&empty, &empty, 1e-5, 1e-8).unwrap());
+    });
+}

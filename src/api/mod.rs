@@ -7,6 +7,7 @@ pub(crate) mod elementwise;
 pub mod fft;
 pub mod linalg;
 pub(crate) mod movement;
+pub(crate) mod nan;
 mod operators;
 pub(crate) mod reduce;
 

@@ -1,0 +1,147 @@
+//! NaN-aware reductions (`nansum nanmean nanmax nanmin` and their `_axes` forms) and
+//! tolerance comparisons (`isclose`, `allclose`), built from elementwise ops and the
+//! ordinary reductions, so they fuse like them: NumPy's semantics, a NaN treated as absent.
+
+use crate::{Array, DType, Result};
+
+/// A NaN of `a`'s kind where `a` is float or complex (NumPy's `isnan`), for integers and
+/// Bool `None` (they hold none).
+fn nan_mask(a: &Array) -> Option<Array> {
+    (a.dtype().is_float() || a.dtype().is_complex()).then(|| a.isnan())
+}
+
+impl Array {
+    /// `axes` of `None` (all) or the given ones, `keepdims`, through `f`.
+    #[track_caller]
+    fn nan_sum_opt(&self, axes: Option<&[isize]>, keepdims: bool) -> Array {
+        let x = match nan_mask(self) {
+            Some(m) => crate::where_(&m, 0.0, self),
+            None => self.clone(),
+        };
+        match axes {
+            None if !keepdims => x.sum(),
+            None => x.sum_axes(&(0..self.ndim() as isize).collect::<Vec<_>>(), true),
+            Some(a) => x.sum_axes(a, keepdims),
+        }
+    }
+
+    /// Sum of the elements that are not NaN (NumPy `nansum`: 0 when every element is NaN;
+    /// dtypes as [`Array::sum`]).
+    #[track_caller]
+    pub fn nansum(&self) -> Array {
+        self.nan_sum_opt(None, false)
+    }
+    /// [`Array::nansum`] over `axes`.
+    #[track_caller]
+    pub fn nansum_axes(&self, axes: &[isize], keepdims: bool) -> Array {
+        self.nan_sum_opt(Some(axes), keepdims)
+    }
+
+    #[track_caller]
+    fn nan_mean_opt(&self, axes: Option<&[isize]>, keepdims: bool) -> Array {
+        let Some(m) = nan_mask(self) else {
+            return match axes {
+                None if !keepdims => self.mean(),
+                None => self.mean_axes(&(0..self.ndim() as isize).collect::<Vec<_>>(), true),
+                Some(a) => self.mean_axes(a, keepdims),
+            };
+        };
+        let count = (!&m).astype(DType::I64);
+        let all: Vec<isize> = (0..self.ndim() as isize).collect();
+        let (ax, kd) = match axes {
+            None => (&all[..], keepdims),
+            Some(a) => (a, keepdims),
+        };
+        let s = self.nan_sum_opt(Some(ax), kd);
+        let n = count.sum_axes(ax, kd);
+        // 0 / 0 = NaN where every element is NaN, as NumPy (which also warns)
+        let real = if self.dtype().is_complex() {
+            self.dtype().real()
+        } else {
+            self.dtype()
+        };
+        s / n.astype(real)
+    }
+
+    /// Mean of the elements that are not NaN (NumPy `nanmean`: NaN where every element is
+    /// NaN; integers and Bool as [`Array::mean`]).
+    #[track_caller]
+    pub fn nanmean(&self) -> Array {
+        self.nan_mean_opt(None, false)
+    }
+    /// [`Array::nanmean`] over `axes`.
+    #[track_caller]
+    pub fn nanmean_axes(&self, axes: &[isize], keepdims: bool) -> Array {
+        self.nan_mean_opt(Some(axes), keepdims)
+    }
+
+    #[track_caller]
+    fn nan_extreme_opt(&self, max: bool, axes: Option<&[isize]>, keepdims: bool) -> Array {
+        let all: Vec<isize> = (0..self.ndim() as isize).collect();
+        let ax = axes.unwrap_or(&all);
+        let pick = |x: &Array| {
+            if max {
+                x.max_axes(ax, keepdims)
+            } else {
+                x.min_axes(ax, keepdims)
+            }
+        };
+        let Some(m) = nan_mask(self) else {
+            return pick(self);
+        };
+        let fill = if max {
+            f64::NEG_INFINITY
+        } else {
+            f64::INFINITY
+        };
+        let e = pick(&crate::where_(&m, fill, self));
+        // NaN where every element is NaN, as NumPy (which also warns)
+        crate::where_(&m.all_axes(ax, keepdims), f64::NAN, &e)
+    }
+
+    /// Maximum of the elements that are not NaN (NumPy `nanmax`: NaN where every element is
+    /// NaN). Panics, as [`Array::max`], for an empty array and for complex dtypes.
+    #[track_caller]
+    pub fn nanmax(&self) -> Array {
+        self.nan_extreme_opt(true, None, false)
+    }
+    /// [`Array::nanmax`] over `axes`.
+    #[track_caller]
+    pub fn nanmax_axes(&self, axes: &[isize], keepdims: bool) -> Array {
+        self.nan_extreme_opt(true, Some(axes), keepdims)
+    }
+    /// Minimum of the elements that are not NaN (NumPy `nanmin`).
+    #[track_caller]
+    pub fn nanmin(&self) -> Array {
+        self.nan_extreme_opt(false, None, false)
+    }
+    /// [`Array::nanmin`] over `axes`.
+    #[track_caller]
+    pub fn nanmin_axes(&self, axes: &[isize], keepdims: bool) -> Array {
+        self.nan_extreme_opt(false, Some(axes), keepdims)
+    }
+
+    /// `|self - b| <= atol + rtol |b|` elementwise, broadcast (Bool), as NumPy's `isclose`
+    /// with `equal_nan=False`: computed in the floating type of both operands (integers as
+    /// F64), equal infinities are close, an infinity is close to nothing else, and a NaN
+    /// to nothing.
+    #[track_caller]
+    pub fn isclose(&self, b: &Array, rtol: f64, atol: f64) -> Array {
+        let t = crate::result_type(crate::result_type(self.dtype(), b.dtype()), DType::F32);
+        let t = if self.dtype().is_float() || b.dtype().is_float() || t.is_complex() {
+            t
+        } else {
+            DType::F64 // NumPy: result_type(y, 1.0) for integer inputs
+        };
+        let (x, y) = (self.astype(t), b.astype(t));
+        let near = (&x - &y).abs().le(&(y.abs() * rtol + atol));
+        let finite = x.isfinite().logical_and(&y.isfinite());
+        crate::where_(&finite, &near, &x.eq(&y))
+    }
+}
+
+/// Whether every element pair of `a` and `b` (broadcast) is [`Array::isclose`]: evaluates
+/// and reads back one Bool. `true` for empty arrays, as NumPy.
+pub fn allclose(a: &Array, b: &Array, rtol: f64, atol: f64) -> Result<bool> {
+    a.isclose(b, rtol, atol).all().item::<bool>()
+}

@@ -135,8 +135,8 @@ impl Array {
         };
         let (x, y) = (self.astype(t), b.astype(t));
         let near = (&x - &y).abs().le(&(y.abs() * rtol + atol));
-        let finite = x.isfinite().logical_and(&y.isfinite());
-        crate::where_(&finite, &near, &x.eq(&y))
+        let finite = x.isfinite().logical_and(y.isfinite());
+        crate::where_(&finite, &near, x.eq(&y))
     }
 }
 

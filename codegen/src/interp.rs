@@ -1604,16 +1604,16 @@ fn guarded_program(
         Loc::Alias(r) => r,
         _ => v,
     };
-    let nv = kernel.values.len();
-    let mut is_comp = vec![false; nv];
-    for &v in computed {
-        is_comp[v] = true;
-    }
     if !computed
         .iter()
         .any(|&v| matches!(kernel.values[v].inst, Inst::Where(..)))
     {
         return computed.to_vec();
+    }
+    let nv = kernel.values.len();
+    let mut is_comp = vec![false; nv];
+    for &v in computed {
+        is_comp[v] = true;
     }
     // the region tree: (parent, depth); region 0 is "every element"
     let mut parent: Vec<(usize, u32)> = vec![(0, 0)];

@@ -4,25 +4,26 @@
 
 use crate::{Array, DType, Result};
 
-/// A NaN of `a`'s kind where `a` is float or complex (NumPy's `isnan`), for integers and
-/// Bool `None` (they hold none).
+/// Where `a` is NaN (NumPy's `isnan`) for float and complex dtypes; `None` for integers and
+/// Bool, which hold no NaN.
 fn nan_mask(a: &Array) -> Option<Array> {
     (a.dtype().is_float() || a.dtype().is_complex()).then(|| a.isnan())
 }
 
+/// `axes`, or every axis of `a` for `None`.
+fn axes_or_all(a: &Array, axes: Option<&[isize]>) -> Vec<isize> {
+    axes.map_or_else(|| (0..a.ndim() as isize).collect(), <[isize]>::to_vec)
+}
+
 impl Array {
-    /// `axes` of `None` (all) or the given ones, `keepdims`, through `f`.
+    /// `nansum` over `axes` (`None`: every axis).
     #[track_caller]
     fn nan_sum_opt(&self, axes: Option<&[isize]>, keepdims: bool) -> Array {
         let x = match nan_mask(self) {
             Some(m) => crate::where_(&m, 0.0, self),
             None => self.clone(),
         };
-        match axes {
-            None if !keepdims => x.sum(),
-            None => x.sum_axes(&(0..self.ndim() as isize).collect::<Vec<_>>(), true),
-            Some(a) => x.sum_axes(a, keepdims),
-        }
+        x.sum_axes(&axes_or_all(self, axes), keepdims)
     }
 
     /// Sum of the elements that are not NaN (NumPy `nansum`: 0 when every element is NaN;
@@ -37,30 +38,17 @@ impl Array {
         self.nan_sum_opt(Some(axes), keepdims)
     }
 
+    /// `nanmean` over `axes` (`None`: every axis).
     #[track_caller]
     fn nan_mean_opt(&self, axes: Option<&[isize]>, keepdims: bool) -> Array {
+        let ax = axes_or_all(self, axes);
         let Some(m) = nan_mask(self) else {
-            return match axes {
-                None if !keepdims => self.mean(),
-                None => self.mean_axes(&(0..self.ndim() as isize).collect::<Vec<_>>(), true),
-                Some(a) => self.mean_axes(a, keepdims),
-            };
+            return self.mean_axes(&ax, keepdims);
         };
-        let count = (!&m).astype(DType::I64);
-        let all: Vec<isize> = (0..self.ndim() as isize).collect();
-        let (ax, kd) = match axes {
-            None => (&all[..], keepdims),
-            Some(a) => (a, keepdims),
-        };
-        let s = self.nan_sum_opt(Some(ax), kd);
-        let n = count.sum_axes(ax, kd);
+        let s = self.nan_sum_opt(Some(&ax), keepdims);
+        let n = (!&m).astype(DType::I64).sum_axes(&ax, keepdims);
         // 0 / 0 = NaN where every element is NaN, as NumPy (which also warns)
-        let real = if self.dtype().is_complex() {
-            self.dtype().real()
-        } else {
-            self.dtype()
-        };
-        s / n.astype(real)
+        s / n.astype(self.dtype().real())
     }
 
     /// Mean of the elements that are not NaN (NumPy `nanmean`: NaN where every element is
@@ -75,10 +63,11 @@ impl Array {
         self.nan_mean_opt(Some(axes), keepdims)
     }
 
+    /// `nanmax` (`max`) or `nanmin` over `axes` (`None`: every axis).
     #[track_caller]
     fn nan_extreme_opt(&self, max: bool, axes: Option<&[isize]>, keepdims: bool) -> Array {
-        let all: Vec<isize> = (0..self.ndim() as isize).collect();
-        let ax = axes.unwrap_or(&all);
+        let ax = axes_or_all(self, axes);
+        let ax = &ax[..];
         let pick = |x: &Array| {
             if max {
                 x.max_axes(ax, keepdims)

@@ -152,6 +152,7 @@ impl Array {
 
     fn host_data<T: Element>(&self, op: &'static str) -> Result<Vec<T>> {
         self.check_dtype::<T>(op)?;
+        crate::api::gather::check_indices()?;
         let _scope = crate::profile::scope(false);
         let buf = self.buffer()?;
         let host = runtime::download(&buf, 0, buf.len())?;
@@ -184,6 +185,7 @@ impl Array {
                 ),
             });
         }
+        crate::api::gather::check_indices()?;
         let _scope = crate::profile::scope(false);
         let (buf, offset) = match single_element(&self.node) {
             Some(found) => found,

@@ -29,6 +29,15 @@ pub enum Error {
         /// What is wrong, with the shapes involved.
         msg: String,
     },
+    /// An index out of range, found on the device after the operation ran (a gather's
+    /// indices are checked where they are computed and reported by the next readback).
+    #[error("{op}: {msg}")]
+    Index {
+        /// The operation.
+        op: &'static str,
+        /// Which indices, and the axis length they exceed.
+        msg: String,
+    },
     /// Arrays of one operation live on different devices.
     #[error("{op}: arrays on different devices ({a} and {b})")]
     DeviceMismatch {

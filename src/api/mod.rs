@@ -5,11 +5,13 @@
 pub(crate) mod creation;
 pub(crate) mod elementwise;
 pub mod fft;
+pub(crate) mod gather;
 pub mod linalg;
 pub(crate) mod movement;
 pub(crate) mod nan;
 mod operators;
 pub(crate) mod reduce;
+pub(crate) mod update;
 
 use crate::graph::{Node, Op, Shape};
 use crate::{Array, Device};

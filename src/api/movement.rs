@@ -10,6 +10,13 @@ use lazyfuse_codegen::{DType, Scalar};
 use ndarray::SliceInfoElem;
 use smallvec::SmallVec;
 
+/// A basic slice resolved against a shape (see [`Array::slice_plan`]).
+pub(crate) struct SlicePlan {
+    pub(crate) sl: SmallVec<[(isize, isize); 4]>,
+    pub(crate) mid: Shape,
+    pub(crate) fin: Shape,
+}
+
 #[track_caller]
 fn axis_of(op: &str, axis: isize, ndim: usize) -> usize {
     // `match`, not `unwrap_or_else(|| panic!(..))`: a closure would report its own line
@@ -172,20 +179,18 @@ impl Array {
         self.reshape_to(s)
     }
 
-    /// Basic slicing with ndarray's `s![..]` (re-exported as `lf::s!`): ranges with steps,
-    /// single indices (dropping the axis) and `NewAxis`. Negative indices count from the
-    /// end, out-of-range bounds are clipped (as NumPy does); a negative step walks the
-    /// selected range from its end (ndarray's meaning: `s![..;-1]` reverses).
+    /// The per-axis `(start, step)` of a basic slice, the sliced shape before index axes
+    /// drop and `NewAxis` axes appear (`mid`, one entry per axis of `self`), and the final
+    /// shape (`fin`).
     #[track_caller]
-    pub fn slice<I: AsRef<[SliceInfoElem]>>(&self, info: I) -> Array {
-        let elems = info.as_ref();
+    pub(crate) fn slice_plan(&self, op: &str, elems: &[SliceInfoElem]) -> SlicePlan {
         let n_axes = elems
             .iter()
             .filter(|e| !matches!(e, SliceInfoElem::NewAxis))
             .count();
         if n_axes > self.ndim() {
             panic!(
-                "slice: {n_axes} indices for an array of rank {}",
+                "{op}: {n_axes} indices for an array of rank {}",
                 self.ndim()
             );
         }
@@ -198,7 +203,7 @@ impl Array {
                 SliceInfoElem::Slice { start, end, step } => {
                     let n = self.shape()[ax] as isize;
                     if step == 0 {
-                        panic!("slice: step 0 on axis {ax}");
+                        panic!("{op}: step 0 on axis {ax}");
                     }
                     let clip = |v: isize| (if v < 0 { v + n } else { v }).clamp(0, n);
                     let s = clip(start);
@@ -218,7 +223,7 @@ impl Array {
                     let n = self.shape()[ax] as isize;
                     let j = if i < 0 { i + n } else { i };
                     if !(0..n).contains(&j) {
-                        panic!("slice: index {i} out of range for axis {ax} of length {n}");
+                        panic!("{op}: index {i} out of range for axis {ax} of length {n}");
                     }
                     sl.push((j, 1));
                     mid.push(1);
@@ -232,6 +237,16 @@ impl Array {
             mid.push(self.shape()[a]);
             fin.push(self.shape()[a]);
         }
+        SlicePlan { sl, mid, fin }
+    }
+
+    /// Basic slicing with ndarray's `s![..]` (re-exported as `lf::s!`): ranges with steps,
+    /// single indices (dropping the axis) and `NewAxis`. Negative indices count from the
+    /// end, out-of-range bounds are clipped (as NumPy does); a negative step walks the
+    /// selected range from its end (ndarray's meaning: `s![..;-1]` reverses).
+    #[track_caller]
+    pub fn slice<I: AsRef<[SliceInfoElem]>>(&self, info: I) -> Array {
+        let SlicePlan { sl, mid, fin } = self.slice_plan("slice", info.as_ref());
         let identity = sl
             .iter()
             .zip(mid.iter())

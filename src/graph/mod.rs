@@ -56,6 +56,16 @@ pub(crate) enum Op {
     },
     /// Concatenation of the inputs along `axis`.
     Concat(usize),
+    /// A gather with integer indices: inputs `(source, indices)`, the indices (I64, the
+    /// node's shape) say which element of the source's axis `axis` each output element
+    /// reads. Output axes `axis..axis + span` stand for that one source axis; the others
+    /// map one to one (`take` has `span` = the indices' rank, `take_along_axis` 1).
+    /// Negative indices count from the end; an out-of-range one reads zero (the API checks
+    /// them separately).
+    Gather {
+        axis: usize,
+        span: usize,
+    },
     /// Copy of the input from another device.
     ToDevice,
     /// An unnormalized FFT (a library call; its input is materialized).

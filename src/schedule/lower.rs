@@ -92,6 +92,8 @@ enum Cont {
     Pad { valid: ValueId },
     /// Concat: see [`ConcatState`] (boxed: frames stay small on deep stacks).
     Concat(Box<ConcatState>),
+    /// Gather: the source has been asked for (its value is the frame's second).
+    Gather,
 }
 
 /// A concatenation's frame state: the node's multi-index, the upper-bound condition of
@@ -509,7 +511,7 @@ impl Lowerer<'_> {
                     let fill = self.param(p, Role::Fill, *value);
                     Next::Done(self.b.select(valid, f.values[0], fill))
                 }
-                Cont::Concat(_) => return Err(Error::internal("lower", "pad frame state")),
+                _ => return Err(Error::internal("lower", "pad frame state")),
             },
             Op::Concat(axis) => {
                 let axis = *axis;
@@ -572,6 +574,40 @@ impl Lowerer<'_> {
                 }
                 Next::Done(r)
             }
+            Op::Gather { axis, span } => match f.cont {
+                // the indices first, at the node's own index
+                Cont::Start if lowered == 0 => Next::Input(input(1)?, idx.clone()),
+                Cont::Start => {
+                    let (axis, span) = (*axis, *span);
+                    let src = input(0)?;
+                    let a = self.axes(idx, p);
+                    let zero = self.c(0);
+                    let n = self.iparam(p, Role::SrcSize(axis), nodes[src].shape[axis]);
+                    // a negative index counts from the end; out of range reads nothing
+                    let i = f.values[0];
+                    let neg = self.b.binary(BinaryOp::Lt, i, zero);
+                    let up = self.b.binary(BinaryOp::Add, i, n);
+                    let j = self.b.select(neg, up, i);
+                    let ge = self.b.binary(BinaryOp::Ge, j, zero);
+                    let lt = self.b.binary(BinaryOp::Lt, j, n);
+                    let ok = self.b.binary(BinaryOp::And, ge, lt);
+                    let mut xa: Axes = a[..axis].iter().copied().collect();
+                    xa.push(j);
+                    xa.extend(a[axis + span..].iter().copied());
+                    let guard = Some(self.and(idx.guard, ok));
+                    f.cont = Cont::Gather;
+                    Next::Input(
+                        src,
+                        Idx {
+                            lin: None,
+                            axes: Some(xa),
+                            guard,
+                        },
+                    )
+                }
+                Cont::Gather => Next::Done(f.values[1]),
+                _ => return Err(Error::internal("lower", "gather frame state")),
+            },
             Op::Buffer | Op::ToDevice | Op::Fft(_) | Op::Reduce(..) | Op::MatMul => {
                 return Err(Error::internal(
                     "lower",
@@ -839,6 +875,7 @@ fn arg_cuts(target: usize, nodes: &[Arc<Node>], dag: &Dag, mat: &[bool]) -> Vec<
                             | Op::Pad(..)
                             | Op::Roll { .. }
                             | Op::Concat(_)
+                            | Op::Gather { .. }
                     );
                 if cuttable && cost[i].is_some_and(|ci| ci > 8) {
                     cuts.push(i);

@@ -40,9 +40,12 @@ fn strided(node: &Arc<Node>) -> Option<(Arc<Node>, Strides)> {
                 views.push((cur, input.clone()));
                 cur = input;
             }
-            Op::Const(_) | Op::Slice(_) | Op::Pad(..) | Op::Roll { .. } | Op::Concat(_) => {
-                return None
-            }
+            Op::Const(_)
+            | Op::Slice(_)
+            | Op::Pad(..)
+            | Op::Roll { .. }
+            | Op::Concat(_)
+            | Op::Gather { .. } => return None,
             // any other computation is materialized into a C-order buffer
             _ => break cur,
         }

@@ -132,7 +132,7 @@ fn check(op: &str, idx: &Array, n: usize, axis: usize) {
         return;
     }
     let n = n as i64;
-    let bad = idx.lt(-n).logical_or(&idx.ge(n)).any();
+    let bad = idx.lt(-n).logical_or(idx.ge(n)).any();
     register(
         bad,
         format!("{op}: an index is out of range for axis {axis} of length {n}"),

@@ -77,7 +77,7 @@ fn at_set_add_mul_match_ndarray_slice_assignment() {
             let mut want = base.clone();
             want.slice_mut(info)
                 .assign(&v.broadcast(IxDyn(&region_shape)).unwrap());
-            same(&a.at(info).set(&on(dev, &v)), &want);
+            same(&a.at(info).set(on(dev, &v)), &want);
             // add and mul
             let mut want = base.clone();
             want.slice_mut(info).mapv_inplace(|x| x + 3.0);
@@ -85,7 +85,7 @@ fn at_set_add_mul_match_ndarray_slice_assignment() {
             let mut want = base.clone();
             want.slice_mut(info)
                 .zip_mut_with(&v.broadcast(IxDyn(&region_shape)).unwrap(), |x, y| *x *= y);
-            same(&a.at(info).mul(&on(dev, &v)), &want);
+            same(&a.at(info).mul(on(dev, &v)), &want);
         }
     });
 }
@@ -237,7 +237,11 @@ fn take_matches_a_loop() {
             let ii: Vec<i64> = idx.iter().copied().filter(|&i| i >= -n && i < n).collect();
             let m = ii.len();
             // indices of shape [2, m/2] when even, else [m]
-            let ishape: Vec<usize> = if m % 2 == 0 { vec![2, m / 2] } else { vec![m] };
+            let ishape: Vec<usize> = if m.is_multiple_of(2) {
+                vec![2, m / 2]
+            } else {
+                vec![m]
+            };
             let got = a.take(&ints(dev, &ii, &ishape), axis as isize);
             let mut out: Vec<usize> = x.shape()[..axis].to_vec();
             out.extend(&ishape);

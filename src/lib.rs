@@ -104,6 +104,7 @@ pub use api::gather::take_along_axis;
 pub use api::linalg;
 pub use api::movement::{concatenate, stack};
 pub use api::nan::allclose;
+pub use api::print::{printoptions, set_printoptions, PrintOptions};
 pub use api::update::At;
 pub use array::{eval, Array};
 pub use config::{fusion_enabled, real_fft_enabled, set_fusion, set_real_fft, with_fusion};

@@ -10,6 +10,7 @@ pub mod linalg;
 pub(crate) mod movement;
 pub(crate) mod nan;
 mod operators;
+pub(crate) mod print;
 pub(crate) mod reduce;
 pub(crate) mod update;
 

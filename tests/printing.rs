@@ -1,0 +1,155 @@
+//! `format!("{a}")` against NumPy's `str(a)` (fixtures from tests/data/gen_print.py) on
+//! every device, under default and changed print options; `{a:?}` never evaluates, and a
+//! summarized print reads back only the printed elements.
+
+mod common;
+
+use lazyfuse as lf;
+use lf::{c32, c64, Array, Device};
+use std::sync::Mutex;
+
+/// Print options and the transfer counters are process-wide: the tests here take turns.
+static SERIAL: Mutex<()> = Mutex::new(());
+
+struct Case {
+    dtype: String,
+    shape: Vec<usize>,
+    opts: lf::PrintOptions,
+    bytes: Vec<u8>,
+    expected: String,
+}
+
+fn cases() -> Vec<Case> {
+    let text = std::fs::read_to_string(
+        std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/data/print_cases.txt"),
+    )
+    .expect("tests/data/print_cases.txt (python3 tests/data/gen_print.py)");
+    text.lines()
+        .filter(|l| !l.starts_with('#') && !l.is_empty())
+        .map(|l| {
+            let f: Vec<&str> = l.splitn(5, " | ").collect();
+            assert_eq!(f.len(), 5, "{l}");
+            let shape = if f[1].is_empty() {
+                vec![]
+            } else {
+                f[1].split(',').map(|d| d.parse().unwrap()).collect()
+            };
+            let mut o = lf::PrintOptions::default();
+            for kv in f[2].split(' ') {
+                let (k, v) = kv.split_once(':').unwrap();
+                let n: usize = v.parse().unwrap();
+                match k {
+                    "p" => o.precision = n,
+                    "t" => o.threshold = n,
+                    "e" => o.edgeitems = n,
+                    "w" => o.linewidth = n,
+                    "s" => o.suppress = n == 1,
+                    _ => panic!("option {k}"),
+                }
+            }
+            let bytes = if f[3] == "_" {
+                vec![]
+            } else {
+                (0..f[3].len() / 2)
+                    .map(|i| u8::from_str_radix(&f[3][2 * i..2 * i + 2], 16).unwrap())
+                    .collect()
+            };
+            let mut expected = String::new();
+            let mut chars = f[4].chars();
+            while let Some(c) = chars.next() {
+                if c == '\\' {
+                    match chars.next() {
+                        Some('n') => expected.push('\n'),
+                        Some(x) => expected.push(x),
+                        None => {}
+                    }
+                } else {
+                    expected.push(c);
+                }
+            }
+            Case {
+                dtype: f[0].to_string(),
+                shape,
+                opts: o,
+                bytes,
+                expected,
+            }
+        })
+        .collect()
+}
+
+fn words<const N: usize>(b: &[u8]) -> impl Iterator<Item = [u8; N]> + '_ {
+    b.chunks_exact(N).map(|c| c.try_into().unwrap())
+}
+
+fn build(c: &Case, dev: &Device) -> Array {
+    let s = &c.shape;
+    let b = &c.bytes;
+    let r = match c.dtype.as_str() {
+        "bool" => Array::from_vec_on(b.iter().map(|&x| x != 0).collect::<Vec<_>>(), s, dev),
+        "i32" => Array::from_vec_on(words::<4>(b).map(i32::from_le_bytes).collect(), s, dev),
+        "i64" => Array::from_vec_on(words::<8>(b).map(i64::from_le_bytes).collect(), s, dev),
+        "f32" => Array::from_vec_on(words::<4>(b).map(f32::from_le_bytes).collect(), s, dev),
+        "f64" => Array::from_vec_on(words::<8>(b).map(f64::from_le_bytes).collect(), s, dev),
+        "c64" => {
+            let v: Vec<f32> = words::<4>(b).map(f32::from_le_bytes).collect();
+            Array::from_vec_on(v.chunks(2).map(|p| c32::new(p[0], p[1])).collect(), s, dev)
+        }
+        "c128" => {
+            let v: Vec<f64> = words::<8>(b).map(f64::from_le_bytes).collect();
+            Array::from_vec_on(v.chunks(2).map(|p| c64::new(p[0], p[1])).collect(), s, dev)
+        }
+        d => panic!("dtype {d}"),
+    };
+    r.unwrap()
+}
+
+#[test]
+fn display_matches_numpy_str() {
+    let _g = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let cases = cases();
+    assert!(cases.len() > 50);
+    common::for_each_device(|dev| {
+        let mut failures = Vec::new();
+        for c in &cases {
+            let a = build(c, dev);
+            assert_eq!(a.shape(), c.shape.as_slice());
+            lf::set_printoptions(c.opts);
+            let got = format!("{a}");
+            lf::set_printoptions(lf::PrintOptions::default());
+            if got != c.expected {
+                failures.push(format!(
+                    "{} {:?} {:?}:\n got:\n{got}\n want:\n{}",
+                    c.dtype, c.shape, c.opts, c.expected
+                ));
+            }
+        }
+        assert!(
+            failures.is_empty(),
+            "{} of {} differ:\n{}",
+            failures.len(),
+            cases.len(),
+            failures.join("\n")
+        );
+    });
+}
+
+#[test]
+fn debug_is_metadata_and_print_reads_only_what_it_shows() {
+    let _g = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    common::for_each_device(|dev| {
+        let n = (1 << 20) + 1;
+        let x = Array::arange_on(0.0, n as f64, 1.0, lf::DType::F32, dev).sqrt();
+        let d = format!("{x:?}");
+        assert!(d.contains("lazy"), "{d}");
+        assert!(!x.is_evaluated());
+        lf::reset_stats();
+        let s = format!("{x}");
+        assert_eq!(
+            s,
+            "[0.0000000e+00 1.0000000e+00 1.4142135e+00 ... 1.0239990e+03 1.0239995e+03\n 1.0240000e+03]"
+        );
+        // six elements of four bytes (and the index checks' flags, if any), not 4 MiB
+        assert!(lf::stats().bytes_d2h <= 64, "{}", lf::stats().bytes_d2h);
+    });
+}

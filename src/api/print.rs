@@ -225,7 +225,7 @@ impl FloatFmt {
             }
         }
         if finite.len() != values.len() {
-            let neginf = plus || values.iter().any(|&v| v == f64::NEG_INFINITY);
+            let neginf = plus || values.contains(&f64::NEG_INFINITY);
             let offset = f.pad_right as isize + 1;
             f.pad_left = (f.pad_left as isize)
                 .max(3 - offset)

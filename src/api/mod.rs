@@ -12,6 +12,7 @@ pub(crate) mod nan;
 mod operators;
 pub(crate) mod print;
 pub(crate) mod reduce;
+pub(crate) mod scan;
 pub(crate) mod update;
 
 use crate::graph::{Node, Op, Shape};

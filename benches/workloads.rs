@@ -2,7 +2,7 @@
 //! `workload size system time_us extra`, the columns of `benches/anchors/anchor_bench.py`,
 //! so that our rows and the anchors' concatenate into one table for `bench_report`.
 //!
-//! `cargo bench --bench workloads [-- psf chain bcast matmul latency sim sumsq mean] [--quick] [--tsv PATH]`
+//! `cargo bench --bench workloads [-- psf chain bcast matmul latency sim sumsq mean update cumsum] [--quick] [--tsv PATH]`
 //!
 //! `--tsv PATH` also writes the rows (after a `#` line naming the device) to PATH. The
 //! `extra` column of the psf, chain and sim100 fused rows holds the device time of one
@@ -380,6 +380,43 @@ fn run_reduce(dev: &Device, quick: bool) -> lf::Result<()> {
     Ok(())
 }
 
+/// An indexed update of a square F32 array (the interior scaled, NumPy's
+/// `u[1:-1, 1:-1] *= 0.5`) and a cumsum of a 1-D F32 array; GB/s counts one read and one
+/// write of the array.
+fn run_update_scan(dev: &Device, quick: bool) -> lf::Result<()> {
+    let big = dev.is_cuda() && !quick;
+    let side = if big { 4096 } else { 1024 };
+    let u = lf::random::normal_on(&[side, side], DType::F32, 11, dev);
+    u.eval()?;
+    let t = bench(dev, 20, 7, |_| {
+        u.at(lf::s![1..-1, 1..-1]).mul(0.5).eval().expect("eval")
+    });
+    let bytes = 8.0 * (side * side) as f64;
+    let note = device_note(|| {
+        u.at(lf::s![1..-1, 1..-1]).mul(0.5).eval().expect("eval");
+    });
+    row(
+        "update",
+        format!("{side}x{side}"),
+        "lazyfuse-fused",
+        t,
+        &format!("{:.0} GB/s; {note}", bytes / t / 1e9),
+    );
+    let n = if big { 1usize << 26 } else { 1 << 22 };
+    let x = lf::random::normal_on(&[n], DType::F32, 12, dev);
+    x.eval()?;
+    let t = bench(dev, 10, 5, |_| x.cumsum(0).eval().expect("eval"));
+    let note = device_note(|| x.cumsum(0).eval().expect("eval"));
+    row(
+        "cumsum",
+        n,
+        "lazyfuse-fused",
+        t,
+        &format!("{:.0} GB/s; {note}", 8.0 * n as f64 / t / 1e9),
+    );
+    Ok(())
+}
+
 fn main() -> lf::Result<()> {
     let args: Vec<String> = std::env::args()
         .skip(1)
@@ -431,6 +468,9 @@ fn main() -> lf::Result<()> {
     }
     if want("sumsq") || want("mean") {
         run_reduce(&dev, quick)?;
+    }
+    if want("update") || want("cumsum") {
+        run_update_scan(&dev, quick)?;
     }
     Ok(())
 }

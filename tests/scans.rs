@@ -95,7 +95,8 @@ fn scan_dtypes_follow_numpy() {
         let p = i.cumprod(0);
         assert_eq!(p.dtype(), DType::I64);
         assert_eq!(p.to_vec::<i64>().unwrap(), vec![2, 6, 24]);
-        // F32 stays F32, within the tolerance of a sum of 2^20 + 1 terms
+        // F32 stays F32, within the rounding of a running F32 sum of 2^20 + 1 terms (a
+        // running sum, as NumPy's, is 1.2e-4 off at the end)
         let n = (1 << 20) + 1;
         let x = Array::arange_on(0.0, n as f64, 1.0, DType::F32, dev);
         let c = (&x * 0.5).cumsum(0);
@@ -105,7 +106,7 @@ fn scan_dtypes_follow_numpy() {
             let want = 0.25 * k as f64 * (k as f64 + 1.0);
             let g = got[k] as f64;
             assert!(
-                (g - want).abs() <= 1e-6 * want.max(1.0),
+                (g - want).abs() <= 1e-3 * want.max(1.0),
                 "at {k}: {g} vs {want}"
             );
         }

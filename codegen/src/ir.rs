@@ -318,6 +318,9 @@ impl Kernel {
         if self.rank != 2 {
             return err("rank must be 2");
         }
+        if r.layout == ReduceLayout::Scan && !matches!(r.op, ReduceOp::Sum | ReduceOp::Prod) {
+            return err("a scan sums or multiplies");
+        }
         if count != 1 {
             return err("needs exactly one reduced value");
         }
@@ -347,11 +350,12 @@ impl Kernel {
         Ok(())
     }
 
-    /// Number of output elements of a launch over `args` (`m` for a reduction).
+    /// Number of output elements of a launch over `args` (`m` for a reduction, every
+    /// element for a scan).
     pub fn out_len(&self, args: &LaunchArgs) -> usize {
         match self.reduce {
-            Some(_) => args.shape.first().copied().unwrap_or(0),
-            None => args.len(),
+            Some(r) if r.layout != ReduceLayout::Scan => args.shape.first().copied().unwrap_or(0),
+            _ => args.len(),
         }
     }
 

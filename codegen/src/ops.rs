@@ -385,4 +385,9 @@ pub enum ReduceLayout {
     /// outputs (coalesced across the kept axis) and split the reduced extent between
     /// groups.
     Outer,
+    /// An inclusive scan: every element is an output, and output `(i, j)` combines the
+    /// values at `(i, 0..=j)` (sums and products only). The outputs hold `m * r` elements.
+    /// CUDA blocks take tiles of a row in order and pass running totals on by decoupled
+    /// look-back.
+    Scan,
 }

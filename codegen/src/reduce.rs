@@ -4,7 +4,7 @@
 //! interpreter over the outputs. Results never depend on how the caller splits the outputs.
 
 use crate::ir::Kernel;
-use crate::ops::ReduceOp;
+use crate::ops::{ReduceLayout, ReduceOp};
 use crate::semantics as sem;
 use crate::{interp, DType, HostBuf, IrError, LaunchArgs, Scalar, Slice, SliceMut};
 use num_complex::{Complex32, Complex64};
@@ -268,6 +268,9 @@ pub(crate) fn run(
     let red = kernel
         .reduce
         .ok_or_else(|| IrError("no reduction".into()))?;
+    if red.layout == ReduceLayout::Scan {
+        return run_scan(kernel, red.op, inputs, outputs, args, start);
+    }
     if args.shape.len() != 2 {
         return Err(IrError(format!(
             "reduction launch shape {:?} is not [m, r]",
@@ -355,6 +358,96 @@ pub(crate) fn run(
     params.push(Scalar::I64(start as i64));
     let epi_args = LaunchArgs {
         shape: [m].into_iter().collect(),
+        params,
+    };
+    interp::run(&epi, &ins, outputs, &epi_args, start)
+}
+
+/// Runs scan kernel `kernel` for elements `start .. start + len` of its `[m, r]` launch:
+/// each row is scanned serially from its first element (NumPy's order), the body computed
+/// in chunks through the interpreter; the epilogue runs over the elements.
+fn run_scan(
+    kernel: &Kernel,
+    op: ReduceOp,
+    inputs: &[Slice<'_>],
+    outputs: &mut [SliceMut<'_>],
+    args: &LaunchArgs,
+    start: usize,
+) -> Result<(), IrError> {
+    let (body, epi) = kernel
+        .split_reduce()
+        .ok_or_else(|| IrError("not a scan kernel".into()))?;
+    if args.shape.len() != 2 {
+        return Err(IrError(format!(
+            "scan launch shape {:?} is not [m, r]",
+            args.shape
+        )));
+    }
+    let (m, rn) = (args.shape[0], args.shape[1]);
+    let total = m * rn;
+    let len = outputs.first().map_or(0, |o| o.len());
+    let end = match start.checked_add(len) {
+        Some(e) if e <= total => e,
+        _ => {
+            return Err(IrError(format!(
+                "outputs {start}..{start}+{len} exceed the {total} elements"
+            )))
+        }
+    };
+    if len == 0 {
+        return Ok(());
+    }
+    let vd = body.outputs[0];
+    let body_args = LaunchArgs {
+        shape: args.shape.clone(),
+        params: args.params.clone(),
+    };
+    let mut tmp = HostBuf::zeros(vd, CHUNK.min(end - (start / rn) * rn).max(1));
+    macro_rules! go {
+        ($T:ty, $get:ident) => {{
+            let mut acc: Vec<$T> = Vec::with_capacity(len);
+            let mut row = start / rn;
+            while row * rn < end {
+                let row0 = row * rn;
+                let stop = end.min(row0 + rn);
+                let mut run = identity::<$T>(op);
+                let mut p = row0;
+                while p < stop {
+                    let c = CHUNK.min(stop - p);
+                    if let HostBuf::$get(s) = &mut tmp {
+                        let mut sub = [SliceMut::$get(&mut s[..c])];
+                        interp::run(&body, inputs, &mut sub, &body_args, p)?;
+                    }
+                    if let HostBuf::$get(v) = &tmp {
+                        for (q, &x) in v[..c].iter().enumerate() {
+                            run = combine(op, run, (x, -1));
+                            if p + q >= start {
+                                acc.push(run.0);
+                            }
+                        }
+                    }
+                    p += c;
+                }
+                row += 1;
+            }
+            HostBuf::$get(acc)
+        }};
+    }
+    let acc = match vd {
+        DType::Bool => go!(bool, Bool),
+        DType::I32 => go!(i32, I32),
+        DType::I64 => go!(i64, I64),
+        DType::F32 => go!(f32, F32),
+        DType::F64 => go!(f64, F64),
+        DType::C64 => go!(Complex32, C64),
+        DType::C128 => go!(Complex64, C128),
+    };
+    let mut ins: Vec<Slice<'_>> = inputs.to_vec();
+    ins.push(acc.as_slice());
+    let mut params = args.params.clone();
+    params.push(Scalar::I64(start as i64));
+    let epi_args = LaunchArgs {
+        shape: [total].into_iter().collect(),
         params,
     };
     interp::run(&epi, &ins, outputs, &epi_args, start)

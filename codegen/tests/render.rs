@@ -570,6 +570,27 @@ fn reduce_all_max() -> Vec<Kernel> {
     vec![all, b.finish()]
 }
 
+/// `cumsum(x * p0)` along rows, then `+ p1` per element (an inclusive scan with a
+/// producer and an epilogue); and `cumprod` of a complex input.
+fn scans() -> Vec<Kernel> {
+    let mut b = Builder::new(2);
+    let i = index(&mut b);
+    let x = load(&mut b, DType::F32, i);
+    let p = b.param(DType::F32);
+    let xs = b.binary(B::Mul, x, p);
+    let q = b.param(DType::F32);
+    let s = b.reduce(ReduceOp::Sum, xs, ReduceLayout::Scan);
+    let o = b.binary(B::Add, s, q);
+    b.store(o);
+    let sum = b.finish();
+    let mut b = Builder::new(2);
+    let i = index(&mut b);
+    let z = load(&mut b, DType::C128, i);
+    let s = b.reduce(ReduceOp::Prod, z, ReduceLayout::Scan);
+    b.store(s);
+    vec![sum, b.finish()]
+}
+
 /// The snapshot corpus: (file stem, kernel, options).
 fn corpus() -> Vec<(&'static str, Kernel, RenderOptions)> {
     vec![
@@ -594,6 +615,8 @@ fn corpus() -> Vec<(&'static str, Kernel, RenderOptions)> {
         ("reduce_sum_outer_f32", reduce_sum_outer_f32(), IDX32),
         ("reduce_all_i32", reduce_all_max()[0].clone(), IDX64),
         ("reduce_max_i64_sqrt", reduce_all_max()[1].clone(), IDX64),
+        ("scan_sum_f32", scans()[0].clone(), IDX32),
+        ("scan_prod_c128", scans()[1].clone(), IDX64),
     ]
 }
 

@@ -120,8 +120,12 @@ pub(super) fn loaded_inputs(k: &Kernel) -> BTreeSet<u32> {
 
 /// Renders the whole source of `k` (already validated and normalized).
 pub(super) fn emit(k: &Kernel, opts: &RenderOptions, layout: &ArgLayout, entry: &str) -> Emitted {
-    if k.reduce.is_some() {
-        return super::reduce::emit(k, opts, layout, entry);
+    match k.reduce {
+        Some(r) if r.layout == crate::ops::ReduceLayout::Scan => {
+            return super::scan::emit(k, opts, layout, entry)
+        }
+        Some(_) => return super::reduce::emit(k, opts, layout, entry),
+        None => {}
     }
     let plan = if opts.scalar {
         VectorPlan {

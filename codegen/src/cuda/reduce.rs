@@ -13,7 +13,7 @@ use std::collections::BTreeSet;
 use std::fmt::Write as _;
 
 /// The identity of `op` on values of dtype `d`, as a C literal.
-fn identity(op: ReduceOp, d: DType) -> String {
+pub(super) fn identity(op: ReduceOp, d: DType) -> String {
     let s = match op {
         ReduceOp::Sum => Scalar::zero(d),
         ReduceOp::Prod => Scalar::I64(1).cast(d),
@@ -250,7 +250,7 @@ pub(super) fn emit(k: &Kernel, opts: &RenderOptions, layout: &ArgLayout, entry: 
             let _ = writeln!(w, "  const int row = t / tpr;");
             let _ = writeln!(w, "  const int lane = t % tpr;");
         }
-        ReduceLayout::Outer => {
+        ReduceLayout::Outer | ReduceLayout::Scan => {
             let _ = writeln!(w, "  const int row = t % rb;");
             let _ = writeln!(w, "  const int lane = t / rb;");
         }

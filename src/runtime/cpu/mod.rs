@@ -68,6 +68,10 @@ pub(crate) fn run_kernel(
     let n = kernel.out_len(args);
     // outputs per work item: a reduction's output costs a whole row of the body
     let chunk = match (&kernel.reduce, args.shape.get(1)) {
+        // a scan's work items are whole rows (each is scanned from its start)
+        (Some(red), Some(&r)) if red.layout == lazyfuse_codegen::ReduceLayout::Scan => {
+            (CHUNK / r.max(1)).max(1) * r.max(1)
+        }
         (Some(_), Some(&r)) => (CHUNK / r.max(1)).max(1),
         // at least four items per thread down to MIN_CHUNK elements each
         _ => n.div_ceil(threads() * 4).clamp(MIN_CHUNK, CHUNK),

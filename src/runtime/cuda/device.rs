@@ -9,7 +9,7 @@ use crate::config::debug_log;
 use crate::profile;
 use crate::{Error, Result};
 use cudarc::driver::{result as drv, sys as drv_sys, CudaContext, CudaStream};
-use lazyfuse_codegen::cuda::{ReduceLaunch, RenderOptions, BLOCK};
+use lazyfuse_codegen::cuda::{ReduceLaunch, RenderOptions, BLOCK, SCAN_TILE};
 use lazyfuse_codegen::{DType, HostBuf, Kernel, LaunchArgs, ReduceLayout};
 use smallvec::SmallVec;
 use std::ffi::c_void;
@@ -54,6 +54,10 @@ const REDUCE_BLOCKS_PER_SM: usize = 8;
 /// Fewest values each thread of a split reduction handles.
 const REDUCE_MIN_PER_THREAD: usize = 64;
 
+/// Blocks per SM a scan launches (each loops over tiles). Blocks take tiles in order
+/// from a counter, so every tile a look-back waits for is held by a running block.
+const SCAN_BLOCKS_PER_SM: usize = 4;
+
 /// How a reduction of `m` outputs over `r` values each is launched on `sm_count` SMs, for a
 /// kernel whose threads each accumulate `cols` adjacent outputs (`per_thread` of a rendered
 /// reduction): (threads per output, chunks per output, blocks along x).
@@ -72,6 +76,8 @@ pub(super) fn reduce_split(
         // sum of 4096^2 f32: 29.0 us at 16 against 31.1 at 8 and 30.4 at 32)
         ReduceLayout::Outer if cols > 1 => r.max(1).next_power_of_two().min(16),
         ReduceLayout::Outer => 8,
+        // scans are launched by tiles (`launch_scan`)
+        ReduceLayout::Scan => 1,
     };
     let rb = block / tpr * cols;
     let row_blocks = m.div_ceil(rb).max(1);
@@ -479,6 +485,9 @@ impl CudaDevice {
         outputs: &[CudaBuffer],
         args: &LaunchArgs,
     ) -> Result<()> {
+        if red.layout == ReduceLayout::Scan {
+            return self.launch_scan(me, p, opts, kernel, red, inputs, outputs, args);
+        }
         let n = kernel.out_len(args);
         let r = args.shape.get(1).copied().unwrap_or(0);
         let cols = p.loaded.rendered.per_thread;
@@ -508,6 +517,63 @@ impl CudaDevice {
         let blob = checked_blob(k, blob)?;
         self.launch_at(k, blob, (gx, chunks), k.rendered.block.max(1))?;
         drop(partials);
+        Ok(())
+    }
+
+    /// Launches scan kernel `k`: tiles of [`SCAN_TILE`] elements of each row, taken in
+    /// order by at most [`SCAN_BLOCKS_PER_SM`] blocks per SM, with a zeroed workspace of
+    /// tile states and a tile counter, and room for two values per tile (freed,
+    /// stream-ordered, after the launch).
+    #[allow(clippy::too_many_arguments)]
+    fn launch_scan(
+        &self,
+        me: &Arc<CudaDevice>,
+        p: &Prepared,
+        opts: &RenderOptions,
+        kernel: &Kernel,
+        red: lazyfuse_codegen::Reduce,
+        inputs: &[&CudaBuffer],
+        outputs: &[CudaBuffer],
+        args: &LaunchArgs,
+    ) -> Result<()> {
+        let m = args.shape.first().copied().unwrap_or(0);
+        let r = args.shape.get(1).copied().unwrap_or(0);
+        let tiles = m * r.div_ceil(SCAN_TILE as usize);
+        if tiles == 0 {
+            return Ok(());
+        }
+        let vd = kernel.values[red.value as usize].dtype;
+        let values = self.alloc(me, vd, 2 * tiles)?;
+        let states = self.alloc(me, DType::I64, tiles + 1)?;
+        self.ctx
+            .bind_to_thread()
+            .map_err(driver_err("cuCtxSetCurrent"))?;
+        // SAFETY: `states` holds `tiles + 1` I64 values, zeroed here on the stream the
+        // launch below runs on.
+        unsafe {
+            drv::memset_d8_async(
+                states.device_ptr(),
+                0,
+                (tiles + 1) * 8,
+                self.work_stream().cu_stream(),
+            )
+        }
+        .map_err(driver_err("cuMemsetD8Async"))?;
+        let launch = ReduceLaunch {
+            threads_per_output: 1,
+            chunks: 1,
+            workspace: values.device_ptr(),
+            workspace_idx: states.device_ptr(),
+            counters: 0,
+        };
+        let in_ptrs: SmallVec<[u64; 8]> = inputs.iter().map(|b| b.device_ptr()).collect();
+        let out_ptrs: SmallVec<[u64; 4]> = outputs.iter().map(|b| b.device_ptr()).collect();
+        let blob = p.pack(kernel, opts, &in_ptrs, &out_ptrs, args, &launch)?;
+        let k = &*p.loaded;
+        let blob = checked_blob(k, blob)?;
+        let grid = tiles.min(SCAN_BLOCKS_PER_SM * self.sm_count.max(1) as usize) as u32;
+        self.launch_at(k, blob, (grid, 1), k.rendered.block.max(1))?;
+        drop((values, states));
         Ok(())
     }
 

@@ -1,0 +1,270 @@
+//! Emission of scan kernels (`ReduceLayout::Scan`): blocks take tiles of [`TILE`] elements
+//! of a row in order from a counter, compute the body's values into shared memory
+//! (coalesced), scan the tile (serially per thread over [`ITEMS`] adjacent values, then
+//! across threads), and learn the total of the row's earlier tiles by decoupled look-back:
+//! each tile publishes its own total at once and its inclusive prefix when known, and a
+//! tile sums its predecessors' totals backwards until it meets a published prefix. One
+//! pass over memory, whatever the row length.
+//!
+//! Workspace (zeroed before each launch by the runtime): `wsi[0..tiles]` the tiles'
+//! states (0 none, 1 total published, 2 prefix published), `wsi[tiles]` the tile counter;
+//! `ws` holds `2 * tiles` values: the totals, then the inclusive prefixes.
+
+use super::emit::{Emitted, Emitter, Mode};
+use super::prelude::Helper;
+use super::reduce::identity;
+use super::{c_type, ArgLayout, RenderOptions, BLOCK};
+use crate::ops::{BinaryOp, ReduceOp};
+use crate::{DType, Inst, Kernel};
+use std::collections::BTreeSet;
+use std::fmt::Write as _;
+
+/// Values each thread scans serially.
+pub const ITEMS: u32 = 8;
+/// Elements per tile.
+pub const TILE: u32 = BLOCK * ITEMS;
+
+/// A load and a store of `acc_t` values that bypass the (incoherent) L1 cache, for values
+/// other blocks write.
+fn cache_global(d: DType) -> String {
+    let t = c_type(d);
+    let (ld, st) = match d {
+        DType::C64 => (
+            "const float2 u = __ldcg((const float2*)p); return c32{u.x, u.y};",
+            "__stcg((float2*)p, make_float2(v.re, v.im));",
+        ),
+        DType::C128 => (
+            "const double2 u = __ldcg((const double2*)p); return c64{u.x, u.y};",
+            "__stcg((double2*)p, make_double2(v.re, v.im));",
+        ),
+        DType::Bool => (
+            "return *(const volatile bool*)p;",
+            "*(volatile bool*)p = v;",
+        ),
+        _ => ("return __ldcg(p);", "__stcg(p, v);"),
+    };
+    format!(
+        "__device__ __forceinline__ {t} lf_ldcg(const {t}* p) {{ {ld} }}\n\
+         __device__ __forceinline__ void lf_stcg({t}* p, {t} v) {{ {st} }}\n"
+    )
+}
+
+/// Renders the whole source of scan kernel `k` (validated and normalized).
+pub(super) fn emit(k: &Kernel, opts: &RenderOptions, layout: &ArgLayout, entry: &str) -> Emitted {
+    let red = k.reduce.expect("a scan kernel");
+    let at = k.reduced_at().expect("a reduced value");
+    let mut e = Emitter {
+        k,
+        helpers: BTreeSet::new(),
+        prefetched: BTreeSet::new(),
+    };
+    for d in k
+        .inputs
+        .iter()
+        .chain(&k.outputs)
+        .chain(&k.params)
+        .chain(k.values.iter().map(|v| &v.dtype))
+    {
+        if d.is_complex() {
+            e.helpers.insert(Helper::CType(*d));
+        }
+    }
+    let vd = k.values[red.value as usize].dtype;
+    let acc_t = c_type(vd);
+    let id = identity(red.op, vd);
+    let bop = match red.op {
+        ReduceOp::Prod => BinaryOp::Mul,
+        _ => BinaryOp::Add,
+    };
+    let comb = |e: &mut Emitter<'_>, a: &str, b: &str| e.binary(bop, vd, a, b, opts);
+    let uniform = k.uniform();
+    let uses =
+        |inst: Inst, from: usize, to: usize| k.values[from..to].iter().any(|v| v.inst == inst);
+
+    let mut body = String::new();
+    let w = &mut body;
+    let _ = writeln!(w, "  const IDX M = (IDX)a.shape[0];");
+    let _ = writeln!(w, "  const IDX R = (IDX)a.shape[1];");
+    let _ = writeln!(w, "  const int t = (int)threadIdx.x;");
+    let _ = writeln!(w, "  const IDX per_row = (R + {TILE} - 1) / {TILE};");
+    let _ = writeln!(w, "  const IDX tiles = M * per_row;");
+    let _ = writeln!(w, "  {acc_t}* __restrict__ tot = ({acc_t}*)a.ws;");
+    let _ = writeln!(w, "  {acc_t}* __restrict__ pre = tot + tiles;");
+    let _ = writeln!(w, "  long long* st = a.wsi;");
+    let _ = writeln!(w, "  __shared__ {acc_t} sv[{TILE}];");
+    let _ = writeln!(w, "  __shared__ {acc_t} sh[{BLOCK}];");
+    let _ = writeln!(w, "  __shared__ {acc_t} sp;");
+    let _ = writeln!(w, "  __shared__ unsigned long long stile;");
+    for &i in &super::emit::loaded_inputs(k) {
+        let t = c_type(k.inputs[i as usize]);
+        let _ = writeln!(w, "  const {t}* __restrict__ in{i} = a.in{i};");
+    }
+    for (o, &d) in k.outputs.iter().enumerate() {
+        let _ = writeln!(w, "  {}* __restrict__ out{o} = a.out{o};", c_type(d));
+    }
+    for (vid, v) in k.values.iter().enumerate() {
+        if uniform[vid] {
+            let expr = e.value(v.inst, v.dtype, Mode::Scalar, opts);
+            let _ = writeln!(w, "  const {} v{vid} = {expr};", c_type(v.dtype));
+        }
+    }
+    let _ = writeln!(w, "  for (;;) {{");
+    let _ = writeln!(
+        w,
+        "    if (t == 0) stile = atomicAdd((unsigned long long*)&st[tiles], 1ull);"
+    );
+    let _ = writeln!(w, "    __syncthreads();");
+    let _ = writeln!(w, "    const IDX tile = (IDX)stile;");
+    let _ = writeln!(w, "    if (tile >= tiles) break;");
+    let _ = writeln!(w, "    const IDX row = tile / per_row;");
+    let _ = writeln!(w, "    const IDX tr = tile - row * per_row;");
+    let _ = writeln!(w, "    const IDX j0 = tr * {TILE};");
+    // the body, striped: thread t computes positions j0 + q * BLOCK + t
+    let _ = writeln!(w, "#pragma unroll");
+    let _ = writeln!(w, "    for (int q = 0; q < {ITEMS}; ++q) {{");
+    let _ = writeln!(w, "      const IDX r = j0 + (IDX)(q * {BLOCK} + t);");
+    let _ = writeln!(w, "      {acc_t} x = {id};");
+    let _ = writeln!(w, "      if (r < R) {{");
+    if uses(Inst::Index, 0, at) {
+        let _ = writeln!(w, "        const IDX i = row * R + r;");
+    }
+    if uses(Inst::Axis(0), 0, at) {
+        let _ = writeln!(w, "        const IDX ax0 = row;");
+    }
+    if uses(Inst::Axis(1), 0, at) {
+        let _ = writeln!(w, "        const IDX ax1 = r;");
+    }
+    for (vid, v) in k.values[..at].iter().enumerate() {
+        if !uniform[vid] {
+            let expr = e.value(v.inst, v.dtype, Mode::Scalar, opts);
+            let _ = writeln!(w, "        const {} v{vid} = {expr};", c_type(v.dtype));
+        }
+    }
+    let _ = writeln!(w, "        x = v{};", red.value);
+    let _ = writeln!(w, "      }}");
+    let _ = writeln!(w, "      sv[q * {BLOCK} + t] = x;");
+    let _ = writeln!(w, "    }}");
+    let _ = writeln!(w, "    __syncthreads();");
+    // serial scan of the thread's adjacent values
+    let _ = writeln!(w, "    {acc_t} run = sv[t * {ITEMS}];");
+    let _ = writeln!(w, "#pragma unroll");
+    let _ = writeln!(w, "    for (int q = 1; q < {ITEMS}; ++q) {{");
+    let c = comb(&mut e, "run", &format!("sv[t * {ITEMS} + q]"));
+    let _ = writeln!(w, "      run = {c};");
+    let _ = writeln!(w, "      sv[t * {ITEMS} + q] = run;");
+    let _ = writeln!(w, "    }}");
+    // across threads: an inclusive scan of the threads' totals
+    let _ = writeln!(w, "    sh[t] = run;");
+    let _ = writeln!(w, "    __syncthreads();");
+    let _ = writeln!(w, "    for (int off = 1; off < {BLOCK}; off <<= 1) {{");
+    let _ = writeln!(w, "      {acc_t} y = {id};");
+    let _ = writeln!(w, "      if (t >= off) y = sh[t - off];");
+    let _ = writeln!(w, "      __syncthreads();");
+    let c = comb(&mut e, "y", "sh[t]");
+    let _ = writeln!(w, "      if (t >= off) sh[t] = {c};");
+    let _ = writeln!(w, "      __syncthreads();");
+    let _ = writeln!(w, "    }}");
+    // the look-back, by thread 0
+    let _ = writeln!(w, "    if (t == 0) {{");
+    let _ = writeln!(w, "      const {acc_t} total = sh[{BLOCK} - 1];");
+    let _ = writeln!(w, "      {acc_t} prefix = {id};");
+    let _ = writeln!(w, "      if (tr == 0) {{");
+    let _ = writeln!(w, "        lf_stcg(&pre[tile], total);");
+    let _ = writeln!(w, "        __threadfence();");
+    let _ = writeln!(
+        w,
+        "        atomicExch((unsigned long long*)&st[tile], 2ull);"
+    );
+    let _ = writeln!(w, "      }} else {{");
+    let _ = writeln!(w, "        lf_stcg(&tot[tile], total);");
+    let _ = writeln!(w, "        __threadfence();");
+    let _ = writeln!(
+        w,
+        "        atomicExch((unsigned long long*)&st[tile], 1ull);"
+    );
+    let _ = writeln!(w, "        IDX p = tile - 1;");
+    let _ = writeln!(w, "        for (;;) {{");
+    let _ = writeln!(w, "          long long f;");
+    let _ = writeln!(
+        w,
+        "          do {{ f = *(volatile long long*)&st[p]; }} while (f == 0);"
+    );
+    let _ = writeln!(w, "          __threadfence();");
+    let _ = writeln!(
+        w,
+        "          const {acc_t} v = f == 2 ? lf_ldcg(&pre[p]) : lf_ldcg(&tot[p]);"
+    );
+    let c = comb(&mut e, "v", "prefix");
+    let _ = writeln!(w, "          prefix = {c};");
+    let _ = writeln!(w, "          if (f == 2) break;");
+    let _ = writeln!(w, "          --p;");
+    let _ = writeln!(w, "        }}");
+    let c = comb(&mut e, "prefix", "total");
+    let _ = writeln!(w, "        lf_stcg(&pre[tile], {c});");
+    let _ = writeln!(w, "        __threadfence();");
+    let _ = writeln!(
+        w,
+        "        atomicExch((unsigned long long*)&st[tile], 2ull);"
+    );
+    let _ = writeln!(w, "      }}");
+    let _ = writeln!(w, "      sp = prefix;");
+    let _ = writeln!(w, "    }}");
+    let _ = writeln!(w, "    __syncthreads();");
+    // every value of the thread's run gets the earlier threads' and tiles' total
+    let _ = writeln!(w, "    {{");
+    let _ = writeln!(w, "      {acc_t} base = sp;");
+    let c = comb(&mut e, "base", "sh[t - 1]");
+    let _ = writeln!(w, "      if (t > 0) base = {c};");
+    let _ = writeln!(w, "#pragma unroll");
+    let _ = writeln!(w, "      for (int q = 0; q < {ITEMS}; ++q) {{");
+    let c = comb(&mut e, "base", &format!("sv[t * {ITEMS} + q]"));
+    let _ = writeln!(w, "        sv[t * {ITEMS} + q] = {c};");
+    let _ = writeln!(w, "      }}");
+    let _ = writeln!(w, "    }}");
+    let _ = writeln!(w, "    __syncthreads();");
+    // the epilogue and the stores, striped again
+    let rt = c_type(k.values[at].dtype);
+    let _ = writeln!(w, "#pragma unroll");
+    let _ = writeln!(w, "    for (int q = 0; q < {ITEMS}; ++q) {{");
+    let _ = writeln!(w, "      const IDX r = j0 + (IDX)(q * {BLOCK} + t);");
+    let _ = writeln!(w, "      if (r < R) {{");
+    let _ = writeln!(w, "        const IDX i = row * R + r;");
+    let _ = writeln!(w, "        const {rt} v{at} = sv[q * {BLOCK} + t];");
+    for (vid, v) in k.values.iter().enumerate().skip(at + 1) {
+        if !uniform[vid] {
+            let expr = e.value(v.inst, v.dtype, Mode::Scalar, opts);
+            let _ = writeln!(w, "        const {} v{vid} = {expr};", c_type(v.dtype));
+        }
+    }
+    for s in &k.stores {
+        let _ = writeln!(w, "        out{}[i] = v{};", s.output, s.value);
+    }
+    let _ = writeln!(w, "      }}");
+    let _ = writeln!(w, "    }}");
+    let _ = writeln!(w, "    __syncthreads();");
+    let _ = writeln!(w, "  }}");
+
+    let mut src = String::new();
+    let s = &mut src;
+    let _ = writeln!(
+        s,
+        "// Generated by lazyfuse-codegen. Entry {entry}: {} scan, tiles of {TILE}, {BLOCK} threads per block.",
+        red.op.name()
+    );
+    let extra = cache_global(vd);
+    super::emit::assemble(
+        k,
+        opts,
+        layout,
+        entry,
+        &e.helpers,
+        &extra,
+        &BTreeSet::new(),
+        &body,
+        s,
+    );
+    Emitted {
+        source: src,
+        per_thread: ITEMS,
+    }
+}

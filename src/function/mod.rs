@@ -82,6 +82,9 @@ struct Traced {
     dummy: Arc<Node>,
     #[cfg(feature = "cuda")]
     graph: Option<crate::exec::replay::GraphState>,
+    /// The plan is one kernel that may write into an input's buffer.
+    #[cfg_attr(not(feature = "cuda"), allow(dead_code))]
+    inplace_one_kernel: bool,
 }
 
 /// One cached trace.
@@ -217,7 +220,7 @@ impl Function {
         let entry = self.entry_for("Function::call", inputs)?;
         let nodes = inputs.iter().map(|a| a.node.clone()).collect();
         let mut t = lock(&entry.traced);
-        t.call(nodes)
+        t.call(nodes, false)
     }
 
     /// [`Function::call`] that takes the inputs by value: where the plan reads an input
@@ -226,8 +229,10 @@ impl Function {
     /// capture refers to it, and no other input is the same array), the result is
     /// written into the input's buffer instead of a new one (`lf::stats().buffers_reused`),
     /// as a plain `eval` does. The usual loop: `u = f.call_owned(vec![u])?.remove(0)`.
-    /// On CUDA, calls that replay a recorded graph write fresh pooled buffers instead
-    /// (the consumed inputs' buffers return to the pool for the next call).
+    /// On CUDA a plan of one kernel that can write into an input then runs as a plain
+    /// launch rather than a graph replay (a graph saves nothing for one launch, as for
+    /// `eval`); a plan of several steps replays its graph, whose results are fresh pooled
+    /// buffers (the consumed inputs' buffers return to the pool for the next call).
     pub fn call_owned(&self, inputs: Vec<Array>) -> Result<Vec<Array>> {
         let entry = {
             let refs: Vec<&Array> = inputs.iter().collect();
@@ -235,7 +240,7 @@ impl Function {
         };
         let nodes = inputs.into_iter().map(|a| a.node).collect();
         let mut t = lock(&entry.traced);
-        t.call(nodes)
+        t.call(nodes, true)
     }
 
     /// The trace for `inputs`' signature (traced now when new), with the inputs
@@ -400,6 +405,11 @@ fn trace_one(f: &Closure, examples: &[&Array], device: &Device) -> Result<Traced
     #[cfg(feature = "cuda")]
     let graph =
         crate::exec::replay::GraphState::new(device, &template, &slots, &results, examples.len());
+    let inplace_one_kernel = template.steps().len() == 1
+        && template
+            .reuse()
+            .iter()
+            .any(|c| matches!(slots[c.x], PosSlot::Input(_)));
     Ok(Traced {
         device: device.clone(),
         template,
@@ -408,14 +418,17 @@ fn trace_one(f: &Closure, examples: &[&Array], device: &Device) -> Result<Traced
         dummy,
         #[cfg(feature = "cuda")]
         graph,
+        inplace_one_kernel,
     })
 }
 
 impl Traced {
     /// One call over the inputs' (evaluated) nodes. Handles in `inputs` are the call's
     /// own: they are dropped before the plan runs, so an input whose last handle this was
-    /// may be written in place.
-    fn call(&mut self, inputs: Vec<Arc<Node>>) -> Result<Vec<Array>> {
+    /// may be written in place. `owned`: the caller gave its handles up
+    /// ([`Function::call_owned`]), so a one-kernel plan that can write into an input runs
+    /// plainly instead of through a CUDA graph.
+    fn call(&mut self, inputs: Vec<Arc<Node>>, owned: bool) -> Result<Vec<Array>> {
         let nodes: Vec<Arc<Node>> = self
             .slots
             .iter()
@@ -441,7 +454,7 @@ impl Traced {
             .collect();
         crate::stats::bump::evals(1);
         #[cfg(feature = "cuda")]
-        if let Some(g) = self.graph.as_mut() {
+        if let Some(g) = self.graph.as_mut().filter(|_| !(owned && self.inplace_one_kernel)) {
             let bufs: Vec<Arc<crate::runtime::Buffer>> = inputs
                 .iter()
                 .map(|n| {

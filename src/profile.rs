@@ -723,19 +723,17 @@ fn finish_probe(p: Probe, dev: Option<&Device>, mut e: Entry) {
             None => {
                 // device events: this device's first one is its clock origin
                 let base = match (dev, p.start.is_device() && end.is_device()) {
-                    (Some(d), true) => Some(
-                        match r.bases.iter().position(|b| b.device == *d) {
-                            Some(b) => b,
-                            None => {
-                                r.bases.push(Base {
-                                    device: d.clone(),
-                                    pending: r.pending.len(),
-                                    host,
-                                });
-                                r.bases.len() - 1
-                            }
-                        },
-                    ),
+                    (Some(d), true) => Some(match r.bases.iter().position(|b| b.device == *d) {
+                        Some(b) => b,
+                        None => {
+                            r.bases.push(Base {
+                                device: d.clone(),
+                                pending: r.pending.len(),
+                                host,
+                            });
+                            r.bases.len() - 1
+                        }
+                    }),
                     _ => None,
                 };
                 r.pending.push(Pending {

@@ -614,7 +614,10 @@ fn call_owned_writes_into_inputs_it_holds_the_last_handle_to() {
         let s = lf::stats();
         assert_eq!(s.function_traces, 0);
         // one kernel: plain launches (also on CUDA), each into the consumed input
-        assert_eq!(s.buffers_reused, calls as u64, "every call consumed its input");
+        assert_eq!(
+            s.buffers_reused, calls as u64,
+            "every call consumed its input"
+        );
         assert_eq!(s.graph_launches, 0);
         assert_eq!((u.shape(), u.dtype()), (&[n][..], DType::F64));
         for (i, (g, w)) in u.to_vec::<f64>().unwrap().iter().zip(&want).enumerate() {
@@ -628,7 +631,11 @@ fn call_owned_writes_into_inputs_it_holds_the_last_handle_to() {
         let twice = Array::from_vec_on(x.clone(), &[n], dev).unwrap();
         let r2 = g.call_owned(vec![twice.clone(), twice]).unwrap().remove(0);
         assert_eq!(lf::stats().buffers_reused, 0);
-        assert_eq!(held.to_vec::<f64>().unwrap(), x, "a held input was overwritten");
+        assert_eq!(
+            held.to_vec::<f64>().unwrap(),
+            x,
+            "a held input was overwritten"
+        );
         let once: Vec<f64> = x.iter().map(|v| v * 0.5 + v.sin()).collect();
         for (g, w) in r.to_vec::<f64>().unwrap().iter().zip(&once) {
             assert!((g - w).abs() <= 1e-12 * w.abs().max(1.0), "{g} vs {w}");

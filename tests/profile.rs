@@ -267,11 +267,21 @@ fn parse_json(text: &str) -> Json {
         }
         fn eat(&mut self, c: u8) {
             self.ws();
-            assert_eq!(self.s.get(self.i), Some(&c), "expected {:?} at {}", c as char, self.i);
+            assert_eq!(
+                self.s.get(self.i),
+                Some(&c),
+                "expected {:?} at {}",
+                c as char,
+                self.i
+            );
             self.i += 1;
         }
         fn lit(&mut self, word: &str, v: Json) -> Json {
-            assert!(self.s[self.i..].starts_with(word.as_bytes()), "bad literal at {}", self.i);
+            assert!(
+                self.s[self.i..].starts_with(word.as_bytes()),
+                "bad literal at {}",
+                self.i
+            );
             self.i += word.len();
             v
         }
@@ -298,7 +308,9 @@ fn parse_json(text: &str) -> Json {
                             b'u' => {
                                 let h = std::str::from_utf8(&self.s[self.i..self.i + 4]).unwrap();
                                 self.i += 4;
-                                out.push(char::from_u32(u32::from_str_radix(h, 16).unwrap()).unwrap());
+                                out.push(
+                                    char::from_u32(u32::from_str_radix(h, 16).unwrap()).unwrap(),
+                                );
                             }
                             _ => panic!("bad escape at {}", self.i),
                         }
@@ -410,8 +422,12 @@ fn chrome_trace_holds_one_event_per_entry() {
             .iter()
             .filter(|e| matches!(e.get("ph"), Some(Json::Str(p)) if p == "X"))
             .collect();
-        assert_eq!(complete.len(), report.entries.len(), "one X event per entry");
-        assert!(report.kernels().len() >= 1 && report.library_calls().len() == 1);
+        assert_eq!(
+            complete.len(),
+            report.entries.len(),
+            "one X event per entry"
+        );
+        assert!(!report.kernels().is_empty() && report.library_calls().len() == 1);
         let wall_us = report.wall.as_nanos() as f64 / 1e3;
         for (ev, e) in complete.iter().zip(&report.entries) {
             assert_eq!(ev.str("name"), e.name);
@@ -422,9 +438,16 @@ fn chrome_trace_holds_one_event_per_entry() {
             assert_eq!(args.num("bytes"), e.bytes as f64);
             let (ts, dur) = (ev.num("ts"), ev.num("dur"));
             let us = |d: std::time::Duration| d.as_nanos() as f64 / 1e3;
-            assert!((dur - us(e.time)).abs() <= 1e-3, "dur {dur} vs {:?}", e.time);
+            assert!(
+                (dur - us(e.time)).abs() <= 1e-3,
+                "dur {dur} vs {:?}",
+                e.time
+            );
             assert!((ts - us(e.start)).abs() <= 1e-3, "ts {ts} vs {:?}", e.start);
-            assert!(ts >= 0.0 && ts <= wall_us, "ts {ts} outside the stretch of {wall_us} us");
+            assert!(
+                ts >= 0.0 && ts <= wall_us,
+                "ts {ts} outside the stretch of {wall_us} us"
+            );
             let tid = ev.num("tid");
             let device_timed = e.timing == lf::Timing::DeviceEvents;
             assert_eq!(tid, if device_timed { 2.0 } else { 1.0 });
@@ -438,7 +461,9 @@ fn chrome_trace_holds_one_event_per_entry() {
         assert_eq!(other.num("evals"), report.evals as f64);
         assert_eq!(
             other.get("notes"),
-            Some(&Json::Arr(report.notes.iter().map(|n| Json::Str(n.clone())).collect()))
+            Some(&Json::Arr(
+                report.notes.iter().map(|n| Json::Str(n.clone())).collect()
+            ))
         );
         // the track names
         let meta: Vec<&str> = events

@@ -70,7 +70,12 @@ fn mean_var(v: &[f64]) -> (f64, f64) {
 fn correlation(a: &[f64], b: &[f64]) -> f64 {
     let (ma, va) = mean_var(a);
     let (mb, vb) = mean_var(b);
-    let c = a.iter().zip(b).map(|(x, y)| (x - ma) * (y - mb)).sum::<f64>() / a.len() as f64;
+    let c = a
+        .iter()
+        .zip(b)
+        .map(|(x, y)| (x - ma) * (y - mb))
+        .sum::<f64>()
+        / a.len() as f64;
     c / (va * vb).sqrt()
 }
 
@@ -95,7 +100,11 @@ fn a_key_draws_the_numbers_of_its_seed() {
         // a key computed on the device (not a constant) draws the same numbers, and so
         // does the CPU for a key on another device
         let k = Key::from_array(&(Array::scalar_on(20i64, dev) + 22i64)).unwrap();
-        let u = vals(&lf::random::uniform_key(&k, &[500], DType::F64), &[500], DType::F64);
+        let u = vals(
+            &lf::random::uniform_key(&k, &[500], DType::F64),
+            &[500],
+            DType::F64,
+        );
         let want = vals(
             &lf::random::uniform_on(&[500], DType::F64, 42, &Device::cpu()),
             &[500],
@@ -118,8 +127,16 @@ fn split_and_fold_in_follow_the_documented_mapping() {
         for (i, ki) in keys.iter().enumerate() {
             let s = split_seed(seed, i as u64);
             assert_eq!(seed_of(ki), s, "split key {i}");
-            let u = vals(&lf::random::uniform_key(ki, &[n], DType::F64), &[n], DType::F64);
-            let want = vals(&lf::random::uniform_on(&[n], DType::F64, s, dev), &[n], DType::F64);
+            let u = vals(
+                &lf::random::uniform_key(ki, &[n], DType::F64),
+                &[n],
+                DType::F64,
+            );
+            let want = vals(
+                &lf::random::uniform_on(&[n], DType::F64, s, dev),
+                &[n],
+                DType::F64,
+            );
             assert_eq!(u, want, "split key {i} draws the numbers of its seed");
             let (m, v) = mean_var(&u);
             assert!(
@@ -136,7 +153,11 @@ fn split_and_fold_in_follow_the_documented_mapping() {
         ));
         for a in 0..draws.len() {
             for b in a + 1..draws.len() {
-                let same = draws[a].iter().zip(&draws[b]).filter(|(x, y)| x == y).count();
+                let same = draws[a]
+                    .iter()
+                    .zip(&draws[b])
+                    .filter(|(x, y)| x == y)
+                    .count();
                 assert!(same < n / 1000, "draws {a} and {b}: {same} equal");
                 let c = correlation(&draws[a], &draws[b]);
                 assert!(c.abs() < 0.02, "draws {a} and {b}: correlation {c}");
@@ -147,8 +168,16 @@ fn split_and_fold_in_follow_the_documented_mapping() {
             let kd = k.fold_in(d);
             let s = fold_seed(seed, d);
             assert_eq!(seed_of(&kd), s, "fold_in({d})");
-            let g = vals(&lf::random::normal_key(&kd, &[n], DType::F32), &[n], DType::F32);
-            let want = vals(&lf::random::normal_on(&[n], DType::F32, s, dev), &[n], DType::F32);
+            let g = vals(
+                &lf::random::normal_key(&kd, &[n], DType::F32),
+                &[n],
+                DType::F32,
+            );
+            let want = vals(
+                &lf::random::normal_on(&[n], DType::F32, s, dev),
+                &[n],
+                DType::F32,
+            );
             assert_eq!(g, want, "fold_in({d}) draws the numbers of its seed");
             let (m, v) = mean_var(&g);
             assert!(
@@ -171,7 +200,11 @@ fn keyed_numbers_fuse_into_their_consumer() {
         let x = lf::random::uniform_key(&k, &[4096], DType::F32) * 2.0 - 1.0;
         lf::reset_stats();
         x.eval().unwrap();
-        assert_eq!(lf::stats().kernels_launched, 1, "key, draw and affine map: one kernel");
+        assert_eq!(
+            lf::stats().kernels_launched,
+            1,
+            "key, draw and affine map: one kernel"
+        );
         let got = vals(&x, &[4096], DType::F32);
         let u = lf::random::uniform_on(&[4096], DType::F32, split_seed(11, 0), dev);
         let want = vals(&(u * 2.0 - 1.0), &[4096], DType::F32);
@@ -217,7 +250,11 @@ fn a_function_with_a_key_input_is_one_plan_and_draws_new_numbers_each_call() {
             assert!(f.is_graph());
         }
         assert_eq!(s.evals, calls);
-        assert_eq!(seed_of(&Key::from_array(&k).unwrap()), seed, "the chained key");
+        assert_eq!(
+            seed_of(&Key::from_array(&k).unwrap()),
+            seed,
+            "the chained key"
+        );
         // each call: the state plus noise drawn with that call's split key
         let mut prev: Option<Vec<f64>> = None;
         for (i, (r, s)) in outs.iter().enumerate() {
@@ -225,11 +262,18 @@ fn a_function_with_a_key_input_is_one_plan_and_draws_new_numbers_each_call() {
             let noise = lf::random::normal_on(&[n], DType::F32, split_seed(*s, 0), dev);
             let want = vals(&(&u + noise * 0.1f32), &[n], DType::F32);
             for (j, (g, w)) in got.iter().zip(&want).enumerate() {
-                assert!((g - w).abs() <= 1e-6 * w.abs().max(1.0), "call {i}, {j}: {g} vs {w}");
+                assert!(
+                    (g - w).abs() <= 1e-6 * w.abs().max(1.0),
+                    "call {i}, {j}: {g} vs {w}"
+                );
             }
             if let Some(p) = &prev {
                 let same = p.iter().zip(&got).filter(|(a, b)| a == b).count();
-                assert!(same < n / 100, "calls {} and {i} drew the same numbers", i - 1);
+                assert!(
+                    same < n / 100,
+                    "calls {} and {i} drew the same numbers",
+                    i - 1
+                );
             }
             prev = Some(got);
         }
@@ -243,21 +287,35 @@ fn key_from_array_checks_dtype_and_shape() {
         let a = Array::from_vec_on(vec![9i64], &[], dev).unwrap();
         let k = Key::from_array(&a).unwrap();
         assert_eq!(seed_of(&k), 9);
-        let u = vals(&lf::random::uniform_key(&k, &[64], DType::F32), &[64], DType::F32);
-        let want = vals(&lf::random::uniform_on(&[64], DType::F32, 9, dev), &[64], DType::F32);
+        let u = vals(
+            &lf::random::uniform_key(&k, &[64], DType::F32),
+            &[64],
+            DType::F32,
+        );
+        let want = vals(
+            &lf::random::uniform_on(&[64], DType::F32, 9, dev),
+            &[64],
+            DType::F32,
+        );
         assert_eq!(u, want);
 
         let floats = Array::from_vec_on(vec![9.0f64], &[], dev).unwrap();
         let e = Key::from_array(&floats).unwrap_err();
         assert!(matches!(e, lf::Error::DType { .. }), "{e:?}");
         let msg = e.to_string();
-        assert!(msg.contains("Key::from_array") && msg.contains("float64"), "{msg}");
+        assert!(
+            msg.contains("Key::from_array") && msg.contains("float64"),
+            "{msg}"
+        );
 
         let pair = Array::from_vec_on(vec![1i64, 2], &[2], dev).unwrap();
         let e = Key::from_array(&pair).unwrap_err();
         assert!(matches!(e, lf::Error::Shape { .. }), "{e:?}");
         let msg = e.to_string();
-        assert!(msg.contains("Key::from_array") && msg.contains("[2]"), "{msg}");
+        assert!(
+            msg.contains("Key::from_array") && msg.contains("[2]"),
+            "{msg}"
+        );
     });
 }
 

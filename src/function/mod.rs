@@ -428,6 +428,7 @@ impl Traced {
     /// may be written in place. `owned`: the caller gave its handles up
     /// ([`Function::call_owned`]), so a one-kernel plan that can write into an input runs
     /// plainly instead of through a CUDA graph.
+    #[cfg_attr(not(feature = "cuda"), allow(unused_variables))]
     fn call(&mut self, inputs: Vec<Arc<Node>>, owned: bool) -> Result<Vec<Array>> {
         let nodes: Vec<Arc<Node>> = self
             .slots
@@ -454,7 +455,11 @@ impl Traced {
             .collect();
         crate::stats::bump::evals(1);
         #[cfg(feature = "cuda")]
-        if let Some(g) = self.graph.as_mut().filter(|_| !(owned && self.inplace_one_kernel)) {
+        if let Some(g) = self
+            .graph
+            .as_mut()
+            .filter(|_| !(owned && self.inplace_one_kernel))
+        {
             let bufs: Vec<Arc<crate::runtime::Buffer>> = inputs
                 .iter()
                 .map(|n| {

@@ -403,7 +403,10 @@ impl Lowerer<'_> {
                     return Ok(Next::Input(input(0)?, idx.clone()));
                 }
                 let ctr = self.linear(idx, p);
-                Next::Done(self.b.push(Inst::Random(*kind, ctr, f.values[0]), node.dtype))
+                Next::Done(
+                    self.b
+                        .push(Inst::Random(*kind, ctr, f.values[0]), node.dtype),
+                )
             }
             Op::Unary(_) | Op::Binary(_) | Op::Where | Op::Cast => {
                 let arity = match node.op {

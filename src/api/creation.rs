@@ -170,9 +170,10 @@ pub fn meshgrid(arrays: &[&Array], indexing: Indexing) -> Vec<Array> {
 
 /// Counter-based random numbers: the same seed gives the same numbers on every device.
 ///
-/// Two ways to seed them. [`uniform`] and [`normal`] take a `u64` seed fixed in the graph
-/// (a new seed is a new kernel argument, never a recompile). [`uniform_key`] and
-/// [`normal_key`] take a [`Key`]: randomness as data, an array that can be an input of a
+/// Two ways to seed them. [`uniform`](random::uniform) and [`normal`](random::normal) take a
+/// `u64` seed fixed in the graph (a new seed is a new kernel argument, never a recompile).
+/// [`uniform_key`](random::uniform_key) and [`normal_key`](random::normal_key) take a
+/// [`Key`](random::Key): randomness as data, an array that can be an input of a
 /// traced [`crate::Function`], so each call draws new numbers from the same plan.
 /// `uniform_key(&Key::new(s), ..)` gives exactly the numbers of `uniform(.., s)`.
 pub mod random {

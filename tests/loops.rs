@@ -597,7 +597,11 @@ fn call_owned_writes_into_inputs_it_holds_the_last_handle_to() {
         let n = 1000;
         let x: Vec<f64> = (0..n).map(|i| i as f64 * 0.01 - 3.0).collect();
         let u0 = Array::from_vec_on(x.clone(), &[n], dev).unwrap();
-        let f = lf::Function::trace(&[&u0], |x| vec![&x[0] * 0.5 + x[0].sin()]).unwrap();
+        // fused (one kernel reading the input once), whatever LAZYFUSE_NOFUSE says
+        let f = lf::with_fusion(true, || {
+            lf::Function::trace(&[&u0], |x| vec![&x[0] * 0.5 + x[0].sin()])
+        })
+        .unwrap();
         drop(u0);
         let calls = 6;
         let mut want = x.clone();

@@ -199,7 +199,7 @@ fn keyed_numbers_fuse_into_their_consumer() {
         let k = Key::new_on(11, dev).split(2).remove(0);
         let x = lf::random::uniform_key(&k, &[4096], DType::F32) * 2.0 - 1.0;
         lf::reset_stats();
-        x.eval().unwrap();
+        lf::with_fusion(true, || x.eval()).unwrap();
         assert_eq!(
             lf::stats().kernels_launched,
             1,

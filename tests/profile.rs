@@ -474,3 +474,38 @@ fn chrome_trace_holds_one_event_per_entry() {
         assert_eq!(meta, ["lazyfuse", "host", "device"]);
     });
 }
+
+#[test]
+fn nested_profiles_place_inner_entries_in_the_outer_stretch() {
+    for_each_device(|dev| {
+        let x = Array::linspace_on(0.0, 1.0, 2048, DType::F64, dev);
+        let (inner, outer) = lf::profile(|| {
+            (&x * 2.0).exp().eval().unwrap();
+            dev.synchronize().unwrap();
+            std::thread::sleep(std::time::Duration::from_millis(2));
+            let ((), inner) = lf::profile(|| (&x + 1.0).sqrt().eval().unwrap());
+            inner
+        });
+        assert!(!inner.entries.is_empty());
+        // the inner entries come last in the outer report, shifted by when the inner
+        // stretch began (after the 2 ms pause)
+        let copied = &outer.entries[outer.entries.len() - inner.entries.len()..];
+        for (o, i) in copied.iter().zip(&inner.entries) {
+            assert_eq!((o.kind, &o.name, &o.detail), (i.kind, &i.name, &i.detail));
+            assert!(
+                o.start >= i.start + std::time::Duration::from_millis(2),
+                "{:?} vs {:?}",
+                o.start,
+                i.start
+            );
+            assert!(
+                o.start <= outer.wall,
+                "{:?} after the outer wall {:?}",
+                o.start,
+                outer.wall
+            );
+        }
+        let first = &outer.entries[0];
+        assert!(first.start <= copied[0].start);
+    });
+}

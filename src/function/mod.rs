@@ -215,7 +215,10 @@ impl Function {
     /// returns its results. Inputs of a signature (shapes, dtypes, device) not seen yet
     /// trace the closure again first. Asynchronous like [`Array::eval`]: the results are
     /// queued, not waited for. Errors when the number of inputs differs from the trace's,
-    /// or the inputs live on different devices.
+    /// or the inputs live on different devices. Tracing for another device runs the
+    /// closure there: arrays it captured from the first device then meet the new inputs,
+    /// which panics as any expression mixing devices does: trace one function per device
+    /// when the closure captures arrays.
     pub fn call(&self, inputs: &[&Array]) -> Result<Vec<Array>> {
         let entry = self.entry_for("Function::call", inputs)?;
         let nodes = inputs.iter().map(|a| a.node.clone()).collect();
@@ -494,5 +497,31 @@ fn same_device(op: &'static str, a: &Device, b: &Device) -> Result<()> {
             a: a.to_string(),
             b: b.to_string(),
         })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_signature_miss_names_what_changed() {
+        let cpu = Device::Cpu;
+        let a = Signature {
+            device: cpu.clone(),
+            params: vec![(vec![8], DType::F32), (vec![], DType::I64)],
+        };
+        let b = Signature {
+            device: cpu.clone(),
+            params: vec![(vec![3, 3], DType::F32), (vec![], DType::I64)],
+        };
+        let c = Signature {
+            device: cpu,
+            params: vec![(vec![8], DType::F64), (vec![], DType::I64)],
+        };
+        assert_eq!(a.diff(&b), "input 0: float32 [8] -> float32 [3, 3]");
+        assert_eq!(a.diff(&c), "input 0: float32 [8] -> float64 [8]");
+        assert_eq!(a.diff(&a), "");
+        assert_eq!(b.to_string(), "(float32 [3, 3], int64 []) on cpu");
     }
 }

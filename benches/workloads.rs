@@ -306,7 +306,8 @@ fn run_sim(dev: &Device, quick: bool) -> lf::Result<()> {
         let before = lf::real_fft_enabled();
         for real in [true, false] {
             lf::set_real_fft(real);
-            let f = lf::Function::trace(&[&u0], |x| vec![common::sim_step(&x[0], &mult, dt)])?;
+            let m = mult.clone();
+            let f = lf::Function::trace(&[&u0], move |x| vec![common::sim_step(&x[0], &m, dt)])?;
             let reps = if dev.is_cuda() { 5 } else { 3 };
             let t = bench(dev, 1, reps, |_| {
                 let mut u = u0.clone();

@@ -106,7 +106,8 @@ fn main() -> lf::Result<()> {
     let mut v = initial(n)?;
     lf::reset_stats();
     let t0 = Instant::now();
-    let f = lf::Function::trace(&[&v], |x| vec![step(&x[0], &mult, DT)])?;
+    let m = mult.clone(); // the function keeps its closure, and with it this capture
+    let f = lf::Function::trace(&[&v], move |x| vec![step(&x[0], &m, DT)])?;
     v = f.call(&[&v])?.remove(0);
     dev.synchronize()?;
     println!(

@@ -54,7 +54,7 @@ fn main() -> lf::Result<()> {
     let b = Array::from_vec_on(vec![2.5f32], &[1], &dev)?;
     let ten =
         |a: &Array, b: &Array| ((((a + b) * 2.0 - 1.0).sin() * b).exp() + a).sqrt().abs() * 3.0 - b;
-    let f = lf::Function::trace(&[&a, &b], |xs: &[Array]| vec![ten(&xs[0], &xs[1])])?;
+    let f = lf::Function::trace(&[&a, &b], move |xs: &[Array]| vec![ten(&xs[0], &xs[1])])?;
     for _ in 0..1000 {
         ten(&a, &b).eval()?;
         f.call(&[&a, &b])?;

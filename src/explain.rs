@@ -214,6 +214,7 @@ fn describe(n: &Node) -> String {
     let op = match &n.op {
         Op::Const(_) => "const".to_string(),
         Op::Random(k, _) => format!("random {k:?}"),
+        Op::RandomKeyed(k) => format!("random {k:?} (keyed)"),
         Op::Unary(u) => format!("{u:?}"),
         Op::Binary(b) => format!("{b:?}"),
         Op::Fft(spec) => format!("fft {:?} axes={:?}", spec.kind, spec.axes),

@@ -31,7 +31,8 @@
 //! # Where did my time go?
 //! [`profile`] runs a closure and returns a [`Report`] of everything it evaluated: planning
 //! (plan-cache hit or miss), each kernel's compile source and device time, library calls,
-//! transfers and waits. `LAZYFUSE_PROFILE=1` prints the same table after every call.
+//! transfers and waits. `LAZYFUSE_PROFILE=1` prints the same table after every call;
+//! [`Report::to_chrome_trace`] writes it as JSON for Perfetto or `chrome://tracing`.
 //!
 //! ```
 //! use lazyfuse as lf;
@@ -57,7 +58,8 @@
 //! kernels (every scalar is an argument, so a new `dt` recompiles nothing), an evaluation
 //! that consumes the last handle of an input may write its output into that input's buffer,
 //! and [`Function`] traces a step once and replays it, on CUDA as one graph launch (see
-//! `examples/03_simulation_loop.rs`).
+//! `examples/03_simulation_loop.rs`). Random numbers that change every step come from a
+//! [`random::Key`] passed as an input: randomness as data, the plan stays the same.
 //!
 //! Reductions fuse with the elementwise work that feeds them and with the scalar work after
 //! them (`sum(x*x)` reads `x` once; a mean divides inside its reduction kernel), and

@@ -124,6 +124,12 @@ pub struct Entry {
     /// Which evaluation of the report (0-based) the entry belongs to; `None` for transfers
     /// and waits outside an evaluation.
     pub eval: Option<usize>,
+    /// When the step began, from the start of the profiled stretch. Wall-timed entries:
+    /// host time at the start of the call. Device-timed entries: the device's own clock
+    /// (from the CUDA events), aligned to the host's at the first device-timed step of
+    /// the stretch on that device, so their spacing is the device's (queued work shows
+    /// when it ran, not when it was issued).
+    pub start: Duration,
     /// Device time (CUDA events) or wall time, see `timing`. Zero when the events could not
     /// be read (the report's `notes` then say why).
     pub time: Duration,
@@ -146,6 +152,7 @@ impl Entry {
             name,
             detail: String::new(),
             eval: None,
+            start: Duration::ZERO,
             time: Duration::ZERO,
             timing,
             bytes: 0,
@@ -207,6 +214,123 @@ impl Report {
     pub fn compute_time(&self) -> Duration {
         self.total_time(EntryKind::Kernel) + self.total_time(EntryKind::Library)
     }
+
+    /// The report as a Chrome trace (the JSON that Perfetto and `chrome://tracing` open):
+    /// one complete event (`"ph": "X"`) per entry, in entry order, with `ts` (its
+    /// [`Entry::start`]) and `dur` (its [`Entry::time`]) in microseconds, the entry's name
+    /// as `name`, its kind's [label](EntryKind::label) as `cat`, and `args` holding
+    /// `kind`, `bytes`, `detail`, `eval` (or null), `timing` (`"device"` or `"wall"`) and,
+    /// where set, `compile`, `compile_us`, `plan_cache_hit` and `gb_per_s`. Wall-timed
+    /// entries lie on the track (`tid`) 1, "host", device-timed ones on track 2,
+    /// "device"; the report's evaluations, wall time and notes are in `otherData`.
+    ///
+    /// ```
+    /// use lazyfuse as lf;
+    /// let x = lf::Array::linspace(0.0, 1.0, 1000, lf::DType::F32);
+    /// let (_, report) = lf::profile(|| (&x * 2.0).sin().eval());
+    /// let json = report.to_chrome_trace();
+    /// assert!(json.starts_with("{\"traceEvents\":["));
+    /// // std::fs::write("trace.json", json) and open it in https://ui.perfetto.dev
+    /// ```
+    pub fn to_chrome_trace(&self) -> String {
+        use std::fmt::Write as _;
+        const PID: u32 = 1;
+        const HOST: u32 = 1;
+        const DEVICE: u32 = 2;
+        let us = |d: Duration| d.as_nanos() as f64 / 1e3;
+        let mut out = String::from("{\"traceEvents\":[");
+        let meta = [
+            ("process_name", 0, "lazyfuse"),
+            ("thread_name", HOST, "host"),
+            ("thread_name", DEVICE, "device"),
+        ];
+        for (k, (name, tid, value)) in meta.iter().enumerate() {
+            if k > 0 {
+                out.push(',');
+            }
+            let _ = write!(
+                out,
+                "{{\"name\":\"{name}\",\"ph\":\"M\",\"pid\":{PID},\"tid\":{tid},\
+                 \"args\":{{\"name\":\"{value}\"}}}}"
+            );
+        }
+        for e in &self.entries {
+            let tid = match e.timing {
+                Timing::DeviceEvents => DEVICE,
+                Timing::Wall => HOST,
+            };
+            let _ = write!(
+                out,
+                ",{{\"name\":{},\"cat\":\"{}\",\"ph\":\"X\",\"ts\":{:.3},\"dur\":{:.3},\
+                 \"pid\":{PID},\"tid\":{tid},\"args\":{{\"kind\":\"{}\",\"bytes\":{},\
+                 \"detail\":{},\"eval\":{},\"timing\":\"{}\"",
+                json_str(&e.name),
+                e.kind.label(),
+                us(e.start),
+                us(e.time),
+                e.kind.label(),
+                e.bytes,
+                json_str(&e.detail),
+                e.eval.map_or_else(|| "null".to_string(), |i| i.to_string()),
+                match e.timing {
+                    Timing::DeviceEvents => "device",
+                    Timing::Wall => "wall",
+                },
+            );
+            if let Some(c) = e.compile {
+                let _ = write!(
+                    out,
+                    ",\"compile\":{},\"compile_us\":{:.3}",
+                    json_str(&c.to_string()),
+                    us(e.compile_time)
+                );
+            }
+            if let Some(h) = e.plan_cache_hit {
+                let _ = write!(out, ",\"plan_cache_hit\":{h}");
+            }
+            if let Some(g) = e.gb_per_s().filter(|g| g.is_finite()) {
+                let _ = write!(out, ",\"gb_per_s\":{g:.3}");
+            }
+            out.push_str("}}");
+        }
+        let _ = write!(
+            out,
+            "],\"displayTimeUnit\":\"ns\",\"otherData\":{{\"evals\":{},\"wall_us\":{:.3},\
+             \"notes\":[",
+            self.evals,
+            us(self.wall)
+        );
+        for (k, n) in self.notes.iter().enumerate() {
+            if k > 0 {
+                out.push(',');
+            }
+            out.push_str(&json_str(n));
+        }
+        out.push_str("]}}");
+        out
+    }
+}
+
+/// `s` as a JSON string literal (quotes, backslashes and control characters escaped).
+fn json_str(s: &str) -> String {
+    use std::fmt::Write as _;
+    let mut out = String::with_capacity(s.len() + 2);
+    out.push('"');
+    for c in s.chars() {
+        match c {
+            '"' => out.push_str("\\\""),
+            '\\' => out.push_str("\\\\"),
+            '\n' => out.push_str("\\n"),
+            '\r' => out.push_str("\\r"),
+            '\t' => out.push_str("\\t"),
+            c if (c as u32) < 0x20 => {
+                let _ = write!(out, "\\u{:04x}", c as u32);
+            }
+            c => out.push(c),
+        }
+    }
+    out.push('"');
+    out
 }
 
 fn fmt_time(d: Duration) -> String {
@@ -321,11 +445,32 @@ impl fmt::Display for Report {
 // Recording
 // ---------------------------------------------------------------------------------------
 
+/// An entry whose time is pending between two marks (device events, read at the end).
+struct Pending {
+    entry: usize,
+    start: Mark,
+    end: Mark,
+    /// Index into [`Recorder::bases`]: the device's clock origin (`None`: the marks are not
+    /// both device events).
+    base: Option<usize>,
+}
+
+/// The clock origin of one device in a recording: the start mark of its first
+/// device-timed entry (`pending`, an index into [`Recorder::pending`]), taken as
+/// happening at host time `host`.
+struct Base {
+    device: Device,
+    pending: usize,
+    host: Duration,
+}
+
 /// The open recording of one thread.
 struct Recorder {
     report: Report,
     /// Entries whose time is pending between two marks.
-    pending: Vec<(usize, Mark, Mark)>,
+    pending: Vec<Pending>,
+    /// Clock origins of the devices timed by events.
+    bases: Vec<Base>,
     /// Nesting depth of public calls (to_host -> eval) inside this recording.
     depth: usize,
     /// Set by `profile`: the recording outlives the calls; nothing is printed per call.
@@ -340,6 +485,7 @@ impl Recorder {
         Recorder {
             report: Report::default(),
             pending: Vec::new(),
+            bases: Vec::new(),
             depth: 0,
             explicit,
             current_eval: None,
@@ -355,14 +501,21 @@ impl Recorder {
 
     /// Reads every pending timer (waits for the device) and closes the report.
     fn finish(mut self) -> Report {
-        for (i, start, end) in std::mem::take(&mut self.pending) {
-            match runtime::mark_elapsed(&start, &end) {
+        for p in &self.pending {
+            let i = p.entry;
+            match runtime::mark_elapsed(&p.start, &p.end) {
                 Ok(t) => self.report.entries[i].time = t,
                 Err(err) => self.report.notes.push(format!(
                     "timer of {} {} unreadable: {err}",
                     self.report.entries[i].kind.label(),
                     self.report.entries[i].name
                 )),
+            }
+            if let Some(b) = p.base.map(|b| &self.bases[b]) {
+                let origin = &self.pending[b.pending].start;
+                if let Ok(since) = runtime::mark_elapsed(origin, &p.start) {
+                    self.report.entries[i].start = b.host + since;
+                }
             }
         }
         self.report.wall = self.started.elapsed();
@@ -420,6 +573,7 @@ pub fn profile<R>(f: impl FnOnce() -> R) -> (R, Report) {
     let mut restore = Restore(Some(outer));
     let out = f();
     let rec = REC.with(|r| r.borrow_mut().take());
+    let started = rec.as_ref().map(|r| r.started);
     let report = rec.map(Recorder::finish).unwrap_or_default();
     if let Some(outer) = restore.0.take() {
         REC.with(|r| *r.borrow_mut() = outer);
@@ -427,8 +581,11 @@ pub fn profile<R>(f: impl FnOnce() -> R) -> (R, Report) {
     }
     with_rec(|r| {
         let base = r.report.evals;
+        // the inner stretch's times count from its own start
+        let shift = started.map_or(Duration::ZERO, |s| s.saturating_duration_since(r.started));
         for e in &report.entries {
             let mut e = e.clone();
+            e.start += shift;
             e.eval = e.eval.map(|i| i + base).or(r.current_eval);
             r.report.entries.push(e);
         }
@@ -498,6 +655,8 @@ impl Drop for Scope {
 pub(crate) struct Probe {
     start: Mark,
     device_timed: bool,
+    /// Host time at the start.
+    host: Instant,
 }
 
 /// Starts measuring a step on `dev` (CUDA: a timing event on its stream).
@@ -507,16 +666,19 @@ pub(crate) fn begin(dev: &Device) -> Option<Probe> {
         return None;
     }
     LAST_COMPILE.with(|c| c.set(None));
+    let host = Instant::now();
     Some(match runtime::mark(dev) {
         Ok(m) => Probe {
             device_timed: m.is_device(),
             start: m,
+            host,
         },
         Err(e) => {
             with_rec(|r| r.report.notes.push(format!("no timing event: {e}")));
             Probe {
                 start: Mark::wall(),
                 device_timed: false,
+                host,
             }
         }
     })
@@ -538,6 +700,7 @@ pub(crate) fn begin_wall() -> Option<Probe> {
     Some(Probe {
         start: Mark::wall(),
         device_timed: false,
+        host: Instant::now(),
     })
 }
 
@@ -552,10 +715,34 @@ fn finish_probe(p: Probe, dev: Option<&Device>, mut e: Entry) {
         Timing::Wall
     };
     with_rec(|r| {
+        let host = p.host.saturating_duration_since(r.started);
+        e.start = host;
         let i = r.push(e);
         match runtime::mark_elapsed_now(&p.start, &end) {
             Some(t) => r.report.entries[i].time = t,
-            None => r.pending.push((i, p.start, end)),
+            None => {
+                // device events: this device's first one is its clock origin
+                let base = match (dev, p.start.is_device() && end.is_device()) {
+                    (Some(d), true) => Some(match r.bases.iter().position(|b| b.device == *d) {
+                        Some(b) => b,
+                        None => {
+                            r.bases.push(Base {
+                                device: d.clone(),
+                                pending: r.pending.len(),
+                                host,
+                            });
+                            r.bases.len() - 1
+                        }
+                    }),
+                    _ => None,
+                };
+                r.pending.push(Pending {
+                    entry: i,
+                    start: p.start,
+                    end,
+                    base,
+                });
+            }
         }
     });
 }

@@ -51,6 +51,8 @@ counters! {
     buffers_allocated: "Device buffers allocated.",
     buffers_reused: "Kernel outputs written in place into the buffer of an input whose last \
         handle the evaluation consumed (see `Array::eval`).",
+    function_traces: "Traces of a `Function`'s closure: one at `Function::trace`, one per new \
+        input signature a call brings.",
     graph_captures: "CUDA graphs captured (a repeated plan recorded once).",
     graph_launches: "CUDA graph replays (one launch runs a whole plan).",
     graph_fallbacks: "Plans that could have run as a CUDA graph but ran as plain launches \

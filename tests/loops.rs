@@ -403,7 +403,8 @@ fn function_matches_the_eval_loop_and_replays() {
         let n = 64;
         let (u, mult, _) = setup(dev, n);
         let dt = 0.1;
-        let f = lf::Function::trace(&[&u], |x| vec![step(&x[0], &mult, dt)]).unwrap();
+        let m = mult.clone();
+        let f = lf::Function::trace(&[&u], move |x| vec![step(&x[0], &m, dt)]).unwrap();
         let total = steps();
         // the reference: plain evals
         let mut r = u.clone();
@@ -460,10 +461,11 @@ fn function_takes_changing_scalars_as_inputs() {
         let n = 32;
         let (u, mult, u0) = setup(dev, n);
         let dt0 = Array::from_vec_on(vec![0.1f32], &[1], dev).unwrap();
-        let f = lf::Function::trace(&[&u, &dt0], |x| {
+        let m = mult.clone();
+        let f = lf::Function::trace(&[&u, &dt0], move |x| {
             let (u, dt) = (&x[0], &x[1]);
             let v = u + (u - u * u * u) * dt;
-            vec![lf::fft::ifft2(&(lf::fft::fft2(&v) * &mult)).real()]
+            vec![lf::fft::ifft2(&(lf::fft::fft2(&v) * &m)).real()]
         })
         .unwrap();
         let dts: Vec<f64> = (0..5).map(|i| 0.1 + 0.02 * i as f64).collect();
@@ -500,25 +502,191 @@ fn function_results_are_fresh_arrays_and_inputs_survive() {
     });
 }
 
+/// `exp(x) + 1` on the host, the oracle of the signature tests.
+fn exp_plus_one_f32(x: &[f32]) -> Vec<f32> {
+    x.iter().map(|v| v.exp() + 1.0).collect()
+}
+
+fn assert_close_f32(got: &[f32], want: &[f32], rel: f32) {
+    assert_eq!(got.len(), want.len());
+    for (i, (g, w)) in got.iter().zip(want).enumerate() {
+        assert!(
+            (g - w).abs() <= rel * w.abs().max(1.0),
+            "element {i}: {g} vs {w}"
+        );
+    }
+}
+
 #[test]
-fn function_rejects_mismatched_inputs() {
+fn function_traces_again_for_a_new_signature() {
     let _l = lock();
     for_each_device(|dev| {
-        let a = Array::from_vec_on(vec![1.0f32; 8], &[8], dev).unwrap();
-        let f = lf::Function::trace(&[&a], |x| vec![x[0].exp()]).unwrap();
-        let wrong_shape = Array::from_vec_on(vec![1.0f32; 9], &[9], dev).unwrap();
-        let wrong_dtype = Array::from_vec_on(vec![1.0f64; 8], &[8], dev).unwrap();
+        let x8: Vec<f32> = (0..8).map(|i| i as f32 * 0.25 - 1.0).collect();
+        let a = Array::from_vec_on(x8.clone(), &[8], dev).unwrap();
+        lf::reset_stats();
+        let f = lf::Function::trace(&[&a], |x| vec![x[0].exp() + 1.0]).unwrap();
+        assert_eq!(lf::stats().function_traces, 1);
+        assert_eq!(f.signatures(), 1);
+        // a new shape, then a new dtype: each traces once and gives its own results
+        let x9: Vec<f32> = (0..9).map(|i| i as f32 * 0.5 - 2.0).collect();
+        let square = Array::from_vec_on(x9.clone(), &[3, 3], dev).unwrap();
+        let x8d: Vec<f64> = x8.iter().map(|&v| v as f64 / 3.0).collect();
+        let doubles = Array::from_vec_on(x8d.clone(), &[8], dev).unwrap();
+        let r = f.call(&[&square]).unwrap().remove(0);
+        assert_eq!((r.shape(), r.dtype()), (&[3usize, 3][..], DType::F32));
+        assert_close_f32(&r.to_vec::<f32>().unwrap(), &exp_plus_one_f32(&x9), 1e-6);
+        let r = f.call(&[&doubles]).unwrap().remove(0);
+        assert_eq!((r.shape(), r.dtype()), (&[8usize][..], DType::F64));
+        for (g, v) in r.to_vec::<f64>().unwrap().iter().zip(&x8d) {
+            let w = v.exp() + 1.0;
+            assert!((g - w).abs() <= 1e-14 * w, "{g} vs {w}");
+        }
+        assert_eq!(lf::stats().function_traces, 3);
+        assert_eq!(f.signatures(), 3);
+        // every signature seen keeps its plan: no trace, no planning
+        lf::reset_stats();
+        for _ in 0..2 {
+            for x in [&a, &square, &doubles] {
+                let r = f.call(&[x]).unwrap().remove(0);
+                assert_eq!((r.shape(), r.dtype()), (x.shape(), x.dtype()));
+            }
+        }
+        let s = lf::stats();
+        assert_eq!((s.function_traces, s.plans, s.plan_cache_hits), (0, 0, 0));
+        let r = f.call(&[&a]).unwrap().remove(0);
+        assert_close_f32(&r.to_vec::<f32>().unwrap(), &exp_plus_one_f32(&x8), 1e-6);
+        // the number of inputs is fixed by the closure
+        assert!(matches!(f.call(&[]), Err(lf::Error::Shape { .. })));
+        assert!(matches!(f.call(&[&a, &a]), Err(lf::Error::Shape { .. })));
         assert!(matches!(
-            f.call(&[&wrong_shape]),
+            f.call_owned(vec![a.clone(), a.clone()]),
             Err(lf::Error::Shape { .. })
         ));
-        assert!(matches!(
-            f.call(&[&wrong_dtype]),
-            Err(lf::Error::Shape { .. })
-        ));
-        assert!(f.call(&[]).is_err());
-        let r = f.call(&[&a]).unwrap();
-        assert_eq!(r[0].to_vec::<f32>().unwrap(), vec![1f32.exp(); 8]);
+    });
+}
+
+#[test]
+fn function_keeps_the_most_recent_signatures() {
+    let _l = lock();
+    for_each_device(|dev| {
+        let first = Array::from_vec_on(vec![0.5f32], &[1], dev).unwrap();
+        let f = lf::Function::trace(&[&first], |x| vec![&x[0] * 3.0 - 1.0]).unwrap();
+        lf::reset_stats();
+        for n in 2..=20usize {
+            let x: Vec<f32> = (0..n).map(|i| i as f32).collect();
+            let a = Array::from_vec_on(x.clone(), &[n], dev).unwrap();
+            let r = f.call(&[&a]).unwrap().remove(0);
+            assert_eq!((r.shape(), r.dtype()), (&[n][..], DType::F32));
+            let want: Vec<f32> = x.iter().map(|v| v * 3.0 - 1.0).collect();
+            assert_eq!(r.to_vec::<f32>().unwrap(), want);
+        }
+        assert_eq!(lf::stats().function_traces, 19);
+        assert_eq!(f.signatures(), 16, "a bounded number of plans is kept");
+        // the oldest signature was dropped: calling it traces again
+        let r = f.call(&[&first]).unwrap().remove(0);
+        assert_eq!(r.to_vec::<f32>().unwrap(), vec![0.5f32]);
+        assert_eq!(lf::stats().function_traces, 20);
+        assert_eq!(f.signatures(), 16);
+    });
+}
+
+#[test]
+fn call_owned_writes_into_inputs_it_holds_the_last_handle_to() {
+    let _l = lock();
+    for_each_device(|dev| {
+        let n = 1000;
+        let x: Vec<f64> = (0..n).map(|i| i as f64 * 0.01 - 3.0).collect();
+        let u0 = Array::from_vec_on(x.clone(), &[n], dev).unwrap();
+        // fused (one kernel reading the input once), whatever LAZYFUSE_NOFUSE says
+        let f = lf::with_fusion(true, || {
+            lf::Function::trace(&[&u0], |x| vec![&x[0] * 0.5 + x[0].sin()])
+        })
+        .unwrap();
+        drop(u0);
+        let calls = 6;
+        let mut want = x.clone();
+        for _ in 0..calls {
+            want = want.iter().map(|v| v * 0.5 + v.sin()).collect();
+        }
+        let mut u = Array::from_vec_on(x.clone(), &[n], dev).unwrap();
+        dev.synchronize().unwrap();
+        lf::reset_stats();
+        for _ in 0..calls {
+            u = f.call_owned(vec![u]).unwrap().remove(0);
+        }
+        dev.synchronize().unwrap();
+        let s = lf::stats();
+        assert_eq!(s.function_traces, 0);
+        // one kernel: plain launches (also on CUDA), each into the consumed input
+        assert_eq!(
+            s.buffers_reused, calls as u64,
+            "every call consumed its input"
+        );
+        assert_eq!(s.graph_launches, 0);
+        assert_eq!((u.shape(), u.dtype()), (&[n][..], DType::F64));
+        for (i, (g, w)) in u.to_vec::<f64>().unwrap().iter().zip(&want).enumerate() {
+            assert!((g - w).abs() <= 1e-12 * w.abs().max(1.0), "{i}: {g} vs {w}");
+        }
+        // an input with another handle, or passed twice, is never overwritten
+        let held = Array::from_vec_on(x.clone(), &[n], dev).unwrap();
+        lf::reset_stats();
+        let r = f.call_owned(vec![held.clone()]).unwrap().remove(0);
+        let g = lf::Function::trace(&[&held, &held], |x| vec![&x[0] * 2.0 + &x[1]]).unwrap();
+        let twice = Array::from_vec_on(x.clone(), &[n], dev).unwrap();
+        let r2 = g.call_owned(vec![twice.clone(), twice]).unwrap().remove(0);
+        assert_eq!(lf::stats().buffers_reused, 0);
+        assert_eq!(
+            held.to_vec::<f64>().unwrap(),
+            x,
+            "a held input was overwritten"
+        );
+        let once: Vec<f64> = x.iter().map(|v| v * 0.5 + v.sin()).collect();
+        for (g, w) in r.to_vec::<f64>().unwrap().iter().zip(&once) {
+            assert!((g - w).abs() <= 1e-12 * w.abs().max(1.0), "{g} vs {w}");
+        }
+        let thrice: Vec<f64> = x.iter().map(|v| v * 3.0).collect();
+        assert_eq!(r2.to_vec::<f64>().unwrap(), thrice);
+    });
+}
+
+#[test]
+fn call_owned_of_a_multi_step_plan_matches_call() {
+    let _l = lock();
+    for_each_device(|dev| {
+        let n = 256;
+        // complex input: the first kernel's result (x * 2 + 1, the FFT's operand) has the
+        // input's dtype, so it may take the input's buffer
+        let x: Vec<lf::c64> = (0..n)
+            .map(|i| lf::c64::new((i as f64 * 0.1).cos(), (i as f64 * 0.3).sin()))
+            .collect();
+        let f = lf::Function::trace(&[&Array::from_vec_on(x.clone(), &[n], dev).unwrap()], |x| {
+            vec![lf::fft::fft(&(&x[0] * 2.0 + 1.0), -1) * (1.0 / 256.0)]
+        })
+        .unwrap();
+        let calls = 4;
+        // the reference: the same calls on inputs the caller keeps (never consumed)
+        let mut want = Array::from_vec_on(x.clone(), &[n], dev).unwrap();
+        for _ in 0..calls {
+            want = f.call(&[&want]).unwrap().remove(0);
+        }
+        let want = want.to_vec::<lf::c64>().unwrap();
+        let mut u = Array::from_vec_on(x.clone(), &[n], dev).unwrap();
+        lf::reset_stats();
+        for _ in 0..calls {
+            u = f.call_owned(vec![u]).unwrap().remove(0);
+        }
+        dev.synchronize().unwrap();
+        let s = lf::stats();
+        if dev.is_cuda() && graphs_on() {
+            // a graph replay writes pooled buffers
+            assert_eq!(s.graph_launches, calls as u64);
+        } else {
+            // the first kernel (x * 2 + 1) writes into the consumed input
+            assert_eq!(s.buffers_reused, calls as u64);
+        }
+        assert_eq!((u.shape(), u.dtype()), (&[n][..], DType::C128));
+        assert_eq!(s.function_traces, 0, "one signature");
+        assert_eq!(u.to_vec::<lf::c64>().unwrap(), want);
     });
 }
 
@@ -578,7 +746,8 @@ fn function_never_overwrites_its_inputs_or_captures() {
         let c = Array::from_vec_on(vec![0.5f32; 128], &[128], dev).unwrap();
         let a = Array::from_vec_on(x.clone(), &[128], dev).unwrap();
         // both the input and the capture are read at the index the kernel writes
-        let f = lf::Function::trace(&[&a], |i| vec![&i[0] + &c]).unwrap();
+        let cc = c.clone();
+        let f = lf::Function::trace(&[&a], move |i| vec![&i[0] + &cc]).unwrap();
         lf::reset_stats();
         let mut v = a.clone();
         for _ in 0..4 {
@@ -590,7 +759,8 @@ fn function_never_overwrites_its_inputs_or_captures() {
         let want: Vec<f32> = x.iter().map(|v| v + 2.0).collect();
         assert_eq!(v.to_vec::<f32>().unwrap(), want);
         // and a second function over the same captured array still sees it intact
-        let g = lf::Function::trace(&[&a], |i| vec![&i[0] * &c]).unwrap();
+        let cc = c.clone();
+        let g = lf::Function::trace(&[&a], move |i| vec![&i[0] * &cc]).unwrap();
         let w = g.call(&[&a]).unwrap().remove(0);
         let want: Vec<f32> = x.iter().map(|v| v * 0.5).collect();
         assert_eq!(w.to_vec::<f32>().unwrap(), want);

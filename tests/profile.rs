@@ -220,3 +220,292 @@ fn in_place_kernels_are_reported() {
         assert_eq!(k.bytes, 2 * 1000 * 4, "{r}");
     });
 }
+
+/// A JSON value, from the small parser below (enough to check the trace's structure).
+#[derive(Clone, Debug, PartialEq)]
+enum Json {
+    Null,
+    Bool(bool),
+    Num(f64),
+    Str(String),
+    Arr(Vec<Json>),
+    Obj(Vec<(String, Json)>),
+}
+
+impl Json {
+    fn get(&self, key: &str) -> Option<&Json> {
+        match self {
+            Json::Obj(m) => m.iter().find(|(k, _)| k == key).map(|(_, v)| v),
+            _ => None,
+        }
+    }
+    fn str(&self, key: &str) -> &str {
+        match self.get(key) {
+            Some(Json::Str(s)) => s,
+            other => panic!("{key}: not a string: {other:?}"),
+        }
+    }
+    fn num(&self, key: &str) -> f64 {
+        match self.get(key) {
+            Some(Json::Num(x)) => *x,
+            other => panic!("{key}: not a number: {other:?}"),
+        }
+    }
+}
+
+/// Parses one JSON document (RFC 8259), panicking on malformed input or trailing text.
+fn parse_json(text: &str) -> Json {
+    struct P<'a> {
+        s: &'a [u8],
+        i: usize,
+    }
+    impl P<'_> {
+        fn ws(&mut self) {
+            while self.i < self.s.len() && b" \t\n\r".contains(&self.s[self.i]) {
+                self.i += 1;
+            }
+        }
+        fn eat(&mut self, c: u8) {
+            self.ws();
+            assert_eq!(
+                self.s.get(self.i),
+                Some(&c),
+                "expected {:?} at {}",
+                c as char,
+                self.i
+            );
+            self.i += 1;
+        }
+        fn lit(&mut self, word: &str, v: Json) -> Json {
+            assert!(
+                self.s[self.i..].starts_with(word.as_bytes()),
+                "bad literal at {}",
+                self.i
+            );
+            self.i += word.len();
+            v
+        }
+        fn string(&mut self) -> String {
+            self.eat(b'"');
+            let mut out = String::new();
+            loop {
+                let c = *self.s.get(self.i).expect("unterminated string");
+                self.i += 1;
+                match c {
+                    b'"' => return out,
+                    b'\\' => {
+                        let e = self.s[self.i];
+                        self.i += 1;
+                        match e {
+                            b'"' => out.push('"'),
+                            b'\\' => out.push('\\'),
+                            b'/' => out.push('/'),
+                            b'n' => out.push('\n'),
+                            b'r' => out.push('\r'),
+                            b't' => out.push('\t'),
+                            b'b' => out.push('\u{8}'),
+                            b'f' => out.push('\u{c}'),
+                            b'u' => {
+                                let h = std::str::from_utf8(&self.s[self.i..self.i + 4]).unwrap();
+                                self.i += 4;
+                                out.push(
+                                    char::from_u32(u32::from_str_radix(h, 16).unwrap()).unwrap(),
+                                );
+                            }
+                            _ => panic!("bad escape at {}", self.i),
+                        }
+                    }
+                    c if c < 0x20 => panic!("raw control character in a string at {}", self.i),
+                    _ => {
+                        // copy one UTF-8 sequence
+                        let start = self.i - 1;
+                        let len = match c {
+                            0x00..=0x7f => 1,
+                            0xc0..=0xdf => 2,
+                            0xe0..=0xef => 3,
+                            _ => 4,
+                        };
+                        self.i = start + len;
+                        out.push_str(std::str::from_utf8(&self.s[start..self.i]).unwrap());
+                    }
+                }
+            }
+        }
+        fn value(&mut self) -> Json {
+            self.ws();
+            match self.s.get(self.i).copied().expect("unexpected end") {
+                b'{' => {
+                    self.i += 1;
+                    let mut m = Vec::new();
+                    self.ws();
+                    if self.s[self.i] == b'}' {
+                        self.i += 1;
+                        return Json::Obj(m);
+                    }
+                    loop {
+                        let k = self.string();
+                        self.eat(b':');
+                        m.push((k, self.value()));
+                        self.ws();
+                        self.i += 1;
+                        match self.s[self.i - 1] {
+                            b',' => continue,
+                            b'}' => return Json::Obj(m),
+                            c => panic!("expected , or }} at {}, got {:?}", self.i, c as char),
+                        }
+                    }
+                }
+                b'[' => {
+                    self.i += 1;
+                    let mut v = Vec::new();
+                    self.ws();
+                    if self.s[self.i] == b']' {
+                        self.i += 1;
+                        return Json::Arr(v);
+                    }
+                    loop {
+                        v.push(self.value());
+                        self.ws();
+                        self.i += 1;
+                        match self.s[self.i - 1] {
+                            b',' => continue,
+                            b']' => return Json::Arr(v),
+                            c => panic!("expected , or ] at {}, got {:?}", self.i, c as char),
+                        }
+                    }
+                }
+                b'"' => Json::Str(self.string()),
+                b't' => self.lit("true", Json::Bool(true)),
+                b'f' => self.lit("false", Json::Bool(false)),
+                b'n' => self.lit("null", Json::Null),
+                _ => {
+                    let start = self.i;
+                    while self.i < self.s.len() && b"+-.eE0123456789".contains(&self.s[self.i]) {
+                        self.i += 1;
+                    }
+                    let t = std::str::from_utf8(&self.s[start..self.i]).unwrap();
+                    Json::Num(t.parse().unwrap_or_else(|_| panic!("bad number {t:?}")))
+                }
+            }
+        }
+    }
+    let mut p = P {
+        s: text.as_bytes(),
+        i: 0,
+    };
+    let v = p.value();
+    p.ws();
+    assert_eq!(p.i, text.len(), "trailing text after the JSON value");
+    v
+}
+
+#[test]
+fn chrome_trace_holds_one_event_per_entry() {
+    for_each_device(|dev| {
+        let x = Array::linspace_on(0.0, 1.0, 4096, DType::F32, dev);
+        let ((), mut report) = lf::profile(|| {
+            let y = (&x * 3.0).sin() + 1.0;
+            let z = lf::fft::fft(&y, -1).abs();
+            let _ = z.to_vec::<f32>().unwrap();
+        });
+        // a name and detail that need escaping, and a note
+        let mut odd = report.entries[0].clone();
+        odd.name = "quote \" backslash \\ tab \t".into();
+        odd.detail = "line\nbreak \u{1} µs".into();
+        report.entries.push(odd);
+        report.notes.push("a \"note\"".into());
+        let trace = parse_json(&report.to_chrome_trace());
+        let Some(Json::Arr(events)) = trace.get("traceEvents") else {
+            panic!("no traceEvents array");
+        };
+        let complete: Vec<&Json> = events
+            .iter()
+            .filter(|e| matches!(e.get("ph"), Some(Json::Str(p)) if p == "X"))
+            .collect();
+        assert_eq!(
+            complete.len(),
+            report.entries.len(),
+            "one X event per entry"
+        );
+        assert!(!report.kernels().is_empty() && report.library_calls().len() == 1);
+        let wall_us = report.wall.as_nanos() as f64 / 1e3;
+        for (ev, e) in complete.iter().zip(&report.entries) {
+            assert_eq!(ev.str("name"), e.name);
+            assert_eq!(ev.str("cat"), e.kind.label());
+            let args = ev.get("args").expect("args");
+            assert_eq!(args.str("kind"), e.kind.label());
+            assert_eq!(args.str("detail"), e.detail);
+            assert_eq!(args.num("bytes"), e.bytes as f64);
+            let (ts, dur) = (ev.num("ts"), ev.num("dur"));
+            let us = |d: std::time::Duration| d.as_nanos() as f64 / 1e3;
+            assert!(
+                (dur - us(e.time)).abs() <= 1e-3,
+                "dur {dur} vs {:?}",
+                e.time
+            );
+            assert!((ts - us(e.start)).abs() <= 1e-3, "ts {ts} vs {:?}", e.start);
+            assert!(
+                ts >= 0.0 && ts <= wall_us,
+                "ts {ts} outside the stretch of {wall_us} us"
+            );
+            let tid = ev.num("tid");
+            let device_timed = e.timing == lf::Timing::DeviceEvents;
+            assert_eq!(tid, if device_timed { 2.0 } else { 1.0 });
+        }
+        // every kernel and the FFT are there by name
+        let names: Vec<&str> = complete.iter().map(|e| e.str("name")).collect();
+        for e in report.kernels().iter().chain(report.library_calls().iter()) {
+            assert!(names.contains(&e.name.as_str()), "{} missing", e.name);
+        }
+        let other = trace.get("otherData").expect("otherData");
+        assert_eq!(other.num("evals"), report.evals as f64);
+        assert_eq!(
+            other.get("notes"),
+            Some(&Json::Arr(
+                report.notes.iter().map(|n| Json::Str(n.clone())).collect()
+            ))
+        );
+        // the track names
+        let meta: Vec<&str> = events
+            .iter()
+            .filter(|e| matches!(e.get("ph"), Some(Json::Str(p)) if p == "M"))
+            .map(|e| e.get("args").expect("args").str("name"))
+            .collect();
+        assert_eq!(meta, ["lazyfuse", "host", "device"]);
+    });
+}
+
+#[test]
+fn nested_profiles_place_inner_entries_in_the_outer_stretch() {
+    for_each_device(|dev| {
+        let x = Array::linspace_on(0.0, 1.0, 2048, DType::F64, dev);
+        let (inner, outer) = lf::profile(|| {
+            (&x * 2.0).exp().eval().unwrap();
+            dev.synchronize().unwrap();
+            std::thread::sleep(std::time::Duration::from_millis(2));
+            let ((), inner) = lf::profile(|| (&x + 1.0).sqrt().eval().unwrap());
+            inner
+        });
+        assert!(!inner.entries.is_empty());
+        // the inner entries come last in the outer report, shifted by when the inner
+        // stretch began (after the 2 ms pause)
+        let copied = &outer.entries[outer.entries.len() - inner.entries.len()..];
+        for (o, i) in copied.iter().zip(&inner.entries) {
+            assert_eq!((o.kind, &o.name, &o.detail), (i.kind, &i.name, &i.detail));
+            assert!(
+                o.start >= i.start + std::time::Duration::from_millis(2),
+                "{:?} vs {:?}",
+                o.start,
+                i.start
+            );
+            assert!(
+                o.start <= outer.wall,
+                "{:?} after the outer wall {:?}",
+                o.start,
+                outer.wall
+            );
+        }
+        let first = &outer.entries[0];
+        assert!(first.start <= copied[0].start);
+    });
+}

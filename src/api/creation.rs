@@ -169,15 +169,28 @@ pub fn meshgrid(arrays: &[&Array], indexing: Indexing) -> Vec<Array> {
 }
 
 /// Counter-based random numbers: the same seed gives the same numbers on every device.
+///
+/// Two ways to seed them. [`uniform`](random::uniform) and [`normal`](random::normal) take a
+/// `u64` seed fixed in the graph (a new seed is a new kernel argument, never a recompile).
+/// [`uniform_key`](random::uniform_key) and [`normal_key`](random::normal_key) take a
+/// [`Key`](random::Key): randomness as data, an array that can be an input of a
+/// traced [`crate::Function`], so each call draws new numbers from the same plan.
+/// `uniform_key(&Key::new(s), ..)` gives exactly the numbers of `uniform(.., s)`.
 pub mod random {
     use super::*;
+    use crate::{Error, Result};
+
+    #[track_caller]
+    fn check(op: &str, shape: &[usize], dtype: DType) {
+        if !dtype.is_float() {
+            panic!("{op}: dtype must be F32 or F64, got {dtype}");
+        }
+        crate::shape::size_or_panic(op, shape);
+    }
 
     #[track_caller]
     fn random(shape: &[usize], dtype: DType, seed: u64, kind: RandomKind, dev: &Device) -> Array {
-        if !dtype.is_float() {
-            panic!("random: dtype must be F32 or F64, got {dtype}");
-        }
-        crate::shape::size_or_panic("random", shape);
+        check("random", shape, dtype);
         make(
             Op::Random(kind, seed),
             dtype,
@@ -218,6 +231,150 @@ pub mod random {
     #[track_caller]
     pub fn normal_on(shape: &[usize], dtype: DType, seed: u64, dev: &Device) -> Array {
         random(shape, dtype, seed, RandomKind::Normal, dev)
+    }
+
+    /// Multiplier of [`Key::split`] (odd, so `k -> k * M` is a bijection of `u64`).
+    const SPLIT_MUL: u64 = 0x9E37_79B9_7F4A_7C15;
+    /// Increment step of [`Key::split`] (odd).
+    const SPLIT_ADD: u64 = 0xBF58_476D_1CE4_E5B9;
+    /// Multiplier of [`Key::fold_in`] (odd).
+    const FOLD_MUL: u64 = 0x94D0_49BB_1331_11EB;
+    /// Increment step of [`Key::fold_in`] (odd).
+    const FOLD_ADD: u64 = 0xD6E8_FEB8_6659_FD93;
+
+    /// A random key: a 0-d `I64` array holding the 64-bit Philox seed (as its two's
+    /// complement bits). Randomness as data: a key is an ordinary lazy array, so it can be
+    /// an input of a traced [`crate::Function`] (a new key per call, the same plan), and
+    /// [`Key::split`] and [`Key::fold_in`] are lazy array ops that work inside a traced
+    /// closure too.
+    ///
+    /// Derived keys use wrapping 64-bit arithmetic (`*`, `+` modulo 2^64) with fixed odd
+    /// constants:
+    /// * `k.split(n)[i] = k * 0x9E3779B97F4A7C15 + (i + 1) * 0xBF58476D1CE4E5B9`
+    /// * `k.fold_in(d)  = k * 0x94D049BB133111EB + (d + 1) * 0xD6E8FEB86659FD93`
+    ///
+    /// so the keys of one split differ from each other and from `k` (the multiplier is odd,
+    /// `(i + 1) * c` differs for every `i < 2^64`), and Philox4x32-10 turns even adjacent
+    /// seeds into unrelated streams.
+    ///
+    /// ```
+    /// use lazyfuse as lf;
+    /// use lf::{random::Key, DType};
+    ///
+    /// # fn main() -> lf::Result<()> {
+    /// let key = Key::new(7);
+    /// let same = lf::random::uniform_key(&key, &[4], DType::F64);
+    /// assert_eq!(same.to_vec::<f64>()?, lf::random::uniform(&[4], DType::F64, 7).to_vec::<f64>()?);
+    /// let [a, b]: [Key; 2] = key.split(2).try_into().unwrap();
+    /// let x = lf::random::normal_key(&a, &[1000], DType::F32);
+    /// let y = lf::random::normal_key(&b, &[1000], DType::F32);
+    /// assert_ne!(x.to_vec::<f32>()?, y.to_vec::<f32>()?);
+    /// # Ok(())
+    /// # }
+    /// ```
+    #[derive(Clone, Debug)]
+    pub struct Key {
+        arr: Array,
+    }
+
+    impl Key {
+        /// The key of `seed`, on the default device: [`uniform_key`] with it draws the
+        /// numbers of [`uniform`] with `seed`.
+        #[track_caller]
+        pub fn new(seed: u64) -> Key {
+            Key::new_on(seed, &crate::default_device())
+        }
+        /// [`Key::new`] on `dev`.
+        #[track_caller]
+        pub fn new_on(seed: u64, dev: &Device) -> Key {
+            Key {
+                arr: Array::scalar_on(seed as i64, dev),
+            }
+        }
+        /// A key from an array: a 0-d `I64` array (such as [`Key::as_array`] of another
+        /// key, or a traced function's input), its value the seed. Errors, naming the
+        /// array's dtype and shape, for any other dtype or shape.
+        pub fn from_array(a: &Array) -> Result<Key> {
+            if a.dtype() != DType::I64 {
+                return Err(Error::DType {
+                    op: "random::Key::from_array",
+                    expected: a.dtype(),
+                    got: DType::I64,
+                });
+            }
+            if !a.shape().is_empty() {
+                return Err(Error::Shape {
+                    op: "random::Key::from_array",
+                    msg: format!(
+                        "a key is a 0-d I64 array, got an I64 array of shape {:?}",
+                        a.shape()
+                    ),
+                });
+            }
+            Ok(Key { arr: a.clone() })
+        }
+        /// The key's array: 0-d, `I64` (lazy until evaluated, like any array).
+        pub fn as_array(&self) -> &Array {
+            &self.arr
+        }
+        /// The key as its array.
+        pub fn into_array(self) -> Array {
+            self.arr
+        }
+        /// `n` new keys derived from this one (lazy; see [`Key`] for the mapping). Keys of
+        /// one split differ from each other and from `self`; use one for the next step and
+        /// the others for draws.
+        #[track_caller]
+        pub fn split(&self, n: usize) -> Vec<Key> {
+            let base = &self.arr * SPLIT_MUL as i64;
+            (0..n as u64)
+                .map(|i| Key {
+                    arr: &base + (i.wrapping_add(1).wrapping_mul(SPLIT_ADD)) as i64,
+                })
+                .collect()
+        }
+        /// A new key derived from this one and `data` (a step number, a particle index;
+        /// lazy; see [`Key`] for the mapping): different `data` give different keys.
+        #[track_caller]
+        pub fn fold_in(&self, data: u64) -> Key {
+            Key {
+                arr: &self.arr * FOLD_MUL as i64
+                    + (data.wrapping_add(1).wrapping_mul(FOLD_ADD)) as i64,
+            }
+        }
+    }
+
+    #[track_caller]
+    fn keyed(op: &str, key: &Key, shape: &[usize], dtype: DType, kind: RandomKind) -> Array {
+        check(op, shape, dtype);
+        let seed = key.arr.broadcast_to(shape);
+        make(
+            Op::RandomKeyed(kind),
+            dtype,
+            Shape::from_slice(shape),
+            &key.arr.device(),
+            &[&seed],
+        )
+    }
+
+    /// Uniform numbers in `[0, 1)` drawn with `key`, on the key's device: the numbers of
+    /// [`uniform`] with the key's seed (Philox4x32-10, counter = element index), computed
+    /// in the consuming kernel with the seed read from the key's array.
+    ///
+    /// # Panics
+    /// When `dtype` is not F32 or F64.
+    #[track_caller]
+    pub fn uniform_key(key: &Key, shape: &[usize], dtype: DType) -> Array {
+        keyed("uniform_key", key, shape, dtype, RandomKind::Uniform)
+    }
+    /// Standard normal numbers drawn with `key` (the numbers of [`normal`] with the key's
+    /// seed; see [`uniform_key`]).
+    ///
+    /// # Panics
+    /// When `dtype` is not F32 or F64.
+    #[track_caller]
+    pub fn normal_key(key: &Key, shape: &[usize], dtype: DType) -> Array {
+        keyed("normal_key", key, shape, dtype, RandomKind::Normal)
     }
 }
 

@@ -129,3 +129,29 @@ pub(crate) fn try_run(
     drop(detached);
     Ok(true)
 }
+
+/// Binds the candidates whose consumed input is one of a traced function's per-call
+/// inputs (`is_input` of its position) to one call's nodes. A call binds fresh nodes that
+/// hold no inputs, so nothing in the call references such an input but the schedule: its
+/// cone is empty, and it is consumed when the schedule's references are its only ones
+/// (the caller handed over its last handle) and its buffer has no other holder.
+pub(crate) fn bind_inputs(
+    cands: &[Cand],
+    nodes: &[Arc<Node>],
+    is_input: impl Fn(usize) -> bool,
+) -> SmallVec<[Bound; 1]> {
+    cands
+        .iter()
+        .filter(|c| is_input(c.x))
+        .map(|c| Bound {
+            step: c.step,
+            slot: c.slot,
+            out: c.out,
+            x: nodes[c.x].clone(),
+            x_sched_refs: c.x_sched_refs,
+            x_consumers: SmallVec::new(),
+            nodes: SmallVec::new(),
+            cone: Arc::from(Vec::new()),
+        })
+        .collect()
+}

@@ -73,11 +73,17 @@ pub(crate) struct Schedule {
 }
 
 impl Schedule {
-    /// The schedule without in-place reuse: for plans bound to nodes whose edges differ
-    /// from the template's DAG (traced functions bind fresh nodes without inputs), where
-    /// reference counts cannot prove ownership.
-    pub(crate) fn without_reuse(mut self) -> Schedule {
-        self.reuse.clear();
+    /// The schedule of one call of a traced function over `nodes`: in place only into
+    /// the call's inputs (`is_input` of a position), see [`inplace::bind_inputs`]. The
+    /// template's other candidates are dropped: the call binds fresh nodes without the
+    /// template's edges, so reference counts cannot prove ownership of anything else.
+    pub(crate) fn with_input_reuse(
+        mut self,
+        t: &Template,
+        nodes: &[Arc<Node>],
+        is_input: impl Fn(usize) -> bool,
+    ) -> Schedule {
+        self.reuse = inplace::bind_inputs(t.reuse(), nodes, is_input);
         self
     }
     /// Number of kernel steps.

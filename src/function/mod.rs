@@ -1,17 +1,80 @@
-//! `Function`: a computation traced once over placeholder arrays, then called many times
-//! with the plan bound straight to new inputs (no graph building, hashing or planning per
-//! call); on CUDA a repeated call replays one CUDA graph.
+//! `Function`: a computation traced over placeholder arrays, then called many times with
+//! the plan bound straight to new inputs (no graph building, hashing or planning per
+//! call); one traced plan per input signature; on CUDA a repeated call replays one CUDA
+//! graph.
 
 use crate::exec::{PosSlot, Res};
 use crate::graph::{Node, Op, Shape};
 use crate::schedule::{self, Template};
-use crate::{Array, DType, Device, Error, Result};
+use crate::{config, Array, DType, Device, Error, Result};
 use std::collections::{HashMap, HashSet};
 use std::sync::{Arc, Mutex};
 
-struct Inner {
+/// The traced closure.
+type Closure = dyn Fn(&[Array]) -> Vec<Array> + Send + Sync;
+
+/// Most input signatures a function keeps plans for; a new one beyond it drops the least
+/// recently called (each plan may hold a CUDA graph and its arena).
+const MAX_SIGNATURES: usize = 16;
+
+/// What a trace is keyed by: the inputs' shapes and dtypes and their device.
+#[derive(Clone, PartialEq, Eq)]
+struct Signature {
     device: Device,
     params: Vec<(Vec<usize>, DType)>,
+}
+
+impl Signature {
+    fn of(device: &Device, inputs: &[&Array]) -> Signature {
+        Signature {
+            device: device.clone(),
+            params: inputs
+                .iter()
+                .map(|a| (a.shape().to_vec(), a.dtype()))
+                .collect(),
+        }
+    }
+    /// Whether `inputs` on `device` have this signature (no allocation: the per-call check).
+    fn matches(&self, device: &Device, inputs: &[&Array]) -> bool {
+        self.device == *device
+            && self.params.len() == inputs.len()
+            && self
+                .params
+                .iter()
+                .zip(inputs)
+                .all(|((s, d), a)| a.dtype() == *d && a.shape() == s.as_slice())
+    }
+    /// How `other` differs from this signature, for the cache-miss explanation.
+    fn diff(&self, other: &Signature) -> String {
+        let mut out = Vec::new();
+        if self.device != other.device {
+            out.push(format!("device {} -> {}", self.device, other.device));
+        }
+        for (i, ((s0, d0), (s1, d1))) in self.params.iter().zip(&other.params).enumerate() {
+            if s0 != s1 || d0 != d1 {
+                out.push(format!("input {i}: {d0} {s0:?} -> {d1} {s1:?}"));
+            }
+        }
+        out.join(", ")
+    }
+}
+
+impl std::fmt::Display for Signature {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "(")?;
+        for (i, (s, d)) in self.params.iter().enumerate() {
+            if i > 0 {
+                write!(f, ", ")?;
+            }
+            write!(f, "{d} {s:?}")?;
+        }
+        write!(f, ") on {}", self.device)
+    }
+}
+
+/// The closure traced for one input signature: its plan and how to bind it per call.
+struct Traced {
+    device: Device,
     template: Arc<Template>,
     slots: Vec<PosSlot>,
     results: Vec<Res>,
@@ -19,31 +82,57 @@ struct Inner {
     dummy: Arc<Node>,
     #[cfg(feature = "cuda")]
     graph: Option<crate::exec::replay::GraphState>,
+    /// The plan is one kernel that may write into an input's buffer.
+    #[cfg_attr(not(feature = "cuda"), allow(dead_code))]
+    inplace_one_kernel: bool,
 }
 
-/// A computation traced once and called many times: the explicit form of a simulation
-/// step.
+/// One cached trace.
+struct Entry {
+    sig: Signature,
+    traced: Mutex<Traced>,
+}
+
+struct Shared {
+    f: Box<Closure>,
+    /// Number of inputs the closure takes (that of the first trace's examples).
+    n_inputs: usize,
+    /// Traces by signature, least recently called first.
+    entries: Mutex<Vec<Arc<Entry>>>,
+}
+
+/// A computation traced once per input signature and called many times: the explicit
+/// form of a simulation step.
 ///
 /// | call | meaning |
 /// |---|---|
-/// | `lf::Function::trace(&[&Array], FnOnce(&[Array]) -> Vec<Array>) -> lf::Result<Function>` | run the closure once over placeholders shaped like the examples and plan its results |
-/// | `f.call(&[&Array]) -> lf::Result<Vec<Array>>` | the results for new inputs (same shapes, dtypes, device); queued, not waited for |
+/// | `lf::Function::trace(&[&Array], Fn(&[Array]) -> Vec<Array> + Send + Sync + 'static) -> lf::Result<Function>` | run the closure once over placeholders shaped like the examples and plan its results |
+/// | `f.call(&[&Array]) -> lf::Result<Vec<Array>>` | the results for new inputs (same count; new shapes, dtypes or device trace again); queued, not waited for |
+/// | `f.call_owned(Vec<Array>) -> lf::Result<Vec<Array>>` | the same, consuming the inputs: a result may be written into the buffer of an input whose last handle this was |
 /// | `f.is_graph() -> bool` | whether calls replay a recorded CUDA graph now |
+/// | `f.signatures() -> usize` | input signatures traced and kept |
+/// | `lf::random::Key` as an input | new random numbers every call from the same plan (`lf::random::uniform_key`) |
+/// | `lf::stats().function_traces` | traces run (one per new signature) |
 /// | `lf::stats().graph_captures / graph_launches / graph_fallbacks` | graphs recorded, replayed, refused or failed |
 /// | `lf::memory_stats()`, `dev.pool_usage()` | live/peak bytes of array buffers; the CUDA pool's used/reserved bytes |
+/// | `LAZYFUSE_DEBUG=2` | says why a call traced again (which input's shape, dtype or device changed) |
 ///
 /// [`Function::trace`] runs a closure once over placeholder arrays shaped like the
 /// examples, plans the arrays it returns (one fused plan, as `lf::eval` would), and keeps
-/// the plan. [`Function::call`] binds that plan to new input arrays of the same shapes,
-/// dtypes and device and queues it: no DAG is built, hashed or planned per call. On CUDA,
-/// the second call records the plan as a CUDA graph (cuFFT calls included) and every later
-/// call updates the graph's kernel arguments and replays it with one launch
-/// (`lf::stats().graph_launches`); `LAZYFUSE_GRAPHS=0` turns graphs off. On the CPU a call
-/// runs the cached plan through the interpreter.
+/// the plan and the closure. [`Function::call`] binds that plan to new input arrays of the
+/// same shapes, dtypes and device and queues it: no DAG is built, hashed or planned per
+/// call. Inputs of another signature (shapes, dtypes, device) run the closure again over
+/// placeholders like them and keep that plan too: one plan per signature, the 16 most
+/// recently called kept. On CUDA, the second call of a signature records its plan as a
+/// CUDA graph (cuFFT calls included) and every later call updates the graph's kernel
+/// arguments and replays it with one launch (`lf::stats().graph_launches`);
+/// `LAZYFUSE_GRAPHS=0` turns graphs off. On the CPU a call runs the cached plan through
+/// the interpreter.
 ///
 /// Everything the closure captures (arrays such as an FFT multiplier, Rust scalars) is fixed
 /// at trace time; a value that changes from call to call must be an input (a 0-d or 1-element
-/// array). The closure must be a pure function of its inputs and captures.
+/// array, a [`crate::random::Key`]'s array for random numbers). The closure must be a pure
+/// function of its inputs and captures: it may run again for a new signature.
 ///
 /// ```
 /// use lazyfuse as lf;
@@ -57,219 +146,345 @@ struct Inner {
 /// }
 /// let v = u.to_vec::<f32>()?;
 /// assert!((v[0] - 1.9990234).abs() < 1e-6); // 2 - 0.5^10
+/// // another shape traces again
+/// let w = step.call(&[&Array::from_vec(vec![4.0f32; 5], &[5])?])?.remove(0);
+/// assert_eq!(w.to_vec::<f32>()?, vec![3.0f32; 5]);
+/// assert_eq!(step.signatures(), 2);
 /// # Ok(())
 /// # }
 /// ```
 #[derive(Clone)]
 pub struct Function {
-    inner: Arc<Mutex<Inner>>,
+    inner: Arc<Shared>,
 }
 
 impl std::fmt::Debug for Function {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        let inner = self.lock();
-        write!(
-            f,
-            "Function({} inputs, {} results, {} steps on {})",
-            inner.params.len(),
-            inner.results.len(),
-            inner.template.steps().len(),
-            inner.device
-        )
+        let entries = self.entries();
+        write!(f, "Function({} inputs", self.inner.n_inputs)?;
+        for e in entries.iter() {
+            let t = lock(&e.traced);
+            write!(
+                f,
+                "; {}: {} results, {} steps",
+                e.sig,
+                t.results.len(),
+                t.template.steps().len()
+            )?;
+        }
+        write!(f, ")")
     }
 }
 
+fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|e| e.into_inner())
+}
+
 impl Function {
-    fn lock(&self) -> std::sync::MutexGuard<'_, Inner> {
-        self.inner.lock().unwrap_or_else(|e| e.into_inner())
+    fn entries(&self) -> std::sync::MutexGuard<'_, Vec<Arc<Entry>>> {
+        lock(&self.inner.entries)
     }
 
-    /// Traces `f` once over placeholders shaped like `examples` (same shapes, dtypes and
+    /// Traces `f` over placeholders shaped like `examples` (same shapes, dtypes and
     /// device; their values are not used, but lazy examples are evaluated) and plans the
-    /// arrays it returns. Errors when the examples or results live on different devices,
-    /// or when planning fails.
+    /// arrays it returns. The function keeps `f`: a call with inputs of another signature
+    /// runs it again. Errors when the examples or results live on different devices, or
+    /// when planning fails.
     pub fn trace<F>(examples: &[&Array], f: F) -> Result<Function>
     where
-        F: FnOnce(&[Array]) -> Vec<Array>,
+        F: Fn(&[Array]) -> Vec<Array> + Send + Sync + 'static,
     {
-        let device = examples
-            .first()
-            .map(|a| a.device())
-            .unwrap_or_else(crate::default_device);
-        let mut placeholders = Vec::with_capacity(examples.len());
-        for a in examples {
-            same_device("Function::trace", &device, &a.device())?;
-            let buf = a.buffer()?;
-            placeholders.push(Array::from_node(Node::leaf_shared(
-                buf,
-                a.node.shape.clone(),
-                device.clone(),
-            )));
-        }
-        let outputs = crate::with_default_device(&device, || f(&placeholders));
-        for o in &outputs {
-            same_device("Function::trace", &device, &o.device())?;
-        }
-        let roots: Vec<Arc<Node>> = outputs.iter().map(|o| o.node.clone()).collect();
-        let (template, nodes) = schedule::template_for(&roots)?;
-        let pos: HashMap<u64, usize> = nodes.iter().enumerate().map(|(i, n)| (n.id, i)).collect();
-        let produced: HashSet<usize> = template.steps().iter().flat_map(|s| s.writes()).collect();
-        let input_of: HashMap<u64, usize> = placeholders
-            .iter()
-            .enumerate()
-            .map(|(i, p)| (p.node.id, i))
-            .collect();
-        let slots: Vec<PosSlot> = nodes
-            .iter()
-            .enumerate()
-            .map(|(p, n)| {
-                if let Some(&i) = input_of.get(&n.id) {
-                    PosSlot::Input(i)
-                } else if n.buffer().is_some() {
-                    PosSlot::Keep(n.clone())
-                } else if produced.contains(&p) {
-                    PosSlot::Fresh(n.op.clone(), n.dtype, n.shape.clone())
-                } else if matches!(n.op, Op::Const(_) | Op::Random(..)) && n.inputs().is_empty() {
-                    PosSlot::Keep(n.clone())
-                } else {
-                    PosSlot::Unused
-                }
-            })
-            .collect();
-        let results: Vec<Res> = roots
-            .iter()
-            .map(|r| {
-                let p = pos[&r.id];
-                match &slots[p] {
-                    PosSlot::Input(i) => Ok(Res::Input(*i)),
-                    PosSlot::Keep(n) => Ok(Res::Keep(n.clone())),
-                    PosSlot::Fresh(..) => Ok(Res::Pos(p)),
-                    PosSlot::Unused => Err(Error::internal(
-                        "Function::trace",
-                        "a result is neither computed nor an input",
-                    )),
-                }
-            })
-            .collect::<Result<_>>()?;
-        let dummy = Node::new(
-            Op::Const(lazyfuse_codegen::Scalar::Bool(false)),
-            DType::Bool,
-            Shape::new(),
-            device.clone(),
-            Default::default(),
-        );
-        let params = examples
-            .iter()
-            .map(|a| (a.shape().to_vec(), a.dtype()))
-            .collect();
-        #[cfg(feature = "cuda")]
-        let graph = crate::exec::replay::GraphState::new(
-            &device,
-            &template,
-            &slots,
-            &results,
-            examples.len(),
-        );
+        let f: Box<Closure> = Box::new(f);
+        let device = inputs_device("Function::trace", examples)?;
+        let sig = Signature::of(&device, examples);
+        let traced = trace_one(&*f, examples, &device)?;
+        crate::stats::bump::function_traces(1);
         Ok(Function {
-            inner: Arc::new(Mutex::new(Inner {
-                device,
-                params,
-                template,
-                slots,
-                results,
-                dummy,
-                #[cfg(feature = "cuda")]
-                graph,
-            })),
+            inner: Arc::new(Shared {
+                f,
+                n_inputs: examples.len(),
+                entries: Mutex::new(vec![Arc::new(Entry {
+                    sig,
+                    traced: Mutex::new(traced),
+                })]),
+            }),
         })
     }
 
-    /// Runs the traced computation on `inputs` (same count, shapes, dtypes and device as
-    /// the trace's examples; lazy inputs are evaluated first) and returns its results.
-    /// Asynchronous like [`Array::eval`]: the results are queued, not waited for.
+    /// Runs the traced computation on `inputs` (lazy inputs are evaluated first) and
+    /// returns its results. Inputs of a signature (shapes, dtypes, device) not seen yet
+    /// trace the closure again first. Asynchronous like [`Array::eval`]: the results are
+    /// queued, not waited for. Errors when the number of inputs differs from the trace's,
+    /// or the inputs live on different devices. Tracing for another device runs the
+    /// closure there: arrays it captured from the first device then meet the new inputs,
+    /// which panics as any expression mixing devices does: trace one function per device
+    /// when the closure captures arrays.
     pub fn call(&self, inputs: &[&Array]) -> Result<Vec<Array>> {
-        let mut guard = self.lock();
-        let inner = &mut *guard;
-        if inputs.len() != inner.params.len() {
+        let entry = self.entry_for("Function::call", inputs)?;
+        let nodes = inputs.iter().map(|a| a.node.clone()).collect();
+        let mut t = lock(&entry.traced);
+        t.call(nodes, false)
+    }
+
+    /// [`Function::call`] that takes the inputs by value: where the plan reads an input
+    /// only at the index where it writes a result of the input's dtype and size, and
+    /// `inputs` held the last handle to that array (no other `Array`, lazy expression or
+    /// capture refers to it, and no other input is the same array), the result is
+    /// written into the input's buffer instead of a new one (`lf::stats().buffers_reused`),
+    /// as a plain `eval` does. The usual loop: `u = f.call_owned(vec![u])?.remove(0)`.
+    /// On CUDA a plan of one kernel that can write into an input then runs as a plain
+    /// launch rather than a graph replay (a graph saves nothing for one launch, as for
+    /// `eval`); a plan of several steps replays its graph, whose results are fresh pooled
+    /// buffers (the consumed inputs' buffers return to the pool for the next call).
+    pub fn call_owned(&self, inputs: Vec<Array>) -> Result<Vec<Array>> {
+        let entry = {
+            let refs: Vec<&Array> = inputs.iter().collect();
+            self.entry_for("Function::call_owned", &refs)?
+        };
+        let nodes = inputs.into_iter().map(|a| a.node).collect();
+        let mut t = lock(&entry.traced);
+        t.call(nodes, true)
+    }
+
+    /// The trace for `inputs`' signature (traced now when new), with the inputs
+    /// evaluated.
+    fn entry_for(&self, op: &'static str, inputs: &[&Array]) -> Result<Arc<Entry>> {
+        let n = self.inner.n_inputs;
+        if inputs.len() != n {
             return Err(Error::Shape {
-                op: "Function::call",
+                op,
                 msg: format!(
-                    "{} inputs given, the function was traced with {}",
-                    inputs.len(),
-                    inner.params.len()
+                    "{} inputs given, the function was traced with {n}",
+                    inputs.len()
                 ),
             });
         }
-        for (i, (a, (shape, dtype))) in inputs.iter().zip(&inner.params).enumerate() {
-            if a.shape() != shape.as_slice() || a.dtype() != *dtype {
-                return Err(Error::Shape {
-                    op: "Function::call",
-                    msg: format!(
-                        "input {i} is {} {:?}, the function was traced with {dtype} {shape:?}",
-                        a.dtype(),
-                        a.shape()
-                    ),
-                });
-            }
-            same_device("Function::call", &inner.device, &a.device())?;
+        let device = inputs_device(op, inputs)?;
+        for a in inputs {
             a.eval()?;
         }
-        let nodes: Vec<Arc<Node>> = inner
+        {
+            let mut entries = self.entries();
+            if let Some(i) = entries.iter().rposition(|e| e.sig.matches(&device, inputs)) {
+                let last = entries.len() - 1;
+                if i != last {
+                    let e = entries.remove(i);
+                    entries.push(e);
+                }
+                return Ok(entries[last].clone());
+            }
+            if config::debug_level() >= 2 {
+                let sig = Signature::of(&device, inputs);
+                let why = entries
+                    .last()
+                    .map_or_else(String::new, |e| format!(": {}", e.sig.diff(&sig)));
+                config::debug_log!(
+                    2,
+                    "Function::call: no trace for input signature {sig} ({} kept){why}; \
+                     tracing again",
+                    entries.len()
+                );
+            }
+        }
+        // traced without the lock: the closure may be slow, or call this function itself
+        let traced = trace_one(&*self.inner.f, inputs, &device)?;
+        crate::stats::bump::function_traces(1);
+        let entry = Arc::new(Entry {
+            sig: Signature::of(&device, inputs),
+            traced: Mutex::new(traced),
+        });
+        let mut entries = self.entries();
+        // another thread may have traced the same signature meanwhile: either plan is good
+        entries.retain(|e| !e.sig.matches(&device, inputs));
+        if entries.len() >= MAX_SIGNATURES {
+            entries.remove(0);
+        }
+        entries.push(entry.clone());
+        Ok(entry)
+    }
+
+    /// Whether calls of the most recently called signature replay a recorded CUDA graph
+    /// now (true from that signature's second call on CUDA when graphs are on and the
+    /// plan allows them).
+    pub fn is_graph(&self) -> bool {
+        #[cfg(feature = "cuda")]
+        {
+            let last = self.entries().last().cloned();
+            last.is_some_and(|e| {
+                lock(&e.traced)
+                    .graph
+                    .as_ref()
+                    .is_some_and(|g| g.is_recorded())
+            })
+        }
+        #[cfg(not(feature = "cuda"))]
+        {
+            false
+        }
+    }
+
+    /// Number of input signatures traced and kept (one plan each).
+    pub fn signatures(&self) -> usize {
+        self.entries().len()
+    }
+}
+
+/// The device all of `arrays` live on (the default device when there are none).
+fn inputs_device(op: &'static str, arrays: &[&Array]) -> Result<Device> {
+    let device = arrays
+        .first()
+        .map(|a| a.device())
+        .unwrap_or_else(crate::default_device);
+    for a in arrays {
+        same_device(op, &device, &a.device())?;
+    }
+    Ok(device)
+}
+
+/// Runs `f` once over placeholders shaped like `examples` on `device` and plans the
+/// arrays it returns.
+fn trace_one(f: &Closure, examples: &[&Array], device: &Device) -> Result<Traced> {
+    let mut placeholders = Vec::with_capacity(examples.len());
+    for a in examples {
+        let buf = a.buffer()?;
+        placeholders.push(Array::from_node(Node::leaf_shared(
+            buf,
+            a.node.shape.clone(),
+            device.clone(),
+        )));
+    }
+    let outputs = crate::with_default_device(device, || f(&placeholders));
+    for o in &outputs {
+        same_device("Function::trace", device, &o.device())?;
+    }
+    let roots: Vec<Arc<Node>> = outputs.iter().map(|o| o.node.clone()).collect();
+    let (template, nodes) = schedule::template_for(&roots)?;
+    let pos: HashMap<u64, usize> = nodes.iter().enumerate().map(|(i, n)| (n.id, i)).collect();
+    let produced: HashSet<usize> = template.steps().iter().flat_map(|s| s.writes()).collect();
+    let input_of: HashMap<u64, usize> = placeholders
+        .iter()
+        .enumerate()
+        .map(|(i, p)| (p.node.id, i))
+        .collect();
+    let slots: Vec<PosSlot> = nodes
+        .iter()
+        .enumerate()
+        .map(|(p, n)| {
+            if let Some(&i) = input_of.get(&n.id) {
+                PosSlot::Input(i)
+            } else if n.buffer().is_some() {
+                PosSlot::Keep(n.clone())
+            } else if produced.contains(&p) {
+                PosSlot::Fresh(n.op.clone(), n.dtype, n.shape.clone())
+            } else if matches!(n.op, Op::Const(_) | Op::Random(..)) && n.inputs().is_empty() {
+                PosSlot::Keep(n.clone())
+            } else {
+                PosSlot::Unused
+            }
+        })
+        .collect();
+    let results: Vec<Res> = roots
+        .iter()
+        .map(|r| {
+            let p = pos[&r.id];
+            match &slots[p] {
+                PosSlot::Input(i) => Ok(Res::Input(*i)),
+                PosSlot::Keep(n) => Ok(Res::Keep(n.clone())),
+                PosSlot::Fresh(..) => Ok(Res::Pos(p)),
+                PosSlot::Unused => Err(Error::internal(
+                    "Function::trace",
+                    "a result is neither computed nor an input",
+                )),
+            }
+        })
+        .collect::<Result<_>>()?;
+    let dummy = Node::new(
+        Op::Const(lazyfuse_codegen::Scalar::Bool(false)),
+        DType::Bool,
+        Shape::new(),
+        device.clone(),
+        Default::default(),
+    );
+    #[cfg(feature = "cuda")]
+    let graph =
+        crate::exec::replay::GraphState::new(device, &template, &slots, &results, examples.len());
+    let inplace_one_kernel = template.steps().len() == 1
+        && template
+            .reuse()
+            .iter()
+            .any(|c| matches!(slots[c.x], PosSlot::Input(_)));
+    Ok(Traced {
+        device: device.clone(),
+        template,
+        slots,
+        results,
+        dummy,
+        #[cfg(feature = "cuda")]
+        graph,
+        inplace_one_kernel,
+    })
+}
+
+impl Traced {
+    /// One call over the inputs' (evaluated) nodes. Handles in `inputs` are the call's
+    /// own: they are dropped before the plan runs, so an input whose last handle this was
+    /// may be written in place. `owned`: the caller gave its handles up
+    /// ([`Function::call_owned`]), so a one-kernel plan that can write into an input runs
+    /// plainly instead of through a CUDA graph.
+    #[cfg_attr(not(feature = "cuda"), allow(unused_variables))]
+    fn call(&mut self, inputs: Vec<Arc<Node>>, owned: bool) -> Result<Vec<Array>> {
+        let nodes: Vec<Arc<Node>> = self
             .slots
             .iter()
             .map(|s| match s {
-                PosSlot::Input(i) => inputs[*i].node.clone(),
+                PosSlot::Input(i) => inputs[*i].clone(),
                 PosSlot::Keep(n) => n.clone(),
                 PosSlot::Fresh(op, d, sh) => {
-                    Node::fresh(op.clone(), *d, sh.clone(), inner.device.clone())
+                    Node::fresh(op.clone(), *d, sh.clone(), self.device.clone())
                 }
-                PosSlot::Unused => inner.dummy.clone(),
+                PosSlot::Unused => self.dummy.clone(),
             })
             .collect();
-        let results: Vec<Array> = inner
+        let results: Vec<Array> = self
             .results
             .iter()
             .map(|r| {
                 Array::from_node(match r {
                     Res::Pos(p) => nodes[*p].clone(),
-                    Res::Input(i) => inputs[*i].node.clone(),
+                    Res::Input(i) => inputs[*i].clone(),
                     Res::Keep(n) => n.clone(),
                 })
             })
             .collect();
         crate::stats::bump::evals(1);
         #[cfg(feature = "cuda")]
-        if let Some(g) = inner.graph.as_mut() {
+        if let Some(g) = self
+            .graph
+            .as_mut()
+            .filter(|_| !(owned && self.inplace_one_kernel))
+        {
             let bufs: Vec<Arc<crate::runtime::Buffer>> = inputs
                 .iter()
-                .map(|a| {
-                    a.node
-                        .buffer()
+                .map(|n| {
+                    n.buffer()
                         .ok_or_else(|| Error::internal("Function::call", "input not evaluated"))
                 })
                 .collect::<Result<_>>()?;
-            g.call(&inner.template, &nodes, &bufs)?;
+            g.call(&self.template, &nodes, &bufs)?;
             return Ok(results);
         }
-        // No in-place reuse: the bound nodes do not carry the template's edges, so
-        // reference counts say nothing about who else reads the inputs and captures.
-        let sched = crate::exec::bind(&inner.template, &nodes)?.without_reuse();
+        // In place only into inputs: the bound nodes do not carry the template's edges, so
+        // reference counts prove ownership of nothing else (see `exec::inplace`).
+        let slots = &self.slots;
+        let sched = crate::exec::bind(&self.template, &nodes)?.with_input_reuse(
+            &self.template,
+            &nodes,
+            |p| matches!(slots[p], PosSlot::Input(_)),
+        );
         drop(nodes);
+        drop(inputs);
         crate::exec::execute(&sched)?;
         Ok(results)
-    }
-
-    /// Whether calls replay a recorded CUDA graph now (true from the second call on CUDA
-    /// when graphs are on and the plan allows them).
-    pub fn is_graph(&self) -> bool {
-        #[cfg(feature = "cuda")]
-        {
-            self.lock().graph.as_ref().is_some_and(|g| g.is_recorded())
-        }
-        #[cfg(not(feature = "cuda"))]
-        {
-            false
-        }
     }
 }
 
@@ -282,5 +497,31 @@ fn same_device(op: &'static str, a: &Device, b: &Device) -> Result<()> {
             a: a.to_string(),
             b: b.to_string(),
         })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_signature_miss_names_what_changed() {
+        let cpu = Device::Cpu;
+        let a = Signature {
+            device: cpu.clone(),
+            params: vec![(vec![8], DType::F32), (vec![], DType::I64)],
+        };
+        let b = Signature {
+            device: cpu.clone(),
+            params: vec![(vec![3, 3], DType::F32), (vec![], DType::I64)],
+        };
+        let c = Signature {
+            device: cpu,
+            params: vec![(vec![8], DType::F64), (vec![], DType::I64)],
+        };
+        assert_eq!(a.diff(&b), "input 0: float32 [8] -> float32 [3, 3]");
+        assert_eq!(a.diff(&c), "input 0: float32 [8] -> float64 [8]");
+        assert_eq!(a.diff(&a), "");
+        assert_eq!(b.to_string(), "(float32 [3, 3], int64 []) on cpu");
     }
 }

@@ -32,6 +32,10 @@ pub(crate) enum Op {
     Iota,
     /// Counter-based random numbers keyed by the seed and the element's linear index.
     Random(RandomKind, u64),
+    /// Counter-based random numbers whose seed is the value of the input (I64, of the
+    /// node's shape: a `random::Key` broadcast), counter = the element's linear index. The
+    /// seed is data, so a traced function can take it as an input.
+    RandomKeyed(RandomKind),
     Unary(UnaryOp),
     Binary(BinaryOp),
     /// `where(cond, a, b)`.
@@ -132,7 +136,7 @@ impl Op {
         match self {
             Op::Unary(u) => u.name().to_string(),
             Op::Binary(b) => b.name().to_string(),
-            Op::Random(k, _) => format!("random_{k:?}").to_lowercase(),
+            Op::Random(k, _) | Op::RandomKeyed(k) => format!("random_{k:?}").to_lowercase(),
             Op::Permute(p) => format!("permute{:?}", &p[..]),
             Op::Roll { axis, shift } => format!("roll({shift}, axis={axis})"),
             Op::Concat(a) => format!("concat(axis={a})"),

@@ -398,6 +398,18 @@ impl Lowerer<'_> {
                 let s = self.param(p, Role::Seed, Scalar::I64(*seed as i64));
                 Next::Done(self.b.push(Inst::Random(*kind, ctr, s), node.dtype))
             }
+            Op::RandomKeyed(kind) => {
+                // the seed is the input's value at this index (a broadcast key: one load
+                // or one parameter); the counter is this node's linear index, as above
+                if lowered < 1 {
+                    return Ok(Next::Input(input(0)?, idx.clone()));
+                }
+                let ctr = self.linear(idx, p);
+                Next::Done(
+                    self.b
+                        .push(Inst::Random(*kind, ctr, f.values[0]), node.dtype),
+                )
+            }
             Op::Unary(_) | Op::Binary(_) | Op::Where | Op::Cast => {
                 let arity = match node.op {
                     Op::Binary(_) => 2,
@@ -692,7 +704,7 @@ fn cheap_nodes(nodes: &[Arc<Node>], dag: &Dag, mat: &[bool]) -> Vec<bool> {
             Op::Unary(u) if u.is_transcendental() => 8,
             Op::Binary(B::Div | B::FloorDiv | B::Mod | B::Pow | B::Atan2 | B::Hypot) => 8,
             Op::Unary(_) | Op::Binary(_) | Op::Where | Op::Cast => 1,
-            Op::Random(..) | Op::Reduce(..) => 8,
+            Op::Random(..) | Op::RandomKeyed(_) | Op::Reduce(..) => 8,
             _ => 0,
         };
         let below = dag
@@ -858,7 +870,7 @@ fn arg_cuts(target: usize, nodes: &[Arc<Node>], dag: &Dag, mat: &[bool]) -> Vec<
         let weight = match &node.op {
             Op::Unary(u) if u.is_transcendental() || node.dtype.is_complex() => HEAVY_WEIGHT,
             Op::Binary(b) if b.is_transcendental() => HEAVY_WEIGHT,
-            Op::Random(..) => HEAVY_WEIGHT,
+            Op::Random(..) | Op::RandomKeyed(_) => HEAVY_WEIGHT,
             _ => 1,
         };
         let mut m = weight + input_nodes(&count);
@@ -876,6 +888,7 @@ fn arg_cuts(target: usize, nodes: &[Arc<Node>], dag: &Dag, mat: &[bool]) -> Vec<
                             | Op::Roll { .. }
                             | Op::Concat(_)
                             | Op::Gather { .. }
+                            | Op::RandomKeyed(_)
                     );
                 if cuttable && cost[i].is_some_and(|ci| ci > 8) {
                     cuts.push(i);

@@ -1,9 +1,10 @@
 //! Emission of scan kernels (`ReduceLayout::Scan`): blocks take tiles of [`TILE`] elements
 //! of a row in order from a counter, compute the body's values into shared memory
 //! (coalesced), scan the tile (serially per thread over [`ITEMS`] adjacent values, then
-//! across threads), and learn the total of the row's earlier tiles by decoupled look-back:
+//! across the threads of each warp and across the warps), and learn the total of the row's earlier tiles by decoupled look-back:
 //! each tile publishes its own total at once and its inclusive prefix when known, and a
-//! tile sums its predecessors' totals backwards until it meets a published prefix. One
+//! tile's first warp reads its 32 nearest predecessors at a time, summing totals backwards
+//! until it meets a published prefix. One
 //! pass over memory, whatever the row length.
 //!
 //! Workspace (zeroed before each launch by the runtime): `wsi[0..tiles]` the tiles'
@@ -23,6 +24,8 @@ use std::fmt::Write as _;
 pub const ITEMS: u32 = 8;
 /// Elements per tile.
 pub const TILE: u32 = BLOCK * ITEMS;
+/// Warps per block.
+const WARPS: u32 = BLOCK / 32;
 
 /// A load and a store of `acc_t` values that bypass the (incoherent) L1 cache, for values
 /// other blocks write.
@@ -91,8 +94,13 @@ pub(super) fn emit(k: &Kernel, opts: &RenderOptions, layout: &ArgLayout, entry: 
     let _ = writeln!(w, "  {acc_t}* __restrict__ tot = ({acc_t}*)a.ws;");
     let _ = writeln!(w, "  {acc_t}* __restrict__ pre = tot + tiles;");
     let _ = writeln!(w, "  long long* st = a.wsi;");
-    let _ = writeln!(w, "  __shared__ {acc_t} sv[{TILE}];");
+    // one pad element per 32 keeps both the striped and the blocked accesses free of bank
+    // conflicts
+    let _ = writeln!(w, "#define LF_SV(e) ((e) + ((e) >> 5))");
+    let _ = writeln!(w, "  __shared__ {acc_t} sv[{TILE} + {TILE} / 32];");
     let _ = writeln!(w, "  __shared__ {acc_t} sh[{BLOCK}];");
+    let _ = writeln!(w, "  __shared__ {acc_t} sw[{WARPS}];");
+    let _ = writeln!(w, "  __shared__ {acc_t} sl[32];");
     let _ = writeln!(w, "  __shared__ {acc_t} sp;");
     let _ = writeln!(w, "  __shared__ unsigned long long stile;");
     for &i in &super::emit::loaded_inputs(k) {
@@ -142,83 +150,120 @@ pub(super) fn emit(k: &Kernel, opts: &RenderOptions, layout: &ArgLayout, entry: 
     }
     let _ = writeln!(w, "        x = v{};", red.value);
     let _ = writeln!(w, "      }}");
-    let _ = writeln!(w, "      sv[q * {BLOCK} + t] = x;");
+    let _ = writeln!(w, "      sv[LF_SV(q * {BLOCK} + t)] = x;");
     let _ = writeln!(w, "    }}");
     let _ = writeln!(w, "    __syncthreads();");
     // serial scan of the thread's adjacent values
-    let _ = writeln!(w, "    {acc_t} run = sv[t * {ITEMS}];");
+    let _ = writeln!(w, "    {acc_t} run = sv[LF_SV(t * {ITEMS})];");
     let _ = writeln!(w, "#pragma unroll");
     let _ = writeln!(w, "    for (int q = 1; q < {ITEMS}; ++q) {{");
-    let c = comb(&mut e, "run", &format!("sv[t * {ITEMS} + q]"));
+    let c = comb(&mut e, "run", &format!("sv[LF_SV(t * {ITEMS} + q)]"));
     let _ = writeln!(w, "      run = {c};");
-    let _ = writeln!(w, "      sv[t * {ITEMS} + q] = run;");
+    let _ = writeln!(w, "      sv[LF_SV(t * {ITEMS} + q)] = run;");
     let _ = writeln!(w, "    }}");
-    // across threads: an inclusive scan of the threads' totals
+    // across the threads of each warp, then across the warps
+    let _ = writeln!(w, "    const int lane = t & 31, warp = t >> 5;");
     let _ = writeln!(w, "    sh[t] = run;");
-    let _ = writeln!(w, "    __syncthreads();");
-    let _ = writeln!(w, "    for (int off = 1; off < {BLOCK}; off <<= 1) {{");
+    let _ = writeln!(w, "    __syncwarp();");
+    let _ = writeln!(w, "#pragma unroll");
+    let _ = writeln!(w, "    for (int off = 1; off < 32; off <<= 1) {{");
     let _ = writeln!(w, "      {acc_t} y = {id};");
-    let _ = writeln!(w, "      if (t >= off) y = sh[t - off];");
-    let _ = writeln!(w, "      __syncthreads();");
+    let _ = writeln!(w, "      if (lane >= off) y = sh[t - off];");
+    let _ = writeln!(w, "      __syncwarp();");
     let c = comb(&mut e, "y", "sh[t]");
-    let _ = writeln!(w, "      if (t >= off) sh[t] = {c};");
-    let _ = writeln!(w, "      __syncthreads();");
+    let _ = writeln!(w, "      if (lane >= off) sh[t] = {c};");
+    let _ = writeln!(w, "      __syncwarp();");
     let _ = writeln!(w, "    }}");
-    // the look-back, by thread 0
+    let _ = writeln!(w, "    __syncthreads();");
     let _ = writeln!(w, "    if (t == 0) {{");
-    let _ = writeln!(w, "      const {acc_t} total = sh[{BLOCK} - 1];");
+    let _ = writeln!(w, "      {acc_t} x = {id};");
+    let _ = writeln!(w, "      for (int q = 0; q < {WARPS}; ++q) {{");
+    let c = comb(&mut e, "x", "sh[q * 32 + 31]");
+    let _ = writeln!(w, "        x = {c};");
+    let _ = writeln!(w, "        sw[q] = x;");
+    let _ = writeln!(w, "      }}");
+    let _ = writeln!(w, "    }}");
+    let _ = writeln!(w, "    __syncthreads();");
+    // the look-back, by warp 0: 32 predecessors at a time, lane l at tile - 1 - l, up to
+    // the nearest published prefix (a row's first tile always publishes one)
+    let _ = writeln!(w, "    if (warp == 0) {{");
+    let _ = writeln!(w, "      const {acc_t} total = sw[{WARPS} - 1];");
     let _ = writeln!(w, "      {acc_t} prefix = {id};");
     let _ = writeln!(w, "      if (tr == 0) {{");
-    let _ = writeln!(w, "        lf_stcg(&pre[tile], total);");
-    let _ = writeln!(w, "        __threadfence();");
-    let _ = writeln!(
-        w,
-        "        atomicExch((unsigned long long*)&st[tile], 2ull);"
-    );
-    let _ = writeln!(w, "      }} else {{");
-    let _ = writeln!(w, "        lf_stcg(&tot[tile], total);");
-    let _ = writeln!(w, "        __threadfence();");
-    let _ = writeln!(
-        w,
-        "        atomicExch((unsigned long long*)&st[tile], 1ull);"
-    );
-    let _ = writeln!(w, "        IDX p = tile - 1;");
-    let _ = writeln!(w, "        for (;;) {{");
-    let _ = writeln!(w, "          long long f;");
-    let _ = writeln!(
-        w,
-        "          do {{ f = *(volatile long long*)&st[p]; }} while (f == 0);"
-    );
+    let _ = writeln!(w, "        if (lane == 0) {{");
+    let _ = writeln!(w, "          lf_stcg(&pre[tile], total);");
     let _ = writeln!(w, "          __threadfence();");
     let _ = writeln!(
         w,
-        "          const {acc_t} v = f == 2 ? lf_ldcg(&pre[p]) : lf_ldcg(&tot[p]);"
+        "          atomicExch((unsigned long long*)&st[tile], 2ull);"
     );
-    let c = comb(&mut e, "v", "prefix");
-    let _ = writeln!(w, "          prefix = {c};");
-    let _ = writeln!(w, "          if (f == 2) break;");
-    let _ = writeln!(w, "          --p;");
     let _ = writeln!(w, "        }}");
-    let c = comb(&mut e, "prefix", "total");
-    let _ = writeln!(w, "        lf_stcg(&pre[tile], {c});");
-    let _ = writeln!(w, "        __threadfence();");
+    let _ = writeln!(w, "      }} else {{");
+    let _ = writeln!(w, "        if (lane == 0) {{");
+    let _ = writeln!(w, "          lf_stcg(&tot[tile], total);");
+    let _ = writeln!(w, "          __threadfence();");
     let _ = writeln!(
         w,
-        "        atomicExch((unsigned long long*)&st[tile], 2ull);"
+        "          atomicExch((unsigned long long*)&st[tile], 1ull);"
     );
+    let _ = writeln!(w, "        }}");
+    let _ = writeln!(w, "        const long long first = (long long)(tile - tr);");
+    let _ = writeln!(w, "        long long p = (long long)tile - 1 - lane;");
+    let _ = writeln!(w, "        for (;;) {{");
+    let _ = writeln!(w, "          long long f = 2;");
+    let _ = writeln!(w, "          {acc_t} v = {id};");
+    let _ = writeln!(w, "          if (p >= first) {{");
+    let _ = writeln!(
+        w,
+        "            do {{ f = *(volatile long long*)&st[p]; }} while (f == 0);"
+    );
+    let _ = writeln!(w, "            __threadfence();");
+    let _ = writeln!(
+        w,
+        "            v = f == 2 ? lf_ldcg(&pre[p]) : lf_ldcg(&tot[p]);"
+    );
+    let _ = writeln!(w, "          }}");
+    let _ = writeln!(
+        w,
+        "          const unsigned int done = __ballot_sync(0xffffffffu, f == 2);"
+    );
+    let _ = writeln!(w, "          const int stop = done ? __ffs(done) - 1 : 31;");
+    let _ = writeln!(w, "          sl[lane] = lane <= stop ? v : {id};");
+    let _ = writeln!(w, "          __syncwarp();");
+    let _ = writeln!(w, "          if (lane == 0) {{");
+    let _ = writeln!(w, "            for (int q = 0; q <= stop; ++q) {{");
+    let c = comb(&mut e, "sl[q]", "prefix");
+    let _ = writeln!(w, "              prefix = {c};");
+    let _ = writeln!(w, "            }}");
+    let _ = writeln!(w, "          }}");
+    let _ = writeln!(w, "          __syncwarp();");
+    let _ = writeln!(w, "          if (done) break;");
+    let _ = writeln!(w, "          p -= 32;");
+    let _ = writeln!(w, "        }}");
+    let _ = writeln!(w, "        if (lane == 0) {{");
+    let c = comb(&mut e, "prefix", "total");
+    let _ = writeln!(w, "          lf_stcg(&pre[tile], {c});");
+    let _ = writeln!(w, "          __threadfence();");
+    let _ = writeln!(
+        w,
+        "          atomicExch((unsigned long long*)&st[tile], 2ull);"
+    );
+    let _ = writeln!(w, "        }}");
     let _ = writeln!(w, "      }}");
-    let _ = writeln!(w, "      sp = prefix;");
+    let _ = writeln!(w, "      if (lane == 0) sp = prefix;");
     let _ = writeln!(w, "    }}");
     let _ = writeln!(w, "    __syncthreads();");
     // every value of the thread's run gets the earlier threads' and tiles' total
     let _ = writeln!(w, "    {{");
     let _ = writeln!(w, "      {acc_t} base = sp;");
+    let c = comb(&mut e, "base", "sw[warp - 1]");
+    let _ = writeln!(w, "      if (warp > 0) base = {c};");
     let c = comb(&mut e, "base", "sh[t - 1]");
-    let _ = writeln!(w, "      if (t > 0) base = {c};");
+    let _ = writeln!(w, "      if (lane > 0) base = {c};");
     let _ = writeln!(w, "#pragma unroll");
     let _ = writeln!(w, "      for (int q = 0; q < {ITEMS}; ++q) {{");
-    let c = comb(&mut e, "base", &format!("sv[t * {ITEMS} + q]"));
-    let _ = writeln!(w, "        sv[t * {ITEMS} + q] = {c};");
+    let c = comb(&mut e, "base", &format!("sv[LF_SV(t * {ITEMS} + q)]"));
+    let _ = writeln!(w, "        sv[LF_SV(t * {ITEMS} + q)] = {c};");
     let _ = writeln!(w, "      }}");
     let _ = writeln!(w, "    }}");
     let _ = writeln!(w, "    __syncthreads();");
@@ -229,7 +274,7 @@ pub(super) fn emit(k: &Kernel, opts: &RenderOptions, layout: &ArgLayout, entry: 
     let _ = writeln!(w, "      const IDX r = j0 + (IDX)(q * {BLOCK} + t);");
     let _ = writeln!(w, "      if (r < R) {{");
     let _ = writeln!(w, "        const IDX i = row * R + r;");
-    let _ = writeln!(w, "        const {rt} v{at} = sv[q * {BLOCK} + t];");
+    let _ = writeln!(w, "        const {rt} v{at} = sv[LF_SV(q * {BLOCK} + t)];");
     for (vid, v) in k.values.iter().enumerate().skip(at + 1) {
         if !uniform[vid] {
             let expr = e.value(v.inst, v.dtype, Mode::Scalar, opts);

@@ -33,8 +33,11 @@ extern "C" __global__ void __launch_bounds__(256) lf_4583c4fcfb04916e(const lf_a
   c64* __restrict__ tot = (c64*)a.ws;
   c64* __restrict__ pre = tot + tiles;
   long long* st = a.wsi;
-  __shared__ c64 sv[2048];
+#define LF_SV(e) ((e) + ((e) >> 5))
+  __shared__ c64 sv[2048 + 2048 / 32];
   __shared__ c64 sh[256];
+  __shared__ c64 sw[8];
+  __shared__ c64 sl[32];
   __shared__ c64 sp;
   __shared__ unsigned long long stile;
   const c64* __restrict__ in0 = a.in0;
@@ -57,58 +60,89 @@ extern "C" __global__ void __launch_bounds__(256) lf_4583c4fcfb04916e(const lf_a
         const c64 v1 = in0[v0];
         x = v1;
       }
-      sv[q * 256 + t] = x;
+      sv[LF_SV(q * 256 + t)] = x;
     }
     __syncthreads();
-    c64 run = sv[t * 8];
+    c64 run = sv[LF_SV(t * 8)];
 #pragma unroll
     for (int q = 1; q < 8; ++q) {
-      run = lf_mul_c64(run, sv[t * 8 + q]);
-      sv[t * 8 + q] = run;
+      run = lf_mul_c64(run, sv[LF_SV(t * 8 + q)]);
+      sv[LF_SV(t * 8 + q)] = run;
     }
+    const int lane = t & 31, warp = t >> 5;
     sh[t] = run;
-    __syncthreads();
-    for (int off = 1; off < 256; off <<= 1) {
+    __syncwarp();
+#pragma unroll
+    for (int off = 1; off < 32; off <<= 1) {
       c64 y = c64{1e0, 0e0};
-      if (t >= off) y = sh[t - off];
-      __syncthreads();
-      if (t >= off) sh[t] = lf_mul_c64(y, sh[t]);
-      __syncthreads();
+      if (lane >= off) y = sh[t - off];
+      __syncwarp();
+      if (lane >= off) sh[t] = lf_mul_c64(y, sh[t]);
+      __syncwarp();
     }
+    __syncthreads();
     if (t == 0) {
-      const c64 total = sh[256 - 1];
+      c64 x = c64{1e0, 0e0};
+      for (int q = 0; q < 8; ++q) {
+        x = lf_mul_c64(x, sh[q * 32 + 31]);
+        sw[q] = x;
+      }
+    }
+    __syncthreads();
+    if (warp == 0) {
+      const c64 total = sw[8 - 1];
       c64 prefix = c64{1e0, 0e0};
       if (tr == 0) {
-        lf_stcg(&pre[tile], total);
-        __threadfence();
-        atomicExch((unsigned long long*)&st[tile], 2ull);
-      } else {
-        lf_stcg(&tot[tile], total);
-        __threadfence();
-        atomicExch((unsigned long long*)&st[tile], 1ull);
-        IDX p = tile - 1;
-        for (;;) {
-          long long f;
-          do { f = *(volatile long long*)&st[p]; } while (f == 0);
+        if (lane == 0) {
+          lf_stcg(&pre[tile], total);
           __threadfence();
-          const c64 v = f == 2 ? lf_ldcg(&pre[p]) : lf_ldcg(&tot[p]);
-          prefix = lf_mul_c64(v, prefix);
-          if (f == 2) break;
-          --p;
+          atomicExch((unsigned long long*)&st[tile], 2ull);
         }
-        lf_stcg(&pre[tile], lf_mul_c64(prefix, total));
-        __threadfence();
-        atomicExch((unsigned long long*)&st[tile], 2ull);
+      } else {
+        if (lane == 0) {
+          lf_stcg(&tot[tile], total);
+          __threadfence();
+          atomicExch((unsigned long long*)&st[tile], 1ull);
+        }
+        const long long first = (long long)(tile - tr);
+        long long p = (long long)tile - 1 - lane;
+        for (;;) {
+          long long f = 2;
+          c64 v = c64{1e0, 0e0};
+          if (p >= first) {
+            do { f = *(volatile long long*)&st[p]; } while (f == 0);
+            __threadfence();
+            v = f == 2 ? lf_ldcg(&pre[p]) : lf_ldcg(&tot[p]);
+          }
+          const unsigned int done = __ballot_sync(0xffffffffu, f == 2);
+          const int stop = done ? __ffs(done) - 1 : 31;
+          sl[lane] = lane <= stop ? v : c64{1e0, 0e0};
+          __syncwarp();
+          if (lane == 0) {
+            for (int q = 0; q <= stop; ++q) {
+              prefix = lf_mul_c64(sl[q], prefix);
+            }
+          }
+          __syncwarp();
+          if (done) break;
+          p -= 32;
+        }
+        if (lane == 0) {
+          lf_stcg(&pre[tile], lf_mul_c64(prefix, total));
+          __threadfence();
+          atomicExch((unsigned long long*)&st[tile], 2ull);
+        }
       }
-      sp = prefix;
+      if (lane == 0) sp = prefix;
     }
     __syncthreads();
     {
       c64 base = sp;
-      if (t > 0) base = lf_mul_c64(base, sh[t - 1]);
+      if (warp > 0) base = lf_mul_c64(base, sw[warp - 1]);
+      if (lane > 0) base = lf_mul_c64(base, sh[t - 1]);
 #pragma unroll
       for (int q = 0; q < 8; ++q) {
-        sv[t * 8 + q] = lf_mul_c64(base, sv[t * 8 + q]);
+        sv[LF_SV(t * 8 + q)] = lf_mul_c64(base, sv[LF_SV(t * 8 + q)]);
       }
     }
     __syncthreads();
@@ -117,7 +151,7 @@ extern "C" __global__ void __launch_bounds__(256) lf_4583c4fcfb04916e(const lf_a
       const IDX r = j0 + (IDX)(q * 256 + t);
       if (r < R) {
         const IDX i = row * R + r;
-        const c64 v2 = sv[q * 256 + t];
+        const c64 v2 = sv[LF_SV(q * 256 + t)];
         out0[i] = v2;
       }
     }

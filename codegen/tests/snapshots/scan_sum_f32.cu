@@ -35,8 +35,11 @@ extern "C" __global__ void __launch_bounds__(256) lf_c880d77f1f19512e_i32(const 
   float* __restrict__ tot = (float*)a.ws;
   float* __restrict__ pre = tot + tiles;
   long long* st = a.wsi;
-  __shared__ float sv[2048];
+#define LF_SV(e) ((e) + ((e) >> 5))
+  __shared__ float sv[2048 + 2048 / 32];
   __shared__ float sh[256];
+  __shared__ float sw[8];
+  __shared__ float sl[32];
   __shared__ float sp;
   __shared__ unsigned long long stile;
   const float* __restrict__ in0 = a.in0;
@@ -62,58 +65,89 @@ extern "C" __global__ void __launch_bounds__(256) lf_c880d77f1f19512e_i32(const 
         const float v3 = __fmul_rn(v1, v2);
         x = v3;
       }
-      sv[q * 256 + t] = x;
+      sv[LF_SV(q * 256 + t)] = x;
     }
     __syncthreads();
-    float run = sv[t * 8];
+    float run = sv[LF_SV(t * 8)];
 #pragma unroll
     for (int q = 1; q < 8; ++q) {
-      run = run + sv[t * 8 + q];
-      sv[t * 8 + q] = run;
+      run = run + sv[LF_SV(t * 8 + q)];
+      sv[LF_SV(t * 8 + q)] = run;
     }
+    const int lane = t & 31, warp = t >> 5;
     sh[t] = run;
-    __syncthreads();
-    for (int off = 1; off < 256; off <<= 1) {
+    __syncwarp();
+#pragma unroll
+    for (int off = 1; off < 32; off <<= 1) {
       float y = 0e0f;
-      if (t >= off) y = sh[t - off];
-      __syncthreads();
-      if (t >= off) sh[t] = y + sh[t];
-      __syncthreads();
+      if (lane >= off) y = sh[t - off];
+      __syncwarp();
+      if (lane >= off) sh[t] = y + sh[t];
+      __syncwarp();
     }
+    __syncthreads();
     if (t == 0) {
-      const float total = sh[256 - 1];
+      float x = 0e0f;
+      for (int q = 0; q < 8; ++q) {
+        x = x + sh[q * 32 + 31];
+        sw[q] = x;
+      }
+    }
+    __syncthreads();
+    if (warp == 0) {
+      const float total = sw[8 - 1];
       float prefix = 0e0f;
       if (tr == 0) {
-        lf_stcg(&pre[tile], total);
-        __threadfence();
-        atomicExch((unsigned long long*)&st[tile], 2ull);
-      } else {
-        lf_stcg(&tot[tile], total);
-        __threadfence();
-        atomicExch((unsigned long long*)&st[tile], 1ull);
-        IDX p = tile - 1;
-        for (;;) {
-          long long f;
-          do { f = *(volatile long long*)&st[p]; } while (f == 0);
+        if (lane == 0) {
+          lf_stcg(&pre[tile], total);
           __threadfence();
-          const float v = f == 2 ? lf_ldcg(&pre[p]) : lf_ldcg(&tot[p]);
-          prefix = v + prefix;
-          if (f == 2) break;
-          --p;
+          atomicExch((unsigned long long*)&st[tile], 2ull);
         }
-        lf_stcg(&pre[tile], prefix + total);
-        __threadfence();
-        atomicExch((unsigned long long*)&st[tile], 2ull);
+      } else {
+        if (lane == 0) {
+          lf_stcg(&tot[tile], total);
+          __threadfence();
+          atomicExch((unsigned long long*)&st[tile], 1ull);
+        }
+        const long long first = (long long)(tile - tr);
+        long long p = (long long)tile - 1 - lane;
+        for (;;) {
+          long long f = 2;
+          float v = 0e0f;
+          if (p >= first) {
+            do { f = *(volatile long long*)&st[p]; } while (f == 0);
+            __threadfence();
+            v = f == 2 ? lf_ldcg(&pre[p]) : lf_ldcg(&tot[p]);
+          }
+          const unsigned int done = __ballot_sync(0xffffffffu, f == 2);
+          const int stop = done ? __ffs(done) - 1 : 31;
+          sl[lane] = lane <= stop ? v : 0e0f;
+          __syncwarp();
+          if (lane == 0) {
+            for (int q = 0; q <= stop; ++q) {
+              prefix = sl[q] + prefix;
+            }
+          }
+          __syncwarp();
+          if (done) break;
+          p -= 32;
+        }
+        if (lane == 0) {
+          lf_stcg(&pre[tile], prefix + total);
+          __threadfence();
+          atomicExch((unsigned long long*)&st[tile], 2ull);
+        }
       }
-      sp = prefix;
+      if (lane == 0) sp = prefix;
     }
     __syncthreads();
     {
       float base = sp;
-      if (t > 0) base = base + sh[t - 1];
+      if (warp > 0) base = base + sw[warp - 1];
+      if (lane > 0) base = base + sh[t - 1];
 #pragma unroll
       for (int q = 0; q < 8; ++q) {
-        sv[t * 8 + q] = base + sv[t * 8 + q];
+        sv[LF_SV(t * 8 + q)] = base + sv[LF_SV(t * 8 + q)];
       }
     }
     __syncthreads();
@@ -122,7 +156,7 @@ extern "C" __global__ void __launch_bounds__(256) lf_c880d77f1f19512e_i32(const 
       const IDX r = j0 + (IDX)(q * 256 + t);
       if (r < R) {
         const IDX i = row * R + r;
-        const float v5 = sv[q * 256 + t];
+        const float v5 = sv[LF_SV(q * 256 + t)];
         const float v6 = v5 + v4;
         out0[i] = v6;
       }

@@ -158,34 +158,42 @@ impl At<'_> {
         if plan.mid.contains(&0) {
             return base.clone();
         }
-        let v = match combine {
-            None => value_array(op, v, base, &plan.fin),
-            Some(bop) => {
-                let old = base.slice(self.elems.as_slice());
-                let new = binary(bop, Operand::Array(old), v);
-                if new.shape() != plan.fin.as_slice() {
+        let region = Region::of(&plan);
+        let full = base.shape();
+        let dev = base.device();
+        // the value at every index of the base (meaningful inside the region): a scalar
+        // stays a scalar, an array is placed by views
+        let value = match v {
+            Operand::Scalar(s) => Operand::Scalar(s),
+            Operand::Array(a) => {
+                if !crate::shape::can_broadcast(a.shape(), &plan.fin) {
                     panic!(
-                        "{op}: value broadcasts the region's shape {:?} to {:?}",
-                        plan.fin.as_slice(),
-                        new.shape()
+                        "{op}: value of shape {:?} does not broadcast to the region's shape {:?}",
+                        a.shape(),
+                        plan.fin.as_slice()
                     );
                 }
-                assign_cast(op, &new, base.dtype())
+                let mid: SmallVec<[isize; 4]> = plan.mid.iter().map(|&d| d as isize).collect();
+                let mut x = a.broadcast_to(&plan.fin).reshape(&mid);
+                for &k in &region.reversed {
+                    x = x.flip(k as isize);
+                }
+                Operand::Array(region.place(&x, full))
             }
         };
-        let region = Region::of(&plan);
-        let mid: SmallVec<[isize; 4]> = plan.mid.iter().map(|&d| d as isize).collect();
-        let mut x = v.reshape(&mid);
-        for &k in &region.reversed {
-            x = x.flip(k as isize);
-        }
-        let full = base.shape();
-        let values = region.place(&x, full);
-        let mask = region.place(
-            &Array::const_at(Scalar::Bool(true), &plan.mid, &base.device()),
-            full,
-        );
-        crate::where_(&mask, &values, base)
+        let new = match combine {
+            None => match value {
+                Operand::Scalar(s) => Array::const_at(s.cast(base.dtype()), &[], &dev),
+                Operand::Array(a) => a.astype(base.dtype()),
+            },
+            Some(bop) => assign_cast(
+                op,
+                &binary(bop, Operand::Array(base.clone()), value),
+                base.dtype(),
+            ),
+        };
+        let mask = region.place(&Array::const_at(Scalar::Bool(true), &plan.mid, &dev), full);
+        crate::where_(&mask, &new, base)
     }
 }
 

@@ -88,9 +88,6 @@ use crate::{DType, IrError, Kernel, LaunchArgs, Scalar};
 /// Threads per block every rendered kernel is written for (`__launch_bounds__`).
 pub const BLOCK: u32 = 256;
 
-/// Elements per tile of a scan kernel (a block scans one tile at a time).
-pub const SCAN_TILE: u32 = scan::TILE;
-
 /// Largest accepted argument struct, in bytes (CUDA's classic kernel parameter limit is 4096).
 pub const MAX_ARG_BYTES: usize = 4000;
 

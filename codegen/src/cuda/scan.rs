@@ -1,6 +1,7 @@
-//! Emission of scan kernels (`ReduceLayout::Scan`): blocks take tiles of [`TILE`] elements
+//! Emission of scan kernels (`ReduceLayout::Scan`): blocks take tiles of `BLOCK * items`
+//! elements
 //! of a row in order from a counter, compute the body's values into shared memory
-//! (coalesced), scan the tile (serially per thread over [`ITEMS`] adjacent values, then
+//! (coalesced), scan the tile (serially per thread over [`items`] adjacent values, then
 //! across the threads of each warp and across the warps), and learn the total of the row's earlier tiles by decoupled look-back:
 //! each tile publishes its own total at once and its inclusive prefix when known, and a
 //! tile's first warp reads its 32 nearest predecessors at a time, summing totals backwards
@@ -20,10 +21,13 @@ use crate::{DType, Inst, Kernel};
 use std::collections::BTreeSet;
 use std::fmt::Write as _;
 
-/// Values each thread scans serially.
-pub const ITEMS: u32 = 8;
-/// Elements per tile.
-pub const TILE: u32 = BLOCK * ITEMS;
+/// Values each thread scans serially, for accumulators of dtype `d`: 128 bytes' worth (at
+/// most 32), so a tile takes 32 KiB of shared memory. A long row's throughput is about
+/// 32 tiles per look-back step (a memory round trip) when many tiles are in flight, so
+/// tiles are as large as shared memory allows.
+pub fn items(d: DType) -> u32 {
+    (128 / d.size().max(1)).clamp(4, 32) as u32
+}
 /// Warps per block.
 const WARPS: u32 = BLOCK / 32;
 
@@ -74,6 +78,8 @@ pub(super) fn emit(k: &Kernel, opts: &RenderOptions, layout: &ArgLayout, entry: 
     }
     let vd = k.values[red.value as usize].dtype;
     let acc_t = c_type(vd);
+    let nit = items(vd);
+    let tile = BLOCK * nit;
     let id = identity(red.op, vd);
     let bop = match red.op {
         ReduceOp::Prod => BinaryOp::Mul,
@@ -89,7 +95,7 @@ pub(super) fn emit(k: &Kernel, opts: &RenderOptions, layout: &ArgLayout, entry: 
     let _ = writeln!(w, "  const IDX M = (IDX)a.shape[0];");
     let _ = writeln!(w, "  const IDX R = (IDX)a.shape[1];");
     let _ = writeln!(w, "  const int t = (int)threadIdx.x;");
-    let _ = writeln!(w, "  const IDX per_row = (R + {TILE} - 1) / {TILE};");
+    let _ = writeln!(w, "  const IDX per_row = (R + {tile} - 1) / {tile};");
     let _ = writeln!(w, "  const IDX tiles = M * per_row;");
     let _ = writeln!(w, "  {acc_t}* __restrict__ tot = ({acc_t}*)a.ws;");
     let _ = writeln!(w, "  {acc_t}* __restrict__ pre = tot + tiles;");
@@ -97,7 +103,7 @@ pub(super) fn emit(k: &Kernel, opts: &RenderOptions, layout: &ArgLayout, entry: 
     // one pad element per 32 keeps both the striped and the blocked accesses free of bank
     // conflicts
     let _ = writeln!(w, "#define LF_SV(e) ((e) + ((e) >> 5))");
-    let _ = writeln!(w, "  __shared__ {acc_t} sv[{TILE} + {TILE} / 32];");
+    let _ = writeln!(w, "  __shared__ {acc_t} sv[{tile} + {tile} / 32];");
     let _ = writeln!(w, "  __shared__ {acc_t} sh[{BLOCK}];");
     let _ = writeln!(w, "  __shared__ {acc_t} sw[{WARPS}];");
     let _ = writeln!(w, "  __shared__ {acc_t} sl[32];");
@@ -126,10 +132,10 @@ pub(super) fn emit(k: &Kernel, opts: &RenderOptions, layout: &ArgLayout, entry: 
     let _ = writeln!(w, "    if (tile >= tiles) break;");
     let _ = writeln!(w, "    const IDX row = tile / per_row;");
     let _ = writeln!(w, "    const IDX tr = tile - row * per_row;");
-    let _ = writeln!(w, "    const IDX j0 = tr * {TILE};");
+    let _ = writeln!(w, "    const IDX j0 = tr * {tile};");
     // the body, striped: thread t computes positions j0 + q * BLOCK + t
     let _ = writeln!(w, "#pragma unroll");
-    let _ = writeln!(w, "    for (int q = 0; q < {ITEMS}; ++q) {{");
+    let _ = writeln!(w, "    for (int q = 0; q < {nit}; ++q) {{");
     let _ = writeln!(w, "      const IDX r = j0 + (IDX)(q * {BLOCK} + t);");
     let _ = writeln!(w, "      {acc_t} x = {id};");
     let _ = writeln!(w, "      if (r < R) {{");
@@ -154,12 +160,12 @@ pub(super) fn emit(k: &Kernel, opts: &RenderOptions, layout: &ArgLayout, entry: 
     let _ = writeln!(w, "    }}");
     let _ = writeln!(w, "    __syncthreads();");
     // serial scan of the thread's adjacent values
-    let _ = writeln!(w, "    {acc_t} run = sv[LF_SV(t * {ITEMS})];");
+    let _ = writeln!(w, "    {acc_t} run = sv[LF_SV(t * {nit})];");
     let _ = writeln!(w, "#pragma unroll");
-    let _ = writeln!(w, "    for (int q = 1; q < {ITEMS}; ++q) {{");
-    let c = comb(&mut e, "run", &format!("sv[LF_SV(t * {ITEMS} + q)]"));
+    let _ = writeln!(w, "    for (int q = 1; q < {nit}; ++q) {{");
+    let c = comb(&mut e, "run", &format!("sv[LF_SV(t * {nit} + q)]"));
     let _ = writeln!(w, "      run = {c};");
-    let _ = writeln!(w, "      sv[LF_SV(t * {ITEMS} + q)] = run;");
+    let _ = writeln!(w, "      sv[LF_SV(t * {nit} + q)] = run;");
     let _ = writeln!(w, "    }}");
     // across the threads of each warp, then across the warps
     let _ = writeln!(w, "    const int lane = t & 31, warp = t >> 5;");
@@ -261,16 +267,16 @@ pub(super) fn emit(k: &Kernel, opts: &RenderOptions, layout: &ArgLayout, entry: 
     let c = comb(&mut e, "base", "sh[t - 1]");
     let _ = writeln!(w, "      if (lane > 0) base = {c};");
     let _ = writeln!(w, "#pragma unroll");
-    let _ = writeln!(w, "      for (int q = 0; q < {ITEMS}; ++q) {{");
-    let c = comb(&mut e, "base", &format!("sv[LF_SV(t * {ITEMS} + q)]"));
-    let _ = writeln!(w, "        sv[LF_SV(t * {ITEMS} + q)] = {c};");
+    let _ = writeln!(w, "      for (int q = 0; q < {nit}; ++q) {{");
+    let c = comb(&mut e, "base", &format!("sv[LF_SV(t * {nit} + q)]"));
+    let _ = writeln!(w, "        sv[LF_SV(t * {nit} + q)] = {c};");
     let _ = writeln!(w, "      }}");
     let _ = writeln!(w, "    }}");
     let _ = writeln!(w, "    __syncthreads();");
     // the epilogue and the stores, striped again
     let rt = c_type(k.values[at].dtype);
     let _ = writeln!(w, "#pragma unroll");
-    let _ = writeln!(w, "    for (int q = 0; q < {ITEMS}; ++q) {{");
+    let _ = writeln!(w, "    for (int q = 0; q < {nit}; ++q) {{");
     let _ = writeln!(w, "      const IDX r = j0 + (IDX)(q * {BLOCK} + t);");
     let _ = writeln!(w, "      if (r < R) {{");
     let _ = writeln!(w, "        const IDX i = row * R + r;");
@@ -293,7 +299,7 @@ pub(super) fn emit(k: &Kernel, opts: &RenderOptions, layout: &ArgLayout, entry: 
     let s = &mut src;
     let _ = writeln!(
         s,
-        "// Generated by lazyfuse-codegen. Entry {entry}: {} scan, tiles of {TILE}, {BLOCK} threads per block.",
+        "// Generated by lazyfuse-codegen. Entry {entry}: {} scan, tiles of {tile}, {BLOCK} threads per block.",
         red.op.name()
     );
     let extra = cache_global(vd);
@@ -310,6 +316,6 @@ pub(super) fn emit(k: &Kernel, opts: &RenderOptions, layout: &ArgLayout, entry: 
     );
     Emitted {
         source: src,
-        per_thread: ITEMS,
+        per_thread: nit,
     }
 }

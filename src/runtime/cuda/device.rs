@@ -9,7 +9,7 @@ use crate::config::debug_log;
 use crate::profile;
 use crate::{Error, Result};
 use cudarc::driver::{result as drv, sys as drv_sys, CudaContext, CudaStream};
-use lazyfuse_codegen::cuda::{ReduceLaunch, RenderOptions, BLOCK, SCAN_TILE};
+use lazyfuse_codegen::cuda::{ReduceLaunch, RenderOptions, BLOCK};
 use lazyfuse_codegen::{DType, HostBuf, Kernel, LaunchArgs, ReduceLayout};
 use smallvec::SmallVec;
 use std::ffi::c_void;
@@ -520,7 +520,7 @@ impl CudaDevice {
         Ok(())
     }
 
-    /// Launches scan kernel `k`: tiles of [`SCAN_TILE`] elements of each row, taken in
+    /// Launches scan kernel `k`: tiles of `BLOCK * per_thread` elements of each row, taken in
     /// order by at most [`SCAN_BLOCKS_PER_SM`] blocks per SM, with a zeroed workspace of
     /// tile states and a tile counter, and room for two values per tile (freed,
     /// stream-ordered, after the launch).
@@ -538,7 +538,8 @@ impl CudaDevice {
     ) -> Result<()> {
         let m = args.shape.first().copied().unwrap_or(0);
         let r = args.shape.get(1).copied().unwrap_or(0);
-        let tiles = m * r.div_ceil(SCAN_TILE as usize);
+        let tile = BLOCK as usize * p.loaded.rendered.per_thread.max(1) as usize;
+        let tiles = m * r.div_ceil(tile);
         if tiles == 0 {
             return Ok(());
         }

@@ -174,7 +174,7 @@ pub mod random {
 
     #[track_caller]
     fn random(shape: &[usize], dtype: DType, seed: u64, kind: RandomKind, dev: &Device) -> Array {
-        if !dtype.is_float() {
+        if !matches!(dtype, DType::F32 | DType::F64) {
             panic!("random: dtype must be F32 or F64, got {dtype}");
         }
         crate::shape::size_or_panic("random", shape);

@@ -39,13 +39,31 @@ macro_rules! scalar_operand {
         }
     )*};
 }
-scalar_operand!(bool, i32, i64, f32, f64, crate::c32, crate::c64);
+scalar_operand!(
+    bool,
+    i32,
+    i64,
+    f32,
+    f64,
+    crate::c32,
+    crate::c64,
+    u8,
+    u16,
+    u32,
+    u64,
+    i8,
+    i16,
+    half::f16,
+    half::bf16
+);
 
+/// Every Rust scalar is weak (NEP 50): integers of any width as a Python `int`, floats of
+/// any width as a Python `float`.
 fn weak_kind(s: &Scalar) -> WeakKind {
     match s.dtype() {
         DType::Bool => WeakKind::Bool,
-        DType::I32 | DType::I64 => WeakKind::Int,
-        DType::F32 | DType::F64 => WeakKind::Float,
+        d if d.is_int() => WeakKind::Int,
+        d if d.is_float() => WeakKind::Float,
         _ => WeakKind::Complex,
     }
 }
@@ -58,7 +76,7 @@ impl Operand {
         }
     }
     /// The value of a weak integer scalar that the integer dtype `dtype` cannot hold.
-    fn int_out_of_range(&self, dtype: DType) -> Option<i64> {
+    fn int_out_of_range(&self, dtype: DType) -> Option<i128> {
         match self {
             Operand::Scalar(s) => promote::weak_int_overflow(s, dtype),
             Operand::Array(_) => None,

@@ -80,11 +80,13 @@ pub(crate) fn weak_result(d: DType, k: WeakKind) -> DType {
 }
 
 /// The dtype floating-point functions (`sqrt`, `sin`, `arctan2`, ...) compute in for an
-/// input of dtype `d`, as NumPy's: inexact dtypes stay; bool and 8-bit integers go to F16,
-/// 16-bit integers to F32, wider integers to F64.
+/// input of dtype `d`, as NumPy's: inexact dtypes stay; 8-bit integers go to F16, 16-bit
+/// integers to F32, wider integers to F64. Bool goes to F32 (NumPy gives float16; kept
+/// from before lazyfuse had float16, see `docs/numpy_users.md`).
 pub(crate) fn float_dtype(d: DType) -> DType {
     match d {
-        DType::Bool | DType::I8 | DType::U8 => DType::F16,
+        DType::Bool => DType::F32,
+        DType::I8 | DType::U8 => DType::F16,
         DType::I16 | DType::U16 => DType::F32,
         x if x.is_int() => DType::F64,
         x => x,

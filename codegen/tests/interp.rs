@@ -221,6 +221,14 @@ fn single(s: Scalar) -> HostBuf {
         Scalar::F64(v) => HostBuf::F64(vec![v]),
         Scalar::C64(v) => HostBuf::C64(vec![v]),
         Scalar::C128(v) => HostBuf::C128(vec![v]),
+        Scalar::U8(v) => HostBuf::U8(vec![v]),
+        Scalar::U16(v) => HostBuf::U16(vec![v]),
+        Scalar::U32(v) => HostBuf::U32(vec![v]),
+        Scalar::U64(v) => HostBuf::U64(vec![v]),
+        Scalar::I8(v) => HostBuf::I8(vec![v]),
+        Scalar::I16(v) => HostBuf::I16(vec![v]),
+        Scalar::F16(v) => HostBuf::F16(vec![v]),
+        Scalar::BF16(v) => HostBuf::BF16(vec![v]),
     }
 }
 
@@ -233,6 +241,14 @@ fn scalar_at(b: &HostBuf, j: usize) -> Scalar {
         HostBuf::F64(v) => Scalar::F64(v[j]),
         HostBuf::C64(v) => Scalar::C64(v[j]),
         HostBuf::C128(v) => Scalar::C128(v[j]),
+        HostBuf::U8(v) => Scalar::U8(v[j]),
+        HostBuf::U16(v) => Scalar::U16(v[j]),
+        HostBuf::U32(v) => Scalar::U32(v[j]),
+        HostBuf::U64(v) => Scalar::U64(v[j]),
+        HostBuf::I8(v) => Scalar::I8(v[j]),
+        HostBuf::I16(v) => Scalar::I16(v[j]),
+        HostBuf::F16(v) => Scalar::F16(v[j]),
+        HostBuf::BF16(v) => Scalar::BF16(v[j]),
     }
 }
 

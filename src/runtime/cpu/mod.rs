@@ -227,5 +227,5 @@ fn copy_chunk(dst: &mut HostBuf, start: usize, src: &HostBuf, len: usize) {
             }
         };
     }
-    copy!(Bool, I32, I64, F32, F64, C64, C128)
+    copy!(Bool, I32, I64, F32, F64, C64, C128, U8, U16, U32, U64, I8, I16, F16, BF16)
 }

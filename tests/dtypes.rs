@@ -219,7 +219,10 @@ impl Arr {
         let shape: Vec<usize> = if inner.is_empty() {
             Vec::new()
         } else {
-            inner.split(',').map(|d| d.parse().expect("shape")).collect()
+            inner
+                .split(',')
+                .map(|d| d.parse().expect("shape"))
+                .collect()
         };
         let bytes = if hex == "_" {
             Vec::new()
@@ -386,6 +389,8 @@ fn build(c: &Case, xs: &[Array], dev: &Device) -> Array {
         }
         "arange" => Array::arange_on(0.0, 10.0, 2.0, dt(), dev),
         "flip" => x().flip(0),
+        "matmul" => x().matmul(&xs[1]),
+        "where" => lf::where_(x(), &xs[1], &xs[2]),
         op => panic!("dtypes.txt: unknown op {op:?}"),
     }
 }
@@ -430,7 +435,11 @@ fn real_ok(g: f64, e: f64, d: DType, tol: &str, scale: f64) -> bool {
         let n: f64 = n.parse().expect("ulps");
         return (g - e).abs() <= n * ulp(d, e.abs());
     }
-    let r: f64 = tol.strip_prefix('r').expect("tolerance").parse().expect("rel");
+    let r: f64 = tol
+        .strip_prefix('r')
+        .expect("tolerance")
+        .parse()
+        .expect("rel");
     (g - e).abs() <= r * scale + ulp(d, scale)
 }
 
@@ -485,7 +494,9 @@ fn check(c: &Case, dev: &Device) -> Vec<String> {
         };
         if !ok && bad.len() < 4 {
             let inputs: Vec<Vec<Val>> = c.inputs.iter().map(Arr::vals).collect();
-            bad.push(format!("[{i}] got {gv:?}, NumPy {ev:?} (inputs {inputs:?})"));
+            bad.push(format!(
+                "[{i}] got {gv:?}, NumPy {ev:?} (inputs {inputs:?})"
+            ));
         }
     }
     bad
@@ -557,6 +568,11 @@ fn fft_of_small_and_half_inputs() {
 }
 
 #[test]
+fn matmul_and_where_of_each_dtype() {
+    run_group("linalg");
+}
+
+#[test]
 fn creation_in_each_dtype() {
     run_group("create");
 }
@@ -564,4 +580,133 @@ fn creation_in_each_dtype() {
 #[test]
 fn round_trips_through_a_kernel() {
     run_group("trip");
+}
+
+#[test]
+fn transfers_of_each_dtype() {
+    for_each_device(|dev| {
+        let u = [0u64, 1, (1 << 63) + 5, u64::MAX];
+        let a = Array::from_vec_on(u.to_vec(), &[2, 2], dev).unwrap();
+        assert_eq!((a.shape(), a.dtype()), (&[2, 2][..], DType::U64));
+        assert_eq!(a.to_vec::<u64>().unwrap(), u);
+        let h = a.to_host::<u64>().unwrap();
+        assert_eq!(h.shape(), &[2, 2]);
+        assert_eq!(h[[1, 1]], u64::MAX);
+        let last = a.slice(lf::s![1, 1]);
+        assert_eq!((last.shape(), last.dtype()), (&[][..], DType::U64));
+        assert_eq!(last.item::<u64>().unwrap(), u64::MAX);
+        // above i64::MAX: order, conversion to f64 and wrapping stay unsigned
+        let big = a.slice(lf::s![1, ..]);
+        assert_eq!(big.gt(1u64 << 62).to_vec::<bool>().unwrap(), [true, true]);
+        assert_eq!(
+            big.astype(DType::F64).to_vec::<f64>().unwrap(),
+            [9_223_372_036_854_775_813.0, 18_446_744_073_709_551_615.0]
+        );
+        assert_eq!((&big + 1u64).to_vec::<u64>().unwrap(), [(1 << 63) + 6, 0]);
+        assert_eq!(big.max().item::<u64>().unwrap(), u64::MAX);
+
+        let i = Array::from_vec_on(vec![-128i8, 127], &[2], dev).unwrap();
+        assert_eq!(i.dtype(), DType::I8);
+        assert_eq!(i.item::<i8>().is_err(), true, "item of a 2-element array");
+        assert_eq!(i.slice(lf::s![0]).item::<i8>().unwrap(), -128);
+        assert!(i.to_vec::<u8>().is_err(), "to_vec of another element type");
+
+        let h16 = [
+            f16::from_f32(1.5),
+            f16::NEG_INFINITY,
+            f16::MIN_POSITIVE_SUBNORMAL,
+        ];
+        let h = Array::from_vec_on(h16.to_vec(), &[3], dev).unwrap();
+        assert_eq!((h.shape(), h.dtype()), (&[3][..], DType::F16));
+        let back = h.to_vec::<f16>().unwrap();
+        assert_eq!(
+            back.iter().map(|x| x.to_bits()).collect::<Vec<_>>(),
+            h16.iter().map(|x| x.to_bits()).collect::<Vec<_>>()
+        );
+        let b16 = [bf16::from_f32(-2.5), bf16::NAN, bf16::MAX];
+        let b = Array::from_vec_on(b16.to_vec(), &[3], dev).unwrap();
+        assert_eq!(b.dtype(), DType::BF16);
+        let back = b.flip(0).to_vec::<bf16>().unwrap();
+        assert_eq!(back[0].to_bits(), bf16::MAX.to_bits());
+        assert!(back[1].is_nan());
+        assert_eq!(back[2].to_f32(), -2.5);
+        assert_eq!(
+            b.slice(lf::s![2]).item::<bf16>().unwrap().to_bits(),
+            bf16::MAX.to_bits()
+        );
+    });
+}
+
+#[test]
+fn float_to_small_and_unsigned_casts_follow_the_documented_rule() {
+    // docs/numpy_users.md: 8- and 16-bit targets go through the int32 cast and wrap,
+    // uint32 through the int64 cast, uint64 truncates [2^63, 2^64) and otherwise goes
+    // through the int64 cast (NaN, infinities and values out of range give the minimum of
+    // the signed cast, then wrap)
+    for_each_device(|dev| {
+        let x = [
+            f64::NAN,
+            f64::INFINITY,
+            f64::NEG_INFINITY,
+            1e10,
+            -1.5,
+            300.7,
+            1.5e19,
+            2e19,
+        ];
+        let a = Array::from_vec_on(x.to_vec(), &[x.len()], dev).unwrap();
+        let u8s = a.astype(DType::U8);
+        assert_eq!((u8s.shape(), u8s.dtype()), (&[8][..], DType::U8));
+        assert_eq!(u8s.to_vec::<u8>().unwrap(), [0, 0, 0, 0, 255, 44, 0, 0]);
+        let i16s = a.astype(DType::I16);
+        assert_eq!(i16s.dtype(), DType::I16);
+        assert_eq!(i16s.to_vec::<i16>().unwrap(), [0, 0, 0, 0, -1, 300, 0, 0]);
+        let u32s = a.astype(DType::U32);
+        assert_eq!(u32s.dtype(), DType::U32);
+        assert_eq!(
+            u32s.to_vec::<u32>().unwrap(),
+            [0, 0, 0, 1_410_065_408, u32::MAX, 300, 0, 0]
+        );
+        let u64s = a.astype(DType::U64);
+        assert_eq!(u64s.dtype(), DType::U64);
+        let min = 1u64 << 63;
+        assert_eq!(
+            u64s.to_vec::<u64>().unwrap(),
+            [
+                min,
+                min,
+                min,
+                10_000_000_000,
+                u64::MAX,
+                300,
+                15_000_000_000_000_000_000,
+                min
+            ]
+        );
+        // the same from float32 and float16 sources (through the exact f64 value)
+        let h = a.astype(DType::F16).astype(DType::U16);
+        assert_eq!(h.dtype(), DType::U16);
+        assert_eq!(h.to_vec::<u16>().unwrap(), [0, 0, 0, 0, 65535, 300, 0, 0]);
+    });
+}
+
+#[test]
+fn weak_integer_scalars_out_of_range_panic() {
+    for_each_device(|dev| {
+        let a = Array::from_vec_on(vec![1u8, 2], &[2], dev).unwrap();
+        let i = Array::from_vec_on(vec![1i8, 2], &[2], dev).unwrap();
+        let r = |f: &dyn Fn() -> Array| {
+            std::panic::catch_unwind(std::panic::AssertUnwindSafe(f)).is_err()
+        };
+        assert!(r(&|| &a + 256), "uint8 + 256");
+        assert!(r(&|| &a - (-1)), "uint8 - (-1)");
+        assert!(r(&|| &i * 128), "int8 * 128");
+        // in range: the array's dtype, wrapping
+        let s = 255u8 + &a;
+        assert_eq!((s.shape(), s.dtype()), (&[2][..], DType::U8));
+        assert_eq!(s.to_vec::<u8>().unwrap(), [0, 1]);
+        let t = &i - 127;
+        assert_eq!(t.dtype(), DType::I8);
+        assert_eq!(t.to_vec::<i8>().unwrap(), [-126, -125]);
+    });
 }

@@ -128,7 +128,6 @@ impl ZeroBits for i16 {}
 impl ZeroBits for half::f16 {}
 impl ZeroBits for half::bf16 {}
 
-
 /// `len` zeros, or an error instead of the abort of `vec![0; len]` when the allocator
 /// refuses. Zeroed allocation, like `vec!` of a zero, so the OS may hand out untouched
 /// zero pages.

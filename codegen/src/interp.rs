@@ -28,10 +28,10 @@
 use crate::cmath;
 use crate::ir::Inst;
 use crate::ops::{BinaryOp, RandomKind, UnaryOp};
+use crate::scalar::Wide;
 use crate::semantics as sem;
 use crate::vmath;
 use crate::{DType, IrError, Kernel, LaunchArgs, Scalar, Slice, SliceMut, ValueId};
-use crate::scalar::Wide;
 use half::{bf16, f16};
 use num_complex::{Complex32, Complex64};
 use std::ops::{Add, Div, Mul, Neg, Sub};
@@ -1618,8 +1618,12 @@ fn binary_float<T: Real>(
         // small integer powers of a column (`u.powi(3)` of simulation steps) as products,
         // as NumPy squares for `** 2`; `x * x * x` is within 1.5 ulp of `pow(x, 3)`, with
         // the same special values (signed zeros, infinities, NaN)
-        Pow if matches!(b, Src::Uni(e) if e == T::from_wide(Wide::D(2.0))) => map1(a, o, |x: T| x * x),
-        Pow if matches!(b, Src::Uni(e) if e == T::from_wide(Wide::D(3.0))) => map1(a, o, |x: T| x * x * x),
+        Pow if matches!(b, Src::Uni(e) if e == T::from_wide(Wide::D(2.0))) => {
+            map1(a, o, |x: T| x * x)
+        }
+        Pow if matches!(b, Src::Uni(e) if e == T::from_wide(Wide::D(3.0))) => {
+            map1(a, o, |x: T| x * x * x)
+        }
         Pow => map2(a, b, o, T::powf),
         Atan2 => vmap2(a, b, o, T::ATAN2),
         Maximum => map2(a, b, o, T::maximum),

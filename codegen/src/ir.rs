@@ -497,7 +497,11 @@ impl Kernel {
                     if sa == v.dtype {
                         x
                     } else {
-                        let x = if sa.is_half() { rounded(&mut b, x, sa) } else { x };
+                        let x = if sa.is_half() {
+                            rounded(&mut b, x, sa)
+                        } else {
+                            x
+                        };
                         if h {
                             rounded(&mut b, x, v.dtype)
                         } else {
@@ -511,7 +515,11 @@ impl Kernel {
         for s in &self.stores {
             let d = self.outputs[s.output as usize];
             let x = map[s.value as usize];
-            let x = if d.is_half() { to_half(&mut b, x, d) } else { x };
+            let x = if d.is_half() {
+                to_half(&mut b, x, d)
+            } else {
+                x
+            };
             b.kernel.outputs.push(d);
             b.kernel.stores.push(Store {
                 output: s.output,

@@ -179,7 +179,12 @@ def int_values(d):
 
 FLOATS = [0.0, -0.0, 1.0, -1.0, 0.5, 1.5, 2.5, -2.5, 3.14159, 100.0, 0.1, 1000.0, -7.25,
           1e-5, 6e-8, 65504.0, 70000.0, 3e38, 1e-40, float("nan"), float("inf"),
-          float("-inf")]
+          float("-inf"),
+          # ties of float16 (11 bits) and bfloat16 (8 bits): to even
+          1 + 2**-11, 1 + 3 * 2**-11, -(1 + 2**-8), 1 + 3 * 2**-8, 65520.0, 65519.99,
+          # just above a tie, by less than float32 keeps: one rounding from float64 goes
+          # up, rounding through float32 first would land on the tie and go to even
+          1 + 2**-11 + 2**-40, 1 + 2**-8 + 2**-40, -(1 + 2**-8 + 2**-40)]
 
 
 def half_values(d):
@@ -443,6 +448,29 @@ def fft_inputs():
         add(f"fft/{d}", "fft", [], "r1e-5", [a], r)
 
 
+def linalg_and_where():
+    a = np.array([[1, 2, 3], [4, 5, 6]], dtype=np.float64)
+    b = np.array([[7, 8], [9, 10], [11, 12]], dtype=np.float64)
+    for d in ["f16", "bf16"] + INTS:
+        if d == "bf16":
+            x, y = to_bf(a), to_bf(b)
+            r = to_bf(a.astype(np.float32) @ b.astype(np.float32))
+        else:
+            x, y = (a * 20).astype(NP[d]), (b * 3).astype(NP[d])
+            with np.errstate(all="ignore"):
+                r = x @ y
+        add(f"linalg/{d}_matmul", "matmul", [], "0", [x, y], r)
+    c = np.array([True, False, True, False])
+    for da, db in [("u8", "i8"), ("f16", "u16"), ("bf16", "f16"), ("u64", "i64"),
+                   ("u32", "i32"), ("bf16", "u8")]:
+        def arr(d, v):
+            return to_bf(np.array(v, dtype=np.float64)) if d == "bf16" else np.array(v, dtype=NP[d])
+        x, y = arr(da, [1, 2, 3, 4]), arr(db, [5, 6, 7, 8])
+        r = result_dtype(da, db)
+        want = np.where(c, np.array([1, 2, 3, 4.0]), np.array([5, 6, 7, 8.0]))
+        add(f"linalg/where_{da}_{db}", "where", [], "0", [c, x, y], out_as(want, r))
+
+
 def creation():
     for d in ALL:
         if d == "bool":
@@ -478,6 +506,7 @@ def main():
     casts()
     reductions()
     fft_inputs()
+    linalg_and_where()
     creation()
     round_trips()
     with open(OUT, "w") as f:

@@ -421,7 +421,7 @@ const BF16_TO_F32: &str = r#"static __device__ __forceinline__ float lf_bf16_to_
 "#;
 
 /* f64 to a 16-bit float with one rounding: to f32 toward zero with the last bit set when
-   inexact (round to odd), then to nearest even. */
+inexact (round to odd), then to nearest even. */
 const HALF_FROM_F64: &str = r#"static __device__ __forceinline__ unsigned short lf_f64_to_$H(double x) {
   float t = __double2float_rz(x);
   if (x == x && (double)t != x) t = __uint_as_float(__float_as_uint(t) | 1u);

@@ -607,7 +607,7 @@ fn transfers_of_each_dtype() {
 
         let i = Array::from_vec_on(vec![-128i8, 127], &[2], dev).unwrap();
         assert_eq!(i.dtype(), DType::I8);
-        assert_eq!(i.item::<i8>().is_err(), true, "item of a 2-element array");
+        assert!(i.item::<i8>().is_err(), "item of a 2-element array");
         assert_eq!(i.slice(lf::s![0]).item::<i8>().unwrap(), -128);
         assert!(i.to_vec::<u8>().is_err(), "to_vec of another element type");
 

@@ -319,7 +319,7 @@ impl HostBuf {
         // holding 0 or 1; Complex<T> is repr(C) of two T; half's f16 and bf16 are
         // repr(transparent) over u16), so viewing it as bytes is sound.
         dispatch!(self, HostBuf, v => unsafe {
-            std::slice::from_raw_parts(v.as_ptr() as *const u8, std::mem::size_of_val(&v[..]))
+            std::slice::from_raw_parts(v.as_ptr().cast::<u8>(), std::mem::size_of_val(&v[..]))
         })
     }
 }

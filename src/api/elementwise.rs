@@ -402,7 +402,8 @@ impl Array {
         cosh => Cosh,
         /// Hyperbolic tangent.
         tanh => Tanh,
-        /// `1 / x` (integers compute in F64; NumPy keeps integer dtype there).
+        /// `1 / x` (integers compute in the float dtype of `sqrt`: F16 for 8-bit, F32 for
+        /// 16-bit, F64 for wider; NumPy keeps the integer dtype there).
         reciprocal => Reciprocal,
     }
 

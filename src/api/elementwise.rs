@@ -209,7 +209,7 @@ pub(crate) fn binary(op: BinaryOp, a: Operand, b: Operand) -> Array {
         match exponent {
             // NumPy: `ValueError: Integers to negative integer powers are not allowed.`
             // (exponents that are computed arrays cannot raise: see `semantics::power_i32`)
-            Some(e) if t.is_int() && !e.dtype().is_inexact() && e.to_i64() < 0 => {
+            Some(e) if t.is_int() && e.to_i128().is_some_and(|v| v < 0) => {
                 panic!(
                     "power: integers to negative integer powers are not allowed (exponent {}); \
                      use a float base or exponent",

@@ -392,7 +392,10 @@ const FLOAT_TO_U64: &str = r#"static __device__ __forceinline__ unsigned long lo
 }
 "#;
 
-/* IEEE half: PTX conversions (to nearest even; NaN stays NaN). */
+// 16-bit floats are `unsigned short` bits in generated code: NVRTC finds cuda_fp16.h and
+// cuda_bf16.h only through an include path (NVRTC 13: "no directories in search list"), and
+// generated kernels include nothing. IEEE half: PTX conversions (to nearest even; NaN stays
+// NaN).
 const F16_FROM_F32: &str = r#"static __device__ __forceinline__ unsigned short lf_f32_to_f16(float x) {
   unsigned short h;
   asm("cvt.rn.f16.f32 %0, %1;" : "=h"(h) : "f"(x));
@@ -407,7 +410,7 @@ const F16_TO_F32: &str = r#"static __device__ __forceinline__ float lf_f16_to_f3
 }
 "#;
 
-/* bfloat16: the upper half of an f32, rounded to nearest even; NaN stays a quiet NaN. */
+// bfloat16: the upper half of an f32, rounded to nearest even; NaN stays a quiet NaN.
 const BF16_FROM_F32: &str = r#"static __device__ __forceinline__ unsigned short lf_f32_to_bf16(float x) {
   const unsigned int u = __float_as_uint(x);
   if ((u & 0x7fffffffu) > 0x7f800000u) return (unsigned short)((u >> 16) | 0x40u);
@@ -420,8 +423,8 @@ const BF16_TO_F32: &str = r#"static __device__ __forceinline__ float lf_bf16_to_
 }
 "#;
 
-/* f64 to a 16-bit float with one rounding: to f32 toward zero with the last bit set when
-inexact (round to odd), then to nearest even. */
+// f64 to a 16-bit float with one rounding: to f32 toward zero with the last bit set when
+// inexact (round to odd), then to nearest even.
 const HALF_FROM_F64: &str = r#"static __device__ __forceinline__ unsigned short lf_f64_to_$H(double x) {
   float t = __double2float_rz(x);
   if (x == x && (double)t != x) t = __uint_as_float(__float_as_uint(t) | 1u);

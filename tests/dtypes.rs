@@ -710,3 +710,40 @@ fn weak_integer_scalars_out_of_range_panic() {
         assert_eq!(t.to_vec::<i8>().unwrap(), [-126, -125]);
     });
 }
+
+#[test]
+fn large_arrays_cross_tiles_and_chunks() {
+    // many interpreter tiles and parallel chunks; every value exact in its dtype
+    const N: usize = 300_007;
+    for_each_device(|dev| {
+        let v: Vec<f16> = (0..N).map(|i| f16::from_f32((i % 64) as f32)).collect();
+        let x = Array::from_vec_on(v, &[N], dev).unwrap();
+        let y = (&x * 2.0 + 0.5).flip(0);
+        assert_eq!((y.shape(), y.dtype()), (&[N][..], DType::F16));
+        let got = y.to_vec::<f16>().unwrap();
+        for (j, g) in got.iter().enumerate() {
+            let i = N - 1 - j;
+            assert_eq!(g.to_f32(), (i % 64) as f32 * 2.0 + 0.5, "element {j}");
+        }
+        // f32 accumulation of a float16 sum: 0 + 1 + ... + 63 per 64 elements
+        let s = x.astype(DType::F32).sum();
+        let full = (N / 64) as f64 * 2016.0;
+        let rest: f64 = (0..N % 64).map(|i| i as f64).sum();
+        assert_eq!(s.dtype(), DType::F32);
+        assert_eq!(s.item::<f32>().unwrap() as f64, full + rest);
+
+        let u: Vec<u8> = (0..N).map(|i| (i % 251) as u8).collect();
+        let a = Array::from_vec_on(u, &[N], dev).unwrap();
+        let w = &a * 3u8; // wraps
+        assert_eq!(w.dtype(), DType::U8);
+        let got = w.to_vec::<u8>().unwrap();
+        assert!(got
+            .iter()
+            .enumerate()
+            .all(|(i, &g)| g == ((i % 251) * 3 % 256) as u8));
+        let total = a.sum();
+        assert_eq!((total.shape(), total.dtype()), (&[][..], DType::U64));
+        let want: u64 = (0..N as u64).map(|i| i % 251).sum();
+        assert_eq!(total.item::<u64>().unwrap(), want);
+    });
+}

@@ -32,6 +32,7 @@ use crate::scalar::Wide;
 use crate::semantics as sem;
 use crate::vmath;
 use crate::{DType, IrError, Kernel, LaunchArgs, Scalar, Slice, SliceMut, ValueId};
+use half::slice::HalfFloatSliceExt;
 use half::{bf16, f16};
 use num_complex::{Complex32, Complex64};
 use std::ops::{Add, Div, Mul, Neg, Sub};
@@ -1654,6 +1655,28 @@ fn binary_complex<C: Cplx>(
     Ok(())
 }
 
+/// `F16`/`BF16` to `F32` over a column (exact).
+fn half_to_f32<H: Elem>(a: Src<'_, H>, o: &mut [f32])
+where
+    [H]: HalfFloatSliceExt,
+{
+    match a {
+        Src::Col(a) => a.convert_to_f32_slice(o),
+        Src::Uni(x) => o.fill(x.cast::<f32>()),
+    }
+}
+
+/// `F32` to `F16`/`BF16` over a column (to nearest, ties to even).
+fn f32_to_half<H: Elem>(a: Src<'_, f32>, o: &mut [H])
+where
+    [H]: HalfFloatSliceExt,
+{
+    match a {
+        Src::Col(a) => o.convert_from_f32_slice(a),
+        Src::Uni(x) => o.fill(x.cast::<H>()),
+    }
+}
+
 fn cast_from<S: Elem>(a: Src<'_, S>, dst: DType, o: SliceMut<'_>) {
     with_type!(dst, D => map1(a, out::<D>(o), |x: S| x.cast::<D>()))
 }
@@ -2490,9 +2513,17 @@ impl<'a, 'b> Ctx<'a, 'b> {
                     select(c, self.src::<T>(a, t), self.src::<T>(b, t), out::<T>(o))
                 });
             }
-            Inst::Cast(a) => {
-                with_type!(self.dtype(a), S => cast_from::<S>(self.src(a, t), val.dtype, o));
-            }
+            Inst::Cast(a) => match (self.dtype(a), val.dtype) {
+                // whole columns of 16-bit floats convert in SIMD chunks (the same bits as
+                // one element at a time)
+                (DType::F16, DType::F32) => half_to_f32::<f16>(self.src(a, t), out(o)),
+                (DType::BF16, DType::F32) => half_to_f32::<bf16>(self.src(a, t), out(o)),
+                (DType::F32, DType::F16) => f32_to_half::<f16>(self.src(a, t), out(o)),
+                (DType::F32, DType::BF16) => f32_to_half::<bf16>(self.src(a, t), out(o)),
+                (from, _) => {
+                    with_type!(from, S => cast_from::<S>(self.src(a, t), val.dtype, o))
+                }
+            },
             Inst::Random(kind, c, s) => {
                 let (c, s) = (self.src::<i64>(c, t), self.src::<i64>(s, t));
                 match (kind, val.dtype) {

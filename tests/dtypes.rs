@@ -747,3 +747,28 @@ fn large_arrays_cross_tiles_and_chunks() {
         assert_eq!(total.item::<u64>().unwrap(), want);
     });
 }
+
+#[test]
+fn half_means_count_past_the_float16_range() {
+    // 70000 elements: a float16 count would be infinite
+    const N: usize = 70_000;
+    for_each_device(|dev| {
+        let v: Vec<f16> = (0..N)
+            .map(|i| {
+                if i % 2 == 0 {
+                    f16::from_f32(3.0)
+                } else {
+                    f16::NAN
+                }
+            })
+            .collect();
+        let x = Array::from_vec_on(v, &[N], dev).unwrap();
+        let m = x.nanmean();
+        assert_eq!((m.shape(), m.dtype()), (&[][..], DType::F16));
+        assert_eq!(m.item::<f16>().unwrap().to_f32(), 3.0);
+        let ones = Array::ones_on(&[N], DType::BF16, dev);
+        let m = ones.mean();
+        assert_eq!((m.shape(), m.dtype()), (&[][..], DType::BF16));
+        assert_eq!(m.item::<bf16>().unwrap().to_f32(), 1.0);
+    });
+}

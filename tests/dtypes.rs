@@ -380,6 +380,14 @@ fn build(c: &Case, xs: &[Array], dev: &Device) -> Array {
             let ax: isize = param(c, "i").expect("axis").parse().expect("axis");
             x().sum_axes(&[ax], false)
         }
+        "max_axis" => {
+            let ax: isize = param(c, "i").expect("axis").parse().expect("axis");
+            x().max_axes(&[ax], false)
+        }
+        "rsub" => {
+            let v: i64 = param(c, "si").expect("si").parse().expect("si");
+            v - x()
+        }
         "fft" => lf::fft::fft(x(), -1),
         "zeros" => Array::zeros_on(&[3], dt(), dev),
         "ones" => Array::ones_on(&[3], dt(), dev),

@@ -8,6 +8,9 @@ use std::fmt;
 /// `F16` and `BF16` are storage types: kernels load them, compute in `f32` and round the
 /// result back (to nearest, ties to even) when they store it or cast to a 16-bit float
 /// ([`crate::Kernel::widen_half`]). Integer arithmetic wraps in every integer dtype.
+///
+/// The derived order is the declaration order, which carries no meaning for promotion
+/// (lazyfuse's `result_type` is NumPy's table); [`DType::ALL`] lists NumPy's order.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub enum DType {
     /// Boolean (one byte).

@@ -262,6 +262,15 @@ def weak_scalars():
                 else:
                     got = np.asarray(x) + (NP[r](s) if r != d else s)
             add(f"weak/{d}_{tok}", "add", [tok], "0", [x], out_as(got, r))
+    # a weak scalar on the left: `3 - x`, keeping x's dtype (wrapping for integers)
+    for d in INTS + HALF:
+        x = values(d)
+        with np.errstate(all="ignore"):
+            if d == "bf16":
+                got = to_bf(np.float32(3) - as_compute(x))
+            else:
+                got = 3 - np.asarray(x)
+        add(f"weak/{d}_rsub", "rsub", ["si:3"], "0", [x], got)
     # uint64 above int64's range, with wrapping
     x = np.array([1, 2**63, 2**64 - 1], dtype=np.uint64)
     add("weak/u64_big", "add", ["si:18446744073709551615"], "0", [x],
@@ -425,9 +434,12 @@ def reductions():
         for ax in (0, 1):
             if d in HALF:
                 r = out_as(np.sum(c2.astype(np.float32), axis=ax), d)
+                m = out_as(np.max(c2, axis=ax), d)
             else:
                 r = np.sum(a2, axis=ax)
+                m = np.max(a2, axis=ax)
             add(f"reduce/{d}_sum_axis{ax}", "sum_axis", [f"i:{ax}"], "0", [a2], r)
+            add(f"reduce/{d}_max_axis{ax}", "max_axis", [f"i:{ax}"], "0", [a2], m)
     # wrapping sums of uint64 and int8 accumulating in int64
     u = np.array([2**64 - 1, 2, 2**63], dtype=np.uint64)
     add("reduce/u64_wrap_sum", "sum", [], "0", [u], np.asarray(np.sum(u)))

@@ -1,5 +1,6 @@
-//! The `Element` trait: the host element types (`bool, i32, i64, f32, f64, c32, c64`) and
-//! how they map to dtypes, host buffers and scalars.
+//! The `Element` trait: the host element types (`bool, i8, i16, i32, i64, u8, u16, u32,
+//! u64, half::f16, half::bf16, f32, f64, c32, c64`) and how they map to dtypes, host buffers
+//! and scalars.
 
 use crate::DType;
 use lazyfuse_codegen::{HostBuf, Scalar};
@@ -51,3 +52,11 @@ element!(f32, F32);
 element!(f64, F64);
 element!(Complex32, C64);
 element!(Complex64, C128);
+element!(u8, U8);
+element!(u16, U16);
+element!(u32, U32);
+element!(u64, U64);
+element!(i8, I8);
+element!(i16, I16);
+element!(half::f16, F16);
+element!(half::bf16, BF16);

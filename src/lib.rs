@@ -114,6 +114,8 @@ pub use device::{default_device, set_default_device, with_default_device, Device
 pub use element::Element;
 pub use error::{Error, Result};
 pub use function::Function;
+/// The host types of `DType::F16` (`half::f16`) and `DType::BF16` (`half::bf16`).
+pub use half::{bf16, f16};
 pub use lazyfuse_codegen::DType;
 /// The ndarray version lazyfuse's host interop uses ([`Array::from_ndarray`],
 /// [`Array::to_host`]), so that a program can name exactly these types.

@@ -87,6 +87,22 @@ fn samples(dtype: DType, n: usize) -> HostBuf {
                 .map(|i| Complex64::new(f(i), 0.5 - i as f64))
                 .collect(),
         ),
+        DType::U8 => HostBuf::U8((0..n).map(|i| (i * 37) as u8).collect()),
+        DType::U16 => HostBuf::U16((0..n).map(|i| (i * 7919) as u16).collect()),
+        DType::U32 => HostBuf::U32(
+            (0..n)
+                .map(|i| (i as u32).wrapping_mul(2_654_435_761))
+                .collect(),
+        ),
+        DType::U64 => HostBuf::U64(
+            (0..n)
+                .map(|i| u64::MAX - i as u64 * 1_000_000_007)
+                .collect(),
+        ),
+        DType::I8 => HostBuf::I8((0..n).map(|i| (i * 37) as i8).collect()),
+        DType::I16 => HostBuf::I16((0..n).map(|i| (i * 7919) as i16).collect()),
+        DType::F16 => HostBuf::F16((0..n).map(|i| half::f16::from_f64(f(i))).collect()),
+        DType::BF16 => HostBuf::BF16((0..n).map(|i| half::bf16::from_f64(f(i))).collect()),
     }
 }
 

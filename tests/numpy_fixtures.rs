@@ -140,6 +140,7 @@ fn parse_arr(s: &str) -> Arr {
                 })
                 .collect(),
         ),
+        d => panic!("fixtures: dtype {d} is not used here (tests/dtypes.rs has its own)"),
     };
     let arr = Arr { dtype, shape, data };
     assert_eq!(
@@ -626,6 +627,7 @@ fn read(a: &Array) -> lf::Result<Data> {
         DType::F64 => Data::F64(a.to_vec()?),
         DType::C64 => Data::C64(a.to_vec()?),
         DType::C128 => Data::C128(a.to_vec()?),
+        d => panic!("read: dtype {d} is not used by these fixtures"),
     })
 }
 
@@ -673,6 +675,7 @@ fn dtype_name(d: DType) -> &'static str {
         DType::F64 => "f64",
         DType::C64 => "c64",
         DType::C128 => "c128",
+        d => d.name(),
     }
 }
 

@@ -87,6 +87,19 @@ fn build(c: &Case, dev: &Device) -> Array {
     let b = &c.bytes;
     let r = match c.dtype.as_str() {
         "bool" => Array::from_vec_on(b.iter().map(|&x| x != 0).collect::<Vec<_>>(), s, dev),
+        "u8" => Array::from_vec_on(b.to_vec(), s, dev),
+        "i8" => Array::from_vec_on(b.iter().map(|&x| x as i8).collect::<Vec<_>>(), s, dev),
+        "u16" => Array::from_vec_on(words::<2>(b).map(u16::from_le_bytes).collect(), s, dev),
+        "i16" => Array::from_vec_on(words::<2>(b).map(i16::from_le_bytes).collect(), s, dev),
+        "u32" => Array::from_vec_on(words::<4>(b).map(u32::from_le_bytes).collect(), s, dev),
+        "u64" => Array::from_vec_on(words::<8>(b).map(u64::from_le_bytes).collect(), s, dev),
+        "f16" => Array::from_vec_on(
+            words::<2>(b)
+                .map(|w| lf::f16::from_bits(u16::from_le_bytes(w)))
+                .collect(),
+            s,
+            dev,
+        ),
         "i32" => Array::from_vec_on(words::<4>(b).map(i32::from_le_bytes).collect(), s, dev),
         "i64" => Array::from_vec_on(words::<8>(b).map(i64::from_le_bytes).collect(), s, dev),
         "f32" => Array::from_vec_on(words::<4>(b).map(f32::from_le_bytes).collect(), s, dev),

@@ -58,6 +58,17 @@ const WEAK: [V; 10] = [
 
 const PAD_VALUES: [f64; 4] = [0.0, 1.5, -2.0, f64::NAN];
 
+/// The dtypes the DAGs draw from (those the oracle models).
+const DTYPES: [DType; 7] = [
+    DType::Bool,
+    DType::I32,
+    DType::I64,
+    DType::F32,
+    DType::F64,
+    DType::C64,
+    DType::C128,
+];
+
 #[derive(Clone, Debug)]
 struct Leaf {
     dtype: usize,
@@ -197,7 +208,7 @@ fn next(seed: &mut u64) -> u64 {
 }
 
 fn leaf_value(leaf: &Leaf) -> OVal {
-    let d = DType::ALL[leaf.dtype];
+    let d = DTYPES[leaf.dtype];
     let shape = SHAPES[leaf.shape];
     let n: usize = shape.iter().product();
     let mut s = leaf.seed | 1;
@@ -1015,8 +1026,8 @@ impl Builder {
             Instr::WhereScalar(c, a, s) => self.where_(c, a, Err(WEAK[s])),
             Instr::Cast(d, a) => {
                 let x = self.pick(a);
-                let v = self.cast(&x, DType::ALL[d]);
-                self.push(format!("astype({})", DType::ALL[d]), v, false);
+                let v = self.cast(&x, DTYPES[d]);
+                self.push(format!("astype({})", DTYPES[d]), v, false);
             }
             Instr::View(ref g, a) => self.view_instr(g, a),
             Instr::Concat(a, b, ax, e) => self.concat(a, b, ax, e),

@@ -95,6 +95,25 @@ fn scan_dtypes_follow_numpy() {
         let p = i.cumprod(0);
         assert_eq!(p.dtype(), DType::I64);
         assert_eq!(p.to_vec::<i64>().unwrap(), vec![2, 6, 24]);
+        // unsigned integers accumulate in U64, wrapping; F16 scans in F32 and rounds once
+        let u = Array::from_vec_on(vec![200u8, 100, 255], &[3], dev).unwrap();
+        let us = u.cumsum(0);
+        assert_eq!(us.dtype(), DType::U64);
+        assert_eq!(us.to_vec::<u64>().unwrap(), vec![200, 300, 555]);
+        let h: Vec<lf::f16> = [0.5f32, 0.25, 2048.0, 1.0]
+            .iter()
+            .map(|&v| lf::f16::from_f32(v))
+            .collect();
+        let hs = Array::from_vec_on(h, &[4], dev).unwrap().cumsum(0);
+        assert_eq!(hs.dtype(), DType::F16);
+        let got: Vec<f32> = hs
+            .to_vec::<lf::f16>()
+            .unwrap()
+            .iter()
+            .map(|v| v.to_f32())
+            .collect();
+        // 2048.75 and 2049.75 are not f16 values: the nearest are 2048 and 2050
+        assert_eq!(got, vec![0.5, 0.75, 2048.0, 2050.0]);
         // F32 stays F32, within the rounding of a running F32 sum of 2^20 + 1 terms (a
         // running sum, as NumPy's, is 1.2e-4 off at the end)
         let n = (1 << 20) + 1;

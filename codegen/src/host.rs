@@ -16,6 +16,14 @@ macro_rules! per_dtype {
             F64($wrap!(f64 $(,$lt)?)),
             C64($wrap!(Complex32 $(,$lt)?)),
             C128($wrap!(Complex64 $(,$lt)?)),
+            U8($wrap!(u8 $(,$lt)?)),
+            U16($wrap!(u16 $(,$lt)?)),
+            U32($wrap!(u32 $(,$lt)?)),
+            U64($wrap!(u64 $(,$lt)?)),
+            I8($wrap!(i8 $(,$lt)?)),
+            I16($wrap!(i16 $(,$lt)?)),
+            F16($wrap!(half::f16 $(,$lt)?)),
+            BF16($wrap!(half::bf16 $(,$lt)?)),
         }
     };
 }
@@ -52,6 +60,14 @@ macro_rules! dispatch {
             $crate::$ty::F64($v) => $body,
             $crate::$ty::C64($v) => $body,
             $crate::$ty::C128($v) => $body,
+            $crate::$ty::U8($v) => $body,
+            $crate::$ty::U16($v) => $body,
+            $crate::$ty::U32($v) => $body,
+            $crate::$ty::U64($v) => $body,
+            $crate::$ty::I8($v) => $body,
+            $crate::$ty::I16($v) => $body,
+            $crate::$ty::F16($v) => $body,
+            $crate::$ty::BF16($v) => $body,
         }
     };
 }
@@ -66,6 +82,14 @@ impl Clone for HostBuf {
             HostBuf::F64(v) => HostBuf::F64(v.clone()),
             HostBuf::C64(v) => HostBuf::C64(v.clone()),
             HostBuf::C128(v) => HostBuf::C128(v.clone()),
+            HostBuf::U8(v) => HostBuf::U8(v.clone()),
+            HostBuf::U16(v) => HostBuf::U16(v.clone()),
+            HostBuf::U32(v) => HostBuf::U32(v.clone()),
+            HostBuf::U64(v) => HostBuf::U64(v.clone()),
+            HostBuf::I8(v) => HostBuf::I8(v.clone()),
+            HostBuf::I16(v) => HostBuf::I16(v.clone()),
+            HostBuf::F16(v) => HostBuf::F16(v.clone()),
+            HostBuf::BF16(v) => HostBuf::BF16(v.clone()),
         }
     }
 }
@@ -95,6 +119,14 @@ impl ZeroBits for f32 {}
 impl ZeroBits for f64 {}
 impl ZeroBits for Complex32 {}
 impl ZeroBits for Complex64 {}
+impl ZeroBits for u8 {}
+impl ZeroBits for u16 {}
+impl ZeroBits for u32 {}
+impl ZeroBits for u64 {}
+impl ZeroBits for i8 {}
+impl ZeroBits for i16 {}
+impl ZeroBits for half::f16 {}
+impl ZeroBits for half::bf16 {}
 
 /// `len` zeros, or an error instead of the abort of `vec![0; len]` when the allocator
 /// refuses. Zeroed allocation, like `vec!` of a zero, so the OS may hand out untouched
@@ -183,6 +215,14 @@ impl HostBuf {
             DType::F64 => HostBuf::F64(try_zeroed(len)?),
             DType::C64 => HostBuf::C64(try_zeroed(len)?),
             DType::C128 => HostBuf::C128(try_zeroed(len)?),
+            DType::U8 => HostBuf::U8(try_zeroed(len)?),
+            DType::U16 => HostBuf::U16(try_zeroed(len)?),
+            DType::U32 => HostBuf::U32(try_zeroed(len)?),
+            DType::U64 => HostBuf::U64(try_zeroed(len)?),
+            DType::I8 => HostBuf::I8(try_zeroed(len)?),
+            DType::I16 => HostBuf::I16(try_zeroed(len)?),
+            DType::F16 => HostBuf::F16(try_zeroed(len)?),
+            DType::BF16 => HostBuf::BF16(try_zeroed(len)?),
         })
     }
     /// `len` zeros of `dtype`.
@@ -195,6 +235,14 @@ impl HostBuf {
             DType::F64 => HostBuf::F64(vec![0.0; len]),
             DType::C64 => HostBuf::C64(vec![Complex32::default(); len]),
             DType::C128 => HostBuf::C128(vec![Complex64::default(); len]),
+            DType::U8 => HostBuf::U8(vec![0; len]),
+            DType::U16 => HostBuf::U16(vec![0; len]),
+            DType::U32 => HostBuf::U32(vec![0; len]),
+            DType::U64 => HostBuf::U64(vec![0; len]),
+            DType::I8 => HostBuf::I8(vec![0; len]),
+            DType::I16 => HostBuf::I16(vec![0; len]),
+            DType::F16 => HostBuf::F16(vec![half::f16::ZERO; len]),
+            DType::BF16 => HostBuf::BF16(vec![half::bf16::ZERO; len]),
         }
     }
     /// The dtype of the elements.
@@ -207,6 +255,14 @@ impl HostBuf {
             HostBuf::F64(_) => DType::F64,
             HostBuf::C64(_) => DType::C64,
             HostBuf::C128(_) => DType::C128,
+            HostBuf::U8(_) => DType::U8,
+            HostBuf::U16(_) => DType::U16,
+            HostBuf::U32(_) => DType::U32,
+            HostBuf::U64(_) => DType::U64,
+            HostBuf::I8(_) => DType::I8,
+            HostBuf::I16(_) => DType::I16,
+            HostBuf::F16(_) => DType::F16,
+            HostBuf::BF16(_) => DType::BF16,
         }
     }
     /// Number of elements.
@@ -227,6 +283,14 @@ impl HostBuf {
             HostBuf::F64(v) => Slice::F64(v),
             HostBuf::C64(v) => Slice::C64(v),
             HostBuf::C128(v) => Slice::C128(v),
+            HostBuf::U8(v) => Slice::U8(v),
+            HostBuf::U16(v) => Slice::U16(v),
+            HostBuf::U32(v) => Slice::U32(v),
+            HostBuf::U64(v) => Slice::U64(v),
+            HostBuf::I8(v) => Slice::I8(v),
+            HostBuf::I16(v) => Slice::I16(v),
+            HostBuf::F16(v) => Slice::F16(v),
+            HostBuf::BF16(v) => Slice::BF16(v),
         }
     }
     /// A writable view.
@@ -239,14 +303,23 @@ impl HostBuf {
             HostBuf::F64(v) => SliceMut::F64(v),
             HostBuf::C64(v) => SliceMut::C64(v),
             HostBuf::C128(v) => SliceMut::C128(v),
+            HostBuf::U8(v) => SliceMut::U8(v),
+            HostBuf::U16(v) => SliceMut::U16(v),
+            HostBuf::U32(v) => SliceMut::U32(v),
+            HostBuf::U64(v) => SliceMut::U64(v),
+            HostBuf::I8(v) => SliceMut::I8(v),
+            HostBuf::I16(v) => SliceMut::I16(v),
+            HostBuf::F16(v) => SliceMut::F16(v),
+            HostBuf::BF16(v) => SliceMut::BF16(v),
         }
     }
     /// The raw bytes of the elements (bool as one byte 0/1).
     pub fn as_bytes(&self) -> &[u8] {
         // SAFETY: every element type is plain old data without padding (bool is one byte
-        // holding 0 or 1; Complex<T> is repr(C) of two T), so viewing it as bytes is sound.
+        // holding 0 or 1; Complex<T> is repr(C) of two T; half's f16 and bf16 are
+        // repr(transparent) over u16), so viewing it as bytes is sound.
         dispatch!(self, HostBuf, v => unsafe {
-            std::slice::from_raw_parts(v.as_ptr() as *const u8, std::mem::size_of_val(&v[..]))
+            std::slice::from_raw_parts(v.as_ptr().cast::<u8>(), std::mem::size_of_val(&v[..]))
         })
     }
 }
@@ -270,6 +343,14 @@ impl<'a> Slice<'a> {
             Slice::F64(_) => DType::F64,
             Slice::C64(_) => DType::C64,
             Slice::C128(_) => DType::C128,
+            Slice::U8(_) => DType::U8,
+            Slice::U16(_) => DType::U16,
+            Slice::U32(_) => DType::U32,
+            Slice::U64(_) => DType::U64,
+            Slice::I8(_) => DType::I8,
+            Slice::I16(_) => DType::I16,
+            Slice::F16(_) => DType::F16,
+            Slice::BF16(_) => DType::BF16,
         }
     }
 }
@@ -313,6 +394,38 @@ impl<'a> SliceMut<'a> {
             SliceMut::C128(v) => {
                 let (a, b) = v.split_at_mut(mid);
                 (SliceMut::C128(a), SliceMut::C128(b))
+            }
+            SliceMut::U8(v) => {
+                let (a, b) = v.split_at_mut(mid);
+                (SliceMut::U8(a), SliceMut::U8(b))
+            }
+            SliceMut::U16(v) => {
+                let (a, b) = v.split_at_mut(mid);
+                (SliceMut::U16(a), SliceMut::U16(b))
+            }
+            SliceMut::U32(v) => {
+                let (a, b) = v.split_at_mut(mid);
+                (SliceMut::U32(a), SliceMut::U32(b))
+            }
+            SliceMut::U64(v) => {
+                let (a, b) = v.split_at_mut(mid);
+                (SliceMut::U64(a), SliceMut::U64(b))
+            }
+            SliceMut::I8(v) => {
+                let (a, b) = v.split_at_mut(mid);
+                (SliceMut::I8(a), SliceMut::I8(b))
+            }
+            SliceMut::I16(v) => {
+                let (a, b) = v.split_at_mut(mid);
+                (SliceMut::I16(a), SliceMut::I16(b))
+            }
+            SliceMut::F16(v) => {
+                let (a, b) = v.split_at_mut(mid);
+                (SliceMut::F16(a), SliceMut::F16(b))
+            }
+            SliceMut::BF16(v) => {
+                let (a, b) = v.split_at_mut(mid);
+                (SliceMut::BF16(a), SliceMut::BF16(b))
             }
         }
     }

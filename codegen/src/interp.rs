@@ -28,9 +28,12 @@
 use crate::cmath;
 use crate::ir::Inst;
 use crate::ops::{BinaryOp, RandomKind, UnaryOp};
+use crate::scalar::Wide;
 use crate::semantics as sem;
 use crate::vmath;
 use crate::{DType, IrError, Kernel, LaunchArgs, Scalar, Slice, SliceMut, ValueId};
+use half::slice::HalfFloatSliceExt;
+use half::{bf16, f16};
 use num_complex::{Complex32, Complex64};
 use std::ops::{Add, Div, Mul, Neg, Sub};
 use std::sync::Arc;
@@ -376,6 +379,14 @@ fn slice_mut_dtype(s: &SliceMut<'_>) -> DType {
         SliceMut::F64(_) => DType::F64,
         SliceMut::C64(_) => DType::C64,
         SliceMut::C128(_) => DType::C128,
+        SliceMut::U8(_) => DType::U8,
+        SliceMut::U16(_) => DType::U16,
+        SliceMut::U32(_) => DType::U32,
+        SliceMut::U64(_) => DType::U64,
+        SliceMut::I8(_) => DType::I8,
+        SliceMut::I16(_) => DType::I16,
+        SliceMut::F16(_) => DType::F16,
+        SliceMut::BF16(_) => DType::BF16,
     }
 }
 
@@ -419,6 +430,38 @@ macro_rules! with_type {
                 type $T = Complex64;
                 $body
             }
+            DType::U8 => {
+                type $T = u8;
+                $body
+            }
+            DType::U16 => {
+                type $T = u16;
+                $body
+            }
+            DType::U32 => {
+                type $T = u32;
+                $body
+            }
+            DType::U64 => {
+                type $T = u64;
+                $body
+            }
+            DType::I8 => {
+                type $T = i8;
+                $body
+            }
+            DType::I16 => {
+                type $T = i16;
+                $body
+            }
+            DType::F16 => {
+                type $T = f16;
+                $body
+            }
+            DType::BF16 => {
+                type $T = bf16;
+                $body
+            }
         }
     };
 }
@@ -436,6 +479,14 @@ enum Col {
     F64(Vec<f64>),
     C64(Vec<Complex32>),
     C128(Vec<Complex64>),
+    U8(Vec<u8>),
+    U16(Vec<u16>),
+    U32(Vec<u32>),
+    U64(Vec<u64>),
+    I8(Vec<i8>),
+    I16(Vec<i16>),
+    F16(Vec<f16>),
+    BF16(Vec<bf16>),
 }
 
 impl Default for Col {
@@ -454,6 +505,14 @@ impl Col {
             Col::F64(_) => DType::F64,
             Col::C64(_) => DType::C64,
             Col::C128(_) => DType::C128,
+            Col::U8(_) => DType::U8,
+            Col::U16(_) => DType::U16,
+            Col::U32(_) => DType::U32,
+            Col::U64(_) => DType::U64,
+            Col::I8(_) => DType::I8,
+            Col::I16(_) => DType::I16,
+            Col::F16(_) => DType::F16,
+            Col::BF16(_) => DType::BF16,
         }
     }
     fn new(dtype: DType, n: usize) -> Col {
@@ -469,6 +528,14 @@ impl Col {
             Col::F64(v) => v.len(),
             Col::C64(v) => v.len(),
             Col::C128(v) => v.len(),
+            Col::U8(v) => v.len(),
+            Col::U16(v) => v.len(),
+            Col::U32(v) => v.len(),
+            Col::U64(v) => v.len(),
+            Col::I8(v) => v.len(),
+            Col::I16(v) => v.len(),
+            Col::F16(v) => v.len(),
+            Col::BF16(v) => v.len(),
         };
         self.dtype() == dtype && len >= n
     }
@@ -482,6 +549,14 @@ impl Col {
             Col::F64(v) => SliceMut::F64(&mut v[..n]),
             Col::C64(v) => SliceMut::C64(&mut v[..n]),
             Col::C128(v) => SliceMut::C128(&mut v[..n]),
+            Col::U8(v) => SliceMut::U8(&mut v[..n]),
+            Col::U16(v) => SliceMut::U16(&mut v[..n]),
+            Col::U32(v) => SliceMut::U32(&mut v[..n]),
+            Col::U64(v) => SliceMut::U64(&mut v[..n]),
+            Col::I8(v) => SliceMut::I8(&mut v[..n]),
+            Col::I16(v) => SliceMut::I16(&mut v[..n]),
+            Col::F16(v) => SliceMut::F16(&mut v[..n]),
+            Col::BF16(v) => SliceMut::BF16(&mut v[..n]),
         }
     }
     /// The first element as a scalar.
@@ -494,6 +569,14 @@ impl Col {
             Col::F64(v) => Scalar::F64(v[0]),
             Col::C64(v) => Scalar::C64(v[0]),
             Col::C128(v) => Scalar::C128(v[0]),
+            Col::U8(v) => Scalar::U8(v[0]),
+            Col::U16(v) => Scalar::U16(v[0]),
+            Col::U32(v) => Scalar::U32(v[0]),
+            Col::U64(v) => Scalar::U64(v[0]),
+            Col::I8(v) => Scalar::I8(v[0]),
+            Col::I16(v) => Scalar::I16(v[0]),
+            Col::F16(v) => Scalar::F16(v[0]),
+            Col::BF16(v) => Scalar::BF16(v[0]),
         }
     }
 }
@@ -525,7 +608,7 @@ macro_rules! pick_bits {
         )*
     };
 }
-pick_bits!(f32: u32, f64: u64);
+pick_bits!(f32: u32, f64: u64, f16: u16, bf16: u16);
 
 macro_rules! pick_int {
     ($($t:ty),*) => {
@@ -533,14 +616,14 @@ macro_rules! pick_int {
             impl Pick for $t {
                 #[inline(always)]
                 fn pick(c: bool, a: Self, b: Self) -> Self {
-                    let m = -(c as $t);
+                    let m = (c as $t).wrapping_neg();
                     (a & m) | (b & !m)
                 }
             }
         )*
     };
 }
-pick_int!(i32, i64);
+pick_int!(i32, i64, u8, u16, u32, u64, i8, i16);
 
 impl Pick for bool {
     #[inline(always)]
@@ -563,26 +646,24 @@ macro_rules! pick_complex {
 }
 pick_complex!(Complex32, Complex64);
 
-/// The seven element types: access to their column, buffer and scalar variants, and the
-/// NumPy `astype` conversions between them (`from_*`).
+/// The element types: access to their column, buffer and scalar variants, and the NumPy
+/// `astype` conversions between them (through [`Wide`], which folds away once inlined).
 trait Elem: Pick + Default + PartialEq + 'static {
     fn wrap(v: Vec<Self>) -> Col;
     fn col(c: &Col) -> &[Self];
     fn input<'a>(s: &Slice<'a>) -> &'a [Self];
     fn output(s: SliceMut<'_>) -> &mut [Self];
     fn from_scalar(s: Scalar) -> Self;
-    fn cast<D: Elem>(self) -> D;
-    fn from_bool(x: bool) -> Self;
-    fn from_i32(x: i32) -> Self;
-    fn from_i64(x: i64) -> Self;
-    fn from_f32(x: f32) -> Self;
-    fn from_f64(x: f64) -> Self;
-    fn from_c64(x: Complex32) -> Self;
-    fn from_c128(x: Complex64) -> Self;
+    fn wide(self) -> Wide;
+    fn from_wide(w: Wide) -> Self;
+    #[inline(always)]
+    fn cast<D: Elem>(self) -> D {
+        D::from_wide(self.wide())
+    }
 }
 
 macro_rules! elem {
-    ($t:ty, $v:ident, $cast:ident; $($from:ident($x:ident: $xt:ty) => $e:expr),* $(,)?) => {
+    ($t:ty, $v:ident, |$x:ident| $wide:expr, $to:ident) => {
         impl Elem for $t {
             fn wrap(v: Vec<Self>) -> Col {
                 Col::$v(v)
@@ -616,82 +697,33 @@ macro_rules! elem {
                 }
             }
             #[inline(always)]
-            fn cast<D: Elem>(self) -> D {
-                D::$cast(self)
+            fn wide(self) -> Wide {
+                let $x = self;
+                $wide
             }
-            $(
-                #[inline(always)]
-                fn $from($x: $xt) -> Self {
-                    $e
-                }
-            )*
+            #[inline(always)]
+            fn from_wide(w: Wide) -> Self {
+                w.$to()
+            }
         }
     };
 }
 
-elem!(bool, Bool, from_bool;
-    from_bool(x: bool) => x,
-    from_i32(x: i32) => x != 0,
-    from_i64(x: i64) => x != 0,
-    from_f32(x: f32) => x != 0.0,
-    from_f64(x: f64) => x != 0.0,
-    from_c64(x: Complex32) => x.re != 0.0 || x.im != 0.0,
-    from_c128(x: Complex64) => x.re != 0.0 || x.im != 0.0,
-);
-elem!(i32, I32, from_i32;
-    from_bool(x: bool) => x as i32,
-    from_i32(x: i32) => x,
-    from_i64(x: i64) => x as i32,
-    from_f32(x: f32) => sem::f32_to_i32(x),
-    from_f64(x: f64) => sem::f64_to_i32(x),
-    from_c64(x: Complex32) => sem::f32_to_i32(x.re),
-    from_c128(x: Complex64) => sem::f64_to_i32(x.re),
-);
-elem!(i64, I64, from_i64;
-    from_bool(x: bool) => x as i64,
-    from_i32(x: i32) => x as i64,
-    from_i64(x: i64) => x,
-    from_f32(x: f32) => sem::f32_to_i64(x),
-    from_f64(x: f64) => sem::f64_to_i64(x),
-    from_c64(x: Complex32) => sem::f32_to_i64(x.re),
-    from_c128(x: Complex64) => sem::f64_to_i64(x.re),
-);
-elem!(f32, F32, from_f32;
-    from_bool(x: bool) => x as u8 as f32,
-    from_i32(x: i32) => x as f32,
-    from_i64(x: i64) => x as f32,
-    from_f32(x: f32) => x,
-    from_f64(x: f64) => x as f32,
-    from_c64(x: Complex32) => x.re,
-    from_c128(x: Complex64) => x.re as f32,
-);
-elem!(f64, F64, from_f64;
-    from_bool(x: bool) => x as u8 as f64,
-    from_i32(x: i32) => x as f64,
-    from_i64(x: i64) => x as f64,
-    from_f32(x: f32) => x as f64,
-    from_f64(x: f64) => x,
-    from_c64(x: Complex32) => x.re as f64,
-    from_c128(x: Complex64) => x.re,
-);
-elem!(Complex32, C64, from_c64;
-    from_bool(x: bool) => Complex32::new(x as u8 as f32, 0.0),
-    from_i32(x: i32) => Complex32::new(x as f32, 0.0),
-    from_i64(x: i64) => Complex32::new(x as f32, 0.0),
-    from_f32(x: f32) => Complex32::new(x, 0.0),
-    from_f64(x: f64) => Complex32::new(x as f32, 0.0),
-    from_c64(x: Complex32) => x,
-    from_c128(x: Complex64) => Complex32::new(x.re as f32, x.im as f32),
-);
-elem!(Complex64, C128, from_c128;
-    from_bool(x: bool) => Complex64::new(x as u8 as f64, 0.0),
-    from_i32(x: i32) => Complex64::new(x as f64, 0.0),
-    from_i64(x: i64) => Complex64::new(x as f64, 0.0),
-    from_f32(x: f32) => Complex64::new(x as f64, 0.0),
-    from_f64(x: f64) => Complex64::new(x, 0.0),
-    from_c64(x: Complex32) => Complex64::new(x.re as f64, x.im as f64),
-    from_c128(x: Complex64) => x,
-);
+elem!(bool, Bool, |x| Wide::B(x), to_bool);
+elem!(i32, I32, |x| Wide::I(x as i64), to_i32);
+elem!(i64, I64, |x| Wide::I(x), to_i64);
+elem!(f32, F32, |x| Wide::F(x), to_f32);
+elem!(f64, F64, |x| Wide::D(x), to_f64);
+elem!(Complex32, C64, |x| Wide::C(x), to_c64);
+elem!(Complex64, C128, |x| Wide::Z(x), to_c128);
+elem!(u8, U8, |x| Wide::U(x as u64), to_u8);
+elem!(u16, U16, |x| Wide::U(x as u64), to_u16);
+elem!(u32, U32, |x| Wide::U(x as u64), to_u32);
+elem!(u64, U64, |x| Wide::U(x), to_u64);
+elem!(i8, I8, |x| Wide::I(x as i64), to_i8);
+elem!(i16, I16, |x| Wide::I(x as i64), to_i16);
+elem!(f16, F16, |x| Wide::F(x.to_f32()), to_f16);
+elem!(bf16, BF16, |x| Wide::F(x.to_f32()), to_bf16);
 
 /// The typed destination of an op.
 #[inline]
@@ -709,6 +741,14 @@ fn sub<'s>(s: &'s mut SliceMut<'_>, off: usize, n: usize) -> SliceMut<'s> {
         SliceMut::F64(v) => SliceMut::F64(&mut v[off..off + n]),
         SliceMut::C64(v) => SliceMut::C64(&mut v[off..off + n]),
         SliceMut::C128(v) => SliceMut::C128(&mut v[off..off + n]),
+        SliceMut::U8(v) => SliceMut::U8(&mut v[off..off + n]),
+        SliceMut::U16(v) => SliceMut::U16(&mut v[off..off + n]),
+        SliceMut::U32(v) => SliceMut::U32(&mut v[off..off + n]),
+        SliceMut::U64(v) => SliceMut::U64(&mut v[off..off + n]),
+        SliceMut::I8(v) => SliceMut::I8(&mut v[off..off + n]),
+        SliceMut::I16(v) => SliceMut::I16(&mut v[off..off + n]),
+        SliceMut::F16(v) => SliceMut::F16(&mut v[off..off + n]),
+        SliceMut::BF16(v) => SliceMut::BF16(&mut v[off..off + n]),
     }
 }
 
@@ -779,6 +819,63 @@ macro_rules! int {
 }
 int!(i32, floor_divide_i32, remainder_i32, power_i32);
 int!(i64, floor_divide_i64, remainder_i64, power_i64);
+int!(i8, floor_divide_i8, remainder_i8, power_i8);
+int!(i16, floor_divide_i16, remainder_i16, power_i16);
+
+macro_rules! uint {
+    ($t:ident, $fd:ident, $rem:ident, $pow:ident) => {
+        impl Int for $t {
+            #[inline(always)]
+            fn wadd(self, b: Self) -> Self {
+                self.wrapping_add(b)
+            }
+            #[inline(always)]
+            fn wsub(self, b: Self) -> Self {
+                self.wrapping_sub(b)
+            }
+            #[inline(always)]
+            fn wmul(self, b: Self) -> Self {
+                self.wrapping_mul(b)
+            }
+            #[inline(always)]
+            fn wneg(self) -> Self {
+                self.wrapping_neg()
+            }
+            #[inline(always)]
+            fn wabs(self) -> Self {
+                self
+            }
+            #[inline(always)]
+            fn sign(self) -> Self {
+                (self > 0) as $t
+            }
+            #[inline(always)]
+            fn floordiv(self, b: Self) -> Self {
+                sem::$fd(self, b)
+            }
+            #[inline(always)]
+            fn rem(self, b: Self) -> Self {
+                sem::$rem(self, b)
+            }
+            #[inline(always)]
+            fn pow(self, b: Self) -> Self {
+                sem::$pow(self, b)
+            }
+            #[inline(always)]
+            fn idx_div(self, b: Self) -> Self {
+                self.checked_div(b).unwrap_or(0)
+            }
+            #[inline(always)]
+            fn idx_mod(self, b: Self) -> Self {
+                self.checked_rem(b).unwrap_or(0)
+            }
+        }
+    };
+}
+uint!(u8, floor_divide_u8, remainder_u8, power_u8);
+uint!(u16, floor_divide_u16, remainder_u16, power_u16);
+uint!(u32, floor_divide_u32, remainder_u32, power_u32);
+uint!(u64, floor_divide_u64, remainder_u64, power_u64);
 
 /// The real float element types.
 trait Real:
@@ -1522,8 +1619,12 @@ fn binary_float<T: Real>(
         // small integer powers of a column (`u.powi(3)` of simulation steps) as products,
         // as NumPy squares for `** 2`; `x * x * x` is within 1.5 ulp of `pow(x, 3)`, with
         // the same special values (signed zeros, infinities, NaN)
-        Pow if matches!(b, Src::Uni(e) if e == T::from_f64(2.0)) => map1(a, o, |x: T| x * x),
-        Pow if matches!(b, Src::Uni(e) if e == T::from_f64(3.0)) => map1(a, o, |x: T| x * x * x),
+        Pow if matches!(b, Src::Uni(e) if e == T::from_wide(Wide::D(2.0))) => {
+            map1(a, o, |x: T| x * x)
+        }
+        Pow if matches!(b, Src::Uni(e) if e == T::from_wide(Wide::D(3.0))) => {
+            map1(a, o, |x: T| x * x * x)
+        }
         Pow => map2(a, b, o, T::powf),
         Atan2 => vmap2(a, b, o, T::ATAN2),
         Maximum => map2(a, b, o, T::maximum),
@@ -1552,6 +1653,28 @@ fn binary_complex<C: Cplx>(
         _ => return Err(unsupported(op.name(), DType::C128)),
     }
     Ok(())
+}
+
+/// `F16`/`BF16` to `F32` over a column (exact).
+fn half_to_f32<H: Elem>(a: Src<'_, H>, o: &mut [f32])
+where
+    [H]: HalfFloatSliceExt,
+{
+    match a {
+        Src::Col(a) => a.convert_to_f32_slice(o),
+        Src::Uni(x) => o.fill(x.cast::<f32>()),
+    }
+}
+
+/// `F32` to `F16`/`BF16` over a column (to nearest, ties to even).
+fn f32_to_half<H: Elem>(a: Src<'_, f32>, o: &mut [H])
+where
+    [H]: HalfFloatSliceExt,
+{
+    match a {
+        Src::Col(a) => o.convert_from_f32_slice(a),
+        Src::Uni(x) => o.fill(x.cast::<H>()),
+    }
 }
 
 fn cast_from<S: Elem>(a: Src<'_, S>, dst: DType, o: SliceMut<'_>) {
@@ -1874,6 +1997,7 @@ fn uni_int(l: Loc) -> Option<i64> {
     match l {
         Loc::Uni(Scalar::I32(x)) => Some(x as i64),
         Loc::Uni(Scalar::I64(x)) => Some(x),
+        Loc::Uni(s) if s.dtype().is_int() => s.to_i128().and_then(|x| i64::try_from(x).ok()),
         _ => None,
     }
 }
@@ -2359,6 +2483,13 @@ impl<'a, 'b> Ctx<'a, 'b> {
                 DType::F64 => unary_float::<f64>(op, self.src(a, t), o)?,
                 DType::C64 => unary_complex::<Complex32>(op, self.src(a, t), o)?,
                 DType::C128 => unary_complex::<Complex64>(op, self.src(a, t), o)?,
+                DType::U8 => unary_int::<u8>(op, self.src(a, t), o)?,
+                DType::U16 => unary_int::<u16>(op, self.src(a, t), o)?,
+                DType::U32 => unary_int::<u32>(op, self.src(a, t), o)?,
+                DType::U64 => unary_int::<u64>(op, self.src(a, t), o)?,
+                DType::I8 => unary_int::<i8>(op, self.src(a, t), o)?,
+                DType::I16 => unary_int::<i16>(op, self.src(a, t), o)?,
+                d @ (DType::F16 | DType::BF16) => return Err(unsupported(op.name(), d)),
             },
             Inst::Binary(op, a, b) => match self.dtype(a) {
                 DType::Bool => binary_bool(op, self.src(a, t), self.src(b, t), o)?,
@@ -2368,6 +2499,13 @@ impl<'a, 'b> Ctx<'a, 'b> {
                 DType::F64 => binary_float::<f64>(op, self.src(a, t), self.src(b, t), o)?,
                 DType::C64 => binary_complex::<Complex32>(op, self.src(a, t), self.src(b, t), o)?,
                 DType::C128 => binary_complex::<Complex64>(op, self.src(a, t), self.src(b, t), o)?,
+                DType::U8 => binary_int::<u8>(op, self.src(a, t), self.src(b, t), o)?,
+                DType::U16 => binary_int::<u16>(op, self.src(a, t), self.src(b, t), o)?,
+                DType::U32 => binary_int::<u32>(op, self.src(a, t), self.src(b, t), o)?,
+                DType::U64 => binary_int::<u64>(op, self.src(a, t), self.src(b, t), o)?,
+                DType::I8 => binary_int::<i8>(op, self.src(a, t), self.src(b, t), o)?,
+                DType::I16 => binary_int::<i16>(op, self.src(a, t), self.src(b, t), o)?,
+                d @ (DType::F16 | DType::BF16) => return Err(unsupported(op.name(), d)),
             },
             Inst::Where(c, a, b) => {
                 let c = self.src::<bool>(c, t);
@@ -2375,9 +2513,17 @@ impl<'a, 'b> Ctx<'a, 'b> {
                     select(c, self.src::<T>(a, t), self.src::<T>(b, t), out::<T>(o))
                 });
             }
-            Inst::Cast(a) => {
-                with_type!(self.dtype(a), S => cast_from::<S>(self.src(a, t), val.dtype, o));
-            }
+            Inst::Cast(a) => match (self.dtype(a), val.dtype) {
+                // whole columns of 16-bit floats convert in SIMD chunks (the same bits as
+                // one element at a time)
+                (DType::F16, DType::F32) => half_to_f32::<f16>(self.src(a, t), out(o)),
+                (DType::BF16, DType::F32) => half_to_f32::<bf16>(self.src(a, t), out(o)),
+                (DType::F32, DType::F16) => f32_to_half::<f16>(self.src(a, t), out(o)),
+                (DType::F32, DType::BF16) => f32_to_half::<bf16>(self.src(a, t), out(o)),
+                (from, _) => {
+                    with_type!(from, S => cast_from::<S>(self.src(a, t), val.dtype, o))
+                }
+            },
             Inst::Random(kind, c, s) => {
                 let (c, s) = (self.src::<i64>(c, t), self.src::<i64>(s, t));
                 match (kind, val.dtype) {

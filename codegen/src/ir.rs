@@ -185,6 +185,19 @@ impl Kernel {
     fn infer(&self, inst: &Inst, dtype: DType) -> Result<(), IrError> {
         let d = |v: ValueId| self.values[v as usize].dtype;
         let err = |m: String| Err(IrError(m));
+        // 16-bit floats are storage only (see `widen_half`)
+        let half_ok = match *inst {
+            Inst::Load { .. } | Inst::Param(_) => true,
+            Inst::Cast(a) if dtype.is_half() => matches!(d(a), DType::F32 | DType::F64),
+            Inst::Cast(a) if d(a).is_half() => dtype == DType::F32,
+            _ => !dtype.is_half() && !inst.operands().any(|o| d(o).is_half()),
+        };
+        if !half_ok {
+            return err(format!(
+                "{inst:?} -> {dtype}: 16-bit floats are only loaded, passed, stored and cast \
+                 from/to F32 (Kernel::widen_half)"
+            ));
+        }
         match *inst {
             Inst::Index | Inst::Axis(_) if dtype != DType::I64 => err(format!("{inst:?} is I64")),
             Inst::Axis(k) if k >= self.rank => err(format!("axis {k} >= rank {}", self.rank)),
@@ -418,6 +431,112 @@ impl Kernel {
             });
         }
         Some((body, b.finish()))
+    }
+
+    /// The kernel with its 16-bit float (`F16`, `BF16`) arithmetic moved to `F32`: loads
+    /// and params of a 16-bit float are converted up once; every value computed from them
+    /// is computed in `F32`; a cast to a 16-bit float, a cast from one and a store to one
+    /// round the `F32` value to that format (to nearest, ties to even). So a chain of
+    /// 16-bit float ops inside one kernel rounds where its value leaves the format (a
+    /// store, an `astype`), not after every op. Afterwards 16-bit floats appear only as
+    /// loads, params, the casts `F32/F64 -> half` and `half -> F32`, and stores
+    /// (what [`Kernel::validate`] requires). Other kernels are returned unchanged.
+    /// [`Builder::finish`] applies it.
+    pub fn widen_half(&self) -> Kernel {
+        let has_half = |d: &DType| d.is_half();
+        if !self.values.iter().any(|v| v.dtype.is_half())
+            && !self.outputs.iter().any(has_half)
+            && !self.inputs.iter().any(has_half)
+            && !self.params.iter().any(has_half)
+        {
+            return self.clone();
+        }
+        let mut b = Builder::new(self.rank as usize);
+        b.kernel.inputs = self.inputs.clone();
+        b.kernel.params = self.params.clone();
+        // an F32 value equal to `x` rounded to the 16-bit float `h`
+        fn rounded(b: &mut Builder, x: ValueId, h: DType) -> ValueId {
+            if let Inst::Cast(y) = b.kernel.values[x as usize].inst {
+                if b.dtype(y) == h {
+                    return x;
+                }
+            }
+            let y = to_half(b, x, h);
+            b.push(Inst::Cast(y), DType::F32)
+        }
+        // `x` as a value of the 16-bit float `h` (one rounding from any dtype)
+        fn to_half(b: &mut Builder, x: ValueId, h: DType) -> ValueId {
+            if let Inst::Cast(y) = b.kernel.values[x as usize].inst {
+                if b.dtype(y) == h {
+                    return y;
+                }
+            }
+            let src = match b.dtype(x) {
+                DType::F32 | DType::F64 => x,
+                d if d.is_half() => {
+                    let f = b.push(Inst::Cast(x), DType::F32);
+                    return to_half(b, f, h);
+                }
+                // exact in f64 (i32, u32) or one rounding closer than through f32
+                DType::I32 | DType::U32 | DType::I64 | DType::U64 | DType::C128 => {
+                    b.push(Inst::Cast(x), DType::F64)
+                }
+                _ => b.push(Inst::Cast(x), DType::F32),
+            };
+            b.push(Inst::Cast(src), h)
+        }
+        let mut map = vec![0 as ValueId; self.values.len()];
+        for (i, v) in self.values.iter().enumerate() {
+            let inst = v.inst.map_operands(|o| map[o as usize]);
+            let h = v.dtype.is_half();
+            map[i] = match v.inst {
+                Inst::Load { .. } | Inst::Param(_) if h => {
+                    let x = b.push(inst, v.dtype);
+                    b.push(Inst::Cast(x), DType::F32)
+                }
+                Inst::Const(c) if h => b.push(Inst::Const(c.cast(DType::F32)), DType::F32),
+                Inst::Cast(a) => {
+                    let sa = self.values[a as usize].dtype;
+                    let x = map[a as usize];
+                    if sa == v.dtype {
+                        x
+                    } else {
+                        let x = if sa.is_half() {
+                            rounded(&mut b, x, sa)
+                        } else {
+                            x
+                        };
+                        if h {
+                            rounded(&mut b, x, v.dtype)
+                        } else {
+                            b.cast(x, v.dtype)
+                        }
+                    }
+                }
+                _ => b.push(inst, v.dtype.compute()),
+            };
+        }
+        for s in &self.stores {
+            let d = self.outputs[s.output as usize];
+            let x = map[s.value as usize];
+            let x = if d.is_half() {
+                to_half(&mut b, x, d)
+            } else {
+                x
+            };
+            b.kernel.outputs.push(d);
+            b.kernel.stores.push(Store {
+                output: s.output,
+                value: x,
+            });
+        }
+        let mut k = b.kernel;
+        k.outputs = self.outputs.clone();
+        k.reduce = self.reduce.map(|r| Reduce {
+            value: map[r.value as usize],
+            ..r
+        });
+        k
     }
 
     /// The canonical form: values not reachable from a store are removed and the rest
@@ -719,6 +838,6 @@ impl Builder {
     }
     /// Finishes: the normalized kernel.
     pub fn finish(self) -> Kernel {
-        self.kernel.normalize()
+        self.kernel.widen_half().normalize()
     }
 }

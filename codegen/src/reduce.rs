@@ -68,6 +68,12 @@ macro_rules! int_elem {
 }
 int_elem!(i32);
 int_elem!(i64);
+int_elem!(u8);
+int_elem!(u16);
+int_elem!(u32);
+int_elem!(u64);
+int_elem!(i8);
+int_elem!(i16);
 
 macro_rules! float_elem {
     ($t:ident, $max:ident, $min:ident) => {
@@ -351,6 +357,17 @@ pub(crate) fn run(
         DType::F64 => go!(f64, F64),
         DType::C64 => go!(Complex32, C64),
         DType::C128 => go!(Complex64, C128),
+        DType::U8 => go!(u8, U8),
+        DType::U16 => go!(u16, U16),
+        DType::U32 => go!(u32, U32),
+        DType::U64 => go!(u64, U64),
+        DType::I8 => go!(i8, I8),
+        DType::I16 => go!(i16, I16),
+        DType::F16 | DType::BF16 => {
+            return Err(IrError(format!(
+                "a reduction of {vd} values (16-bit floats reduce in F32: Kernel::widen_half)"
+            )))
+        }
     };
     let mut ins: Vec<Slice<'_>> = inputs.to_vec();
     ins.push(acc.as_slice());
@@ -441,6 +458,17 @@ fn run_scan(
         DType::F64 => go!(f64, F64),
         DType::C64 => go!(Complex32, C64),
         DType::C128 => go!(Complex64, C128),
+        DType::U8 => go!(u8, U8),
+        DType::U16 => go!(u16, U16),
+        DType::U32 => go!(u32, U32),
+        DType::U64 => go!(u64, U64),
+        DType::I8 => go!(i8, I8),
+        DType::I16 => go!(i16, I16),
+        DType::F16 | DType::BF16 => {
+            return Err(IrError(format!(
+                "a scan of {vd} values (16-bit floats scan in F32: Kernel::widen_half)"
+            )))
+        }
     };
     let mut ins: Vec<Slice<'_>> = inputs.to_vec();
     ins.push(acc.as_slice());

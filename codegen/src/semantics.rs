@@ -23,6 +23,74 @@ pub fn f64_to_i32(x: f64) -> i32 {
     }
 }
 
+/// NumPy's float -> int8 cast as x86 NumPy does it: through the int32 cast (NaN,
+/// infinities and values outside int32 give `i32::MIN`), then wrapped to 8 bits
+/// (`200.5 -> -56`, NaN -> 0).
+pub fn f64_to_i8(x: f64) -> i8 {
+    f64_to_i32(x) as i8
+}
+
+/// NumPy's float -> int16 cast: through the int32 cast, then wrapped to 16 bits.
+pub fn f64_to_i16(x: f64) -> i16 {
+    f64_to_i32(x) as i16
+}
+
+/// Float -> uint8: through the int32 cast, then wrapped to 8 bits (`-1.5 -> 255`,
+/// NaN -> 0), as x86 NumPy gives.
+pub fn f64_to_u8(x: f64) -> u8 {
+    f64_to_i32(x) as u8
+}
+
+/// Float -> uint16: through the int32 cast, then wrapped to 16 bits.
+pub fn f64_to_u16(x: f64) -> u16 {
+    f64_to_i32(x) as u16
+}
+
+/// Float -> uint32: through the int64 cast, then wrapped to 32 bits (negative values
+/// wrap; NaN, infinities and values outside int64 give 0). x86 NumPy agrees on values in
+/// range and on negative ones inside int32; it gives `2^31` for NaN.
+pub fn f64_to_u32(x: f64) -> u32 {
+    f64_to_i64(x) as u32
+}
+
+/// Float -> uint64: values in `[2^63, 2^64)` truncate exactly; everything else goes through
+/// the int64 cast and wraps (negative values wrap; NaN, infinities and values outside
+/// int64 and that range give `2^63`, as x86 NumPy gives for NaN and `-inf`).
+pub fn f64_to_u64(x: f64) -> u64 {
+    const LO: f64 = 9.223_372_036_854_776e18; // 2^63
+    const HI: f64 = 1.844_674_407_370_955_2e19; // 2^64
+    if (LO..HI).contains(&x) {
+        x as u64
+    } else {
+        f64_to_i64(x) as u64
+    }
+}
+
+/// `x` rounded to `f32` toward zero with the lowest bit set when inexact ("round to odd").
+/// Rounding that to a format of at most 22 significant bits to nearest gives the correctly
+/// rounded result of `x` (no double rounding), which is how f64 becomes f16 and bf16.
+pub fn f64_to_f32_odd(x: f64) -> f32 {
+    let r = x as f32;
+    if r.is_nan() || r as f64 == x {
+        return r;
+    }
+    let mut b = r.to_bits();
+    if (r as f64).abs() > x.abs() {
+        b -= 1; // one step toward zero
+    }
+    f32::from_bits(b | 1)
+}
+
+/// `f64 -> f16` rounded to nearest, ties to even (NumPy's `npy_double_to_half`).
+pub fn f64_to_f16(x: f64) -> half::f16 {
+    half::f16::from_f32(f64_to_f32_odd(x))
+}
+
+/// `f64 -> bf16` rounded to nearest, ties to even.
+pub fn f64_to_bf16(x: f64) -> half::bf16 {
+    half::bf16::from_f32(f64_to_f32_odd(x))
+}
+
 /// Philox4x32-10 of counter `(ctr_lo, ctr_hi, 0, 0)` under key `(seed_lo, seed_hi)`.
 ///
 /// The mapping to random values, identical on every device:
@@ -159,6 +227,45 @@ macro_rules! int_helpers {
 
 int_helpers!(i32, floor_divide_i32, remainder_i32, power_i32);
 int_helpers!(i64, floor_divide_i64, remainder_i64, power_i64);
+int_helpers!(i8, floor_divide_i8, remainder_i8, power_i8);
+int_helpers!(i16, floor_divide_i16, remainder_i16, power_i16);
+
+macro_rules! uint_helpers {
+    ($t:ident, $floordiv:ident, $rem:ident, $pow:ident) => {
+        #[doc = concat!("NumPy `floor_divide` on `", stringify!($t), "`: `a / b`, `x // 0 = 0`.")]
+        pub fn $floordiv(a: $t, b: $t) -> $t {
+            a.checked_div(b).unwrap_or(0)
+        }
+
+        #[doc = concat!("NumPy `remainder` on `", stringify!($t), "`: `a % b`, `x % 0 = 0`.")]
+        pub fn $rem(a: $t, b: $t) -> $t {
+            a.checked_rem(b).unwrap_or(0)
+        }
+
+        #[doc = concat!("NumPy `power` on `", stringify!($t), "`: exponentiation by squaring ")]
+        #[doc = "with wrapping (`x ** 0 = 1`)."]
+        pub fn $pow(base: $t, exp: $t) -> $t {
+            let mut result: $t = 1;
+            let mut b = base;
+            let mut e = exp;
+            while e > 0 {
+                if e & 1 == 1 {
+                    result = result.wrapping_mul(b);
+                }
+                e >>= 1;
+                if e > 0 {
+                    b = b.wrapping_mul(b);
+                }
+            }
+            result
+        }
+    };
+}
+
+uint_helpers!(u8, floor_divide_u8, remainder_u8, power_u8);
+uint_helpers!(u16, floor_divide_u16, remainder_u16, power_u16);
+uint_helpers!(u32, floor_divide_u32, remainder_u32, power_u32);
+uint_helpers!(u64, floor_divide_u64, remainder_u64, power_u64);
 
 macro_rules! float_helpers {
     ($t:ident, $floordiv:ident, $rem:ident, $max:ident, $min:ident, $sign:ident, $round:ident) => {

@@ -221,6 +221,14 @@ fn single(s: Scalar) -> HostBuf {
         Scalar::F64(v) => HostBuf::F64(vec![v]),
         Scalar::C64(v) => HostBuf::C64(vec![v]),
         Scalar::C128(v) => HostBuf::C128(vec![v]),
+        Scalar::U8(v) => HostBuf::U8(vec![v]),
+        Scalar::U16(v) => HostBuf::U16(vec![v]),
+        Scalar::U32(v) => HostBuf::U32(vec![v]),
+        Scalar::U64(v) => HostBuf::U64(vec![v]),
+        Scalar::I8(v) => HostBuf::I8(vec![v]),
+        Scalar::I16(v) => HostBuf::I16(vec![v]),
+        Scalar::F16(v) => HostBuf::F16(vec![v]),
+        Scalar::BF16(v) => HostBuf::BF16(vec![v]),
     }
 }
 
@@ -233,6 +241,14 @@ fn scalar_at(b: &HostBuf, j: usize) -> Scalar {
         HostBuf::F64(v) => Scalar::F64(v[j]),
         HostBuf::C64(v) => Scalar::C64(v[j]),
         HostBuf::C128(v) => Scalar::C128(v[j]),
+        HostBuf::U8(v) => Scalar::U8(v[j]),
+        HostBuf::U16(v) => Scalar::U16(v[j]),
+        HostBuf::U32(v) => Scalar::U32(v[j]),
+        HostBuf::U64(v) => Scalar::U64(v[j]),
+        HostBuf::I8(v) => Scalar::I8(v[j]),
+        HostBuf::I16(v) => Scalar::I16(v[j]),
+        HostBuf::F16(v) => Scalar::F16(v[j]),
+        HostBuf::BF16(v) => Scalar::BF16(v[j]),
     }
 }
 
@@ -2309,4 +2325,134 @@ fn sine_and_cosine_of_one_value_match_the_separate_functions() {
         let want = if xs[j] > 0.0 { s1[j] } else { c1[j] };
         assert!(same32(w[j], want), "where {j}");
     }
+}
+
+/// `(x * y + z)` of F16 inputs through `Builder::finish`.
+fn half_fma_kernel(d: DType) -> Kernel {
+    let mut b = Builder::new(1);
+    let i = b.push(Inst::Index, DType::I64);
+    let x = load_at(&mut b, d, i);
+    let y = load_at(&mut b, d, i);
+    let z = load_at(&mut b, d, i);
+    let p = b.binary(BinaryOp::Mul, x, y);
+    let s = b.binary(BinaryOp::Add, p, z);
+    b.store(s);
+    b.finish()
+}
+
+#[test]
+fn half_kernels_compute_in_f32_and_round_once_at_the_store() {
+    let k = half_fma_kernel(DType::F16);
+    // 16-bit floats only where they are loaded, converted and stored
+    for v in &k.values {
+        let ok = match v.inst {
+            Inst::Load { .. } => v.dtype == DType::F16,
+            Inst::Binary(..) => v.dtype == DType::F32,
+            Inst::Cast(a) => {
+                let from = k.values[a as usize].dtype;
+                matches!(
+                    (from, v.dtype),
+                    (DType::F16, DType::F32) | (DType::F32, DType::F16)
+                )
+            }
+            _ => !v.dtype.is_half(),
+        };
+        assert!(ok, "{:?}: {}", v.inst, v.dtype);
+    }
+    assert_eq!(k.outputs, [DType::F16]);
+    // x = y = 1 + 2^-10, z = -(1 + 2^-9): x * y = 1 + 2^-9 + 2^-20 exactly in f32, so the
+    // sum is 2^-20 (a float16 subnormal); rounding the product to float16 first (NumPy's
+    // op-by-op float16) would give 0. And 1 + 2^-11 (a tie) rounds to even: 1.
+    let h = |v: f64| half::f16::from_f64(v);
+    let x = HostBuf::F16(vec![h(1.0 + 2f64.powi(-10)), h(1.0)]);
+    let z = HostBuf::F16(vec![h(-(1.0 + 2f64.powi(-9))), h(2f64.powi(-11))]);
+    let out = run_all(&k, &[x.clone(), x, z], &[2], &[]).pop().unwrap();
+    let HostBuf::F16(v) = out else {
+        panic!("output dtype {}", out.dtype())
+    };
+    assert_eq!(v[0].to_f64(), 2f64.powi(-20));
+    assert_eq!(v[1].to_bits(), h(1.0).to_bits());
+    // bfloat16 the same way: 1 + 2^-8 is a tie between 1 and 1 + 2^-7
+    let k = half_fma_kernel(DType::BF16);
+    let b = |v: f64| half::bf16::from_f64(v);
+    let one = HostBuf::BF16(vec![b(1.0), b(1.0)]);
+    let z = HostBuf::BF16(vec![b(2f64.powi(-8)), b(3.0 * 2f64.powi(-8))]);
+    let out = run_all(&k, &[one.clone(), one, z], &[2], &[])
+        .pop()
+        .unwrap();
+    let HostBuf::BF16(v) = out else {
+        panic!("output dtype {}", out.dtype())
+    };
+    assert_eq!(v[0].to_f64(), 1.0);
+    assert_eq!(v[1].to_f64(), 1.0 + 2f64.powi(-6));
+}
+
+#[test]
+fn half_arithmetic_without_widening_is_invalid() {
+    let mut k = Kernel {
+        rank: 1,
+        inputs: vec![DType::F16],
+        outputs: vec![DType::F16],
+        ..Kernel::default()
+    };
+    k.values.push(lazyfuse_codegen::Value {
+        inst: Inst::Index,
+        dtype: DType::I64,
+    });
+    k.values.push(lazyfuse_codegen::Value {
+        inst: Inst::Load {
+            input: 0,
+            index: 0,
+            guard: None,
+        },
+        dtype: DType::F16,
+    });
+    k.values.push(lazyfuse_codegen::Value {
+        inst: Inst::Binary(BinaryOp::Add, 1, 1),
+        dtype: DType::F16,
+    });
+    k.stores.push(lazyfuse_codegen::Store {
+        output: 0,
+        value: 2,
+    });
+    let e = k.validate().unwrap_err();
+    assert!(e.0.contains("16-bit floats"), "{e}");
+    // the widened kernel is valid and adds in f32
+    let w = k.widen_half();
+    w.validate().unwrap();
+    let x = HostBuf::F16(vec![half::f16::from_f32(1.5), half::f16::MAX]);
+    let out = run_all(&w, &[x], &[2], &[]).pop().unwrap();
+    let HostBuf::F16(v) = out else {
+        panic!("output dtype {}", out.dtype())
+    };
+    assert_eq!(v[0].to_f32(), 3.0);
+    assert!(v[1].is_infinite());
+}
+
+#[test]
+fn small_integer_arithmetic_wraps() {
+    let mut b = Builder::new(1);
+    let i = b.push(Inst::Index, DType::I64);
+    let x = load_at(&mut b, DType::U8, i);
+    let y = load_at(&mut b, DType::U8, i);
+    let s = b.binary(BinaryOp::Sub, x, y);
+    let m = b.binary(BinaryOp::Mul, x, y);
+    let q = b.binary(BinaryOp::FloorDiv, x, y);
+    b.store(s);
+    b.store(m);
+    b.store(q);
+    let k = b.finish();
+    let x = HostBuf::U8(vec![0, 200, 255, 7]);
+    let y = HostBuf::U8(vec![1, 2, 0, 2]);
+    let out = run_all(&k, &[x, y], &[4], &[]);
+    let got: Vec<Vec<u8>> = out
+        .into_iter()
+        .map(|o| match o {
+            HostBuf::U8(v) => v,
+            o => panic!("output dtype {}", o.dtype()),
+        })
+        .collect();
+    assert_eq!(got[0], [255, 198, 255, 5]);
+    assert_eq!(got[1], [0, 144, 0, 14]);
+    assert_eq!(got[2], [0, 100, 0, 3]);
 }

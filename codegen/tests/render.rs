@@ -297,10 +297,41 @@ fn complex_ops(d: DType) -> Kernel {
 fn int_ops() -> Kernel {
     let mut b = Builder::new(1);
     let i = index(&mut b);
+    let outs = int_op_values(&mut b, i, &[DType::I32, DType::I64]);
+    let p = b.param(DType::I64);
+    let q = b.binary(B::IdxDiv, i, p);
+    let r = b.binary(B::IdxMod, i, p);
+    let qr = b.binary(B::Add, q, r);
+    let o64 = b.binary(B::Add, outs[1], qr);
+    b.store(outs[0]);
+    b.store(o64);
+    b.finish()
+}
+
+/// The integer ops of `int_ops` on the 8-, 16-bit and unsigned dtypes, one output each.
+fn small_int_ops() -> Kernel {
+    let mut b = Builder::new(1);
+    let i = index(&mut b);
+    let ds = [
+        DType::I8,
+        DType::U8,
+        DType::I16,
+        DType::U16,
+        DType::U32,
+        DType::U64,
+    ];
+    for v in int_op_values(&mut b, i, &ds) {
+        b.store(v);
+    }
+    b.finish()
+}
+
+/// Per dtype of `ds`: binary and unary integer ops of two loads, summed, behind a `where`.
+fn int_op_values(b: &mut Builder, i: ValueId, ds: &[DType]) -> Vec<ValueId> {
     let mut outs = Vec::new();
-    for d in [DType::I32, DType::I64] {
-        let x = load(&mut b, d, i);
-        let y = load(&mut b, d, i);
+    for &d in ds {
+        let x = load(b, d, i);
+        let y = load(b, d, i);
         let mut vs = Vec::new();
         for op in [
             B::Add,
@@ -331,18 +362,11 @@ fn int_ops() -> Kernel {
         let t = b.binary(B::Xor, lt, nan);
         let t = b.binary(B::Or, t, fin);
         let nt = b.unary(U::Not, t);
-        let s = sum(&mut b, &vs);
+        let s = sum(b, &vs);
         let s = b.select(nt, s, x);
         outs.push(s);
     }
-    let p = b.param(DType::I64);
-    let q = b.binary(B::IdxDiv, i, p);
-    let r = b.binary(B::IdxMod, i, p);
-    let qr = b.binary(B::Add, q, r);
-    let o64 = b.binary(B::Add, outs[1], qr);
-    b.store(outs[0]);
-    b.store(o64);
-    b.finish()
+    outs
 }
 
 /// One input of every dtype; output `t` is the sum of every input cast to `t`.
@@ -463,7 +487,16 @@ fn float_ops(d: DType) -> Kernel {
     ] {
         vs.push(b.binary(op, x, y));
     }
-    let (nan, ninf, nzero, tiny) = if d == DType::F32 {
+    let (nan, ninf, nzero, tiny) = if d.is_half() {
+        // the smallest subnormal of each 16-bit format
+        let tiny = if d == DType::F16 { 6e-8 } else { 1e-40 };
+        (
+            Scalar::F64(f64::NAN).cast(d),
+            Scalar::F64(f64::NEG_INFINITY).cast(d),
+            Scalar::F64(-0.0).cast(d),
+            Scalar::F64(tiny).cast(d),
+        )
+    } else if d == DType::F32 {
         (
             Scalar::F32(f32::NAN),
             Scalar::F32(f32::NEG_INFINITY),
@@ -603,14 +636,18 @@ fn corpus() -> Vec<(&'static str, Kernel, RenderOptions)> {
         ("complex_ops_c64", complex_ops(DType::C64), IDX64),
         ("complex_ops_c128", complex_ops(DType::C128), IDX64),
         ("int_ops", int_ops(), IDX64),
+        ("small_int_ops", small_int_ops(), IDX64),
         ("casts_all", casts_all(), IDX64),
         ("random_normal", random_normal(), IDX64),
         ("multi_output", multi_output(), IDX64),
         ("float_ops_f32", float_ops(DType::F32), IDX64),
         ("float_ops_f64", float_ops(DType::F64), IDX64),
+        ("float_ops_f16", float_ops(DType::F16), IDX64),
+        ("float_ops_bf16", float_ops(DType::BF16), IDX64),
         ("rank0", rank0(), IDX64),
         ("reduce_sumsq_f32", reduce_sumsq(DType::F32), IDX32),
         ("reduce_sumsq_c128", reduce_sumsq(DType::C128), IDX64),
+        ("reduce_sumsq_f16", reduce_sumsq(DType::F16), IDX32),
         ("reduce_argmax_outer", reduce_argmax_outer(), IDX64),
         ("reduce_sum_outer_f32", reduce_sum_outer_f32(), IDX32),
         ("reduce_all_i32", reduce_all_max()[0].clone(), IDX64),

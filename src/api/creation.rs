@@ -182,7 +182,7 @@ pub mod random {
 
     #[track_caller]
     fn check(op: &str, shape: &[usize], dtype: DType) {
-        if !dtype.is_float() {
+        if !matches!(dtype, DType::F32 | DType::F64) {
             panic!("{op}: dtype must be F32 or F64, got {dtype}");
         }
         crate::shape::size_or_panic(op, shape);

@@ -39,13 +39,31 @@ macro_rules! scalar_operand {
         }
     )*};
 }
-scalar_operand!(bool, i32, i64, f32, f64, crate::c32, crate::c64);
+scalar_operand!(
+    bool,
+    i32,
+    i64,
+    f32,
+    f64,
+    crate::c32,
+    crate::c64,
+    u8,
+    u16,
+    u32,
+    u64,
+    i8,
+    i16,
+    half::f16,
+    half::bf16
+);
 
+/// Every Rust scalar is weak (NEP 50): integers of any width as a Python `int`, floats of
+/// any width as a Python `float`.
 fn weak_kind(s: &Scalar) -> WeakKind {
     match s.dtype() {
         DType::Bool => WeakKind::Bool,
-        DType::I32 | DType::I64 => WeakKind::Int,
-        DType::F32 | DType::F64 => WeakKind::Float,
+        d if d.is_int() => WeakKind::Int,
+        d if d.is_float() => WeakKind::Float,
         _ => WeakKind::Complex,
     }
 }
@@ -58,7 +76,7 @@ impl Operand {
         }
     }
     /// The value of a weak integer scalar that the integer dtype `dtype` cannot hold.
-    fn int_out_of_range(&self, dtype: DType) -> Option<i64> {
+    fn int_out_of_range(&self, dtype: DType) -> Option<i128> {
         match self {
             Operand::Scalar(s) => promote::weak_int_overflow(s, dtype),
             Operand::Array(_) => None,
@@ -191,7 +209,7 @@ pub(crate) fn binary(op: BinaryOp, a: Operand, b: Operand) -> Array {
         match exponent {
             // NumPy: `ValueError: Integers to negative integer powers are not allowed.`
             // (exponents that are computed arrays cannot raise: see `semantics::power_i32`)
-            Some(e) if t.is_int() && !e.dtype().is_inexact() && e.to_i64() < 0 => {
+            Some(e) if t.is_int() && e.to_i128().is_some_and(|v| v < 0) => {
                 panic!(
                     "power: integers to negative integer powers are not allowed (exponent {}); \
                      use a float base or exponent",
@@ -384,7 +402,8 @@ impl Array {
         cosh => Cosh,
         /// Hyperbolic tangent.
         tanh => Tanh,
-        /// `1 / x` (integers compute in F64; NumPy keeps integer dtype there).
+        /// `1 / x` (integers compute in the float dtype of `sqrt`: F16 for 8-bit, F32 for
+        /// 16-bit, F64 for wider; NumPy keeps the integer dtype there).
         reciprocal => Reciprocal,
     }
 

@@ -83,7 +83,7 @@ fn c2c(op: &str, a: &Array, axes: &[isize], inverse: bool, norm: Norm) -> Array 
     }
     let n: usize = axes.iter().map(|&k| a.shape()[k]).product();
     let dt = match a.dtype() {
-        DType::F32 | DType::C64 => DType::C64,
+        DType::F16 | DType::BF16 | DType::F32 | DType::C64 => DType::C64,
         _ => DType::C128,
     };
     if let Some(y) = real_input(a, dt, &axes, inverse, norm.scale(n, inverse)) {
@@ -312,7 +312,7 @@ fn r2c(op: &str, a: &Array, axes: &[isize], norm: Norm) -> Array {
     }
     let n: usize = axes.iter().map(|&k| a.shape()[k]).product();
     let rt = match a.dtype() {
-        DType::F32 | DType::C64 => DType::F32,
+        DType::F16 | DType::BF16 | DType::F32 | DType::C64 => DType::F32,
         _ => DType::F64,
     };
     let x = a.real().astype(rt);
@@ -351,7 +351,7 @@ fn c2r(op: &str, a: &Array, n: Option<usize>, axes: &[isize], norm: Norm) -> Arr
         return c2r(op, &y, Some(m), &[last as isize], norm);
     }
     let ct = match a.dtype() {
-        DType::F32 | DType::C64 => DType::C64,
+        DType::F16 | DType::BF16 | DType::F32 | DType::C64 => DType::C64,
         _ => DType::C128,
     };
     let mut shape = Shape::from_slice(&a.node.shape);

@@ -132,6 +132,12 @@ fn matmul_impl(op: &str, a: &Array, b: &Array) -> Array {
     if !dt.is_inexact() {
         return matmul_integer(&a2, &b2, dt).reshape_to(shape);
     }
+    if dt.is_half() {
+        // no 16-bit GEMM: products and sums in F32 (NumPy's float16 dot accumulates in
+        // float32 too), the result rounded once
+        let f = DType::F32;
+        return make(Op::MatMul, f, shape, &dev, &[&a2.astype(f), &b2.astype(f)]).astype(dt);
+    }
     make(
         Op::MatMul,
         dt,

@@ -41,6 +41,13 @@ impl Array {
     /// `nanmean` over `axes` (`None`: every axis).
     #[track_caller]
     fn nan_mean_opt(&self, axes: Option<&[isize]>, keepdims: bool) -> Array {
+        if self.dtype().is_half() {
+            // in f32 (a float16 count overflows past 65504), returned in the 16-bit dtype
+            return self
+                .astype(DType::F32)
+                .nan_mean_opt(axes, keepdims)
+                .astype(self.dtype());
+        }
         let ax = axes_or_all(self, axes);
         let Some(m) = nan_mask(self) else {
             return self.mean_axes(&ax, keepdims);

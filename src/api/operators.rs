@@ -22,7 +22,8 @@ macro_rules! array_ops {
                 binary(BinaryOp::$op, Operand::Array(self.clone()), rhs.into())
             }
         }
-        scalar_lhs!($tr $method $op: bool, i32, i64, f32, f64, c32, c64);
+        scalar_lhs!($tr $method $op: bool, i32, i64, f32, f64, c32, c64, u8, u16, u32, u64, i8, i16,
+            half::f16, half::bf16);
     )*};
 }
 

@@ -51,37 +51,84 @@ pub fn printoptions() -> PrintOptions {
 }
 
 /// The printed elements, in C order over the summarized shape.
+/// The precision of printed floats: the shortest digits that identify a value depend on it.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Prec {
+    Half,
+    BHalf,
+    Single,
+    Double,
+}
+
+impl Prec {
+    /// `v` rounded to this precision.
+    fn round(self, v: f64) -> f64 {
+        match self {
+            Prec::Half => crate::f16::from_f64(v).to_f64(),
+            Prec::BHalf => crate::bf16::from_f64(v).to_f64(),
+            Prec::Single => v as f32 as f64,
+            Prec::Double => v,
+        }
+    }
+}
+
 enum Values {
     Bool(Vec<bool>),
     Int(Vec<i128>),
-    /// Values and whether they are single precision (their shortest digits differ).
-    Float(Vec<f64>, bool),
-    Complex(Vec<(f64, f64)>, bool),
+    /// Values (exact in f64) and the precision their shortest digits are taken in.
+    Float(Vec<f64>, Prec),
+    Complex(Vec<(f64, f64)>, Prec),
+}
+
+fn ints<T: crate::Element + Into<i128>>(a: &Array) -> Result<Values> {
+    Ok(Values::Int(
+        a.to_vec::<T>()?.into_iter().map(Into::into).collect(),
+    ))
 }
 
 fn read(a: &Array) -> Result<Values> {
     Ok(match a.dtype() {
         DType::Bool => Values::Bool(a.to_vec::<bool>()?),
-        DType::I32 => Values::Int(a.to_vec::<i32>()?.into_iter().map(i128::from).collect()),
-        DType::I64 => Values::Int(a.to_vec::<i64>()?.into_iter().map(i128::from).collect()),
+        DType::I8 => ints::<i8>(a)?,
+        DType::I16 => ints::<i16>(a)?,
+        DType::I32 => ints::<i32>(a)?,
+        DType::I64 => ints::<i64>(a)?,
+        DType::U8 => ints::<u8>(a)?,
+        DType::U16 => ints::<u16>(a)?,
+        DType::U32 => ints::<u32>(a)?,
+        DType::U64 => ints::<u64>(a)?,
+        DType::F16 => Values::Float(
+            a.to_vec::<crate::f16>()?
+                .into_iter()
+                .map(|v| v.to_f64())
+                .collect(),
+            Prec::Half,
+        ),
+        DType::BF16 => Values::Float(
+            a.to_vec::<crate::bf16>()?
+                .into_iter()
+                .map(|v| v.to_f64())
+                .collect(),
+            Prec::BHalf,
+        ),
         DType::F32 => Values::Float(
             a.to_vec::<f32>()?.into_iter().map(f64::from).collect(),
-            true,
+            Prec::Single,
         ),
-        DType::F64 => Values::Float(a.to_vec::<f64>()?, false),
+        DType::F64 => Values::Float(a.to_vec::<f64>()?, Prec::Double),
         DType::C64 => Values::Complex(
             a.to_vec::<c32>()?
                 .into_iter()
                 .map(|z| (f64::from(z.re), f64::from(z.im)))
                 .collect(),
-            true,
+            Prec::Single,
         ),
         DType::C128 => Values::Complex(
             a.to_vec::<c64>()?
                 .into_iter()
                 .map(|z| (z.re, z.im))
                 .collect(),
-            false,
+            Prec::Double,
         ),
     })
 }
@@ -89,22 +136,73 @@ fn read(a: &Array) -> Result<Values> {
 // --- float digits ---
 
 /// The shortest digits that identify `x` in its precision, positional (`"-12.5"`, `"3"`).
-fn shortest(x: f64, single: bool) -> String {
-    if single {
-        format!("{}", x as f32)
-    } else {
-        format!("{x}")
+fn shortest(x: f64, p: Prec) -> String {
+    match p {
+        Prec::Single => format!("{}", x as f32),
+        Prec::Double => format!("{x}"),
+        Prec::Half | Prec::BHalf => {
+            let (m, e) = shortest_sci(x, p);
+            positional_of(&m, e)
+        }
     }
 }
 
-/// The shortest scientific digits of `x`: mantissa (`"1.5"`) and exponent.
-fn shortest_sci(x: f64, single: bool) -> (String, i32) {
-    let s = if single {
-        format!("{:e}", x as f32)
-    } else {
-        format!("{x:e}")
+/// The positional form of the scientific digits `m` (`"-1.25"`) times `10^e`.
+fn positional_of(m: &str, e: i32) -> String {
+    let (neg, m) = match m.strip_prefix('-') {
+        Some(r) => (true, r),
+        None => (false, m),
     };
-    split_exp(&s)
+    let digits: String = m.chars().filter(|c| *c != '.').collect();
+    let point = e + 1; // digits before the point
+    let mut out = String::new();
+    if neg {
+        out.push('-');
+    }
+    if point <= 0 {
+        out.push_str("0.");
+        out.push_str(&"0".repeat((-point) as usize));
+        out.push_str(&digits);
+    } else if point as usize >= digits.len() {
+        out.push_str(&digits);
+        out.push_str(&"0".repeat(point as usize - digits.len()));
+    } else {
+        out.push_str(&digits[..point as usize]);
+        out.push('.');
+        out.push_str(&digits[point as usize..]);
+    }
+    out
+}
+
+/// The shortest scientific digits of `x`: mantissa (`"1.5"`) and exponent.
+fn shortest_sci(x: f64, p: Prec) -> (String, i32) {
+    match p {
+        Prec::Single => split_exp(&format!("{:e}", x as f32)),
+        Prec::Double => split_exp(&format!("{x:e}")),
+        Prec::Half | Prec::BHalf => {
+            // the fewest significant digits that round back to the same 16-bit value
+            for d in 1..17 {
+                let s = format!("{:.*e}", d - 1, x);
+                let back: f64 = s.parse().unwrap_or(f64::NAN);
+                if p.round(back) == x {
+                    let (m, e) = split_exp(&s);
+                    let m = match m.split_once('.') {
+                        Some((i, f)) => {
+                            let f = f.trim_end_matches('0');
+                            if f.is_empty() {
+                                i.to_string()
+                            } else {
+                                format!("{i}.{f}")
+                            }
+                        }
+                        None => m,
+                    };
+                    return (m, e);
+                }
+            }
+            split_exp(&format!("{x:e}"))
+        }
+    }
 }
 
 fn split_exp(s: &str) -> (String, i32) {
@@ -129,8 +227,8 @@ fn trim_zeros(f: &mut String) {
 
 /// Positional digits: unique, cut at `precision` fractional digits, trailing zeros trimmed
 /// (NumPy's `dragon4_positional(unique=True, trim='.')`): integer and fractional parts.
-fn positional(x: f64, single: bool, precision: usize, plus: bool) -> (String, String) {
-    let (mut i, mut f) = split_point(&shortest(x, single));
+fn positional(x: f64, p: Prec, precision: usize, plus: bool) -> (String, String) {
+    let (mut i, mut f) = split_point(&shortest(x, p));
     if f.len() > precision {
         (i, f) = split_point(&format!("{x:.precision$}"));
         trim_zeros(&mut f);
@@ -143,8 +241,8 @@ fn positional(x: f64, single: bool, precision: usize, plus: bool) -> (String, St
 
 /// Scientific digits (NumPy's `dragon4_scientific(unique=True, trim='.')`): integer part,
 /// fractional part, exponent.
-fn scientific(x: f64, single: bool, precision: usize, plus: bool) -> (String, String, i32) {
-    let (m, mut e) = shortest_sci(x, single);
+fn scientific(x: f64, p: Prec, precision: usize, plus: bool) -> (String, String, i32) {
+    let (m, mut e) = shortest_sci(x, p);
     let (mut i, mut f) = split_point(&m);
     if f.len() > precision {
         let (m2, e2) = split_exp(&format!("{x:.precision$e}"));
@@ -173,11 +271,11 @@ struct FloatFmt {
     pad_right: usize,
     exp_size: usize,
     plus: bool,
-    single: bool,
+    prec: Prec,
 }
 
 impl FloatFmt {
-    fn new(values: &[f64], single: bool, o: &PrintOptions, plus: bool) -> FloatFmt {
+    fn new(values: &[f64], prec: Prec, o: &PrintOptions, plus: bool) -> FloatFmt {
         let finite: Vec<f64> = values.iter().copied().filter(|v| v.is_finite()).collect();
         let nonzero = finite.iter().filter(|&&v| v != 0.0).map(|v| v.abs());
         let (mut lo, mut hi) = (f64::INFINITY, 0.0f64);
@@ -185,15 +283,10 @@ impl FloatFmt {
             lo = lo.min(v);
             hi = hi.max(v);
         }
-        // NumPy compares in the values' own precision
-        let exp = if hi == 0.0 {
-            false
-        } else if single {
-            let (lo, hi) = (lo as f32, hi as f32);
-            hi >= 1e8 || (!o.suppress && (lo < 1e-4 || hi / lo > 1e3))
-        } else {
-            hi >= 1e8 || (!o.suppress && (lo < 1e-4 || hi / lo > 1e3))
-        };
+        // NumPy compares in the values' own precision (the constants are weak scalars)
+        let exp = hi > 0.0
+            && (hi >= prec.round(1e8)
+                || (!o.suppress && (lo < prec.round(1e-4) || prec.round(hi / lo) > 1e3)));
         let mut f = FloatFmt {
             exp,
             precision: o.precision,
@@ -202,13 +295,13 @@ impl FloatFmt {
             pad_right: 0,
             exp_size: 0,
             plus,
-            single,
+            prec,
         };
         if !finite.is_empty() {
             if exp {
                 let parts: Vec<_> = finite
                     .iter()
-                    .map(|&x| scientific(x, single, o.precision, plus))
+                    .map(|&x| scientific(x, prec, o.precision, plus))
                     .collect();
                 f.exp_size = parts.iter().map(|p| exp_digits(p.2)).max().unwrap_or(2);
                 f.precision = parts.iter().map(|p| p.1.len()).max().unwrap_or(0);
@@ -218,7 +311,7 @@ impl FloatFmt {
             } else {
                 let parts: Vec<_> = finite
                     .iter()
-                    .map(|&x| positional(x, single, o.precision, plus))
+                    .map(|&x| positional(x, prec, o.precision, plus))
                     .collect();
                 f.pad_left = parts.iter().map(|p| p.0.len()).max().unwrap_or(0);
                 f.pad_right = parts.iter().map(|p| p.1.len()).max().unwrap_or(0);
@@ -248,7 +341,7 @@ impl FloatFmt {
             return format!("{s:>w$}", w = self.pad_left + self.pad_right + 1);
         }
         if self.exp {
-            let (i, mut f, e) = scientific(x, self.single, self.precision, self.plus);
+            let (i, mut f, e) = scientific(x, self.prec, self.precision, self.plus);
             while f.len() < self.min_digits {
                 f.push('0');
             }
@@ -260,7 +353,7 @@ impl FloatFmt {
                 es = self.exp_size
             )
         } else {
-            let (i, f) = positional(x, self.single, self.precision, self.plus);
+            let (i, f) = positional(x, self.prec, self.precision, self.plus);
             format!("{i:>pl$}.{f:<pr$}", pl = self.pad_left, pr = self.pad_right)
         }
     }
@@ -277,16 +370,16 @@ fn strings(values: &Values, o: &PrintOptions) -> Vec<String> {
             let w = v.iter().map(|x| x.to_string().len()).max().unwrap_or(0);
             v.iter().map(|x| format!("{x:>w$}")).collect()
         }
-        Values::Float(v, single) => {
-            let f = FloatFmt::new(v, *single, o, false);
+        Values::Float(v, p) => {
+            let f = FloatFmt::new(v, *p, o, false);
             v.iter().map(|&x| f.format(x)).collect()
         }
-        Values::Complex(v, single) => {
+        Values::Complex(v, p) => {
             let re: Vec<f64> = v.iter().map(|z| z.0).collect();
             let im: Vec<f64> = v.iter().map(|z| z.1).collect();
             let (fr, fi) = (
-                FloatFmt::new(&re, *single, o, false),
-                FloatFmt::new(&im, *single, o, true),
+                FloatFmt::new(&re, *p, o, false),
+                FloatFmt::new(&im, *p, o, true),
             );
             v.iter()
                 .map(|&(r, i)| {
@@ -306,7 +399,7 @@ fn strings(values: &Values, o: &PrintOptions) -> Vec<String> {
 
 /// Python's `repr(float)`: shortest digits, scientific below 1e-4 and from 1e16 on;
 /// `point` adds `.0` to integral values (as for floats, not inside complex numbers).
-fn float_repr(x: f64, single: bool, point: bool) -> String {
+fn float_repr(x: f64, p: Prec, point: bool) -> String {
     if x.is_nan() {
         return "nan".into();
     }
@@ -315,11 +408,11 @@ fn float_repr(x: f64, single: bool, point: bool) -> String {
     }
     let a = x.abs();
     if a != 0.0 && !(1e-4..1e16).contains(&a) {
-        let (m, e) = shortest_sci(x, single);
+        let (m, e) = shortest_sci(x, p);
         let sign = if e < 0 { '-' } else { '+' };
         return format!("{m}e{sign}{:02}", e.unsigned_abs());
     }
-    let s = shortest(x, single);
+    let s = shortest(x, p);
     if point && !s.contains('.') {
         s + ".0"
     } else {
@@ -331,14 +424,14 @@ fn scalar_repr(values: &Values) -> String {
     match values {
         Values::Bool(v) => if v[0] { "True" } else { "False" }.to_string(),
         Values::Int(v) => v[0].to_string(),
-        Values::Float(v, single) => float_repr(v[0], *single, true),
-        Values::Complex(v, single) => {
+        Values::Float(v, p) => float_repr(v[0], *p, true),
+        Values::Complex(v, p) => {
             let (r, i) = v[0];
-            let im = float_repr(i, *single, false);
+            let im = float_repr(i, *p, false);
             if r == 0.0 && !r.is_sign_negative() {
                 format!("{im}j")
             } else {
-                let re = float_repr(r, *single, false);
+                let re = float_repr(r, *p, false);
                 let sign = if im.starts_with('-') { "" } else { "+" };
                 format!("({re}{sign}{im}j)")
             }

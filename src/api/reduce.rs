@@ -124,18 +124,21 @@ impl Array {
         }
     }
 
-    /// The dtype sums and products accumulate in: I64 for Bool and integers.
+    /// The dtype sums and products accumulate in, as NumPy's: I64 for Bool and signed
+    /// integers, U64 for unsigned integers.
     fn sum_dtype(&self) -> DType {
         match self.dtype() {
-            DType::Bool | DType::I32 | DType::I64 => DType::I64,
+            d if d.is_bool() || d.is_signed_int() => DType::I64,
+            d if d.is_unsigned() => DType::U64,
             d => d,
         }
     }
 
-    /// The dtype means are computed in: F64 for Bool and integers.
+    /// The dtype means are computed in: F64 for Bool and integers (16-bit floats are
+    /// computed in F32 and the result rounded back, see `mean_opt`).
     fn mean_dtype(&self) -> DType {
         match self.dtype() {
-            DType::Bool | DType::I32 | DType::I64 => DType::F64,
+            d if d.is_bool() || d.is_int() => DType::F64,
             d => d,
         }
     }
@@ -156,6 +159,13 @@ impl Array {
 
     #[track_caller]
     fn mean_opt(&self, axes: Option<&[isize]>, keepdims: bool) -> Array {
+        if self.dtype().is_half() {
+            // NumPy: the mean of float16 is computed in float32 and returned as float16
+            return self
+                .astype(DType::F32)
+                .mean_opt(axes, keepdims)
+                .astype(self.dtype());
+        }
         let x = self.astype(self.mean_dtype());
         x.reduce_core("mean", ReduceOp::Sum, axes, keepdims)
             .finish(|a, n| a / n as f64)
@@ -210,6 +220,13 @@ impl Array {
     #[track_caller]
     fn var_opt(&self, name: &str, axes: Option<&[isize]>, ddof: usize, keepdims: bool) -> Array {
         norm_axes(name, axes, self.ndim()); // bad axes named after the caller's op
+        if self.dtype().is_half() {
+            // computed in float32, returned in the 16-bit dtype (NumPy's float16 rule)
+            return self
+                .astype(DType::F32)
+                .var_opt(name, axes, ddof, keepdims)
+                .astype(self.dtype());
+        }
         let x = self.astype(self.mean_dtype());
         let mean = x.mean_opt(axes, true);
         let d = &x - &mean;

@@ -7,10 +7,16 @@ use crate::graph::Op;
 use crate::{Array, DType};
 use lazyfuse_codegen::{ReduceLayout, ReduceOp};
 
-/// NumPy's accumulation dtype: Bool and integers accumulate in I64, others in their own.
+/// NumPy's accumulation dtype: Bool and signed integers accumulate in I64, unsigned ones
+/// in U64, others in their own; 16-bit floats are scanned in F32 (the result is rounded
+/// back once).
 fn accumulation_dtype(d: DType) -> DType {
-    if d.is_bool() || d.is_int() {
+    if d.is_bool() || d.is_signed_int() {
         DType::I64
+    } else if d.is_unsigned() {
+        DType::U64
+    } else if d.is_half() {
+        DType::F32
     } else {
         d
     }
@@ -41,7 +47,7 @@ fn scan(a: &Array, axis: isize, op: ReduceOp, name: &str) -> Array {
     );
     let back: Vec<isize> = moved.shape().iter().map(|&d| d as isize).collect();
     let y = done.reshape(&back);
-    if ax + 1 == nd {
+    let y = if ax + 1 == nd {
         y
     } else {
         let mut inv = vec![0; nd];
@@ -49,12 +55,18 @@ fn scan(a: &Array, axis: isize, op: ReduceOp, name: &str) -> Array {
             inv[p] = k;
         }
         y.permute(&inv)
+    };
+    if a.dtype().is_half() {
+        y.astype(a.dtype())
+    } else {
+        y
     }
 }
 
 impl Array {
-    /// Cumulative sum along `axis` (NumPy's `cumsum(axis=..)`): Bool and integers
-    /// accumulate in I64, floats and complex numbers in their own dtype. On the CPU each
+    /// Cumulative sum along `axis` (NumPy's `cumsum(axis=..)`): Bool and signed integers
+    /// accumulate in I64, unsigned integers in U64, floats and complex numbers in their own
+    /// dtype (F16 and BF16 in F32, rounded back once: NumPy rounds every partial sum). On the CPU each
     /// line is summed in order, as NumPy does; on CUDA in tiles (rounding may differ in
     /// the last bits).
     ///

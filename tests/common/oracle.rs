@@ -115,6 +115,7 @@ impl V {
                 V::I64(x) => Cd::new(x as f64, 0.0),
                 _ => Cd::new(re, im),
             }),
+            d => unsupported(d),
         }
     }
 
@@ -259,6 +260,7 @@ impl OVal {
             DType::F64 => up::<f64>(self, dev),
             DType::C64 => up::<Cf>(self, dev),
             DType::C128 => up::<Cd>(self, dev),
+            d => unsupported(d),
         }
     }
 
@@ -279,6 +281,7 @@ impl OVal {
             DType::F64 => get::<f64>(x),
             DType::C64 => get::<Cf>(x),
             DType::C128 => get::<Cd>(x),
+            d => unsupported(d),
         }
     }
 }
@@ -296,7 +299,25 @@ fn dt_index(d: DType) -> usize {
         DType::F64 => 4,
         DType::C64 => 5,
         DType::C128 => 6,
+        d => unsupported(d),
     }
+}
+
+/// The dtypes the oracle models.
+pub const DTYPES: [DType; 7] = [
+    DType::Bool,
+    DType::I32,
+    DType::I64,
+    DType::F32,
+    DType::F64,
+    DType::C64,
+    DType::C128,
+];
+
+/// The oracle covers bool, int32, int64, float32, float64, complex64 and complex128; the
+/// other dtypes are tested against NumPy's values (`tests/dtypes.rs`).
+fn unsupported(d: DType) -> ! {
+    panic!("the oracle does not model dtype {d}")
 }
 
 /// `numpy.result_type` for two array dtypes.

@@ -6,7 +6,7 @@ Run from anywhere: `python3 tests/data/gen_print.py` (NumPy 2.x). Deterministic 
 seeds); the NumPy version is written in the header.
 
 One case per line: `dtype | shape | options | HEX | expected`
-* dtype: bool i32 i64 f32 f64 c64 c128; shape: comma-separated (empty for 0-d);
+* dtype: bool i8 i16 i32 i64 u8 u16 u32 u64 f16 f32 f64 c64 c128; shape: comma-separated (empty for 0-d);
 * options: `p:PRECISION t:THRESHOLD e:EDGEITEMS w:LINEWIDTH s:SUPPRESS(0|1)`;
 * HEX: the raw little-endian bytes in C order (`_` when empty);
 * expected: str(a) with backslashes and newlines escaped as `\\\\` and `\\n`.
@@ -16,7 +16,9 @@ import os
 import numpy as np
 
 DT = {"bool": np.bool_, "i32": np.int32, "i64": np.int64, "f32": np.float32,
-      "f64": np.float64, "c64": np.complex64, "c128": np.complex128}
+      "f64": np.float64, "c64": np.complex64, "c128": np.complex128, "u8": np.uint8,
+      "u16": np.uint16, "u32": np.uint32, "u64": np.uint64, "i8": np.int8, "i16": np.int16,
+      "f16": np.float16}
 NAME = {v: k for k, v in DT.items()}
 DEFAULT = dict(precision=8, threshold=1000, edgeitems=3, linewidth=75, suppress=False)
 rng = np.random.default_rng(20261201)
@@ -68,6 +70,18 @@ for v in ([1 + 2j, 3 - 4j], [1.5 + 0j, -2.25j], [complex(np.nan, 1), 1 + 1j], [1
     case(arr(v, "c128"))
     case(arr(v, "c64"))
 case((rng.standard_normal((3, 3)) + 1j * rng.standard_normal((3, 3))).astype(np.complex64))
+# the small, unsigned and half-precision dtypes
+case(np.array([0, 7, 255], dtype=np.uint8))
+case(np.array([-128, 5, 127], dtype=np.int8))
+case(np.arange(12, dtype=np.uint16).reshape(3, 4) * 5000)
+case(np.array([-32768, 2, 32767], dtype=np.int16))
+case(np.array([0, 4000000000], dtype=np.uint32))
+case(np.array([2**64 - 1, 3, 2**63], dtype=np.uint64))
+for v in ([0.1, 1.5, 65504.0], [np.nan, 0.333, -np.inf], [1e-5, 3.0], [0.0, -0.0, 2.0]):
+    case(np.array(v, dtype=np.float16))
+case(rng.standard_normal(9).astype(np.float16))
+case(np.array(0.1, dtype=np.float16))
+case(np.array(200, dtype=np.uint8))
 # 0-d and empty
 for v, dt in ((1.5, "f64"), (1.0, "f64"), (1e20, "f64"), (1e-5, "f64"), (np.nan, "f64"),
               (-0.0, "f64"), (-np.inf, "f64"), (0.1, "f32"), (123456.0, "f32"), (7, "i64"),

@@ -839,6 +839,19 @@ impl Emitter<'_> {
                 Not => format!("/* invalid */ !{a}"),
             };
         }
+        if d.is_unsigned() {
+            let u = unsigned(d);
+            return match op {
+                Neg => format!("({ct})(({u})0 - ({u}){a})"),
+                Abs | Real | Conj => a.to_string(),
+                Sign => format!("({ct})({a} > 0)"),
+                Square => format!("({ct})(({u}){a} * ({u}){a})"),
+                Imag => format!("({ct})0"),
+                IsNan | IsInf => "false".into(),
+                IsFinite => "true".into(),
+                _ => format!("/* invalid {} */ ({ct})0", op.name()),
+            };
+        }
         if d.is_int() {
             let u = unsigned(d);
             return match op {
@@ -986,6 +999,25 @@ impl Emitter<'_> {
         if from == to {
             return a.to_string();
         }
+        // 16-bit floats (validated: only from F32/F64 and to F32)
+        if to.is_half() {
+            let h = if from == DType::F64 {
+                Helper::HalfFromF64(to)
+            } else {
+                Helper::HalfFromF32(to)
+            };
+            self.helpers.insert(h);
+            return format!("lf_{}_to_{}({a})", sfx(from), sfx(to));
+        }
+        if from.is_half() {
+            self.helpers.insert(Helper::HalfToF32(from));
+            let f = format!("lf_{}_to_f32({a})", sfx(from));
+            return if to == DType::F32 {
+                f
+            } else {
+                self.cast(DType::F32, to, &f)
+            };
+        }
         if to == DType::Bool {
             return if from.is_complex() {
                 format!("({a}.re != 0 || {a}.im != 0)")
@@ -1011,11 +1043,34 @@ impl Emitter<'_> {
             return src;
         }
         if sd.is_float() && to.is_int() {
-            self.helpers.insert(Helper::FloatToInt(sd, to));
-            return format!("lf_{}_to_{}({src})", sfx(sd), sfx(to));
+            // i32/i64 directly; narrower through the int32 cast and u32 through the int64
+            // cast, then wrapped (`semantics::f64_to_u8` and its siblings)
+            let (via, wrap) = match to {
+                DType::I32 | DType::I64 => (to, false),
+                DType::U32 => (DType::I64, true),
+                DType::U64 => {
+                    self.helpers.insert(Helper::FloatToU64(sd));
+                    return format!("lf_{}_to_u64({src})", sfx(sd));
+                }
+                _ => (DType::I32, true),
+            };
+            self.helpers.insert(Helper::FloatToInt(sd, via));
+            let c = format!("lf_{}_to_{}({src})", sfx(sd), sfx(via));
+            return if wrap {
+                format!("({t})({})({c})", unsigned_of(to))
+            } else {
+                c
+            };
         }
-        if sd == DType::I64 && to == DType::I32 {
-            return format!("(int)(unsigned int){src}");
+        if sd.is_int() && to.is_int() {
+            // wraps: a narrowing or sign-changing conversion goes through the unsigned
+            // type of the target's width (C leaves the signed one implementation-defined)
+            let widening = to.size() > sd.size() || (to.size() == sd.size() && sd.is_signed_int());
+            return if to.is_unsigned() || widening {
+                format!("({t}){src}")
+            } else {
+                format!("({t})({}){src}", unsigned_of(to))
+            };
         }
         format!("({t}){src}")
     }
@@ -1047,12 +1102,23 @@ fn c_math_name(op: UnaryOp) -> &'static str {
     }
 }
 
-/// The unsigned C type of an integer dtype (wrapping arithmetic without C overflow UB).
+/// The unsigned C type integer arithmetic of `d` wraps in (no C overflow UB; 8- and
+/// 16-bit values would otherwise be promoted to `int`, whose products can overflow).
 fn unsigned(d: DType) -> &'static str {
-    if d == DType::I32 {
-        "unsigned int"
-    } else {
+    if d.is_int64() {
         "unsigned long long"
+    } else {
+        "unsigned int"
+    }
+}
+
+/// The unsigned C type of the width of the integer dtype `d`.
+fn unsigned_of(d: DType) -> &'static str {
+    match d.size() {
+        1 => "unsigned char",
+        2 => "unsigned short",
+        4 => "unsigned int",
+        _ => "unsigned long long",
     }
 }
 
@@ -1070,6 +1136,14 @@ pub(super) fn literal(s: &Scalar) -> String {
         Scalar::F64(v) => f64_lit(v),
         Scalar::C64(v) => format!("c32{{{}, {}}}", f32_lit(v.re), f32_lit(v.im)),
         Scalar::C128(v) => format!("c64{{{}, {}}}", f64_lit(v.re), f64_lit(v.im)),
+        Scalar::U8(v) => format!("(unsigned char){v}"),
+        Scalar::U16(v) => format!("(unsigned short){v}"),
+        Scalar::U32(v) => format!("{v}u"),
+        Scalar::U64(v) => format!("{v}ull"),
+        Scalar::I8(v) => format!("(signed char)({v})"),
+        Scalar::I16(v) => format!("(short)({v})"),
+        Scalar::F16(v) => format!("(unsigned short)0x{:04x}", v.to_bits()),
+        Scalar::BF16(v) => format!("(unsigned short)0x{:04x}", v.to_bits()),
     }
 }
 

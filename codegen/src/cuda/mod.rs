@@ -202,6 +202,14 @@ pub fn c_type(d: DType) -> &'static str {
         DType::F64 => "double",
         DType::C64 => "c32",
         DType::C128 => "c64",
+        DType::U8 => "unsigned char",
+        DType::U16 => "unsigned short",
+        DType::U32 => "unsigned int",
+        DType::U64 => "unsigned long long",
+        DType::I8 => "signed char",
+        DType::I16 => "short",
+        // 16-bit floats are stored as their bits (see `prelude`'s conversion helpers)
+        DType::F16 | DType::BF16 => "unsigned short",
     }
 }
 
@@ -432,5 +440,13 @@ fn write_scalar(at: &mut [u8], s: &Scalar) {
             at[..8].copy_from_slice(&v.re.to_le_bytes());
             at[8..].copy_from_slice(&v.im.to_le_bytes());
         }
+        Scalar::U8(v) => at[0] = v,
+        Scalar::I8(v) => at[0] = v as u8,
+        Scalar::U16(v) => at.copy_from_slice(&v.to_le_bytes()),
+        Scalar::I16(v) => at.copy_from_slice(&v.to_le_bytes()),
+        Scalar::U32(v) => at.copy_from_slice(&v.to_le_bytes()),
+        Scalar::U64(v) => at.copy_from_slice(&v.to_le_bytes()),
+        Scalar::F16(v) => at.copy_from_slice(&v.to_bits().to_le_bytes()),
+        Scalar::BF16(v) => at.copy_from_slice(&v.to_bits().to_le_bytes()),
     }
 }

@@ -72,6 +72,14 @@ pub(crate) enum Helper {
     IntPow(DType),
     /// Float (first) to integer (second) cast with NumPy's out-of-range rule.
     FloatToInt(DType, DType),
+    /// Float (`F32` or `F64`) to `U64` (exact in `[2^63, 2^64)`, else through int64).
+    FloatToU64(DType),
+    /// `F32` to the 16-bit float (round to nearest even) and back.
+    HalfFromF32(DType),
+    /// `F64` to the 16-bit float (one rounding, through round-to-odd `f32`).
+    HalfFromF64(DType),
+    /// The 16-bit float to `F32` (exact).
+    HalfToF32(DType),
     /// NumPy float `sign`.
     FloatSign(DType),
     /// NumPy's `npy_divmod`.
@@ -94,6 +102,14 @@ pub(crate) fn sfx(d: DType) -> &'static str {
         DType::F64 => "f64",
         DType::C64 => "c32",
         DType::C128 => "c64",
+        DType::U8 => "u8",
+        DType::U16 => "u16",
+        DType::U32 => "u32",
+        DType::U64 => "u64",
+        DType::I8 => "i8",
+        DType::I16 => "i16",
+        DType::F16 => "f16",
+        DType::BF16 => "bf16",
     }
 }
 
@@ -131,6 +147,8 @@ impl Helper {
         match self {
             Helper::UniformF32 | Helper::UniformF64 | Helper::NormalF64 => vec![Helper::Philox],
             Helper::FloatFloorDiv(d) | Helper::FloatMod(d) => vec![Helper::FloatDivmod(d)],
+            Helper::FloatToU64(f) => vec![Helper::FloatToInt(f, DType::I64)],
+            Helper::HalfFromF64(h) => vec![Helper::HalfFromF32(h)],
             Helper::C(f, d) => {
                 let c = |g| Helper::C(g, d);
                 let mut v = vec![Helper::CType(d)];
@@ -164,6 +182,9 @@ impl Helper {
             Helper::UniformF64 => UNIFORM_F64.to_string(),
             Helper::NormalF64 => NORMAL_F64.to_string(),
             Helper::HypotF64 => HYPOT_F64.to_string(),
+            Helper::IntFloorDiv(d) if d.is_unsigned() => int_tpl(UINT_FLOORDIV, d),
+            Helper::IntMod(d) if d.is_unsigned() => int_tpl(UINT_MOD, d),
+            Helper::IntPow(d) if d.is_unsigned() => int_tpl(UINT_POW, d),
             Helper::IntFloorDiv(d) => int_tpl(INT_FLOORDIV, d),
             Helper::IntMod(d) => int_tpl(INT_MOD, d),
             Helper::IntPow(d) => int_tpl(INT_POW, d),
@@ -179,6 +200,12 @@ impl Helper {
                     .replace("$LIM", lo)
                     .replace("$MIN", min)
             }
+            Helper::FloatToU64(f) => real_tpl(FLOAT_TO_U64, f),
+            Helper::HalfFromF32(DType::BF16) => BF16_FROM_F32.to_string(),
+            Helper::HalfFromF32(_) => F16_FROM_F32.to_string(),
+            Helper::HalfFromF64(h) => HALF_FROM_F64.replace("$H", sfx(h)),
+            Helper::HalfToF32(DType::BF16) => BF16_TO_F32.to_string(),
+            Helper::HalfToF32(_) => F16_TO_F32.to_string(),
             Helper::FloatSign(d) => real_tpl(FLOAT_SIGN, d),
             Helper::FloatDivmod(d) => real_tpl(FLOAT_DIVMOD, d),
             Helper::FloatFloorDiv(d) => real_tpl(FLOAT_FLOORDIV, d),
@@ -237,10 +264,11 @@ fn real_tpl(t: &str, d: DType) -> String {
 
 /// Fills a template for an integer dtype `d`.
 fn int_tpl(t: &str, d: DType) -> String {
-    let (i, u) = if d == DType::I32 {
-        ("int", "unsigned int")
+    let i = crate::cuda::c_type(d);
+    let u = if d.is_int64() {
+        "unsigned long long"
     } else {
-        ("long long", "unsigned long long")
+        "unsigned int"
     };
     t.replace("$I", i).replace("$U", u).replace("$S", sfx(d))
 }
@@ -332,8 +360,75 @@ const INT_POW: &str = r#"static __device__ __forceinline__ $I lf_pow_$S($I a, $I
 }
 "#;
 
+const UINT_FLOORDIV: &str = r#"static __device__ __forceinline__ $I lf_floordiv_$S($I a, $I b) {
+  return b == 0 ? ($I)0 : ($I)(a / b);
+}
+"#;
+
+const UINT_MOD: &str = r#"static __device__ __forceinline__ $I lf_mod_$S($I a, $I b) {
+  return b == 0 ? ($I)0 : ($I)(a % b);
+}
+"#;
+
+const UINT_POW: &str = r#"static __device__ __forceinline__ $I lf_pow_$S($I a, $I b) {
+  $U r = 1, x = ($U)a, e = ($U)b;
+  while (e) {
+    if (e & 1) r *= x;
+    x *= x;
+    e >>= 1;
+  }
+  return ($I)r;
+}
+"#;
+
 const FLOAT_TO_INT: &str = r#"static __device__ __forceinline__ $I lf_$S_to_$T($R x) {
   return (x != x || x >= ($R)$LIM || x < -($R)$LIM) ? $MIN : ($I)x;
+}
+"#;
+
+const FLOAT_TO_U64: &str = r#"static __device__ __forceinline__ unsigned long long lf_$S_to_u64($R x) {
+  return (x >= ($R)9223372036854775808.0 && x < ($R)18446744073709551616.0)
+      ? (unsigned long long)x : (unsigned long long)lf_$S_to_i64(x);
+}
+"#;
+
+// 16-bit floats are `unsigned short` bits in generated code: NVRTC finds cuda_fp16.h and
+// cuda_bf16.h only through an include path (NVRTC 13: "no directories in search list"), and
+// generated kernels include nothing. IEEE half: PTX conversions (to nearest even; NaN stays
+// NaN).
+const F16_FROM_F32: &str = r#"static __device__ __forceinline__ unsigned short lf_f32_to_f16(float x) {
+  unsigned short h;
+  asm("cvt.rn.f16.f32 %0, %1;" : "=h"(h) : "f"(x));
+  return h;
+}
+"#;
+
+const F16_TO_F32: &str = r#"static __device__ __forceinline__ float lf_f16_to_f32(unsigned short h) {
+  float x;
+  asm("cvt.f32.f16 %0, %1;" : "=f"(x) : "h"(h));
+  return x;
+}
+"#;
+
+// bfloat16: the upper half of an f32, rounded to nearest even; NaN stays a quiet NaN.
+const BF16_FROM_F32: &str = r#"static __device__ __forceinline__ unsigned short lf_f32_to_bf16(float x) {
+  const unsigned int u = __float_as_uint(x);
+  if ((u & 0x7fffffffu) > 0x7f800000u) return (unsigned short)((u >> 16) | 0x40u);
+  return (unsigned short)((u + 0x7fffu + ((u >> 16) & 1u)) >> 16);
+}
+"#;
+
+const BF16_TO_F32: &str = r#"static __device__ __forceinline__ float lf_bf16_to_f32(unsigned short h) {
+  return __uint_as_float((unsigned int)h << 16);
+}
+"#;
+
+// f64 to a 16-bit float with one rounding: to f32 toward zero with the last bit set when
+// inexact (round to odd), then to nearest even.
+const HALF_FROM_F64: &str = r#"static __device__ __forceinline__ unsigned short lf_f64_to_$H(double x) {
+  float t = __double2float_rz(x);
+  if (x == x && (double)t != x) t = __uint_as_float(__float_as_uint(t) | 1u);
+  return lf_f32_to_$H(t);
 }
 "#;
 

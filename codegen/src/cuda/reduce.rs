@@ -22,11 +22,20 @@ pub(super) fn identity(op: ReduceOp, d: DType) -> String {
         ReduceOp::Max | ReduceOp::ArgMax => match d {
             DType::I32 => Scalar::I32(i32::MIN),
             DType::I64 => Scalar::I64(i64::MIN),
+            DType::I8 => Scalar::I8(i8::MIN),
+            DType::I16 => Scalar::I16(i16::MIN),
+            d if d.is_unsigned() => Scalar::zero(d),
             _ => Scalar::F64(f64::NEG_INFINITY).cast(d),
         },
         ReduceOp::Min | ReduceOp::ArgMin => match d {
             DType::I32 => Scalar::I32(i32::MAX),
             DType::I64 => Scalar::I64(i64::MAX),
+            DType::I8 => Scalar::I8(i8::MAX),
+            DType::I16 => Scalar::I16(i16::MAX),
+            DType::U8 => Scalar::U8(u8::MAX),
+            DType::U16 => Scalar::U16(u16::MAX),
+            DType::U32 => Scalar::U32(u32::MAX),
+            DType::U64 => Scalar::U64(u64::MAX),
             _ => Scalar::F64(f64::INFINITY).cast(d),
         },
     };

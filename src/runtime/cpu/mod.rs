@@ -56,6 +56,14 @@ pub(crate) fn copy_range(h: &HostBuf, start: usize, len: usize) -> HostBuf {
         HostBuf::F64(v) => HostBuf::F64(v[start..start + len].to_vec()),
         HostBuf::C64(v) => HostBuf::C64(v[start..start + len].to_vec()),
         HostBuf::C128(v) => HostBuf::C128(v[start..start + len].to_vec()),
+        HostBuf::U8(v) => HostBuf::U8(v[start..start + len].to_vec()),
+        HostBuf::U16(v) => HostBuf::U16(v[start..start + len].to_vec()),
+        HostBuf::U32(v) => HostBuf::U32(v[start..start + len].to_vec()),
+        HostBuf::U64(v) => HostBuf::U64(v[start..start + len].to_vec()),
+        HostBuf::I8(v) => HostBuf::I8(v[start..start + len].to_vec()),
+        HostBuf::I16(v) => HostBuf::I16(v[start..start + len].to_vec()),
+        HostBuf::F16(v) => HostBuf::F16(v[start..start + len].to_vec()),
+        HostBuf::BF16(v) => HostBuf::BF16(v[start..start + len].to_vec()),
     }
 }
 
@@ -223,5 +231,5 @@ fn copy_chunk(dst: &mut HostBuf, start: usize, src: &HostBuf, len: usize) {
             }
         };
     }
-    copy!(Bool, I32, I64, F32, F64, C64, C128)
+    copy!(Bool, I32, I64, F32, F64, C64, C128, U8, U16, U32, U64, I8, I16, F16, BF16)
 }

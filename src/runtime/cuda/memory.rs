@@ -255,7 +255,7 @@ impl CudaDevice {
         }
         let mut out = crate::runtime::host_zeros(buf.dtype, len, "a download")?;
         let dst: *mut u8 =
-            lazyfuse_codegen::dispatch!(&mut out, HostBuf, v => v.as_mut_ptr() as *mut u8);
+            lazyfuse_codegen::dispatch!(&mut out, HostBuf, v => v.as_mut_ptr().cast::<u8>());
         // SAFETY: `out` holds `len` elements of `size` bytes each, all of them plain old data
         // without padding or invalid bit patterns (Bool was handled above), and `out` is not
         // otherwise accessed while `bytes` lives.

@@ -31,10 +31,33 @@ pub fn items(d: DType) -> u32 {
 /// Warps per block.
 const WARPS: u32 = BLOCK / 32;
 
-/// A load and a store of `acc_t` values that bypass the (incoherent) L1 cache, for values
-/// other blocks write.
-fn cache_global(d: DType) -> String {
+/// How a tile publishes its state (`lf_publish`: 1 with its total, 2 with its inclusive
+/// prefix) and how a look-back waits for a predecessor's (`lf_wait`, returning the state
+/// and setting the value). A 4-byte value travels with its state in one 64-bit word (one
+/// memory round trip per look-back step); a wider one is written before its state with a
+/// fence between, and read after it, bypassing the (incoherent) L1 cache.
+fn tile_states(d: DType) -> String {
     let t = c_type(d);
+    let packed = match d {
+        DType::F32 => Some(("__float_as_uint(v)", "__uint_as_float(u)")),
+        DType::I32 => Some(("(unsigned int)v", "(int)u")),
+        DType::U32 => Some(("v", "u")),
+        _ => None,
+    };
+    if let Some((bits, from)) = packed {
+        return format!(
+            "__device__ __forceinline__ void lf_publish(long long* st, {t}* tot, {t}* pre, \
+             IDX tile, unsigned long long f, {t} v) {{\n\
+             \x20 atomicExch((unsigned long long*)&st[tile], (f << 32) | (unsigned long long){bits});\n}}\n\
+             __device__ __forceinline__ long long lf_wait(const long long* st, const {t}* tot, \
+             const {t}* pre, long long p, {t}& v) {{\n\
+             \x20 unsigned long long w;\n\
+             \x20 do {{ w = *(volatile const unsigned long long*)&st[p]; }} while ((w >> 32) == 0);\n\
+             \x20 const unsigned int u = (unsigned int)w;\n\
+             \x20 v = {from};\n\
+             \x20 return (long long)(w >> 32);\n}}\n"
+        );
+    }
     let (ld, st) = match d {
         DType::C64 => (
             "const float2 u = __ldcg((const float2*)p); return c32{u.x, u.y};",
@@ -52,7 +75,19 @@ fn cache_global(d: DType) -> String {
     };
     format!(
         "__device__ __forceinline__ {t} lf_ldcg(const {t}* p) {{ {ld} }}\n\
-         __device__ __forceinline__ void lf_stcg({t}* p, {t} v) {{ {st} }}\n"
+         __device__ __forceinline__ void lf_stcg({t}* p, {t} v) {{ {st} }}\n\
+         __device__ __forceinline__ void lf_publish(long long* st, {t}* tot, {t}* pre, \
+         IDX tile, unsigned long long f, {t} v) {{\n\
+         \x20 lf_stcg(f == 2 ? &pre[tile] : &tot[tile], v);\n\
+         \x20 __threadfence();\n\
+         \x20 atomicExch((unsigned long long*)&st[tile], f);\n}}\n\
+         __device__ __forceinline__ long long lf_wait(const long long* st, const {t}* tot, \
+         const {t}* pre, long long p, {t}& v) {{\n\
+         \x20 long long f;\n\
+         \x20 do {{ f = *(volatile const long long*)&st[p]; }} while (f == 0);\n\
+         \x20 __threadfence();\n\
+         \x20 v = f == 2 ? lf_ldcg(&pre[p]) : lf_ldcg(&tot[p]);\n\
+         \x20 return f;\n}}\n"
     )
 }
 
@@ -197,21 +232,11 @@ pub(super) fn emit(k: &Kernel, opts: &RenderOptions, layout: &ArgLayout, entry: 
     let _ = writeln!(w, "      {acc_t} prefix = {id};");
     let _ = writeln!(w, "      if (tr == 0) {{");
     let _ = writeln!(w, "        if (lane == 0) {{");
-    let _ = writeln!(w, "          lf_stcg(&pre[tile], total);");
-    let _ = writeln!(w, "          __threadfence();");
-    let _ = writeln!(
-        w,
-        "          atomicExch((unsigned long long*)&st[tile], 2ull);"
-    );
+    let _ = writeln!(w, "          lf_publish(st, tot, pre, tile, 2ull, total);");
     let _ = writeln!(w, "        }}");
     let _ = writeln!(w, "      }} else {{");
     let _ = writeln!(w, "        if (lane == 0) {{");
-    let _ = writeln!(w, "          lf_stcg(&tot[tile], total);");
-    let _ = writeln!(w, "          __threadfence();");
-    let _ = writeln!(
-        w,
-        "          atomicExch((unsigned long long*)&st[tile], 1ull);"
-    );
+    let _ = writeln!(w, "          lf_publish(st, tot, pre, tile, 1ull, total);");
     let _ = writeln!(w, "        }}");
     let _ = writeln!(w, "        const long long first = (long long)(tile - tr);");
     let _ = writeln!(w, "        long long p = (long long)tile - 1 - lane;");
@@ -219,15 +244,7 @@ pub(super) fn emit(k: &Kernel, opts: &RenderOptions, layout: &ArgLayout, entry: 
     let _ = writeln!(w, "          long long f = 2;");
     let _ = writeln!(w, "          {acc_t} v = {id};");
     let _ = writeln!(w, "          if (p >= first) {{");
-    let _ = writeln!(
-        w,
-        "            do {{ f = *(volatile long long*)&st[p]; }} while (f == 0);"
-    );
-    let _ = writeln!(w, "            __threadfence();");
-    let _ = writeln!(
-        w,
-        "            v = f == 2 ? lf_ldcg(&pre[p]) : lf_ldcg(&tot[p]);"
-    );
+    let _ = writeln!(w, "            f = lf_wait(st, tot, pre, p, v);");
     let _ = writeln!(w, "          }}");
     let _ = writeln!(
         w,
@@ -248,12 +265,7 @@ pub(super) fn emit(k: &Kernel, opts: &RenderOptions, layout: &ArgLayout, entry: 
     let _ = writeln!(w, "        }}");
     let _ = writeln!(w, "        if (lane == 0) {{");
     let c = comb(&mut e, "prefix", "total");
-    let _ = writeln!(w, "          lf_stcg(&pre[tile], {c});");
-    let _ = writeln!(w, "          __threadfence();");
-    let _ = writeln!(
-        w,
-        "          atomicExch((unsigned long long*)&st[tile], 2ull);"
-    );
+    let _ = writeln!(w, "          lf_publish(st, tot, pre, tile, 2ull, {c});");
     let _ = writeln!(w, "        }}");
     let _ = writeln!(w, "      }}");
     let _ = writeln!(w, "      if (lane == 0) sp = prefix;");
@@ -302,7 +314,7 @@ pub(super) fn emit(k: &Kernel, opts: &RenderOptions, layout: &ArgLayout, entry: 
         "// Generated by lazyfuse-codegen. Entry {entry}: {} scan, tiles of {tile}, {BLOCK} threads per block.",
         red.op.name()
     );
-    let extra = cache_global(vd);
+    let extra = tile_states(vd);
     super::emit::assemble(
         k,
         opts,

@@ -13,6 +13,18 @@ static __device__ __forceinline__ c64 lf_mul_c64(c64 a, c64 b) {
 }
 __device__ __forceinline__ c64 lf_ldcg(const c64* p) { const double2 u = __ldcg((const double2*)p); return c64{u.x, u.y}; }
 __device__ __forceinline__ void lf_stcg(c64* p, c64 v) { __stcg((double2*)p, make_double2(v.re, v.im)); }
+__device__ __forceinline__ void lf_publish(long long* st, c64* tot, c64* pre, IDX tile, unsigned long long f, c64 v) {
+  lf_stcg(f == 2 ? &pre[tile] : &tot[tile], v);
+  __threadfence();
+  atomicExch((unsigned long long*)&st[tile], f);
+}
+__device__ __forceinline__ long long lf_wait(const long long* st, const c64* tot, const c64* pre, long long p, c64& v) {
+  long long f;
+  do { f = *(volatile const long long*)&st[p]; } while (f == 0);
+  __threadfence();
+  v = f == 2 ? lf_ldcg(&pre[p]) : lf_ldcg(&tot[p]);
+  return f;
+}
 struct lf_args {
   const c64* __restrict__ in0; /* offset 0 */
   c64* __restrict__ out0; /* offset 8 */
@@ -94,15 +106,11 @@ extern "C" __global__ void __launch_bounds__(256) lf_4583c4fcfb04916e(const lf_a
       c64 prefix = c64{1e0, 0e0};
       if (tr == 0) {
         if (lane == 0) {
-          lf_stcg(&pre[tile], total);
-          __threadfence();
-          atomicExch((unsigned long long*)&st[tile], 2ull);
+          lf_publish(st, tot, pre, tile, 2ull, total);
         }
       } else {
         if (lane == 0) {
-          lf_stcg(&tot[tile], total);
-          __threadfence();
-          atomicExch((unsigned long long*)&st[tile], 1ull);
+          lf_publish(st, tot, pre, tile, 1ull, total);
         }
         const long long first = (long long)(tile - tr);
         long long p = (long long)tile - 1 - lane;
@@ -110,9 +118,7 @@ extern "C" __global__ void __launch_bounds__(256) lf_4583c4fcfb04916e(const lf_a
           long long f = 2;
           c64 v = c64{1e0, 0e0};
           if (p >= first) {
-            do { f = *(volatile long long*)&st[p]; } while (f == 0);
-            __threadfence();
-            v = f == 2 ? lf_ldcg(&pre[p]) : lf_ldcg(&tot[p]);
+            f = lf_wait(st, tot, pre, p, v);
           }
           const unsigned int done = __ballot_sync(0xffffffffu, f == 2);
           const int stop = done ? __ffs(done) - 1 : 31;
@@ -128,9 +134,7 @@ extern "C" __global__ void __launch_bounds__(256) lf_4583c4fcfb04916e(const lf_a
           p -= 32;
         }
         if (lane == 0) {
-          lf_stcg(&pre[tile], lf_mul_c64(prefix, total));
-          __threadfence();
-          atomicExch((unsigned long long*)&st[tile], 2ull);
+          lf_publish(st, tot, pre, tile, 2ull, lf_mul_c64(prefix, total));
         }
       }
       if (lane == 0) sp = prefix;

@@ -11,8 +11,16 @@
 //     reduce sum of %3 (Scan)
 //     out0 <- %6
 typedef unsigned int IDX;
-__device__ __forceinline__ float lf_ldcg(const float* p) { return __ldcg(p); }
-__device__ __forceinline__ void lf_stcg(float* p, float v) { __stcg(p, v); }
+__device__ __forceinline__ void lf_publish(long long* st, float* tot, float* pre, IDX tile, unsigned long long f, float v) {
+  atomicExch((unsigned long long*)&st[tile], (f << 32) | (unsigned long long)__float_as_uint(v));
+}
+__device__ __forceinline__ long long lf_wait(const long long* st, const float* tot, const float* pre, long long p, float& v) {
+  unsigned long long w;
+  do { w = *(volatile const unsigned long long*)&st[p]; } while ((w >> 32) == 0);
+  const unsigned int u = (unsigned int)w;
+  v = __uint_as_float(u);
+  return (long long)(w >> 32);
+}
 struct lf_args {
   const float* __restrict__ in0; /* offset 0 */
   float* __restrict__ out0; /* offset 8 */
@@ -99,15 +107,11 @@ extern "C" __global__ void __launch_bounds__(256) lf_c880d77f1f19512e_i32(const 
       float prefix = 0e0f;
       if (tr == 0) {
         if (lane == 0) {
-          lf_stcg(&pre[tile], total);
-          __threadfence();
-          atomicExch((unsigned long long*)&st[tile], 2ull);
+          lf_publish(st, tot, pre, tile, 2ull, total);
         }
       } else {
         if (lane == 0) {
-          lf_stcg(&tot[tile], total);
-          __threadfence();
-          atomicExch((unsigned long long*)&st[tile], 1ull);
+          lf_publish(st, tot, pre, tile, 1ull, total);
         }
         const long long first = (long long)(tile - tr);
         long long p = (long long)tile - 1 - lane;
@@ -115,9 +119,7 @@ extern "C" __global__ void __launch_bounds__(256) lf_c880d77f1f19512e_i32(const 
           long long f = 2;
           float v = 0e0f;
           if (p >= first) {
-            do { f = *(volatile long long*)&st[p]; } while (f == 0);
-            __threadfence();
-            v = f == 2 ? lf_ldcg(&pre[p]) : lf_ldcg(&tot[p]);
+            f = lf_wait(st, tot, pre, p, v);
           }
           const unsigned int done = __ballot_sync(0xffffffffu, f == 2);
           const int stop = done ? __ffs(done) - 1 : 31;
@@ -133,9 +135,7 @@ extern "C" __global__ void __launch_bounds__(256) lf_c880d77f1f19512e_i32(const 
           p -= 32;
         }
         if (lane == 0) {
-          lf_stcg(&pre[tile], prefix + total);
-          __threadfence();
-          atomicExch((unsigned long long*)&st[tile], 2ull);
+          lf_publish(st, tot, pre, tile, 2ull, prefix + total);
         }
       }
       if (lane == 0) sp = prefix;

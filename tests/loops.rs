@@ -288,6 +288,31 @@ fn eval_writes_in_place_when_it_owns_the_input() {
 }
 
 #[test]
+fn compound_assignment_and_updates_reuse_the_only_handle() {
+    let _l = lock();
+    for_each_device(|dev| {
+        let x: Vec<f32> = (0..1000).map(|i| i as f32 * 0.25).collect();
+        let mut u = Array::from_vec_on(x.clone(), &[10, 100], dev).unwrap();
+        lf::reset_stats();
+        for _ in 0..5 {
+            u *= 2.0;
+            u += 1.0;
+            u = u.at(lf::s![0, ..]).set(-1.0);
+            u.eval().unwrap();
+        }
+        assert_eq!(lf::stats().buffers_reused, 5);
+        let mut want: Vec<f32> = x
+            .iter()
+            .map(|&v| (0..5).fold(v, |a, _| a * 2.0 + 1.0))
+            .collect();
+        for w in &mut want[..100] {
+            *w = -1.0;
+        }
+        assert_eq!(u.to_vec::<f32>().unwrap(), want);
+    });
+}
+
+#[test]
 fn a_second_handle_prevents_reuse() {
     let _l = lock();
     for_each_device(|dev| {

@@ -5,7 +5,7 @@
 mod common;
 
 use lazyfuse as lf;
-use lf::{c32, c64, Array, Device};
+use lf::{Array, Device};
 use std::sync::Mutex;
 
 /// Print options and the transfer counters are process-wide: the tests here take turns.
@@ -47,13 +47,7 @@ fn cases() -> Vec<Case> {
                     _ => panic!("option {k}"),
                 }
             }
-            let bytes = if f[3] == "_" {
-                vec![]
-            } else {
-                (0..f[3].len() / 2)
-                    .map(|i| u8::from_str_radix(&f[3][2 * i..2 * i + 2], 16).unwrap())
-                    .collect()
-            };
+            let bytes = common::hex_bytes(f[3]);
             let mut expected = String::new();
             let mut chars = f[4].chars();
             while let Some(c) = chars.next() {
@@ -78,43 +72,8 @@ fn cases() -> Vec<Case> {
         .collect()
 }
 
-fn words<const N: usize>(b: &[u8]) -> impl Iterator<Item = [u8; N]> + '_ {
-    b.chunks_exact(N).map(|c| c.try_into().unwrap())
-}
-
 fn build(c: &Case, dev: &Device) -> Array {
-    let s = &c.shape;
-    let b = &c.bytes;
-    let r = match c.dtype.as_str() {
-        "bool" => Array::from_vec_on(b.iter().map(|&x| x != 0).collect::<Vec<_>>(), s, dev),
-        "u8" => Array::from_vec_on(b.to_vec(), s, dev),
-        "i8" => Array::from_vec_on(b.iter().map(|&x| x as i8).collect::<Vec<_>>(), s, dev),
-        "u16" => Array::from_vec_on(words::<2>(b).map(u16::from_le_bytes).collect(), s, dev),
-        "i16" => Array::from_vec_on(words::<2>(b).map(i16::from_le_bytes).collect(), s, dev),
-        "u32" => Array::from_vec_on(words::<4>(b).map(u32::from_le_bytes).collect(), s, dev),
-        "u64" => Array::from_vec_on(words::<8>(b).map(u64::from_le_bytes).collect(), s, dev),
-        "f16" => Array::from_vec_on(
-            words::<2>(b)
-                .map(|w| lf::f16::from_bits(u16::from_le_bytes(w)))
-                .collect(),
-            s,
-            dev,
-        ),
-        "i32" => Array::from_vec_on(words::<4>(b).map(i32::from_le_bytes).collect(), s, dev),
-        "i64" => Array::from_vec_on(words::<8>(b).map(i64::from_le_bytes).collect(), s, dev),
-        "f32" => Array::from_vec_on(words::<4>(b).map(f32::from_le_bytes).collect(), s, dev),
-        "f64" => Array::from_vec_on(words::<8>(b).map(f64::from_le_bytes).collect(), s, dev),
-        "c64" => {
-            let v: Vec<f32> = words::<4>(b).map(f32::from_le_bytes).collect();
-            Array::from_vec_on(v.chunks(2).map(|p| c32::new(p[0], p[1])).collect(), s, dev)
-        }
-        "c128" => {
-            let v: Vec<f64> = words::<8>(b).map(f64::from_le_bytes).collect();
-            Array::from_vec_on(v.chunks(2).map(|p| c64::new(p[0], p[1])).collect(), s, dev)
-        }
-        d => panic!("dtype {d}"),
-    };
-    r.unwrap()
+    common::array_from_le(&c.dtype, &c.shape, &c.bytes, dev)
 }
 
 #[test]

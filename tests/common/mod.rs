@@ -30,3 +30,55 @@ pub fn for_each_device(mut body: impl FnMut(&Device)) {
         }
     }
 }
+
+/// The bytes of a hex string (`_` for none), as the fixture generators write them.
+pub fn hex_bytes(h: &str) -> Vec<u8> {
+    if h == "_" {
+        return Vec::new();
+    }
+    (0..h.len() / 2)
+        .map(|i| u8::from_str_radix(&h[2 * i..2 * i + 2], 16).expect("hex digits"))
+        .collect()
+}
+
+fn words<const N: usize>(b: &[u8]) -> impl Iterator<Item = [u8; N]> + '_ {
+    b.chunks_exact(N)
+        .map(|c| c.try_into().expect("whole words"))
+}
+
+/// An array of the fixtures' dtype name (`bool i8 i16 i32 i64 u8 u16 u32 u64 f16 f32 f64
+/// c64 c128`) from little-endian C-order bytes, on `dev`.
+pub fn array_from_le(dtype: &str, shape: &[usize], b: &[u8], dev: &Device) -> lazyfuse::Array {
+    use lazyfuse::{c32, c64, Array};
+    let s = shape;
+    let r = match dtype {
+        "bool" => Array::from_vec_on(b.iter().map(|&x| x != 0).collect::<Vec<_>>(), s, dev),
+        "u8" => Array::from_vec_on(b.to_vec(), s, dev),
+        "i8" => Array::from_vec_on(b.iter().map(|&x| x as i8).collect::<Vec<_>>(), s, dev),
+        "u16" => Array::from_vec_on(words::<2>(b).map(u16::from_le_bytes).collect(), s, dev),
+        "i16" => Array::from_vec_on(words::<2>(b).map(i16::from_le_bytes).collect(), s, dev),
+        "u32" => Array::from_vec_on(words::<4>(b).map(u32::from_le_bytes).collect(), s, dev),
+        "i32" => Array::from_vec_on(words::<4>(b).map(i32::from_le_bytes).collect(), s, dev),
+        "u64" => Array::from_vec_on(words::<8>(b).map(u64::from_le_bytes).collect(), s, dev),
+        "i64" => Array::from_vec_on(words::<8>(b).map(i64::from_le_bytes).collect(), s, dev),
+        "f16" => Array::from_vec_on(
+            words::<2>(b)
+                .map(|w| lazyfuse::f16::from_bits(u16::from_le_bytes(w)))
+                .collect(),
+            s,
+            dev,
+        ),
+        "f32" => Array::from_vec_on(words::<4>(b).map(f32::from_le_bytes).collect(), s, dev),
+        "f64" => Array::from_vec_on(words::<8>(b).map(f64::from_le_bytes).collect(), s, dev),
+        "c64" => {
+            let v: Vec<f32> = words::<4>(b).map(f32::from_le_bytes).collect();
+            Array::from_vec_on(v.chunks(2).map(|p| c32::new(p[0], p[1])).collect(), s, dev)
+        }
+        "c128" => {
+            let v: Vec<f64> = words::<8>(b).map(f64::from_le_bytes).collect();
+            Array::from_vec_on(v.chunks(2).map(|p| c64::new(p[0], p[1])).collect(), s, dev)
+        }
+        d => panic!("fixture dtype {d}"),
+    };
+    r.expect("an array from fixture bytes")
+}

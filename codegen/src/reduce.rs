@@ -259,6 +259,34 @@ fn rows_of<T: RElem>(op: ReduceOp, vals: &[T], rn: usize, base: i64, out: &mut V
     out.extend(vals.chunks(rn).map(|row| fold(op, row, base)));
 }
 
+/// `$go!(T, Variant)` for the accumulator dtype `$vd`; 16-bit floats never accumulate
+/// (kernels widen them to F32 first: `Kernel::widen_half`), so they are an error of `$what`.
+macro_rules! by_acc_dtype {
+    ($vd:expr, $go:ident, $what:literal) => {
+        match $vd {
+            DType::Bool => $go!(bool, Bool),
+            DType::I32 => $go!(i32, I32),
+            DType::I64 => $go!(i64, I64),
+            DType::F32 => $go!(f32, F32),
+            DType::F64 => $go!(f64, F64),
+            DType::C64 => $go!(Complex32, C64),
+            DType::C128 => $go!(Complex64, C128),
+            DType::U8 => $go!(u8, U8),
+            DType::U16 => $go!(u16, U16),
+            DType::U32 => $go!(u32, U32),
+            DType::U64 => $go!(u64, U64),
+            DType::I8 => $go!(i8, I8),
+            DType::I16 => $go!(i16, I16),
+            DType::F16 | DType::BF16 => {
+                return Err(IrError(format!(
+                    "{} of {} values (16-bit floats accumulate in F32: Kernel::widen_half)",
+                    $what, $vd
+                )))
+            }
+        }
+    };
+}
+
 /// Runs reduction kernel `kernel` for outputs `start .. start + len` (the length of the
 /// output slices). Arguments are checked like [`interp::run`] checks them.
 pub(crate) fn run(
@@ -349,26 +377,7 @@ pub(crate) fn run(
             }
         }};
     }
-    let acc = match vd {
-        DType::Bool => go!(bool, Bool),
-        DType::I32 => go!(i32, I32),
-        DType::I64 => go!(i64, I64),
-        DType::F32 => go!(f32, F32),
-        DType::F64 => go!(f64, F64),
-        DType::C64 => go!(Complex32, C64),
-        DType::C128 => go!(Complex64, C128),
-        DType::U8 => go!(u8, U8),
-        DType::U16 => go!(u16, U16),
-        DType::U32 => go!(u32, U32),
-        DType::U64 => go!(u64, U64),
-        DType::I8 => go!(i8, I8),
-        DType::I16 => go!(i16, I16),
-        DType::F16 | DType::BF16 => {
-            return Err(IrError(format!(
-                "a reduction of {vd} values (16-bit floats reduce in F32: Kernel::widen_half)"
-            )))
-        }
-    };
+    let acc = by_acc_dtype!(vd, go, "a reduction");
     let mut ins: Vec<Slice<'_>> = inputs.to_vec();
     ins.push(acc.as_slice());
     let mut params = args.params.clone();
@@ -450,26 +459,7 @@ fn run_scan(
             HostBuf::$get(acc)
         }};
     }
-    let acc = match vd {
-        DType::Bool => go!(bool, Bool),
-        DType::I32 => go!(i32, I32),
-        DType::I64 => go!(i64, I64),
-        DType::F32 => go!(f32, F32),
-        DType::F64 => go!(f64, F64),
-        DType::C64 => go!(Complex32, C64),
-        DType::C128 => go!(Complex64, C128),
-        DType::U8 => go!(u8, U8),
-        DType::U16 => go!(u16, U16),
-        DType::U32 => go!(u32, U32),
-        DType::U64 => go!(u64, U64),
-        DType::I8 => go!(i8, I8),
-        DType::I16 => go!(i16, I16),
-        DType::F16 | DType::BF16 => {
-            return Err(IrError(format!(
-                "a scan of {vd} values (16-bit floats scan in F32: Kernel::widen_half)"
-            )))
-        }
-    };
+    let acc = by_acc_dtype!(vd, go, "a scan");
     let mut ins: Vec<Slice<'_>> = inputs.to_vec();
     ins.push(acc.as_slice());
     let mut params = args.params.clone();

@@ -151,17 +151,7 @@ pub(super) fn emit(k: &Kernel, opts: &RenderOptions, layout: &ArgLayout, entry: 
             _ => None,
         })
         .collect();
-    for d in k
-        .inputs
-        .iter()
-        .chain(&k.outputs)
-        .chain(&k.params)
-        .chain(k.values.iter().map(|v| &v.dtype))
-    {
-        if d.is_complex() {
-            e.helpers.insert(Helper::CType(*d));
-        }
-    }
+    e.complex_types();
     let roots: Vec<u32> = k.stores.iter().map(|s| s.value).collect();
 
     // Kernel body first: it collects the helpers the source must define.
@@ -491,6 +481,23 @@ pub(super) fn vec_n_type(d: DType, n: u32) -> String {
 }
 
 impl Emitter<'_> {
+    /// Includes the struct of every complex dtype the kernel's buffers, parameters or
+    /// values use.
+    pub(super) fn complex_types(&mut self) {
+        let k = self.k;
+        for d in k
+            .inputs
+            .iter()
+            .chain(&k.outputs)
+            .chain(&k.params)
+            .chain(k.values.iter().map(|v| &v.dtype))
+        {
+            if d.is_complex() {
+                self.helpers.insert(Helper::CType(*d));
+            }
+        }
+    }
+
     /// Writes the statements computing `roots` for one element with linear index `i` (an
     /// `IDX` in scope).
     fn element(

@@ -5,7 +5,6 @@
 //! Every order is fixed by the launch split, so results repeat exactly run to run.
 
 use super::emit::{literal, Emitted, Emitter, Mode};
-use super::prelude::Helper;
 use super::{c_type, ArgLayout, RenderOptions, BLOCK};
 use crate::ops::{BinaryOp, ReduceLayout, ReduceOp};
 use crate::{DType, Inst, Kernel, Scalar};
@@ -189,17 +188,7 @@ pub(super) fn emit(k: &Kernel, opts: &RenderOptions, layout: &ArgLayout, entry: 
         helpers: BTreeSet::new(),
         prefetched: col_loads.clone(),
     };
-    for d in k
-        .inputs
-        .iter()
-        .chain(&k.outputs)
-        .chain(&k.params)
-        .chain(k.values.iter().map(|v| &v.dtype))
-    {
-        if d.is_complex() {
-            e.helpers.insert(Helper::CType(*d));
-        }
-    }
+    e.complex_types();
     let vd = k.values[red.value as usize].dtype;
     let acc_t = c_type(vd);
     let arg = red.op.is_arg();

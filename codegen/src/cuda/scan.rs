@@ -13,7 +13,6 @@
 //! `ws` holds `2 * tiles` values: the totals, then the inclusive prefixes.
 
 use super::emit::{Emitted, Emitter, Mode};
-use super::prelude::Helper;
 use super::reduce::identity;
 use super::{c_type, ArgLayout, RenderOptions, BLOCK};
 use crate::ops::{BinaryOp, ReduceOp};
@@ -100,17 +99,7 @@ pub(super) fn emit(k: &Kernel, opts: &RenderOptions, layout: &ArgLayout, entry: 
         helpers: BTreeSet::new(),
         prefetched: BTreeSet::new(),
     };
-    for d in k
-        .inputs
-        .iter()
-        .chain(&k.outputs)
-        .chain(&k.params)
-        .chain(k.values.iter().map(|v| &v.dtype))
-    {
-        if d.is_complex() {
-            e.helpers.insert(Helper::CType(*d));
-        }
-    }
+    e.complex_types();
     let vd = k.values[red.value as usize].dtype;
     let acc_t = c_type(vd);
     let nit = items(vd);

@@ -510,11 +510,8 @@ impl CudaDevice {
             }
             launch.counters = self.reduce_counters()?;
         }
-        let in_ptrs: SmallVec<[u64; 8]> = inputs.iter().map(|b| b.device_ptr()).collect();
-        let out_ptrs: SmallVec<[u64; 4]> = outputs.iter().map(|b| b.device_ptr()).collect();
-        let blob = p.pack(kernel, opts, &in_ptrs, &out_ptrs, args, &launch)?;
+        let blob = reduce_blob(p, opts, kernel, inputs, outputs, args, &launch)?;
         let k = &*p.loaded;
-        let blob = checked_blob(k, blob)?;
         self.launch_at(k, blob, (gx, chunks), k.rendered.block.max(1))?;
         drop(partials);
         Ok(())
@@ -567,11 +564,8 @@ impl CudaDevice {
             workspace_idx: states.device_ptr(),
             counters: 0,
         };
-        let in_ptrs: SmallVec<[u64; 8]> = inputs.iter().map(|b| b.device_ptr()).collect();
-        let out_ptrs: SmallVec<[u64; 4]> = outputs.iter().map(|b| b.device_ptr()).collect();
-        let blob = p.pack(kernel, opts, &in_ptrs, &out_ptrs, args, &launch)?;
+        let blob = reduce_blob(p, opts, kernel, inputs, outputs, args, &launch)?;
         let k = &*p.loaded;
-        let blob = checked_blob(k, blob)?;
         let grid = tiles.min(SCAN_BLOCKS_PER_SM * self.sm_count.max(1) as usize) as u32;
         self.launch_at(k, blob, (grid, 1), k.rendered.block.max(1))?;
         drop((values, states));
@@ -714,6 +708,23 @@ fn raise_release_threshold(ctx: &CudaContext) {
     if let Err(e) = r {
         debug_log!(1, "cannot raise the memory pool release threshold: {e:?}");
     }
+}
+
+/// The checked argument blob of a reduction or scan launch of `p` over `inputs` into
+/// `outputs`.
+fn reduce_blob(
+    p: &Prepared,
+    opts: &RenderOptions,
+    kernel: &Kernel,
+    inputs: &[&CudaBuffer],
+    outputs: &[CudaBuffer],
+    args: &LaunchArgs,
+    launch: &ReduceLaunch,
+) -> Result<Vec<u8>> {
+    let in_ptrs: SmallVec<[u64; 8]> = inputs.iter().map(|b| b.device_ptr()).collect();
+    let out_ptrs: SmallVec<[u64; 4]> = outputs.iter().map(|b| b.device_ptr()).collect();
+    let blob = p.pack(kernel, opts, &in_ptrs, &out_ptrs, args, launch)?;
+    checked_blob(&p.loaded, blob)
 }
 
 #[cfg(test)]

@@ -1,0 +1,563 @@
+//! cuFFT on a device's stream: C2C, R2C and C2R transforms in single and double precision
+//! over any axes of a C-order array, unnormalized, with the semantics of the CPU path
+//! (`runtime::cpu::fft`, i.e. NumPy's).
+//!
+//! # How a transform is laid out
+//! Dimensions of length 1 are dropped first (they do not change a C-order layout). The
+//! transformed axes are then grouped into runs of consecutive axes, each cut into blocks of
+//! at most 3 (cuFFT's largest rank). A block of axes `a..a+r` of a `[outer, dims.., inner]`
+//! view is one `cufftMakePlanMany64` plan with an advanced layout:
+//! - `inner == 1` (trailing axes, e.g. `fft2` on `[..., H, W]`): stride 1, distance
+//!   `prod(dims)`, batch `outer`, one execution;
+//! - `outer <= inner`: stride `inner`, distance 1, batch `inner`, executed `outer` times
+//!   with the pointers advanced by one `[dims.., inner]` block;
+//! - otherwise: stride `inner`, distance `prod(dims) * inner`, batch `outer`, executed
+//!   `inner` times with the pointers advanced by one element.
+//!
+//! C2C: the first block reads the input and writes the output (out of place: cuFFT keeps
+//! the input of out-of-place C2C and R2C transforms), later blocks run in place on the
+//! output. R2C: one R2C block ending at the real axis (the last of `spec.axes`), covering
+//! the transformed axes right before it, then C2C blocks on the output for the rest. C2R:
+//! a helper kernel copies the input into a work buffer, truncated or zero-padded to
+//! `m/2 + 1` entries along the real axis (C2R transforms overwrite their input, and the
+//! input belongs to a graph node); inverse C2C blocks run in place on it along the other
+//! axes; the imaginary parts of the zero and Nyquist frequencies are cleared (what NumPy's
+//! `irfft` reads of them: cuFFT's result for such non-Hermitian input differs); and a 1-D
+//! C2R along the real axis writes the output. A real axis of length 1 uses helper kernels
+//! instead of cuFFT.
+//!
+//! # Where the parts live
+//! [`plan`] turns a spec and shapes into a `Program` (plans, executions, helper launches)
+//! as plain data, tested on the CPU against an emulator of cuFFT's layouts; [`helpers`]
+//! holds the helper kernels' CUDA source; this module caches plans and runs programs.
+//!
+//! # Plans, work areas, ordering
+//! Plans live in a per-device cache of at most [`PLAN_CACHE_CAP`] entries keyed by type,
+//! sizes, layout and batch, least recently used evicted first; a CUDA graph recorded with a
+//! plan's executions keeps that plan alive until the graph is dropped (its nodes use the
+//! plan's device tables), so eviction only drops the cache's reference. cuFFT plans are not
+//! thread-safe, so one mutex per device guards the cache and is held through every
+//! execution. Plans are bound to the device's stream (`cufftSetStream`) and made without
+//! automatic work areas: each execution takes one from the device's stream-ordered pool,
+//! freed (stream-ordered) right after, so cached plans hold no work memory. Every call
+//! (helper kernels, copies, cuFFT kernels, frees) is queued on the device's one stream, so
+//! the transform is ordered after the kernels that wrote its input and before those that
+//! read its output; nothing here synchronizes except a plan eviction.
+
+mod helpers;
+mod plan;
+
+use super::compile::lock;
+use super::device::{grid_size, CudaDevice};
+use super::driver_err;
+use super::memory::CudaBuffer;
+use crate::graph::{FftKind, FftSpec};
+use crate::{Error, Result};
+use cudarc::cufft::{result as cufft, sys as cufft_sys};
+use cudarc::driver::{result as drv, CudaFunction, DevicePtr};
+use helpers::{compile_helpers, HELPER_BLOCK};
+use plan::*;
+use smallvec::SmallVec;
+use std::collections::HashMap;
+use std::ffi::{c_int, c_void};
+use std::panic::{catch_unwind, AssertUnwindSafe};
+use std::sync::{Arc, Mutex, OnceLock};
+
+/// Most plans kept per device.
+const PLAN_CACHE_CAP: usize = 64;
+
+/// Wraps a cuFFT error into the crate's error, naming the call.
+fn cufft_err(op: &'static str) -> impl Fn(cufft::CufftError) -> Error {
+    move |e| Error::Cuda {
+        op,
+        msg: format!("{:?}", e.0),
+    }
+}
+
+/// Whether libcufft can be loaded (checked once; never panics).
+fn cufft_present() -> bool {
+    static PRESENT: OnceLock<bool> = OnceLock::new();
+    *PRESENT.get_or_init(|| {
+        // SAFETY: `is_culib_present` only tries to dlopen the library candidates.
+        catch_unwind(|| unsafe { cufft_sys::is_culib_present() }).unwrap_or(false)
+    })
+}
+
+// ---------------------------------------------------------------------------------------
+// Plans and the per-device state
+// ---------------------------------------------------------------------------------------
+
+/// An owned cuFFT handle, destroyed on drop (errors ignored: nothing can handle them there).
+struct Plan {
+    handle: cufft_sys::cufftHandle,
+    /// Bytes of work area an execution needs.
+    work_size: usize,
+    /// Value of the cache clock at the last use.
+    last_used: std::sync::atomic::AtomicU64,
+}
+
+impl Drop for Plan {
+    fn drop(&mut self) {
+        // SAFETY: the handle came from `cufftCreate` and is destroyed only here, once; no
+        // execution with it is pending: evictions synchronize the stream first, cached
+        // plans are never dropped otherwise, and a plan pinned by a recorded graph is
+        // dropped with that graph, after the device is synchronized.
+        let _ = unsafe { cufft::destroy(self.handle) };
+    }
+}
+
+/// A cuFFT plan a recorded CUDA graph executes: kept alive by the graph (its nodes use the
+/// plan's device tables) after the plan cache may have evicted it.
+pub(crate) struct PinnedPlan(#[allow(dead_code)] Arc<Plan>);
+
+thread_local! {
+    /// While this thread records a CUDA graph: the plans its FFTs executed.
+    static PINS: std::cell::RefCell<Option<Vec<PinnedPlan>>> =
+        const { std::cell::RefCell::new(None) };
+}
+
+/// Starts collecting the plans this thread's FFTs execute (a graph capture begins).
+pub(crate) fn begin_pins() {
+    PINS.with(|p| *p.borrow_mut() = Some(Vec::new()));
+}
+
+/// The plans collected since [`begin_pins`] (the capture ended); collection stops.
+pub(crate) fn take_pins() -> Vec<PinnedPlan> {
+    PINS.with(|p| p.borrow_mut().take()).unwrap_or_default()
+}
+
+/// The FFT state of one device: its plans and (once needed) its helper kernels.
+#[derive(Default)]
+struct FftState {
+    plans: HashMap<PlanKey, Arc<Plan>>,
+    clock: u64,
+    helpers: HashMap<String, CudaFunction>,
+}
+
+/// The FFT state of device `ordinal` (created on first use, kept for the process like the
+/// device itself).
+fn state_of(ordinal: usize) -> Arc<Mutex<FftState>> {
+    static STATES: Mutex<Vec<(usize, Arc<Mutex<FftState>>)>> = Mutex::new(Vec::new());
+    let mut states = lock(&STATES);
+    if let Some((_, s)) = states.iter().find(|(o, _)| *o == ordinal) {
+        return s.clone();
+    }
+    let s = Arc::new(Mutex::new(FftState::default()));
+    states.push((ordinal, s.clone()));
+    s
+}
+
+/// One helper-kernel argument, passed to `cuLaunchKernel` by address.
+enum Arg {
+    Ptr(u64),
+    I64(i64),
+    I32(i32),
+}
+
+// ---------------------------------------------------------------------------------------
+// Running a program on the device
+// ---------------------------------------------------------------------------------------
+
+impl CudaDevice {
+    /// The unnormalized FFT `spec` of `input` (C order, shape `in_shape`) as a new buffer of
+    /// shape `out_shape`: C2C keeps the shape, R2C halves the last axis of `spec.axes` to
+    /// `n/2 + 1`, C2R reads the half spectrum along that axis (truncated or zero-padded to
+    /// `m/2 + 1` entries, `m = out_shape[axis]`). Asynchronous: returns once the work is
+    /// queued on the device's stream. `Error::NoCuda` when libcufft cannot be loaded.
+    pub(crate) fn fft(
+        &self,
+        spec: &FftSpec,
+        input: &CudaBuffer,
+        in_shape: &[usize],
+        out_shape: &[usize],
+    ) -> Result<CudaBuffer> {
+        if input.device().ordinal() != self.ordinal() {
+            return Err(Error::DeviceMismatch {
+                op: "fft",
+                a: format!("cuda:{}", self.ordinal()),
+                b: format!("cuda:{}", input.device().ordinal()),
+            });
+        }
+        let prec = check(spec, input.dtype(), input.len(), in_shape, out_shape)?;
+        let me = self.arc()?;
+        let out_dtype = match spec.kind {
+            FftKind::C2R => prec.real_dtype(),
+            _ => prec.complex_dtype(),
+        };
+        let out_len: usize = out_shape.iter().product();
+        let out = self.alloc(&me, out_dtype, out_len)?;
+        self.fft_into(spec, input, &out, in_shape, out_shape)?;
+        Ok(out)
+    }
+
+    /// [`CudaDevice::fft`] into the existing buffer `out` (of `out_shape`'s length and the
+    /// result's dtype), queued on the current work stream (the device's stream, or the
+    /// capture stream while a CUDA graph is being recorded on this thread).
+    pub(crate) fn fft_into(
+        &self,
+        spec: &FftSpec,
+        input: &CudaBuffer,
+        out: &CudaBuffer,
+        in_shape: &[usize],
+        out_shape: &[usize],
+    ) -> Result<()> {
+        let prec = check(spec, input.dtype(), input.len(), in_shape, out_shape)?;
+        let me = self.arc()?;
+        let out_dtype = match spec.kind {
+            FftKind::C2R => prec.real_dtype(),
+            _ => prec.complex_dtype(),
+        };
+        let out_len: usize = out_shape.iter().product();
+        if out.dtype() != out_dtype
+            || out.len() != out_len
+            || out.device().ordinal() != self.ordinal()
+        {
+            return Err(Error::internal(
+                "cuda fft",
+                format!("output buffer {out:?} for {out_len} x {out_dtype}"),
+            ));
+        }
+        if out_len == 0 {
+            return Ok(());
+        }
+        if !cufft_present() {
+            return Err(Error::NoCuda("cuFFT library not found".into()));
+        }
+        let prog = program(spec, prec, in_shape, out_shape);
+        let work = match prog.work_len {
+            0 => None,
+            n => Some(self.alloc(&me, prec.complex_dtype(), n)?),
+        };
+        let ptrs = Ptrs {
+            input: input.device_ptr(),
+            output: out.device_ptr(),
+            work: work.as_ref().map_or(0, |w| w.device_ptr()),
+        };
+        self.ctx
+            .bind_to_thread()
+            .map_err(driver_err("cuCtxSetCurrent"))?;
+        let state = state_of(self.ordinal());
+        let mut st = lock(&state);
+        let mut run = Runner {
+            dev: self,
+            st: &mut st,
+            prec,
+        };
+        // cudarc panics when a symbol is missing from the loaded library: report it instead.
+        catch_unwind(AssertUnwindSafe(|| {
+            prog.steps.iter().try_for_each(|s| run.step(s, &ptrs))
+        }))
+        .unwrap_or_else(|_| {
+            Err(Error::Cuda {
+                op: "cufft",
+                msg: "the cuFFT bindings panicked (a missing library symbol?)".into(),
+            })
+        })?;
+        drop(work); // freed on the stream, after the steps that use it
+        Ok(())
+    }
+}
+
+/// Device addresses of a program's buffers.
+struct Ptrs {
+    input: u64,
+    output: u64,
+    work: u64,
+}
+
+impl Ptrs {
+    fn of(&self, b: Buf) -> u64 {
+        match b {
+            Buf::Input => self.input,
+            Buf::Output => self.output,
+            Buf::Work => self.work,
+        }
+    }
+}
+
+/// Runs program steps: the device, its locked FFT state, the precision.
+struct Runner<'a> {
+    dev: &'a CudaDevice,
+    st: &'a mut FftState,
+    prec: Precision,
+}
+
+impl Runner<'_> {
+    /// Queues one step.
+    fn step(&mut self, step: &Step, p: &Ptrs) -> Result<()> {
+        let i64_ = |v: usize| Arg::I64(v as i64);
+        match *step {
+            Step::Fft {
+                ref key,
+                src,
+                dst,
+                loops,
+                istep,
+                ostep,
+                dir,
+            } => self.exec(key, p.of(src), p.of(dst), loops, istep, ostep, dir),
+            Step::Copy { src, dst, len } => {
+                self.copy(p.of(dst), p.of(src), len * self.prec.complex_size())
+            }
+            Step::Resize {
+                src,
+                dst,
+                outer,
+                n,
+                h,
+                inner,
+                nyq,
+                sanitize,
+            } => self.launch(
+                "lf_fft_resize",
+                outer * h * inner,
+                &[
+                    Arg::Ptr(p.of(src)),
+                    Arg::Ptr(p.of(dst)),
+                    i64_(outer),
+                    i64_(n),
+                    i64_(h),
+                    i64_(inner),
+                    Arg::I64(nyq),
+                    Arg::I32(sanitize as i32),
+                ],
+            ),
+            Step::Hermitian {
+                buf,
+                outer,
+                h,
+                inner,
+                nyq,
+            } => self.launch(
+                "lf_fft_hermitian",
+                outer * inner,
+                &[
+                    Arg::Ptr(p.of(buf)),
+                    i64_(outer),
+                    i64_(h),
+                    i64_(inner),
+                    Arg::I64(nyq),
+                ],
+            ),
+            Step::ToComplex { src, dst, len } => self.launch(
+                "lf_fft_to_complex",
+                len,
+                &[Arg::Ptr(p.of(src)), Arg::Ptr(p.of(dst)), i64_(len)],
+            ),
+            Step::RealPart { src, dst, len } => self.launch(
+                "lf_fft_real_part",
+                len,
+                &[Arg::Ptr(p.of(src)), Arg::Ptr(p.of(dst)), i64_(len)],
+            ),
+        }
+    }
+
+    /// Queues `loops` executions of the plan for `key` (see [`Step::Fft`]).
+    #[allow(clippy::too_many_arguments)]
+    fn exec(
+        &mut self,
+        key: &PlanKey,
+        src: u64,
+        dst: u64,
+        loops: usize,
+        istep: usize,
+        ostep: usize,
+        dir: c_int,
+    ) -> Result<()> {
+        let (handle, work_size) = self.plan(key)?;
+        let stream = self.dev.work_stream();
+        // Plans are shared and the work stream differs while a graph is being captured:
+        // bind the plan to it for these executions (the state lock is held throughout).
+        // SAFETY: a live plan and a live stream of this device's context.
+        unsafe { cufft::set_stream(handle, stream.cu_stream() as cufft_sys::cudaStream_t) }
+            .map_err(cufft_err("cufftSetStream"))?;
+        // The work area comes from the stream-ordered pool and is freed on the stream
+        // after the executions below.
+        // SAFETY: uninitialized bytes are fine for a work area (cuFFT writes before reading).
+        let work = unsafe { stream.alloc::<u8>(work_size.max(1)) }
+            .map_err(driver_err("cuMemAllocAsync"))?;
+        let work_ptr = {
+            // Event tracking is off (module docs of `cuda`): the guard records nothing.
+            let (ptr, _guard) = work.device_ptr(&stream);
+            ptr
+        };
+        // SAFETY: the handle is a live plan of this device; the work area holds at least
+        // `work_size` bytes and stays allocated (in stream order) until after every
+        // execution queued below.
+        unsafe { cufft::set_work_area(handle, work_ptr as *mut c_void) }
+            .map_err(cufft_err("cufftSetWorkArea"))?;
+        let isize_ = if real_in(key.ty) {
+            self.prec.real_size()
+        } else {
+            self.prec.complex_size()
+        };
+        let osize = if real_out(key.ty) {
+            self.prec.real_size()
+        } else {
+            self.prec.complex_size()
+        };
+        for l in 0..loops {
+            let i = src + (l * istep * isize_) as u64;
+            let o = dst + (l * ostep * osize) as u64;
+            // SAFETY: the program's layouts address exactly the elements of one
+            // `[outer, dims.., inner]` view of the buffers behind `src` (read) and `dst`
+            // (written), which are sized by the transform's shapes; with these offsets every
+            // execution stays inside them (checked by the emulator tests). The buffers
+            // outlive the queued work (their frees are ordered after it on this stream).
+            unsafe { exec(key.ty, handle, i, o, dir) }.map_err(cufft_err("cufftExec"))?;
+        }
+        drop(work);
+        Ok(())
+    }
+
+    /// The cached plan for `key` (made on a miss): its handle and work size.
+    fn plan(&mut self, key: &PlanKey) -> Result<(cufft_sys::cufftHandle, usize)> {
+        let p = self.plan_arc(key)?;
+        PINS.with(|pins| {
+            if let Some(v) = pins.borrow_mut().as_mut() {
+                if !v.iter().any(|q| Arc::ptr_eq(&q.0, &p)) {
+                    v.push(PinnedPlan(p.clone()));
+                }
+            }
+        });
+        Ok((p.handle, p.work_size))
+    }
+
+    /// The cached plan for `key`, made on a miss (the least recently used one evicted when
+    /// the cache is full).
+    fn plan_arc(&mut self, key: &PlanKey) -> Result<Arc<Plan>> {
+        self.st.clock += 1;
+        let now = self.st.clock;
+        if let Some(p) = self.st.plans.get_mut(key) {
+            p.last_used.store(now, std::sync::atomic::Ordering::Relaxed);
+            return Ok(p.clone());
+        }
+        if self.st.plans.len() >= PLAN_CACHE_CAP {
+            let oldest = self
+                .st
+                .plans
+                .iter()
+                .min_by_key(|(_, p)| p.last_used.load(std::sync::atomic::Ordering::Relaxed))
+                .map(|(k, _)| k.clone());
+            if let Some(k) = oldest {
+                // queued executions may still use the plan
+                self.dev.synchronize()?;
+                self.st.plans.remove(&k);
+            }
+        }
+        let handle = cufft::create().map_err(cufft_err("cufftCreate"))?;
+        let mut plan = Plan {
+            handle,
+            work_size: 0,
+            last_used: std::sync::atomic::AtomicU64::new(now),
+        };
+        // SAFETY: a freshly created handle, configured before cufftMakePlan as required.
+        unsafe { cufft::set_auto_allocation(handle, false) }
+            .map_err(cufft_err("cufftSetAutoAllocation"))?;
+        let (mut n, mut inembed, mut onembed) =
+            (key.n.clone(), key.inembed.clone(), key.onembed.clone());
+        // SAFETY: the three arrays hold `rank` entries each and live across the call.
+        plan.work_size = unsafe {
+            cufft::make_plan_many64(
+                handle,
+                n.len() as c_int,
+                n.as_mut_ptr(),
+                inembed.as_mut_ptr(),
+                key.istride,
+                key.idist,
+                onembed.as_mut_ptr(),
+                key.ostride,
+                key.odist,
+                key.ty,
+                key.batch,
+            )
+        }
+        .map_err(cufft_err("cufftMakePlanMany64"))?;
+        let stream = self.dev.stream.cu_stream() as cufft_sys::cudaStream_t;
+        // SAFETY: a live plan and this device's live stream (same context).
+        unsafe { cufft::set_stream(handle, stream) }.map_err(cufft_err("cufftSetStream"))?;
+        let plan = Arc::new(plan);
+        self.st.plans.insert(key.clone(), plan.clone());
+        Ok(plan)
+    }
+
+    /// Queues a device-to-device copy of `bytes` bytes.
+    fn copy(&self, dst: u64, src: u64, bytes: usize) -> Result<()> {
+        // SAFETY: both ranges lie inside live buffers of this device (sized by the program);
+        // the copy is ordered on the stream like every other use of them.
+        unsafe { drv::memcpy_dtod_async(dst, src, bytes, self.dev.work_stream().cu_stream()) }
+            .map_err(driver_err("cuMemcpyDtoDAsync"))
+    }
+
+    /// Launches the helper kernel `base` (of this precision) over `n` elements with `args`.
+    fn launch(&mut self, base: &str, n: usize, args: &[Arg]) -> Result<()> {
+        if n == 0 {
+            return Ok(());
+        }
+        if self.st.helpers.is_empty() {
+            self.st.helpers = compile_helpers(self.dev)?;
+        }
+        let name = self.prec.helper(base);
+        let f = self
+            .st
+            .helpers
+            .get(&name)
+            .ok_or_else(|| Error::internal("cuda fft", format!("no helper kernel {name}")))?;
+        let mut values: SmallVec<[[u8; 8]; 8]> = args
+            .iter()
+            .map(|a| match *a {
+                Arg::Ptr(p) => p.to_ne_bytes(),
+                Arg::I64(v) => v.to_ne_bytes(),
+                Arg::I32(v) => {
+                    let mut b = [0u8; 8];
+                    b[..4].copy_from_slice(&v.to_ne_bytes());
+                    b
+                }
+            })
+            .collect();
+        let mut params: SmallVec<[*mut c_void; 8]> = values
+            .iter_mut()
+            .map(|v| v.as_mut_ptr() as *mut c_void)
+            .collect();
+        let grid = grid_size(n, HELPER_BLOCK, 1, self.dev.sm_count());
+        // SAFETY: `params` points at one value per kernel parameter, in order, each at
+        // least as large as the parameter (8-byte pointers and long longs; an int read from
+        // the first 4 bytes, native endianness); the driver copies them at this call. The
+        // pointers are live buffers of this context, sized for the elements the kernel's
+        // grid-stride loop touches, and freed only after it on the same stream.
+        unsafe {
+            drv::launch_kernel(
+                f.cu_function(),
+                (grid, 1, 1),
+                (HELPER_BLOCK, 1, 1),
+                0,
+                self.dev.work_stream().cu_stream(),
+                &mut params,
+            )
+        }
+        .map_err(driver_err("cuLaunchKernel"))
+    }
+}
+
+/// Executes `plan` (of type `ty`) from `src` to `dst`.
+///
+/// # Safety
+/// `plan` is live and of type `ty`; `src` and `dst` address buffers its layout fits.
+unsafe fn exec(
+    ty: cufft_sys::cufftType,
+    plan: cufft_sys::cufftHandle,
+    src: u64,
+    dst: u64,
+    dir: c_int,
+) -> std::result::Result<(), cufft::CufftError> {
+    use cufft_sys::cufftType::*;
+    use cufft_sys::{double2, float2};
+    match ty {
+        CUFFT_C2C => cufft::exec_c2c(plan, src as *mut float2, dst as *mut float2, dir),
+        CUFFT_Z2Z => cufft::exec_z2z(plan, src as *mut double2, dst as *mut double2, dir),
+        CUFFT_R2C => cufft::exec_r2c(plan, src as *mut f32, dst as *mut float2),
+        CUFFT_D2Z => cufft::exec_d2z(plan, src as *mut f64, dst as *mut double2),
+        CUFFT_C2R => cufft::exec_c2r(plan, src as *mut float2, dst as *mut f32),
+        CUFFT_Z2D => cufft::exec_z2d(plan, src as *mut double2, dst as *mut f64),
+    }
+}

@@ -26,7 +26,7 @@
 //! a loop that rebuilds the same expression reuses the plan), lowers each kernel to a typed
 //! IR, and runs the steps: on CUDA as NVRTC-compiled kernels (cached in memory and on disk,
 //! keyed by structure only) and cuFFT calls, on the CPU through an interpreter of the same IR
-//! and rustfft. `docs/architecture.md` describes each stage.
+//! and rustfft. [`doc::architecture`] describes each stage.
 //!
 //! # Where did my time go?
 //! [`profile`] runs a closure and returns a [`Report`] of everything it evaluated: planning
@@ -52,14 +52,16 @@
 //! ```
 //!
 //! Environment variables (`LAZYFUSE_DEVICE`, `LAZYFUSE_DEBUG`, `LAZYFUSE_PROFILE`, caches) are
-//! listed in `docs/env_vars.md`; NumPy equivalents in `docs/numpy_users.md`.
+//! listed in [`doc::env_vars`]; NumPy equivalents in [`doc::numpy_users`].
 //!
 //! Loops are first-class: evaluating a DAG of a structure seen before reuses its plan and
 //! kernels (every scalar is an argument, so a new `dt` recompiles nothing), an evaluation
 //! that consumes the last handle of an input may write its output into that input's buffer,
-//! and [`Function`] traces a step once and replays it, on CUDA as one graph launch (see
-//! `examples/03_simulation_loop.rs`). Random numbers that change every step come from a
-//! [`random::Key`] passed as an input: randomness as data, the plan stays the same.
+//! and [`Function`] traces a step once and replays it, on CUDA as one graph launch (the
+//! example `03_simulation_loop` runs a spectral simulation both ways:
+//! `cargo run --release --example 03_simulation_loop -- 256 1000`). Random numbers that
+//! change every step come from a [`random::Key`] passed as an input: randomness as data, the
+//! plan stays the same.
 //!
 //! Reductions fuse with the elementwise work that feeds them and with the scalar work after
 //! them (`sum(x*x)` reads `x` once; a mean divides inside its reduction kernel), and
@@ -79,6 +81,30 @@
 //! # Ok(())
 //! # }
 //! ```
+//!
+//! # Requirements
+//! - **Rust 1.89** or newer (the crate's `rust-version`).
+//! - **Nothing else to build, test or run on the CPU.** The CUDA libraries are loaded at run
+//!   time (cudarc with dynamic loading), so the crate builds without a CUDA toolkit, and
+//!   without a usable GPU and driver every array lives and runs on the CPU
+//!   (`LAZYFUSE_DEVICE=cpu` forces that; see [`doc::env_vars`]). The `cuda` feature (on by
+//!   default) only decides whether the CUDA backend is compiled in.
+//! - **For the CUDA backend** (optional), found by the dynamic loader (`LD_LIBRARY_PATH` or
+//!   the ld cache) when first needed:
+//!   - an NVIDIA GPU and its driver, which provides `libcuda`; the driver must support the
+//!     CUDA major version of the libraries below (CUDA 13.x: driver 580 or newer; CUDA
+//!     12.x: driver 525 or newer);
+//!   - `libnvrtc` (with its `libnvrtc-builtins`) of CUDA 12.x or 13.x, which compiles the
+//!     generated kernels: needed to run anything on the GPU;
+//!   - `libcufft` (CUDA 12.x or 13.x) for FFTs and `libcublas` (CUDA 12.x or 13.x) for
+//!     matmuls; an FFT or matmul on the GPU without them is an [`Error`].
+//!
+//!   These come with a CUDA toolkit or as PyPI wheels (`nvidia-cuda-nvrtc`, `nvidia-cufft`,
+//!   `nvidia-cublas`). The bindings are built for CUDA 13.0 (cudarc's `cuda-13000`) and
+//!   tested on driver 580 with CUDA 13.0 (NVRTC 13.0.88, cuFFT 12.0, cuBLAS 13.1) on an
+//!   H200; CUDA 12.x libraries are among the names searched but are not tested.
+//! - **Python 3 with NumPy 2.x** only to regenerate the committed test fixtures
+//!   (`tests/data/gen*.py`); `cargo test` needs neither.
 
 #![warn(missing_docs)]
 
@@ -86,6 +112,7 @@ mod api;
 mod array;
 mod config;
 mod device;
+pub mod doc;
 mod element;
 mod error;
 mod exec;

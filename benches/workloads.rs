@@ -2,7 +2,7 @@
 //! `workload size system time_us extra`, the columns of `benches/anchors/anchor_bench.py`,
 //! so that our rows and the anchors' concatenate into one table for `bench_report`.
 //!
-//! `cargo bench --bench workloads [-- psf chain bcast matmul latency sim sumsq mean update cumsum] [--quick] [--tsv PATH]`
+//! `cargo bench --bench workloads [-- psf chain bcast matmul latency sim sumsq mean update cumsum transfers] [--quick] [--tsv PATH]`
 //!
 //! `--tsv PATH` also writes the rows (after a `#` line naming the device) to PATH. The
 //! `extra` column of the psf, chain and sim100 fused rows holds the device time of one
@@ -381,6 +381,42 @@ fn run_reduce(dev: &Device, quick: bool) -> lf::Result<()> {
     Ok(())
 }
 
+/// Transfers: `to_vec` of an evaluated F32 array of 1 MiB and 64 MiB, `from_slice` of the
+/// same, and `item()` of one element of an evaluated array (GB/s of the bytes moved).
+fn run_transfers(dev: &Device) -> lf::Result<()> {
+    for n in [1usize << 18, 1 << 24] {
+        let host: Vec<f32> = (0..n).map(|i| i as f32).collect();
+        let x = Array::from_slice_on(&host, &[n], dev)?;
+        x.eval()?;
+        let t = bench(dev, 10, 5, |_| {
+            std::hint::black_box(x.to_vec::<f32>().expect("readback"));
+        });
+        let gbs = format!("{:.1} GB/s", 4.0 * n as f64 / t / 1e9);
+        row("readback", 4 * n, "lazyfuse-to_vec", t, &gbs);
+        let t = bench(dev, 10, 5, |_| {
+            Array::from_slice_on(&host, &[n], dev)
+                .expect("upload")
+                .eval()
+                .expect("eval");
+        });
+        let gbs = format!("{:.1} GB/s", 4.0 * n as f64 / t / 1e9);
+        row("upload", 4 * n, "lazyfuse-from_slice", t, &gbs);
+    }
+    let x = Array::arange_on(0.0, 1000.0, 1.0, DType::F32, dev);
+    x.eval()?;
+    let t = bench(dev, 100, 7, |i| {
+        std::hint::black_box(x.slice(lf::s![i % 1000]).item::<f32>().expect("item"));
+    });
+    row(
+        "item",
+        1,
+        "lazyfuse-item",
+        t,
+        "one element of an evaluated array",
+    );
+    Ok(())
+}
+
 /// An indexed update of a square F32 array (the interior scaled, NumPy's
 /// `u[1:-1, 1:-1] *= 0.5`) and a cumsum of a 1-D F32 array; GB/s counts one read and one
 /// write of the array.
@@ -470,6 +506,9 @@ fn main() -> lf::Result<()> {
     }
     if want("sumsq") || want("mean") {
         run_reduce(&dev, quick)?;
+    }
+    if want("transfers") {
+        run_transfers(&dev)?;
     }
     if want("update") || want("cumsum") {
         run_update_scan(&dev, quick)?;

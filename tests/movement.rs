@@ -982,3 +982,19 @@ fn ndarray_arrays_and_views_round_trip() {
         );
     });
 }
+
+#[test]
+fn large_readbacks_and_uploads_round_trip() {
+    // above the 8 MB from which CUDA readbacks go through alternating staging halves,
+    // with a length that leaves a partial last chunk
+    each_device(|dev| {
+        let n = 3 * (1 << 20) + 7;
+        let host: Vec<f32> = (0..n).map(|i| (i % 100_003) as f32 * 0.5).collect();
+        let a = Array::from_slice_on(&host, &[n], dev).unwrap();
+        assert_eq!(a.to_vec::<f32>().unwrap(), host);
+        let b = (&a * 2.0).slice(lf::s![1..]);
+        let got = b.to_vec::<f32>().unwrap();
+        assert_eq!(got.len(), n - 1);
+        assert!(got.iter().zip(&host[1..]).all(|(g, h)| *g == h * 2.0));
+    });
+}

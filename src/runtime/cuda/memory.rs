@@ -17,8 +17,11 @@ use std::sync::{Arc, Mutex};
 
 /// Smallest pinned staging buffer allocated.
 const STAGING_MIN: usize = 1 << 20;
-/// Largest pinned staging buffer; bigger downloads are copied in chunks of this size.
+/// Largest pinned staging buffer.
 const STAGING_MAX: usize = 64 << 20;
+/// Downloads larger than two of these are copied in chunks of this size, alternating
+/// between the two halves of the staging buffer.
+const STAGING_CHUNK: usize = 4 << 20;
 
 /// A device buffer: `len` elements of `dtype`, contiguous, 256-byte aligned. Dropping it
 /// returns the memory to the device's pool, ordered after all work queued before the drop.
@@ -286,20 +289,44 @@ impl CudaDevice {
         let base = pinned
             .as_mut_ptr()
             .map_err(driver_err("cuEventSynchronize"))?;
-        for (i, chunk) in dst.chunks_mut(cap).enumerate() {
-            let off = (i * cap) as u64;
+        // Large copies go in chunks through the two halves of the staging buffer, so that
+        // the device copies chunk i + 1 while the host copies chunk i out.
+        let chunk = if dst.len() > 2 * STAGING_CHUNK {
+            STAGING_CHUNK.min(cap / 2)
+        } else {
+            cap.min(dst.len())
+        };
+        let n = dst.len().div_ceil(chunk);
+        let stage_of = |i: usize| (i % 2) * chunk;
+        let enqueue = |i: usize, len: usize| -> Result<()> {
             self.ctx
                 .bind_to_thread()
                 .map_err(driver_err("cuCtxSetCurrent"))?;
-            // SAFETY: `base` points to `cap >= chunk.len()` pinned bytes that this thread
-            // owns through the staging mutex; the copy reads `chunk.len()` bytes from
-            // `src + off`, inside the source buffer (range checked by the caller).
-            let stage = unsafe { std::slice::from_raw_parts_mut(base, chunk.len()) };
+            // SAFETY: `base + stage_of(i)` starts `chunk >= len` pinned bytes inside the
+            // staging buffer (`2 * chunk <= cap` when there are several chunks) that this
+            // thread owns through the staging mutex, and that no host copy reads now (the
+            // other half is the one being copied out); the copy reads `len` bytes from
+            // `src + i * chunk`, inside the source buffer (range checked by the caller).
+            let stage = unsafe { std::slice::from_raw_parts_mut(base.add(stage_of(i)), len) };
             // SAFETY: as above; the stream is synchronized before `stage` is read.
-            unsafe { drv::memcpy_dtoh_async(stage, src + off, self.stream.cu_stream()) }
-                .map_err(driver_err("cuMemcpyDtoHAsync"))?;
+            unsafe {
+                drv::memcpy_dtoh_async(stage, src + (i * chunk) as u64, self.stream.cu_stream())
+            }
+            .map_err(driver_err("cuMemcpyDtoHAsync"))
+        };
+        let total = dst.len();
+        enqueue(0, chunk.min(total))?;
+        for (i, out) in dst.chunks_mut(chunk).enumerate() {
+            // the stream's only copy in flight is chunk i's
             self.synchronize()?;
-            chunk.copy_from_slice(stage);
+            if i + 1 < n {
+                let next = (i + 1) * chunk;
+                enqueue(i + 1, chunk.min(total - next))?;
+            }
+            // SAFETY: the copy into this half completed (synchronized above); the device
+            // writes only the other half meanwhile.
+            let stage = unsafe { std::slice::from_raw_parts(base.add(stage_of(i)), out.len()) };
+            out.copy_from_slice(stage);
         }
         Ok(())
     }

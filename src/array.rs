@@ -56,20 +56,12 @@ impl Array {
 
     /// [`Array::from_vec`] on `dev`.
     pub fn from_vec_on<T: Element>(data: Vec<T>, shape: &[usize], dev: &Device) -> Result<Array> {
-        let Some(n) = crate::shape::checked_size(shape) else {
-            return Err(Error::Shape {
-                op: "from_vec",
-                msg: format!("shape {shape:?} has more elements than usize can count"),
-            });
-        };
-        if n != data.len() {
-            return Err(Error::Shape {
-                op: "from_vec",
-                msg: format!("{} elements do not fill shape {shape:?}", data.len()),
-            });
-        }
+        check_fill("from_vec", data.len(), shape)?;
         let _scope = crate::profile::scope(false);
-        let buf = runtime::upload(dev, T::into_host(data))?;
+        let buf = match dev {
+            Device::Cpu => runtime::upload(dev, T::into_host(data))?,
+            _ => runtime::upload_slice(dev, &data)?,
+        };
         Ok(Array::from_node(Node::leaf(
             buf,
             Shape::from_slice(shape),
@@ -84,7 +76,14 @@ impl Array {
 
     /// [`Array::from_slice`] on `dev`.
     pub fn from_slice_on<T: Element>(data: &[T], shape: &[usize], dev: &Device) -> Result<Array> {
-        Array::from_vec_on(data.to_vec(), shape, dev)
+        check_fill("from_slice", data.len(), shape)?;
+        let _scope = crate::profile::scope(false);
+        let buf = runtime::upload_slice(dev, data)?;
+        Ok(Array::from_node(Node::leaf(
+            buf,
+            Shape::from_slice(shape),
+            dev.clone(),
+        )))
     }
 
     /// An array copied from an ndarray array or view of any dimension and memory layout
@@ -108,11 +107,10 @@ impl Array {
         a: &ndarray::ArrayRef<T, D>,
         dev: &Device,
     ) -> Result<Array> {
-        let data: Vec<T> = match a.as_slice() {
-            Some(s) => s.to_vec(),
-            None => a.iter().copied().collect(),
-        };
-        Array::from_vec_on(data, a.shape(), dev)
+        match a.as_slice() {
+            Some(s) => Array::from_slice_on(s, a.shape(), dev),
+            None => Array::from_vec_on(a.iter().copied().collect(), a.shape(), dev),
+        }
     }
 
     // --- evaluation ---
@@ -217,6 +215,23 @@ impl Array {
             _ => None,
         }
     }
+}
+
+/// `Ok` when `len` elements fill `shape`, else the shape error of `op`.
+fn check_fill(op: &'static str, len: usize, shape: &[usize]) -> Result<()> {
+    let Some(n) = crate::shape::checked_size(shape) else {
+        return Err(Error::Shape {
+            op,
+            msg: format!("shape {shape:?} has more elements than usize can count"),
+        });
+    };
+    if n != len {
+        return Err(Error::Shape {
+            op,
+            msg: format!("{len} elements do not fill shape {shape:?}"),
+        });
+    }
+    Ok(())
 }
 
 /// For a size-1 view chain (slice, reshape, permute, broadcast) over an evaluated buffer:

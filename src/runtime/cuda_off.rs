@@ -68,6 +68,10 @@ impl CudaDevice {
         match self._never {}
     }
     /// Unreachable.
+    pub fn upload_bytes(&self, _d: DType, _len: usize, _bytes: &[u8]) -> Result<CudaBuffer> {
+        match self._never {}
+    }
+    /// Unreachable.
     pub fn download(&self, _b: &CudaBuffer, _start: usize, _len: usize) -> Result<HostBuf> {
         match self._never {}
     }

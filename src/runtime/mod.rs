@@ -78,6 +78,28 @@ pub(crate) fn upload(dev: &Device, host: HostBuf) -> Result<Buffer> {
     }
 }
 
+/// A buffer holding a copy of `data` on `dev`: one copy from the caller's memory on CUDA
+/// (no intermediate host vector), a vector on the CPU.
+pub(crate) fn upload_slice<T: crate::Element>(dev: &Device, data: &[T]) -> Result<Buffer> {
+    match dev {
+        Device::Cuda(d) if std::mem::size_of::<T>() == T::DTYPE.size() => {
+            // SAFETY: every `Element` type is plain old data of `T::DTYPE.size()` bytes
+            // (checked above) without padding, so its elements may be read as bytes; the
+            // view lives only for this call, during which `data` is borrowed.
+            let bytes = unsafe {
+                std::slice::from_raw_parts(data.as_ptr().cast::<u8>(), std::mem::size_of_val(data))
+            };
+            let n = bytes.len() as u64;
+            crate::stats::bump::bytes_h2d(n);
+            let p = profile::begin_wall();
+            let buf = d.upload_bytes(T::DTYPE, data.len(), bytes)?;
+            profile::host_done(p, EntryKind::HostToDevice, "upload", String::new(), n);
+            Ok(Buffer::Cuda(buf))
+        }
+        _ => upload(dev, T::into_host(data.to_vec())),
+    }
+}
+
 /// Copies elements `start..start+len` of `buf` to the host (waits for queued work).
 pub(crate) fn download(buf: &Buffer, start: usize, len: usize) -> Result<HostBuf> {
     match buf {

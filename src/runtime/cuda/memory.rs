@@ -231,6 +231,85 @@ impl CudaDevice {
         Ok(buf)
     }
 
+    /// Copies `bytes` (`len` elements of `dtype`) to a new device buffer. Up to
+    /// 8 MB this is one copy from the caller's memory (the driver stages it); above, the
+    /// bytes go in chunks through the two halves of the pinned staging buffer, the host
+    /// filling one half while the device copies the other, and this waits for the last
+    /// chunk. `bytes` may be dropped as soon as this returns.
+    pub fn upload_bytes(&self, dtype: DType, len: usize, bytes: &[u8]) -> Result<CudaBuffer> {
+        let me = self.arc()?;
+        let mut buf = self.alloc(&me, dtype, len)?;
+        if bytes.len() != len * dtype.size() {
+            return Err(Error::internal(
+                "upload",
+                format!("{} bytes for {len} {dtype} elements", bytes.len()),
+            ));
+        }
+        if bytes.len() <= 2 * STAGING_CHUNK {
+            if !bytes.is_empty() {
+                self.stream
+                    .memcpy_htod(bytes, &mut *buf.slice)
+                    .map_err(driver_err("cuMemcpyHtoDAsync"))?;
+            }
+            return Ok(buf);
+        }
+        let mut staging = lock(&self.staging.0);
+        let base = self.staging_at_least(&mut staging, 2 * STAGING_CHUNK)?;
+        let dst = buf.device_ptr();
+        for (i, part) in bytes.chunks(STAGING_CHUNK).enumerate() {
+            let half = (i % 2) * STAGING_CHUNK;
+            // SAFETY: `base + half` starts `STAGING_CHUNK >= part.len()` pinned bytes of the
+            // staging buffer (it holds at least two chunks), owned by this thread through the
+            // staging mutex; the device copy that last read this half (chunk i - 2) finished
+            // at the synchronization of the previous iteration.
+            let stage = unsafe { std::slice::from_raw_parts_mut(base.add(half), part.len()) };
+            stage.copy_from_slice(part);
+            // chunk i - 1, from the other half, is done before this half's copy is queued
+            // (and before the next iteration overwrites that other half)
+            self.synchronize()?;
+            self.ctx
+                .bind_to_thread()
+                .map_err(driver_err("cuCtxSetCurrent"))?;
+            // SAFETY: the copy writes `part.len()` bytes at `dst + i * STAGING_CHUNK`, inside
+            // the new buffer of `bytes.len()` bytes, from the pinned bytes filled above, which
+            // stay untouched until the next synchronization.
+            unsafe {
+                drv::memcpy_htod_async(
+                    dst + (i * STAGING_CHUNK) as u64,
+                    stage,
+                    self.stream.cu_stream(),
+                )
+            }
+            .map_err(driver_err("cuMemcpyHtoDAsync"))?;
+        }
+        // the staging buffer is free again only when the last copy has read it
+        self.synchronize()?;
+        Ok(buf)
+    }
+
+    /// The staging buffer's address, (re)allocated to hold at least `want` bytes (at most
+    /// `STAGING_MAX`).
+    fn staging_at_least(
+        &self,
+        staging: &mut Option<PinnedHostSlice<u8>>,
+        want: usize,
+    ) -> Result<*mut u8> {
+        let want = want.min(STAGING_MAX);
+        if staging.as_ref().is_none_or(|s| s.len() < want) {
+            *staging = None; // free the old buffer before allocating the larger one
+            let size = want.next_power_of_two().clamp(STAGING_MIN, STAGING_MAX);
+            // SAFETY: the pinned memory is uninitialized; it is only read after a copy into
+            // it has completed.
+            let pinned = unsafe { self.ctx.alloc_pinned_with_flags::<u8>(size, 0) }
+                .map_err(driver_err("cuMemHostAlloc"))?;
+            *staging = Some(pinned);
+        }
+        let pinned = staging.as_mut().expect("staging buffer allocated above");
+        pinned
+            .as_mut_ptr()
+            .map_err(driver_err("cuEventSynchronize"))
+    }
+
     /// Copies elements `start..start + len` of `buf` to the host, waiting for all queued
     /// work first. Only those elements move, through the pinned staging buffer.
     pub fn download(&self, buf: &CudaBuffer, start: usize, len: usize) -> Result<HostBuf> {
@@ -274,21 +353,8 @@ impl CudaDevice {
             return self.synchronize();
         }
         let mut staging = lock(&self.staging.0);
-        let want = dst.len().min(STAGING_MAX);
-        if staging.as_ref().is_none_or(|s| s.len() < want) {
-            *staging = None; // free the old buffer before allocating the larger one
-            let size = want.next_power_of_two().clamp(STAGING_MIN, STAGING_MAX);
-            // SAFETY: the pinned memory is uninitialized; it is only read after a device
-            // copy into it has completed.
-            let pinned = unsafe { self.ctx.alloc_pinned_with_flags::<u8>(size, 0) }
-                .map_err(driver_err("cuMemHostAlloc"))?;
-            *staging = Some(pinned);
-        }
-        let pinned = staging.as_mut().expect("staging buffer allocated above");
-        let cap = pinned.len();
-        let base = pinned
-            .as_mut_ptr()
-            .map_err(driver_err("cuEventSynchronize"))?;
+        let base = self.staging_at_least(&mut staging, dst.len())?;
+        let cap = staging.as_ref().map_or(0, |p| p.len());
         // Large copies go in chunks through the two halves of the staging buffer, so that
         // the device copies chunk i + 1 while the host copies chunk i out.
         let chunk = if dst.len() > 2 * STAGING_CHUNK {

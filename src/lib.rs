@@ -92,6 +92,7 @@ mod exec;
 mod explain;
 mod function;
 mod graph;
+mod interop;
 mod profile;
 mod promote;
 pub(crate) mod runtime;
@@ -114,6 +115,10 @@ pub use device::{default_device, set_default_device, with_default_device, Device
 pub use element::Element;
 pub use error::{Error, Result};
 pub use function::Function;
+pub use interop::CudaPtr;
+/// The DLPack crate lazyfuse's [`Array::to_dlpack`] and [`Array::from_dlpack`] speak
+/// (`dlpark`), so that a program can name exactly these types.
+pub use dlpark;
 /// The host types of `DType::F16` (`half::f16`) and `DType::BF16` (`half::bf16`).
 pub use half::{bf16, f16};
 pub use lazyfuse_codegen::DType;

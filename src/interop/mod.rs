@@ -229,10 +229,8 @@ impl Array {
         let buf = if ptr.is_multiple_of(16) {
             ext
         } else {
-            // `ext` drops at the end of this block: that waits for the copy, then drops
-            // the owner
-            let ext = ext;
-            d.copy_buffer(&ext)?
+            // `ext` drops inside: that waits for the copy, then drops the owner
+            d.copy_into_pool(ext)?
         };
         Ok(Array::from_node(Node::leaf(
             Buffer::Cuda(buf),

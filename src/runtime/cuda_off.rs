@@ -103,7 +103,7 @@ impl CudaDevice {
         match self._never {}
     }
     /// Unreachable.
-    pub(crate) fn copy_buffer(&self, _src: &CudaBuffer) -> Result<CudaBuffer> {
+    pub(crate) fn copy_into_pool(&self, _src: CudaBuffer) -> Result<CudaBuffer> {
         match self._never {}
     }
     /// Unreachable.

@@ -352,8 +352,9 @@ impl CudaDevice {
         Ok(())
     }
 
-    /// A fresh pool buffer holding a copy of `src` (queued on the stream).
-    pub(crate) fn copy_buffer(&self, src: &CudaBuffer) -> Result<CudaBuffer> {
+    /// A fresh pool buffer holding a copy of `src` (queued on the stream); `src` is dropped
+    /// once the copy is queued (an external one waits for it, then drops its owner).
+    pub(crate) fn copy_into_pool(&self, src: CudaBuffer) -> Result<CudaBuffer> {
         let me = self.arc()?;
         let dst = self.alloc(&me, src.dtype, src.len)?;
         let bytes = src.len * src.dtype.size();

@@ -112,15 +112,15 @@ pub use api::update::At;
 pub use array::{eval, Array};
 pub use config::{fusion_enabled, real_fft_enabled, set_fusion, set_real_fft, with_fusion};
 pub use device::{default_device, set_default_device, with_default_device, Device};
-pub use element::Element;
-pub use error::{Error, Result};
-pub use function::Function;
-pub use interop::CudaPtr;
 /// The DLPack crate lazyfuse's [`Array::to_dlpack`] and [`Array::from_dlpack`] speak
 /// (`dlpark`), so that a program can name exactly these types.
 pub use dlpark;
+pub use element::Element;
+pub use error::{Error, Result};
+pub use function::Function;
 /// The host types of `DType::F16` (`half::f16`) and `DType::BF16` (`half::bf16`).
 pub use half::{bf16, f16};
+pub use interop::CudaPtr;
 pub use lazyfuse_codegen::DType;
 /// The ndarray version lazyfuse's host interop uses ([`Array::from_ndarray`],
 /// [`Array::to_host`]), so that a program can name exactly these types.

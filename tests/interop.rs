@@ -214,7 +214,10 @@ fn producer_deleter_runs_exactly_once() {
         }
         let d = &b + 1.0; // lazy, holds b's node
         drop(b);
-        assert_eq!(d.to_vec::<f64>().unwrap(), vec![1.0, 2.0, 3.0, 4.0, 5.0, 6.0]);
+        assert_eq!(
+            d.to_vec::<f64>().unwrap(),
+            vec![1.0, 2.0, 3.0, 4.0, 5.0, 6.0]
+        );
         drop((c, d));
         assert_eq!(count.load(SeqCst), 1, "on {dev}");
     });
@@ -243,7 +246,11 @@ fn imported_memory_is_never_written_in_place() {
         assert!(got.iter().zip(&before).all(|(g, b)| *g == b + 1.0));
         let d = (c * 3.0).exp(); // c is lazyfuse's own: reuse is fine here
         d.eval().unwrap();
-        assert_eq!(mem.values(), before, "the producer's memory changed on {dev}");
+        assert_eq!(
+            mem.values(),
+            before,
+            "the producer's memory changed on {dev}"
+        );
         drop(d);
         assert_eq!(count.load(SeqCst), 1);
     });
@@ -305,10 +312,8 @@ fn cuda_ptr_on_every_device() {
             assert!(msg.contains("cuda_ptr") && msg.contains("cpu"), "{msg}");
             assert!(dev.cuda_stream().is_err());
             // SAFETY: fails before reading anything.
-            let e = unsafe {
-                Array::from_cuda_ptr(16, &[1], DType::F32, dev, Box::new(()))
-            }
-            .unwrap_err();
+            let e = unsafe { Array::from_cuda_ptr(16, &[1], DType::F32, dev, Box::new(())) }
+                .unwrap_err();
             assert!(e.to_string().contains("from_cuda_ptr"), "{e}");
             return;
         }
@@ -323,8 +328,8 @@ fn cuda_ptr_on_every_device() {
         assert_eq!(p.stream(), dev.cuda_stream().unwrap());
         let (ptr, shape) = (p.ptr(), p.shape().to_vec());
         // SAFETY: `p` (the owner) keeps the 24 f32 alive.
-        let back = unsafe { Array::from_cuda_ptr(ptr, &shape, DType::F32, dev, Box::new(p)) }
-            .unwrap();
+        let back =
+            unsafe { Array::from_cuda_ptr(ptr, &shape, DType::F32, dev, Box::new(p)) }.unwrap();
         assert!(all_equal(&a, &back));
         // a view is materialized: contiguous in its own C order
         let t = a.permute(&[2, 0, 1]);
@@ -332,14 +337,14 @@ fn cuda_ptr_on_every_device() {
         assert_eq!((q.shape(), q.strides()), (&[4, 2, 3][..], &[6, 3, 1][..]));
         let (ptr, shape) = (q.ptr(), q.shape().to_vec());
         // SAFETY: as above.
-        let back = unsafe { Array::from_cuda_ptr(ptr, &shape, DType::F32, dev, Box::new(q)) }
-            .unwrap();
+        let back =
+            unsafe { Array::from_cuda_ptr(ptr, &shape, DType::F32, dev, Box::new(q)) }.unwrap();
         assert!(all_equal(&t, &back));
         // null and host pointers are refused
         // SAFETY: refused before reading.
         let e = unsafe { Array::from_cuda_ptr(0, &[4], DType::F32, dev, Box::new(())) };
         assert!(e.is_err());
-        let host = vec![0f32; 4];
+        let host = [0f32; 4];
         // SAFETY: refused before reading (not device memory).
         let e = unsafe {
             Array::from_cuda_ptr(host.as_ptr() as u64, &[4], DType::F32, dev, Box::new(()))
@@ -413,12 +418,22 @@ fn bool_bytes_and_offsets_on_the_host() {
 fn unsupported_dtypes_and_devices_are_errors() {
     let v: Arc<Vec<u8>> = Arc::new(vec![0; 8]);
     let p = v.as_ptr().cast_mut().cast::<c_void>();
-    let t = foreign_tensor(v.clone(), p, DLDataType::F8E4M3FN, DLDevice::CPU, &[8], &[1]);
+    let t = foreign_tensor(
+        v.clone(),
+        p,
+        DLDataType::F8E4M3FN,
+        DLDevice::CPU,
+        &[8],
+        &[1],
+    );
     // SAFETY: refused before reading.
     let e = unsafe { Array::from_dlpack(t) }.unwrap_err();
     assert!(matches!(e, lf::Error::Unsupported { .. }));
     let msg = e.to_string();
-    assert!(msg.contains("from_dlpack") && msg.contains("code 10"), "{msg}");
+    assert!(
+        msg.contains("from_dlpack") && msg.contains("code 10"),
+        "{msg}"
+    );
     let t = foreign_tensor(
         v.clone(),
         p,
@@ -437,5 +452,9 @@ fn unsupported_dtypes_and_devices_are_errors() {
         msg.contains(&format!("device type {}", DLDeviceType::METAL.0)),
         "{msg}"
     );
-    assert_eq!(Arc::strong_count(&v), 1, "every refused tensor was released");
+    assert_eq!(
+        Arc::strong_count(&v),
+        1,
+        "every refused tensor was released"
+    );
 }

@@ -214,9 +214,7 @@ impl Array {
     /// # Errors
     /// [`Error::Unsupported`] naming the dtype code, the device type or the strides it
     /// cannot represent; [`Error::Shape`] for a descriptor that fails validation.
-    pub unsafe fn from_dlpack<M: ManagedTensorBase + 'static>(
-        tensor: Managed<M>,
-    ) -> Result<Array> {
+    pub unsafe fn from_dlpack<M: ManagedTensorBase + 'static>(tensor: Managed<M>) -> Result<Array> {
         // SAFETY: forwarded contract; `None` synchronizes the context.
         unsafe { import(tensor, None) }
     }
@@ -357,7 +355,13 @@ fn permuted_contiguous(
     // a stable order by giving them the stride they would have in C order)
     let c = c_strides(shape);
     let eff: Vec<i64> = (0..shape.len())
-        .map(|i| if shape[i] == 1 { c[i] as i64 } else { strides[i] })
+        .map(|i| {
+            if shape[i] == 1 {
+                c[i] as i64
+            } else {
+                strides[i]
+            }
+        })
         .collect();
     if eff == c.iter().map(|&s| s as i64).collect::<Vec<_>>() {
         return Some((shape.to_vec(), None));
@@ -475,6 +479,9 @@ mod tests {
         assert_eq!(permuted_contiguous(&[2, 3], &[6, 2]), None); // gaps
         assert_eq!(permuted_contiguous(&[2, 3], &[0, 1]), None); // broadcast
         assert_eq!(permuted_contiguous(&[2, 3], &[-3, 1]), None); // negative
-        assert_eq!(permuted_contiguous(&[0, 3], &[7, 7]), Some((vec![0, 3], None)));
+        assert_eq!(
+            permuted_contiguous(&[0, 3], &[7, 7]),
+            Some((vec![0, 3], None))
+        );
     }
 }

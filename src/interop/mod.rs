@@ -134,7 +134,11 @@ impl Array {
         if c.len() != self.size() {
             return Err(Error::internal(
                 "cuda_ptr",
-                format!("buffer of {} elements for shape {:?}", c.len(), self.shape()),
+                format!(
+                    "buffer of {} elements for shape {:?}",
+                    c.len(),
+                    self.shape()
+                ),
             ));
         }
         Ok(CudaPtr {

@@ -458,3 +458,53 @@ fn unsupported_dtypes_and_devices_are_errors() {
         "every refused tensor was released"
     );
 }
+
+/// Memory of another CUDA user of the process (cudarc with its own stream and event
+/// tracking, as another library would have): imported after ordering lazyfuse's stream
+/// behind the producer's, exported to a consumer stream without a host wait.
+#[cfg(feature = "cuda")]
+#[test]
+fn foreign_cuda_producer_and_consumer() {
+    use cudarc::driver::{result as drv, CudaContext, DevicePtr};
+    for_each_device(|dev| {
+        if !dev.is_cuda() {
+            return;
+        }
+        let ctx = CudaContext::new(0).unwrap();
+        let s = ctx.new_stream().unwrap();
+        let host: Vec<f32> = (0..1000).map(|i| i as f32 * 0.5).collect();
+        let buf = s.clone_htod(&host).unwrap();
+        let ptr = {
+            let (p, _sync) = buf.device_ptr(&s);
+            p
+        };
+        let stream = s.cu_stream() as u64;
+        // SAFETY: `s` is a live stream of device 0's primary context.
+        unsafe { dev.wait_for_stream(stream) }.unwrap();
+        // SAFETY: `buf` (the owner) holds 1000 f32 written on `s`, which lazyfuse's stream
+        // now waits for; nobody writes it afterwards.
+        let a = unsafe { Array::from_cuda_ptr(ptr, &[10, 100], DType::F32, dev, Box::new(buf)) }
+            .unwrap();
+        let b = (&a * 0.01).exp().sum_axes(&[1], false);
+        let want: Vec<f32> = (0..10)
+            .map(|r| (0..100).map(|c| (host[r * 100 + c] * 0.01).exp()).sum())
+            .collect();
+        let got = b.to_vec::<f32>().unwrap();
+        assert!(got
+            .iter()
+            .zip(&want)
+            .all(|(g, w)| (g - w).abs() <= 1e-4 * w.abs()));
+        // export to the consumer stream `s` without a host wait, read back on `s`
+        let c = &a + 1.0;
+        // SAFETY: `s` is live (see above).
+        let t = unsafe { c.to_dlpack_on_stream(stream) }.unwrap();
+        let data = t.validate().unwrap().data_ptr() as u64;
+        let mut back = vec![0f32; 1000];
+        ctx.bind_to_thread().unwrap();
+        // SAFETY: `t` keeps 1000 f32 alive at `data`; `s` waits for the kernel writing them.
+        unsafe { drv::memcpy_dtoh_async(&mut back, data, s.cu_stream()) }.unwrap();
+        s.synchronize().unwrap();
+        assert!(back.iter().zip(&host).all(|(b, h)| *b == h + 1.0));
+        drop(t);
+    });
+}

@@ -37,7 +37,7 @@ LIB.lf_export_exp_linspace.argtypes = [ctypes.c_uint64, ctypes.c_int32, ctypes.c
 LIB.lf_import_sum.restype = ctypes.c_double
 LIB.lf_import_sum.argtypes = [ctypes.c_void_p, ctypes.c_int32]
 LIB.lf_affine.restype = ctypes.c_void_p
-LIB.lf_affine.argtypes = [ctypes.c_void_p, ctypes.c_int32]
+LIB.lf_affine.argtypes = [ctypes.c_void_p, ctypes.c_int32, ctypes.c_int32]
 LIB.lf_dlpack_free.restype = None
 LIB.lf_dlpack_free.argtypes = [ctypes.c_void_p, ctypes.c_int32]
 
@@ -80,30 +80,35 @@ DESTROY = {0: _destroy(0), 1: _destroy(1)}
 
 
 class LfTensor:
-    """A lazyfuse export seen through the Python DLPack protocol."""
+    """A lazyfuse result seen through the Python DLPack protocol: `make(legacy)` exports
+    it (once) in the ABI the consumer asks for."""
 
-    def __init__(self, ptr, device, legacy=0):
-        if not ptr:
-            raise RuntimeError("lazyfuse export failed (see stderr)")
-        self.ptr, self.device, self.legacy = ptr, device, legacy
+    def __init__(self, make, device):
+        self.make, self.device = make, device
 
     def __dlpack__(self, stream=None, max_version=None, dl_device=None, copy=None):
-        # lazyfuse's to_dlpack waited for its stream: ready for any consumer stream
-        wants_versioned = max_version is not None and max_version[0] >= 1
-        if self.legacy == 0 and not wants_versioned:
-            raise BufferError("a versioned export for a consumer of the legacy ABI")
-        legacy = self.legacy
-        ptr, self.ptr = self.ptr, None
-        if ptr is None:
+        # lazyfuse's to_dlpack waits for its stream: ready for any consumer stream
+        legacy = 0 if max_version is not None and max_version[0] >= 1 else 1
+        if self.make is None:
             raise BufferError("already consumed")
+        make, self.make = self.make, None
+        ptr = make(legacy)
+        if not ptr:
+            raise BufferError("lazyfuse export failed (see stderr)")
         return api.PyCapsule_New(ptr, NAMES[legacy], DESTROY[legacy])
 
     def __dlpack_device__(self):
         return (1, 0) if self.device < 0 else (2, self.device)
 
 
-def export(n, device, legacy=0):
-    return LfTensor(LIB.lf_export_exp_linspace(n, device, legacy), device, legacy)
+def export(n, device):
+    return LfTensor(lambda legacy: LIB.lf_export_exp_linspace(n, device, legacy), device)
+
+
+def affine(capsule, legacy, device):
+    """2 * x + 1 in lazyfuse for the consumer-side capsule of x."""
+    ptr = take(capsule, legacy)
+    return LfTensor(lambda out: LIB.lf_affine(ptr, legacy, out), device)
 
 
 def take(capsule, legacy):
@@ -134,6 +139,8 @@ def check_numpy(n=1000):
     xt = np.asfortranarray(x)  # strided: gathered on the CPU
     s = LIB.lf_import_sum(take(xt.__dlpack__(max_version=(1, 0)), 0), 0)
     assert s == x.sum()
+    y = np.from_dlpack(affine(x.__dlpack__(max_version=(1, 0)), 0, -1))
+    assert np.array_equal(y, 2 * x + 1), "numpy -> lazyfuse -> numpy"
     print("numpy: values both ways ok")
     bench("numpy.from_dlpack(lazyfuse export), n=1e6", lambda: np.from_dlpack(export(10**6, -1)), 20)
 
@@ -156,18 +163,14 @@ def check_torch(n=1 << 20):
     cap = torch.utils.dlpack.to_dlpack(x)  # legacy capsule
     s = LIB.lf_import_sum(take(cap, 1), 1)
     assert s == float(x.sum()), f"torch -> lazyfuse: {s}"
-    y = torch.from_dlpack(
-        LfTensor(LIB.lf_affine(take(torch.utils.dlpack.to_dlpack(x), 1), 1), dev, 1)
-    )
+    y = torch.from_dlpack(affine(torch.utils.dlpack.to_dlpack(x), 1, dev))
     assert torch.equal(y, 2 * x + 1), "torch -> lazyfuse -> torch"
     assert int(x[5]) == 5, "the import was never written"
     print("torch: values both ways ok")
     z = torch.randn(n, device="cuda")
     bench(
         "torch -> lazyfuse (2x+1) -> torch, n=2^20",
-        lambda: torch.from_dlpack(
-            LfTensor(LIB.lf_affine(take(torch.utils.dlpack.to_dlpack(z), 1), 1), dev, 1)
-        ),
+        lambda: torch.from_dlpack(affine(torch.utils.dlpack.to_dlpack(z), 1, dev)),
     )
     bench("torch 2x+1 alone, n=2^20 (synchronized)", lambda: (2 * z + 1, torch.cuda.synchronize()))
 

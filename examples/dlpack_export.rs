@@ -97,17 +97,17 @@ pub unsafe extern "C" fn lf_import_sum(t: *mut c_void, legacy: i32) -> f64 {
     })
 }
 
-/// Imports `t` (taking ownership), computes `2 * t + 1` on its device and exports the
-/// result (same ABI). Null on error.
+/// Imports `t` (taking ownership; ABI `legacy`), computes `2 * t + 1` on its device and
+/// exports the result (ABI `out_legacy`). Null on error.
 ///
 /// # Safety
 /// As [`lf_import_sum`].
 #[no_mangle]
-pub unsafe extern "C" fn lf_affine(t: *mut c_void, legacy: i32) -> *mut c_void {
+pub unsafe extern "C" fn lf_affine(t: *mut c_void, legacy: i32, out_legacy: i32) -> *mut c_void {
     guarded("lf_affine", std::ptr::null_mut(), || {
         // SAFETY: the caller's contract.
         let a = unsafe { import(t, legacy) }?;
-        export(&(&a * 2.0 + 1.0), legacy)
+        export(&(&a * 2.0 + 1.0), out_legacy)
     })
 }
 

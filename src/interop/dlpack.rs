@@ -194,7 +194,8 @@ impl Array {
     /// only reads, and `tensor` (its deleter) is dropped exactly once, when the last array
     /// or plan referring to it is gone and lazyfuse's queued work on the device is done.
     /// A CPU (kDLCPU, or pinned kDLCUDAHost) tensor is copied into a lazyfuse host buffer
-    /// (the CPU backend works on owned buffers), and its deleter runs before this returns.
+    /// (the CPU backend works on owned buffers), and its deleter runs before this returns;
+    /// a pinned one is read after the same wait as a CUDA tensor (on CUDA device 0).
     ///
     /// Layouts: C-contiguous tensors (any stride on an axis of length 1), and on CUDA also
     /// any permutation of a C-contiguous layout (a transpose, Fortran order), imported as a
@@ -277,6 +278,21 @@ unsafe fn import<M: ManagedTensorBase + 'static>(
     let dev = t.device();
     match dev.device_type {
         DLDeviceType::CPU | DLDeviceType::CUDAHOST => {
+            if dev.device_type == DLDeviceType::CUDAHOST && n > 0 {
+                // pinned memory a device may still be writing: wait for it on the host
+                let device = Device::cuda(0)?;
+                let Device::Cuda(d) = &device else {
+                    return Err(Error::internal(OP, "Device::cuda gave another device"));
+                };
+                match stream {
+                    Some(s) => {
+                        // SAFETY: forwarded contract.
+                        unsafe { d.wait_for_stream(s) }?;
+                        d.synchronize()?;
+                    }
+                    None => d.synchronize_context()?,
+                }
+            }
             let host = if n == 0 {
                 HostBuf::zeros(dtype, 0)
             } else {

@@ -51,6 +51,12 @@
 //! # }
 //! ```
 //!
+//! Other CUDA code shares memory with lazyfuse without copies: [`Array::cuda_ptr`] hands
+//! out an evaluated buffer with the stream its kernels are queued on,
+//! [`Array::from_cuda_ptr`] wraps foreign device memory (never written or freed by
+//! lazyfuse), and [`Array::to_dlpack`] / [`Array::from_dlpack`] speak DLPack through the
+//! re-exported [`dlpark`] crate.
+//!
 //! Environment variables (`LAZYFUSE_DEVICE`, `LAZYFUSE_DEBUG`, `LAZYFUSE_PROFILE`, caches) are
 //! listed in `docs/env_vars.md`; NumPy equivalents in `docs/numpy_users.md`.
 //!

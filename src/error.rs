@@ -48,6 +48,15 @@ pub enum Error {
         /// The other device.
         b: String,
     },
+    /// A request the operation cannot serve: a device it does not work on, a DLPack dtype
+    /// code or memory layout lazyfuse cannot represent.
+    #[error("{op}: {msg}")]
+    Unsupported {
+        /// The operation.
+        op: &'static str,
+        /// What is not supported, with the device, dtype or layout involved.
+        msg: String,
+    },
     /// An invalid setting (environment variable, argument).
     #[error("{0}")]
     Config(String),

@@ -51,6 +51,12 @@
 //! # }
 //! ```
 //!
+//! Other CUDA code shares memory with lazyfuse without copies: [`Array::cuda_ptr`] hands
+//! out an evaluated buffer with the stream its kernels are queued on,
+//! [`Array::from_cuda_ptr`] wraps foreign device memory (never written or freed by
+//! lazyfuse), and [`Array::to_dlpack`] / [`Array::from_dlpack`] speak DLPack through the
+//! re-exported [`dlpark`] crate.
+//!
 //! Environment variables (`LAZYFUSE_DEVICE`, `LAZYFUSE_DEBUG`, `LAZYFUSE_PROFILE`, caches) are
 //! listed in [`doc::env_vars`]; NumPy equivalents in [`doc::numpy_users`].
 //!
@@ -119,6 +125,7 @@ mod exec;
 mod explain;
 mod function;
 mod graph;
+mod interop;
 mod profile;
 mod promote;
 pub(crate) mod runtime;
@@ -138,11 +145,15 @@ pub use api::update::At;
 pub use array::{eval, Array};
 pub use config::{fusion_enabled, real_fft_enabled, set_fusion, set_real_fft, with_fusion};
 pub use device::{default_device, set_default_device, with_default_device, Device};
+/// The DLPack crate lazyfuse's [`Array::to_dlpack`] and [`Array::from_dlpack`] speak
+/// (`dlpark`), so that a program can name exactly these types.
+pub use dlpark;
 pub use element::Element;
 pub use error::{Error, Result};
 pub use function::Function;
 /// The host types of `DType::F16` (`half::f16`) and `DType::BF16` (`half::bf16`).
 pub use half::{bf16, f16};
+pub use interop::CudaPtr;
 pub use lazyfuse_codegen::DType;
 /// The ndarray version lazyfuse's host interop uses ([`Array::from_ndarray`],
 /// [`Array::to_host`]), so that a program can name exactly these types.

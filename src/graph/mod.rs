@@ -544,7 +544,9 @@ impl Node {
 /// Takes the buffer of the realized node `node` for an evaluation to overwrite, when
 /// `unobserved()` confirms that nothing outside the evaluation can read it. From then on
 /// hash-consing never returns `node`, and its buffer is gone. `None` when the node holds no
-/// buffer, someone else holds the buffer, or `unobserved()` says no.
+/// buffer, someone else holds the buffer, the buffer is external memory (lent by another
+/// owner through `from_cuda_ptr` or `from_dlpack`: never written), or `unobserved()` says
+/// no.
 ///
 /// `tips` are the nodes the overwriting step computes. The check runs under the node's
 /// hash-consing shard lock (no other thread can obtain `node` meanwhile) and the tips'
@@ -561,7 +563,11 @@ pub(crate) fn consume_buffer(
     // no other thread can obtain the node by hash-consing while its shard is locked
     let _table = node.interned.map(shard);
     let mut st = node.state();
-    if st.buffer.as_ref().is_none_or(|b| Arc::strong_count(b) != 1) {
+    if st
+        .buffer
+        .as_ref()
+        .is_none_or(|b| Arc::strong_count(b) != 1 || b.is_external())
+    {
         return None;
     }
     drop(st);

@@ -36,6 +36,14 @@ impl CudaBuffer {
     pub fn device(&self) -> &Arc<CudaDevice> {
         match self._never {}
     }
+    /// Unreachable.
+    pub fn is_external(&self) -> bool {
+        match self._never {}
+    }
+    /// Unreachable.
+    pub(crate) fn device_ptr(&self) -> u64 {
+        match self._never {}
+    }
 }
 
 impl CudaDevice {
@@ -57,6 +65,45 @@ impl CudaDevice {
     }
     /// Unreachable.
     pub fn synchronize(&self) -> Result<()> {
+        match self._never {}
+    }
+    /// Unreachable.
+    pub fn raw_stream(&self) -> u64 {
+        match self._never {}
+    }
+    /// Unreachable.
+    ///
+    /// # Safety
+    /// None needed: never called.
+    pub unsafe fn wait_for_stream(&self, _stream: u64) -> Result<()> {
+        match self._never {}
+    }
+    /// Unreachable.
+    ///
+    /// # Safety
+    /// None needed: never called.
+    pub(crate) unsafe fn order_stream_after(&self, _stream: u64) -> Result<()> {
+        match self._never {}
+    }
+    /// Unreachable.
+    pub(crate) fn synchronize_context(&self) -> Result<()> {
+        match self._never {}
+    }
+    /// Unreachable.
+    ///
+    /// # Safety
+    /// None needed: never called.
+    pub(crate) unsafe fn wrap_external(
+        &self,
+        _ptr: u64,
+        _dtype: DType,
+        _len: usize,
+        _owner: Box<dyn std::any::Any + Send + Sync>,
+    ) -> Result<CudaBuffer> {
+        match self._never {}
+    }
+    /// Unreachable.
+    pub(crate) fn copy_into_pool(&self, _src: CudaBuffer) -> Result<CudaBuffer> {
         match self._never {}
     }
     /// Unreachable.

@@ -39,6 +39,14 @@ impl Buffer {
             Buffer::Cuda(c) => c.len(),
         }
     }
+    /// True for memory another owner lent (`Array::from_cuda_ptr`, `Array::from_dlpack`):
+    /// lazyfuse must never write into it (host imports are copies, so never external).
+    pub(crate) fn is_external(&self) -> bool {
+        match self {
+            Buffer::Host(_) => false,
+            Buffer::Cuda(c) => c.is_external(),
+        }
+    }
 }
 
 impl Drop for Buffer {

@@ -41,6 +41,23 @@ pub(crate) fn in_pool<R: Send>(f: impl FnOnce() -> R + Send) -> R {
     }
 }
 
+/// `dst.copy_from_slice(src)`, split over the worker threads when large: a fresh
+/// destination's page faults, which bound a single-threaded copy into new memory, are then
+/// taken on every core.
+pub(crate) fn par_copy(dst: &mut [u8], src: &[u8]) {
+    use rayon::prelude::*;
+    const PIECE: usize = 256 << 10;
+    if dst.len() < 4 * PIECE || threads() <= 1 {
+        dst.copy_from_slice(src);
+        return;
+    }
+    in_pool(|| {
+        dst.par_chunks_mut(PIECE)
+            .zip(src.par_chunks(PIECE))
+            .for_each(|(d, s)| d.copy_from_slice(s));
+    });
+}
+
 /// Worker threads CPU kernels may use.
 pub(crate) fn threads() -> usize {
     pool().map_or_else(rayon::current_num_threads, |p| p.current_num_threads())

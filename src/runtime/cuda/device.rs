@@ -323,6 +323,68 @@ impl CudaDevice {
             .map_err(driver_err("cuStreamSynchronize"))
     }
 
+    /// The raw `CUstream` handle (as an integer) every kernel, copy and stream-ordered
+    /// free of this device is queued on.
+    pub fn raw_stream(&self) -> u64 {
+        self.stream.cu_stream() as u64
+    }
+
+    /// Queues on this device's stream a wait for all work queued so far on `stream` (a raw
+    /// `CUstream` of this device's context; 0 is the legacy default stream). Returns at
+    /// once: the host does not wait.
+    ///
+    /// # Safety
+    /// `stream` is a live stream of this device's (primary) context, or 0.
+    pub unsafe fn wait_for_stream(&self, stream: u64) -> Result<()> {
+        let event = self
+            .ctx
+            .new_event(None)
+            .map_err(driver_err("cuEventCreate"))?;
+        // SAFETY: `event` is live (dropped after the wait is queued, which the driver allows:
+        // its resources are released once the wait has completed); `stream` is live per the
+        // caller's contract.
+        unsafe { drv::event::record(event.cu_event(), stream as drv_sys::CUstream) }
+            .map_err(driver_err("cuEventRecord"))?;
+        // SAFETY: the device's stream and the event recorded above are live.
+        unsafe {
+            drv::stream::wait_event(
+                self.stream.cu_stream(),
+                event.cu_event(),
+                drv_sys::CUevent_wait_flags::CU_EVENT_WAIT_DEFAULT,
+            )
+        }
+        .map_err(driver_err("cuStreamWaitEvent"))
+    }
+
+    /// Queues on `stream` (a raw `CUstream` of this device's context, 0 the legacy default
+    /// stream) a wait for all work queued so far on this device's stream.
+    ///
+    /// # Safety
+    /// As [`CudaDevice::wait_for_stream`].
+    pub(crate) unsafe fn order_stream_after(&self, stream: u64) -> Result<()> {
+        let event = self
+            .stream
+            .record_event(None)
+            .map_err(driver_err("cuEventRecord"))?;
+        // SAFETY: the event is live; `stream` is live per the caller's contract.
+        unsafe {
+            drv::stream::wait_event(
+                stream as drv_sys::CUstream,
+                event.cu_event(),
+                drv_sys::CUevent_wait_flags::CU_EVENT_WAIT_DEFAULT,
+            )
+        }
+        .map_err(driver_err("cuStreamWaitEvent"))
+    }
+
+    /// Waits for all work of every stream of this device's context (other libraries'
+    /// streams included, when they share the primary context as PyTorch and CuPy do).
+    pub(crate) fn synchronize_context(&self) -> Result<()> {
+        self.ctx
+            .synchronize()
+            .map_err(driver_err("cuCtxSynchronize"))
+    }
+
     /// A timing event recorded on this device's stream now (for the profiler).
     pub(crate) fn timing_event(&self) -> Result<TimingEvent> {
         self.stream

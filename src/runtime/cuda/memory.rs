@@ -25,34 +25,64 @@ const STAGING_CHUNK: usize = 4 << 20;
 
 /// A device buffer: `len` elements of `dtype`, contiguous, 256-byte aligned. Dropping it
 /// returns the memory to the device's pool, ordered after all work queued before the drop.
+///
+/// An *external* buffer ([`CudaDevice::wrap_external`]) is memory someone else allocated
+/// (`Array::from_cuda_ptr`, `Array::from_dlpack`): lazyfuse only reads it, never frees it,
+/// never puts it in the pool and never writes into it (in-place reuse refuses it:
+/// `graph::consume_buffer`); dropping it waits for the device's queued work, then drops its
+/// owner.
 pub struct CudaBuffer {
-    /// `len * dtype.size()` bytes (at least 1, so that empty buffers are real allocations).
-    /// Taken out in `drop`, to the device's free list or freed.
-    slice: ManuallyDrop<CudaSlice<u8>>,
+    mem: Memory,
     dtype: DType,
     len: usize,
     device: Arc<CudaDevice>,
+}
+
+/// Where a buffer's bytes come from.
+enum Memory {
+    /// `len * dtype.size()` bytes of the pool (at least 1, so that empty buffers are real
+    /// allocations). Taken out in `drop`, to the device's free list or freed.
+    Pool(ManuallyDrop<CudaSlice<u8>>),
+    /// Memory of another owner: `ptr` stays valid while `owner` lives.
+    External {
+        ptr: u64,
+        /// Dropped (only) after the device's queued work is done.
+        owner: Option<Box<dyn std::any::Any + Send + Sync>>,
+    },
 }
 
 impl fmt::Debug for CudaBuffer {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         write!(
             f,
-            "CudaBuffer({} x {} on cuda:{})",
+            "CudaBuffer({} x {} on cuda:{}{})",
             self.len,
             self.dtype,
-            self.device.ordinal()
+            self.device.ordinal(),
+            if self.is_external() { ", external" } else { "" }
         )
     }
 }
 
 impl Drop for CudaBuffer {
     fn drop(&mut self) {
-        bump_live_sub(self.slice.len());
-        // SAFETY: `slice` is never used again: this is the buffer's drop.
-        let slice = unsafe { ManuallyDrop::take(&mut self.slice) };
-        // kept for reuse, or freed (stream-ordered) when the free list declines it
-        self.device.free.put(slice, &self.device.stream);
+        match &mut self.mem {
+            Memory::Pool(slice) => {
+                bump_live_sub(slice.len());
+                // SAFETY: `slice` is never used again: this is the buffer's drop.
+                let slice = unsafe { ManuallyDrop::take(slice) };
+                // kept for reuse, or freed (stream-ordered) when the free list declines it
+                self.device.free.put(slice, &self.device.stream);
+            }
+            Memory::External { owner, .. } => {
+                // Kernels queued before this drop may still read the memory; its owner may
+                // free it at once, and that free is not ordered on this device's stream.
+                if let Err(e) = self.device.synchronize() {
+                    crate::config::debug_log!(1, "external buffer drop: {e}");
+                }
+                drop(owner.take());
+            }
+        }
     }
 }
 
@@ -137,10 +167,20 @@ impl CudaBuffer {
         &self.device
     }
     /// The device address of element 0.
-    pub(super) fn device_ptr(&self) -> u64 {
-        // Event tracking is off (module docs), so the returned guard records nothing.
-        let (ptr, _guard) = self.slice.device_ptr(&self.device.stream);
-        ptr
+    pub(crate) fn device_ptr(&self) -> u64 {
+        match &self.mem {
+            Memory::Pool(slice) => {
+                // Event tracking is off (module docs), so the returned guard records nothing.
+                let (ptr, _guard) = slice.device_ptr(&self.device.stream);
+                ptr
+            }
+            Memory::External { ptr, .. } => *ptr,
+        }
+    }
+    /// True for memory lazyfuse did not allocate (see the type's docs): never written,
+    /// never freed by lazyfuse.
+    pub fn is_external(&self) -> bool {
+        matches!(self.mem, Memory::External { .. })
     }
 }
 
@@ -202,7 +242,7 @@ impl CudaDevice {
         bump::buffers_allocated(1);
         crate::stats::DEVICE_BYTES.add(slice.len() as u64);
         let buf = CudaBuffer {
-            slice: ManuallyDrop::new(slice),
+            mem: Memory::Pool(ManuallyDrop::new(slice)),
             dtype,
             len,
             device: me.clone(),
@@ -220,15 +260,7 @@ impl CudaDevice {
     /// Copies `host` to a new device buffer. Asynchronous with respect to the device, but
     /// `host` may be dropped as soon as this returns (the driver stages pageable memory).
     pub fn upload(&self, host: &HostBuf) -> Result<CudaBuffer> {
-        let me = self.arc()?;
-        let mut buf = self.alloc(&me, host.dtype(), host.len())?;
-        let bytes = host.as_bytes();
-        if !bytes.is_empty() {
-            self.stream
-                .memcpy_htod(bytes, &mut *buf.slice)
-                .map_err(driver_err("cuMemcpyHtoDAsync"))?;
-        }
-        Ok(buf)
+        self.upload_bytes(host.dtype(), host.len(), host.as_bytes())
     }
 
     /// Copies `bytes` (`len` elements of `dtype`) to a new device buffer. Up to
@@ -247,8 +279,11 @@ impl CudaDevice {
         }
         if bytes.len() <= 2 * STAGING_CHUNK {
             if !bytes.is_empty() {
+                let Memory::Pool(slice) = &mut buf.mem else {
+                    return Err(Error::internal("upload", "fresh buffer is external"));
+                };
                 self.stream
-                    .memcpy_htod(bytes, &mut *buf.slice)
+                    .memcpy_htod(bytes, &mut **slice)
                     .map_err(driver_err("cuMemcpyHtoDAsync"))?;
             }
             return Ok(buf);
@@ -263,7 +298,7 @@ impl CudaDevice {
             // staging mutex; the device copy that last read this half (chunk i - 2) finished
             // at the synchronization of the previous iteration.
             let stage = unsafe { std::slice::from_raw_parts_mut(base.add(half), part.len()) };
-            stage.copy_from_slice(part);
+            crate::runtime::cpu::par_copy(stage, part);
             // chunk i - 1, from the other half, is done before this half's copy is queued
             // (and before the next iteration overwrites that other half)
             self.synchronize()?;
@@ -308,6 +343,114 @@ impl CudaDevice {
         pinned
             .as_mut_ptr()
             .map_err(driver_err("cuEventSynchronize"))
+    }
+
+    /// A buffer over `len` elements of `dtype` at device address `ptr`, owned by `owner`
+    /// (see [`CudaBuffer`]: lazyfuse never writes or frees it). Checks with the driver that
+    /// `ptr` is memory of this device and, where it can tell, that the range fits.
+    ///
+    /// # Safety
+    /// `ptr` holds `len` initialized elements of `dtype` (bools as bytes 0 or 1) that stay
+    /// valid and unwritten while `owner` lives, and the writes that produced them are
+    /// complete or ordered before this device's stream.
+    pub(crate) unsafe fn wrap_external(
+        &self,
+        ptr: u64,
+        dtype: DType,
+        len: usize,
+        owner: Box<dyn std::any::Any + Send + Sync>,
+    ) -> Result<CudaBuffer> {
+        let me = self.arc()?;
+        let bytes = len.checked_mul(dtype.size()).ok_or_else(|| Error::Shape {
+            op: "from_cuda_ptr",
+            msg: format!("{len} elements of {dtype} overflow the address space"),
+        })?;
+        if bytes > 0 {
+            self.check_range(ptr, bytes)?;
+        }
+        Ok(CudaBuffer {
+            mem: Memory::External {
+                ptr,
+                owner: Some(owner),
+            },
+            dtype,
+            len,
+            device: me,
+        })
+    }
+
+    /// Whether `ptr` is device (or managed) memory of this device and, where the driver
+    /// reports the allocation's range, whether `bytes` bytes from it fit inside.
+    fn check_range(&self, ptr: u64, bytes: usize) -> Result<()> {
+        self.ctx
+            .bind_to_thread()
+            .map_err(driver_err("cuCtxSetCurrent"))?;
+        let not_cuda = |e: DriverError| Error::Shape {
+            op: "from_cuda_ptr",
+            msg: format!("{ptr:#x} is not CUDA device memory of this process ({e:?})"),
+        };
+        let mut ordinal: i32 = -1;
+        // SAFETY: the device-ordinal attribute is an int, which `ordinal` is; the driver
+        // only inspects the address.
+        unsafe {
+            drv_sys::cuPointerGetAttribute(
+                &mut ordinal as *mut i32 as *mut std::ffi::c_void,
+                drv_sys::CUpointer_attribute::CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL,
+                ptr,
+            )
+        }
+        .result()
+        .map_err(not_cuda)?;
+        if ordinal != self.ordinal() as i32 {
+            return Err(Error::DeviceMismatch {
+                op: "from_cuda_ptr",
+                a: format!("cuda:{}", self.ordinal()),
+                b: format!("memory of cuda:{ordinal}"),
+            });
+        }
+        let (mut base, mut size): (u64, usize) = (0, 0);
+        // SAFETY: both out-pointers are valid locals; the driver only inspects the address.
+        let range = unsafe { drv_sys::cuMemGetAddressRange_v2(&mut base, &mut size, ptr) };
+        // best effort: memory the driver cannot give a range for (some mappings) passes
+        if range.result().is_err() {
+            return Ok(());
+        }
+        let end = ptr.checked_add(bytes as u64);
+        if end.is_none_or(|e| e > base.saturating_add(size as u64)) {
+            return Err(Error::Shape {
+                op: "from_cuda_ptr",
+                msg: format!(
+                    "{bytes} bytes at {ptr:#x} run past the end of its allocation \
+                     ({size} bytes at {base:#x})"
+                ),
+            });
+        }
+        Ok(())
+    }
+
+    /// A fresh pool buffer holding a copy of `src` (queued on the stream); `src` is dropped
+    /// once the copy is queued (an external one waits for it, then drops its owner).
+    pub(crate) fn copy_into_pool(&self, src: CudaBuffer) -> Result<CudaBuffer> {
+        let me = self.arc()?;
+        let dst = self.alloc(&me, src.dtype, src.len)?;
+        let bytes = src.len * src.dtype.size();
+        if bytes > 0 {
+            self.ctx
+                .bind_to_thread()
+                .map_err(driver_err("cuCtxSetCurrent"))?;
+            // SAFETY: both ranges hold `bytes` bytes of live buffers of this context; the
+            // copy is queued on the stream, before any later free of either.
+            unsafe {
+                drv::memcpy_dtod_async(
+                    dst.device_ptr(),
+                    src.device_ptr(),
+                    bytes,
+                    self.work_stream().cu_stream(),
+                )
+            }
+            .map_err(driver_err("cuMemcpyDtoDAsync"))?;
+        }
+        Ok(dst)
     }
 
     /// Copies elements `start..start + len` of `buf` to the host, waiting for all queued
@@ -392,7 +535,7 @@ impl CudaDevice {
             // SAFETY: the copy into this half completed (synchronized above); the device
             // writes only the other half meanwhile.
             let stage = unsafe { std::slice::from_raw_parts(base.add(stage_of(i)), out.len()) };
-            out.copy_from_slice(stage);
+            crate::runtime::cpu::par_copy(out, stage);
         }
         Ok(())
     }

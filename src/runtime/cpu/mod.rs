@@ -63,8 +63,23 @@ pub(crate) fn threads() -> usize {
     pool().map_or_else(rayon::current_num_threads, |p| p.current_num_threads())
 }
 
-/// Elements `start..start+len` of `h` as a new buffer.
+/// Elements `start..start+len` of `h` as a new buffer (large ranges copied by every
+/// worker thread, [`par_copy`]).
 pub(crate) fn copy_range(h: &HostBuf, start: usize, len: usize) -> HostBuf {
+    let size = h.dtype().size();
+    if len * size >= 1 << 20 && h.dtype() != lazyfuse_codegen::DType::Bool {
+        if let Ok(mut out) = HostBuf::try_zeros(h.dtype(), len) {
+            let src = &h.as_bytes()[start * size..(start + len) * size];
+            let dst: *mut u8 =
+                lazyfuse_codegen::dispatch!(&mut out, HostBuf, v => v.as_mut_ptr().cast::<u8>());
+            // SAFETY: `out` holds `len` elements of `size` bytes, plain old data without
+            // padding or invalid bit patterns (Bool is excluded), and is not otherwise
+            // accessed while `bytes` lives.
+            let bytes = unsafe { std::slice::from_raw_parts_mut(dst, len * size) };
+            par_copy(bytes, src);
+            return out;
+        }
+    }
     match h {
         HostBuf::Bool(v) => HostBuf::Bool(v[start..start + len].to_vec()),
         HostBuf::I32(v) => HostBuf::I32(v[start..start + len].to_vec()),

@@ -67,7 +67,7 @@ pub(crate) fn threads() -> usize {
 /// worker thread, [`par_copy`]).
 pub(crate) fn copy_range(h: &HostBuf, start: usize, len: usize) -> HostBuf {
     let size = h.dtype().size();
-    if len * size >= 1 << 20 && h.dtype() != lazyfuse_codegen::DType::Bool {
+    if len * size >= 8 << 20 && h.dtype() != lazyfuse_codegen::DType::Bool {
         if let Ok(mut out) = HostBuf::try_zeros(h.dtype(), len) {
             let src = &h.as_bytes()[start * size..(start + len) * size];
             let dst: *mut u8 =

@@ -47,7 +47,7 @@ pub(crate) fn in_pool<R: Send>(f: impl FnOnce() -> R + Send) -> R {
 pub(crate) fn par_copy(dst: &mut [u8], src: &[u8]) {
     use rayon::prelude::*;
     const PIECE: usize = 256 << 10;
-    if dst.len() < 4 * PIECE || threads() <= 1 {
+    if dst.len() < 16 * PIECE || threads() <= 1 {
         dst.copy_from_slice(src);
         return;
     }

@@ -288,6 +288,29 @@ fn eval_writes_in_place_when_it_owns_the_input() {
 }
 
 #[test]
+fn a_function_may_borrow_its_captures() {
+    let _l = lock();
+    for_each_device(|dev| {
+        let mult = Array::from_vec_on(vec![2.0f32, 3.0, 4.0], &[3], dev).unwrap();
+        let u = Array::from_vec_on(vec![1.0f32, 1.0, 1.0], &[3], dev).unwrap();
+        // `mult` is borrowed, not moved: the function lives within this scope
+        let f = lf::Function::trace(&[&u], |x| vec![&x[0] * &mult + 1.0]).unwrap();
+        let v = f.call(&[&u]).unwrap().remove(0);
+        assert_eq!(v.to_vec::<f32>().unwrap(), vec![3.0, 4.0, 5.0]);
+        // a new shape traces again through the same borrowed closure
+        let w = Array::from_vec_on(vec![0.5f32; 6], &[2, 3], dev).unwrap();
+        let r = f.call(&[&w]).unwrap().remove(0);
+        assert_eq!(r.shape(), &[2, 3]);
+        assert_eq!(
+            r.to_vec::<f32>().unwrap(),
+            vec![2.0, 2.5, 3.0, 2.0, 2.5, 3.0]
+        );
+        drop(f);
+        assert_eq!(mult.to_vec::<f32>().unwrap(), vec![2.0, 3.0, 4.0]);
+    });
+}
+
+#[test]
 fn compound_assignment_and_updates_reuse_the_only_handle() {
     let _l = lock();
     for_each_device(|dev| {

@@ -10,8 +10,8 @@ use crate::{config, Array, DType, Device, Error, Result};
 use std::collections::{HashMap, HashSet};
 use std::sync::{Arc, Mutex};
 
-/// The traced closure.
-type Closure = dyn Fn(&[Array]) -> Vec<Array> + Send + Sync;
+/// The traced closure (it may borrow what it captures for the function's lifetime `'f`).
+type Closure<'f> = dyn Fn(&[Array]) -> Vec<Array> + Send + Sync + 'f;
 
 /// Most input signatures a function keeps plans for; a new one beyond it drops the least
 /// recently called (each plan may hold a CUDA graph and its arena).
@@ -93,8 +93,8 @@ struct Entry {
     traced: Mutex<Traced>,
 }
 
-struct Shared {
-    f: Box<Closure>,
+struct Shared<'f> {
+    f: Box<Closure<'f>>,
     /// Number of inputs the closure takes (that of the first trace's examples).
     n_inputs: usize,
     /// Traces by signature, least recently called first.
@@ -106,7 +106,7 @@ struct Shared {
 ///
 /// | call | meaning |
 /// |---|---|
-/// | `lf::Function::trace(&[&Array], Fn(&[Array]) -> Vec<Array> + Send + Sync + 'static) -> lf::Result<Function>` | run the closure once over placeholders shaped like the examples and plan its results |
+/// | `lf::Function::trace(&[&Array], Fn(&[Array]) -> Vec<Array> + Send + Sync) -> lf::Result<Function>` | run the closure once over placeholders shaped like the examples and plan its results |
 /// | `f.call(&[&Array]) -> lf::Result<Vec<Array>>` | the results for new inputs (same count; new shapes, dtypes or device trace again); queued, not waited for |
 /// | `f.call_owned(Vec<Array>) -> lf::Result<Vec<Array>>` | the same, consuming the inputs: a result may be written into the buffer of an input whose last handle this was |
 /// | `f.is_graph() -> bool` | whether calls replay a recorded CUDA graph now |
@@ -154,11 +154,11 @@ struct Shared {
 /// # }
 /// ```
 #[derive(Clone)]
-pub struct Function {
-    inner: Arc<Shared>,
+pub struct Function<'f> {
+    inner: Arc<Shared<'f>>,
 }
 
-impl std::fmt::Debug for Function {
+impl std::fmt::Debug for Function<'_> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         let entries = self.entries();
         write!(f, "Function({} inputs", self.inner.n_inputs)?;
@@ -180,7 +180,7 @@ fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
     m.lock().unwrap_or_else(|e| e.into_inner())
 }
 
-impl Function {
+impl<'f> Function<'f> {
     fn entries(&self) -> std::sync::MutexGuard<'_, Vec<Arc<Entry>>> {
         lock(&self.inner.entries)
     }
@@ -188,13 +188,15 @@ impl Function {
     /// Traces `f` over placeholders shaped like `examples` (same shapes, dtypes and
     /// device; their values are not used, but lazy examples are evaluated) and plans the
     /// arrays it returns. The function keeps `f`: a call with inputs of another signature
-    /// runs it again. Errors when the examples or results live on different devices, or
+    /// runs it again. `f` may borrow what it captures (an FFT multiplier, a mask); the
+    /// function then lives no longer than those borrows (`Function<'f>`; a closure that
+    /// owns its captures gives a `Function<'static>`). Errors when the examples or results live on different devices, or
     /// when planning fails.
-    pub fn trace<F>(examples: &[&Array], f: F) -> Result<Function>
+    pub fn trace<F>(examples: &[&Array], f: F) -> Result<Function<'f>>
     where
-        F: Fn(&[Array]) -> Vec<Array> + Send + Sync + 'static,
+        F: Fn(&[Array]) -> Vec<Array> + Send + Sync + 'f,
     {
-        let f: Box<Closure> = Box::new(f);
+        let f: Box<Closure<'f>> = Box::new(f);
         let device = inputs_device("Function::trace", examples)?;
         let sig = Signature::of(&device, examples);
         let traced = trace_one(&*f, examples, &device)?;
@@ -343,7 +345,7 @@ fn inputs_device(op: &'static str, arrays: &[&Array]) -> Result<Device> {
 
 /// Runs `f` once over placeholders shaped like `examples` on `device` and plans the
 /// arrays it returns.
-fn trace_one(f: &Closure, examples: &[&Array], device: &Device) -> Result<Traced> {
+fn trace_one(f: &Closure<'_>, examples: &[&Array], device: &Device) -> Result<Traced> {
     let mut placeholders = Vec::with_capacity(examples.len());
     for a in examples {
         let buf = a.buffer()?;

@@ -10,14 +10,8 @@ use ndarray::{ArrayD, Dimension, IxDyn, SliceInfoElem};
 
 /// Deterministic values in [-50, 50) with a fixed seed.
 fn data(n: usize, seed: u64) -> Vec<f64> {
-    let mut s = seed.wrapping_mul(0x9e37_79b9_7f4a_7c15) | 1;
-    (0..n)
-        .map(|_| {
-            s ^= s << 13;
-            s ^= s >> 7;
-            s ^= s << 17;
-            ((s >> 11) % 1000) as f64 / 10.0 - 50.0
-        })
+    common::xorshift(n, seed)
+        .map(|s| ((s >> 11) % 1000) as f64 / 10.0 - 50.0)
         .collect()
 }
 

@@ -9,14 +9,8 @@ use lf::{c64, Array, DType, Device};
 
 /// Small integers as f64 (exact sums), from a fixed seed.
 fn ints(n: usize, seed: u64) -> Vec<i64> {
-    let mut s = seed.wrapping_mul(0x9e37_79b9_7f4a_7c15) | 1;
-    (0..n)
-        .map(|_| {
-            s ^= s << 13;
-            s ^= s >> 7;
-            s ^= s << 17;
-            (s % 7) as i64 - 3
-        })
+    common::xorshift(n, seed)
+        .map(|s| (s % 7) as i64 - 3)
         .collect()
 }
 

@@ -82,3 +82,15 @@ pub fn array_from_le(dtype: &str, shape: &[usize], b: &[u8], dev: &Device) -> la
     };
     r.expect("an array from fixture bytes")
 }
+
+/// `n` pseudo-random 64-bit words from `seed` (xorshift64): fixed test data without a
+/// generator crate.
+pub fn xorshift(n: usize, seed: u64) -> impl Iterator<Item = u64> {
+    let mut s = seed.wrapping_mul(0x9e37_79b9_7f4a_7c15) | 1;
+    (0..n).map(move |_| {
+        s ^= s << 13;
+        s ^= s >> 7;
+        s ^= s << 17;
+        s
+    })
+}

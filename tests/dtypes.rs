@@ -211,28 +211,8 @@ struct Arr {
 
 impl Arr {
     fn parse(s: &str) -> Arr {
-        let mut it = s.split_whitespace();
-        let (Some(dt), Some(shape), Some(hex)) = (it.next(), it.next(), it.next()) else {
-            panic!("dtypes.txt: bad array {s:?}")
-        };
-        let inner = shape.trim_start_matches('[').trim_end_matches(']');
-        let shape: Vec<usize> = if inner.is_empty() {
-            Vec::new()
-        } else {
-            inner
-                .split(',')
-                .map(|d| d.parse().expect("shape"))
-                .collect()
-        };
-        let bytes = if hex == "_" {
-            Vec::new()
-        } else {
-            (0..hex.len())
-                .step_by(2)
-                .map(|i| u8::from_str_radix(&hex[i..i + 2], 16).expect("hex"))
-                .collect()
-        };
-        let dtype = parse_dtype(dt);
+        let (dt, shape, bytes) = common::parse_fixture_array(s);
+        let dtype = parse_dtype(&dt);
         assert_eq!(
             bytes.len(),
             shape.iter().product::<usize>() * dtype.size(),

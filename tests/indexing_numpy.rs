@@ -15,19 +15,7 @@ struct Fixture {
 }
 
 fn parse_array(s: &str) -> Fixture {
-    let mut it = s.split_whitespace();
-    let dtype = it.next().expect("dtype").to_string();
-    let shape_s = it.next().expect("shape");
-    let inner = &shape_s[1..shape_s.len() - 1];
-    let shape = if inner.is_empty() {
-        vec![]
-    } else {
-        inner
-            .split(',')
-            .map(|d| d.parse().expect("a length"))
-            .collect()
-    };
-    let bytes = common::hex_bytes(it.next().expect("data"));
+    let (dtype, shape, bytes) = common::parse_fixture_array(s);
     Fixture {
         shape,
         dtype,

@@ -767,8 +767,10 @@ trait Int: Elem + Ord {
     fn idx_mod(self, b: Self) -> Self;
 }
 
+/// `Int` for `$t`; `abs` and `sign` are given as functions of `x` (unsigned types have
+/// no negative values).
 macro_rules! int {
-    ($t:ident, $fd:ident, $rem:ident, $pow:ident) => {
+    ($t:ident, $fd:ident, $rem:ident, $pow:ident, |$x:ident| $abs:expr, $sign:expr) => {
         impl Int for $t {
             #[inline(always)]
             fn wadd(self, b: Self) -> Self {
@@ -788,11 +790,13 @@ macro_rules! int {
             }
             #[inline(always)]
             fn wabs(self) -> Self {
-                self.wrapping_abs()
+                let $x = self;
+                $abs
             }
             #[inline(always)]
             fn sign(self) -> Self {
-                self.signum()
+                let $x = self;
+                $sign
             }
             #[inline(always)]
             fn floordiv(self, b: Self) -> Self {
@@ -817,65 +821,70 @@ macro_rules! int {
         }
     };
 }
-int!(i32, floor_divide_i32, remainder_i32, power_i32);
-int!(i64, floor_divide_i64, remainder_i64, power_i64);
-int!(i8, floor_divide_i8, remainder_i8, power_i8);
-int!(i16, floor_divide_i16, remainder_i16, power_i16);
-
-macro_rules! uint {
-    ($t:ident, $fd:ident, $rem:ident, $pow:ident) => {
-        impl Int for $t {
-            #[inline(always)]
-            fn wadd(self, b: Self) -> Self {
-                self.wrapping_add(b)
-            }
-            #[inline(always)]
-            fn wsub(self, b: Self) -> Self {
-                self.wrapping_sub(b)
-            }
-            #[inline(always)]
-            fn wmul(self, b: Self) -> Self {
-                self.wrapping_mul(b)
-            }
-            #[inline(always)]
-            fn wneg(self) -> Self {
-                self.wrapping_neg()
-            }
-            #[inline(always)]
-            fn wabs(self) -> Self {
-                self
-            }
-            #[inline(always)]
-            fn sign(self) -> Self {
-                (self > 0) as $t
-            }
-            #[inline(always)]
-            fn floordiv(self, b: Self) -> Self {
-                sem::$fd(self, b)
-            }
-            #[inline(always)]
-            fn rem(self, b: Self) -> Self {
-                sem::$rem(self, b)
-            }
-            #[inline(always)]
-            fn pow(self, b: Self) -> Self {
-                sem::$pow(self, b)
-            }
-            #[inline(always)]
-            fn idx_div(self, b: Self) -> Self {
-                self.checked_div(b).unwrap_or(0)
-            }
-            #[inline(always)]
-            fn idx_mod(self, b: Self) -> Self {
-                self.checked_rem(b).unwrap_or(0)
-            }
-        }
-    };
-}
-uint!(u8, floor_divide_u8, remainder_u8, power_u8);
-uint!(u16, floor_divide_u16, remainder_u16, power_u16);
-uint!(u32, floor_divide_u32, remainder_u32, power_u32);
-uint!(u64, floor_divide_u64, remainder_u64, power_u64);
+int!(
+    i32,
+    floor_divide_i32,
+    remainder_i32,
+    power_i32,
+    |x| x.wrapping_abs(),
+    x.signum()
+);
+int!(
+    i64,
+    floor_divide_i64,
+    remainder_i64,
+    power_i64,
+    |x| x.wrapping_abs(),
+    x.signum()
+);
+int!(
+    i8,
+    floor_divide_i8,
+    remainder_i8,
+    power_i8,
+    |x| x.wrapping_abs(),
+    x.signum()
+);
+int!(
+    i16,
+    floor_divide_i16,
+    remainder_i16,
+    power_i16,
+    |x| x.wrapping_abs(),
+    x.signum()
+);
+int!(
+    u8,
+    floor_divide_u8,
+    remainder_u8,
+    power_u8,
+    |x| x,
+    (x > 0) as u8
+);
+int!(
+    u16,
+    floor_divide_u16,
+    remainder_u16,
+    power_u16,
+    |x| x,
+    (x > 0) as u16
+);
+int!(
+    u32,
+    floor_divide_u32,
+    remainder_u32,
+    power_u32,
+    |x| x,
+    (x > 0) as u32
+);
+int!(
+    u64,
+    floor_divide_u64,
+    remainder_u64,
+    power_u64,
+    |x| x,
+    (x > 0) as u64
+);
 
 /// The real float element types.
 trait Real:

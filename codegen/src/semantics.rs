@@ -154,6 +154,25 @@ pub fn f32_to_i64(x: f32) -> i64 {
     f64_to_i64(x as f64)
 }
 
+/// `base ** exp` (a non-negative `exp`) of `$t` by squaring, wrapping.
+macro_rules! wrapping_pow {
+    ($t:ident, $base:expr, $exp:expr) => {{
+        let mut result: $t = 1;
+        let mut b = $base;
+        let mut e = $exp;
+        while e > 0 {
+            if e & 1 == 1 {
+                result = result.wrapping_mul(b);
+            }
+            e >>= 1;
+            if e > 0 {
+                b = b.wrapping_mul(b);
+            }
+        }
+        result
+    }};
+}
+
 macro_rules! int_helpers {
     ($t:ident, $floordiv:ident, $rem:ident, $pow:ident) => {
         #[doc = concat!("NumPy `floor_divide` on `", stringify!($t), "`: the quotient rounded ")]
@@ -208,19 +227,7 @@ macro_rules! int_helpers {
                     _ => 0,
                 };
             }
-            let mut result: $t = 1;
-            let mut b = base;
-            let mut e = exp;
-            while e > 0 {
-                if e & 1 == 1 {
-                    result = result.wrapping_mul(b);
-                }
-                e >>= 1;
-                if e > 0 {
-                    b = b.wrapping_mul(b);
-                }
-            }
-            result
+            wrapping_pow!($t, base, exp)
         }
     };
 }
@@ -245,19 +252,7 @@ macro_rules! uint_helpers {
         #[doc = concat!("NumPy `power` on `", stringify!($t), "`: exponentiation by squaring ")]
         #[doc = "with wrapping (`x ** 0 = 1`)."]
         pub fn $pow(base: $t, exp: $t) -> $t {
-            let mut result: $t = 1;
-            let mut b = base;
-            let mut e = exp;
-            while e > 0 {
-                if e & 1 == 1 {
-                    result = result.wrapping_mul(b);
-                }
-                e >>= 1;
-                if e > 0 {
-                    b = b.wrapping_mul(b);
-                }
-            }
-            result
+            wrapping_pow!($t, base, exp)
         }
     };
 }

@@ -31,6 +31,25 @@ pub fn for_each_device(mut body: impl FnMut(&Device)) {
     }
 }
 
+/// A fixture array `dtype [d0,d1,..] HEX` as the generator scripts write it: the dtype
+/// name, the shape and the raw little-endian bytes.
+pub fn parse_fixture_array(s: &str) -> (String, Vec<usize>, Vec<u8>) {
+    let mut it = s.split_whitespace();
+    let (Some(dt), Some(shape), Some(hex)) = (it.next(), it.next(), it.next()) else {
+        panic!("bad fixture array {s:?}")
+    };
+    let inner = shape.trim_start_matches('[').trim_end_matches(']');
+    let shape = if inner.is_empty() {
+        Vec::new()
+    } else {
+        inner
+            .split(',')
+            .map(|d| d.parse().expect("a length"))
+            .collect()
+    };
+    (dt.to_string(), shape, hex_bytes(hex))
+}
+
 /// The bytes of a hex string (`_` for none), as the fixture generators write them.
 pub fn hex_bytes(h: &str) -> Vec<u8> {
     if h == "_" {

@@ -4,8 +4,8 @@
 //! error by the next readback on the same thread.
 
 use super::make;
+use super::movement::axis_of;
 use crate::graph::{Op, Shape};
-use crate::shape::norm_axis;
 use crate::{Array, DType, Device, Error, Result};
 use std::cell::RefCell;
 
@@ -148,14 +148,6 @@ fn index_array(op: &str, indices: &Array) -> Array {
     }
 }
 
-#[track_caller]
-fn gather_axis(op: &str, axis: isize, ndim: usize) -> usize {
-    match norm_axis(axis, ndim, false) {
-        Some(a) => a,
-        None => panic!("{op}: axis {axis} out of range for an array of rank {ndim}"),
-    }
-}
-
 impl Array {
     /// The elements at `indices` along `axis` (NumPy's `take`): the result's shape is
     /// `shape[..axis] + indices.shape + shape[axis + 1..]`. Negative indices count from
@@ -167,7 +159,7 @@ impl Array {
     #[track_caller]
     pub fn take(&self, indices: &Array, axis: isize) -> Array {
         let dev = super::same_device("take", &[self, indices]);
-        let a = gather_axis("take", axis, self.ndim());
+        let a = axis_of("take", axis, self.ndim());
         let idx = index_array("take", indices);
         let (shape, m) = (self.shape(), idx.ndim());
         let mut out: Shape = Shape::from_slice(&shape[..a]);
@@ -210,7 +202,7 @@ pub fn take_along_axis(a: &Array, indices: &Array, axis: isize) -> Array {
             a.shape()
         );
     }
-    let ax = gather_axis(op, axis, a.ndim());
+    let ax = axis_of(op, axis, a.ndim());
     let idx = index_array(op, indices);
     let (mut sa, mut si) = (Shape::from_slice(a.shape()), Shape::from_slice(idx.shape()));
     sa[ax] = 1;

@@ -18,7 +18,7 @@ pub(crate) struct SlicePlan {
 }
 
 #[track_caller]
-fn axis_of(op: &str, axis: isize, ndim: usize) -> usize {
+pub(crate) fn axis_of(op: &str, axis: isize, ndim: usize) -> usize {
     // `match`, not `unwrap_or_else(|| panic!(..))`: a closure would report its own line
     match norm_axis(axis, ndim, false) {
         Some(a) => a,

@@ -449,7 +449,6 @@ struct Layout<'a> {
     summarize: bool,
     edge: usize,
     words: Vec<String>,
-    linewidth: usize,
 }
 
 impl Layout<'_> {
@@ -583,9 +582,8 @@ impl Array {
             summarize,
             edge: o.edgeitems,
             words: strings(&values, &o),
-            linewidth: o.linewidth,
         };
-        Ok(layout.rec(0, 0, " ", layout.linewidth))
+        Ok(layout.rec(0, 0, " ", o.linewidth))
     }
 }
 

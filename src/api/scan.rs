@@ -25,10 +25,7 @@ fn accumulation_dtype(d: DType) -> DType {
 #[track_caller]
 fn scan(a: &Array, axis: isize, op: ReduceOp, name: &str) -> Array {
     let nd = a.ndim();
-    let ax = match crate::shape::norm_axis(axis, nd, false) {
-        Some(x) => x,
-        None => panic!("{name}: axis {axis} out of range for an array of rank {nd}"),
-    };
+    let ax = super::movement::axis_of(name, axis, nd);
     let dtype = accumulation_dtype(a.dtype());
     let x = a.astype(dtype);
     // the scanned axis last, the others flattened into rows

@@ -313,6 +313,15 @@ impl HostBuf {
             HostBuf::BF16(v) => SliceMut::BF16(v),
         }
     }
+    /// Sets every element to zero (`false` for bool), keeping the length.
+    pub fn fill_zero(&mut self) {
+        // SAFETY: every element type has zero as its all-zero bit pattern (`false` for
+        // bool, `0.0 + 0.0i` for complex numbers, +0 for the 16-bit floats), and the write
+        // covers exactly the vector's initialized elements.
+        dispatch!(self, HostBuf, v => unsafe {
+            std::ptr::write_bytes(v.as_mut_ptr(), 0, v.len())
+        })
+    }
     /// The raw bytes of the elements (bool as one byte 0/1).
     pub fn as_bytes(&self) -> &[u8] {
         // SAFETY: every element type is plain old data without padding (bool is one byte

@@ -663,6 +663,42 @@ binary!(
     atan2_f32, f32, atan2_1_f32
 );
 
+#[inline(always)]
+fn hypot1_f32(x: f32, y: f32) -> f32 {
+    // Both squares are exact in f64 and their sum is within an f64 rounding of the true
+    // value, so the square root rounds to the correctly rounded f32 result (barring a
+    // double-rounding tie, within 1 ulp); f64 cannot overflow here. C's special case: an
+    // infinite part gives +inf even beside a NaN.
+    let (a, b) = (x as f64, y as f64);
+    let r = (a * a + b * b).sqrt() as f32;
+    sel(x.is_infinite() || y.is_infinite(), f32::INFINITY, r)
+}
+
+binary!(
+    /// `out[i] = hypot(y[i], x[i])` (f32), with C's special cases.
+    hypot_f32, f32, hypot1_f32
+);
+
+#[inline(always)]
+fn hypot1_f64(x: f64, y: f64) -> f64 {
+    x.hypot(y)
+}
+
+binary!(
+    /// `out[i] = hypot(y[i], x[i])` (f64): libm's `hypot` per element.
+    hypot_f64, f64, hypot1_f64
+);
+
+/// `out[i] = |z[i]|` (complex64), NumPy's `abs`: `hypot(re, im)` as [`hypot_f32`].
+pub fn abs_c32(z: &[num_complex::Complex<f32>], out: &mut [f32]) {
+    type C32 = num_complex::Complex<f32>;
+    simd!((z: &[C32], out: &mut [f32]) => {
+        for (o, v) in out.iter_mut().zip(z) {
+            *o = hypot1_f32(v.re, v.im);
+        }
+    })
+}
+
 // ---------------------------------------------------------------------------------------
 // f64 kernels (fdlibm / musl algorithms made branch-free, about 1 ulp)
 // ---------------------------------------------------------------------------------------

@@ -55,7 +55,59 @@ impl Drop for Buffer {
         // `Buffer::host`.
         if let Buffer::Host(h) = self {
             crate::stats::HOST_BYTES.sub(h.as_bytes().len() as u64);
+            recycle::give(std::mem::replace(h, HostBuf::Bool(Vec::new())));
         }
+    }
+}
+
+/// Large host buffers kept after their array is dropped, for the next allocation of the
+/// same dtype and length: a loop that evaluates the same shapes every step (a simulation,
+/// a pipeline called again) reuses its memory instead of returning it to the system and
+/// faulting fresh pages in. Freeing and refaulting a 512 KB buffer (the allocator gives
+/// memory above its thresholds back with `munmap` or `brk`, which also flushes the other
+/// threads' TLBs) was a sixth of the CPU PSF at 128^2.
+mod recycle {
+    use super::HostBuf;
+    use lazyfuse_codegen::DType;
+    use std::sync::Mutex;
+
+    /// Buffers smaller than this come from the allocator's free lists cheaply.
+    const MIN_BYTES: usize = 64 << 10;
+    /// At most this many bytes are kept, and at most [`MAX_BUFFERS`] buffers; the oldest
+    /// go first.
+    const MAX_BYTES: usize = 128 << 20;
+    const MAX_BUFFERS: usize = 16;
+
+    static KEPT: Mutex<Vec<HostBuf>> = Mutex::new(Vec::new());
+
+    /// Keeps `h` for reuse when it is large enough (else it is freed here).
+    pub(super) fn give(h: HostBuf) {
+        let bytes = h.as_bytes().len();
+        if !(MIN_BYTES..=MAX_BYTES).contains(&bytes) {
+            return;
+        }
+        let Ok(mut kept) = KEPT.lock() else { return };
+        kept.push(h);
+        let mut total: usize = kept.iter().map(|b| b.as_bytes().len()).sum();
+        while kept.len() > MAX_BUFFERS || total > MAX_BYTES {
+            total -= kept.remove(0).as_bytes().len();
+        }
+    }
+
+    /// A kept buffer of `len` elements of `dtype`, zeroed, if there is one.
+    pub(super) fn take_zeroed(dtype: DType, len: usize) -> Option<HostBuf> {
+        if len.saturating_mul(dtype.size()) < MIN_BYTES {
+            return None;
+        }
+        let mut h = {
+            let mut kept = KEPT.lock().ok()?;
+            let i = kept
+                .iter()
+                .rposition(|b| b.dtype() == dtype && b.len() == len)?;
+            kept.remove(i)
+        };
+        h.fill_zero();
+        Some(h)
     }
 }
 
@@ -64,6 +116,9 @@ impl Drop for Buffer {
 ///
 /// [`Error::OutOfMemory`]: crate::Error::OutOfMemory
 pub(crate) fn host_zeros(dtype: DType, len: usize, what: &str) -> Result<HostBuf> {
+    if let Some(h) = recycle::take_zeroed(dtype, len) {
+        return Ok(h);
+    }
     HostBuf::try_zeros(dtype, len).map_err(|e| crate::Error::OutOfMemory {
         op: "eval",
         bytes: e.bytes,

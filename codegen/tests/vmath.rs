@@ -203,6 +203,51 @@ fn atan2_f32_ulp() {
     assert!(e <= MAX_ULP, "atan2: {e} ulp");
 }
 
+#[test]
+fn hypot_f32_ulp_and_specials() {
+    // Pairs over all magnitudes (products that overflow or underflow f32 included), and a
+    // grid near the origin; the reference is libm's f64 hypot.
+    let a = full_sweep();
+    let n = a.len();
+    let mut ys: Vec<f32> = a.clone();
+    let mut xs: Vec<f32> = (0..n).map(|k| a[(k * 7919 + 13) % n]).collect();
+    let g = lin(-3.0, 3.0, 700);
+    for &y in &g {
+        for &x in &g {
+            ys.push(y);
+            xs.push(x);
+        }
+    }
+    let e = measure2("hypot", vmath::hypot_f32, f64::hypot, &ys, &xs);
+    assert!(e <= 1.0, "hypot: {e} ulp");
+    // C's special values: an infinite part wins over a NaN; signed zeros give +0.
+    let (inf, nan) = (f32::INFINITY, f32::NAN);
+    let cases = [
+        (inf, nan, inf),
+        (nan, -inf, inf),
+        (nan, 1.0, nan),
+        (-0.0, 0.0, 0.0),
+        (-0.0, -0.0, 0.0),
+        (3.0, -4.0, 5.0),
+        (f32::MAX, f32::MAX, inf),
+        (f32::from_bits(1), 0.0, f32::from_bits(1)),
+    ];
+    let (y, x): (Vec<f32>, Vec<f32>) = cases.iter().map(|&(y, x, _)| (y, x)).unzip();
+    let mut got = vec![0.0f32; cases.len()];
+    vmath::hypot_f32(&y, &x, &mut got);
+    for (&(y, x, want), &g) in cases.iter().zip(&got) {
+        assert!(same(g, want), "hypot({y}, {x}) = {g}, want {want}");
+    }
+    // abs of complex64 is the same function of (re, im)
+    let z: Vec<num_complex::Complex32> =
+        y.iter().zip(&x).map(|(&re, &im)| num_complex::Complex32::new(re, im)).collect();
+    let mut abs = vec![0.0f32; z.len()];
+    vmath::abs_c32(&z, &mut abs);
+    for ((&(y, x, want), &g), zi) in cases.iter().zip(&abs).zip(&z) {
+        assert!(same(g, want), "abs({zi}) from ({y}, {x}) = {g}, want {want}");
+    }
+}
+
 // ------------------------------------------------------------------------------------
 // Special values
 // ------------------------------------------------------------------------------------

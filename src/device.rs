@@ -100,7 +100,9 @@ impl Device {
             Device::Cpu => Ok(()),
             Device::Cuda(d) => {
                 let p = crate::profile::begin_wall();
+                let range = crate::nvtx::range(c"lazyfuse.synchronize");
                 let r = d.synchronize();
+                drop(range);
                 let kind = crate::profile::EntryKind::Wait;
                 crate::profile::host_done(p, kind, "synchronize", String::new(), 0);
                 r

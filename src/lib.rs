@@ -126,6 +126,7 @@ mod explain;
 mod function;
 mod graph;
 mod interop;
+mod nvtx;
 mod profile;
 mod promote;
 pub(crate) mod runtime;

@@ -801,11 +801,7 @@ pub(crate) fn kernel_done(
     let name = if noted.is_some() {
         LAST_NAME.with(|n| n.borrow().clone())
     } else {
-        let opts = lazyfuse_codegen::cuda::RenderOptions {
-            index32: true,
-            scalar: false,
-        };
-        lazyfuse_codegen::cuda::entry_name(kernel, &opts)
+        runtime::cpu::kernel_name(kernel)
     };
     let mut e = Entry::new(EntryKind::Kernel, name, Timing::Wall);
     e.detail = format!(

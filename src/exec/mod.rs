@@ -10,7 +10,7 @@ use crate::graph::{Node, Op, Shape};
 use crate::runtime::matmul::GemmSpec;
 use crate::runtime::{self, Buffer};
 use crate::schedule::{self, ParamSrc, TStep, Template};
-use crate::{config, profile, Device, Error, Result};
+use crate::{config, nvtx, profile, Device, Error, Result};
 use lazyfuse_codegen::{DType, Kernel, LaunchArgs, Scalar};
 use smallvec::SmallVec;
 use std::fmt;
@@ -137,6 +137,7 @@ impl fmt::Display for Schedule {
 /// Plans the evaluation of `roots`: a cached plan of the same structure when there is one.
 pub(crate) fn plan(roots: &[Arc<Node>]) -> Result<Schedule> {
     let probe = crate::profile::begin_wall();
+    let _range = nvtx::range(c"lazyfuse.plan");
     let (template, nodes, hit) = schedule::template_for_hit(roots)?;
     let sched = bind(&template, &nodes)?;
     crate::profile::plan_done(probe, hit, sched.steps.len());
@@ -215,8 +216,14 @@ pub(crate) fn evaluate(roots: &[Arc<Node>]) -> Result<()> {
         return Ok(());
     }
     let _scope = crate::profile::scope(true);
+    let _eval = nvtx::range(c"lazyfuse.eval");
     let probe = crate::profile::begin_wall();
+    let planning = nvtx::range(c"lazyfuse.plan");
     let (template, nodes, hit) = schedule::template_for_hit(roots)?;
+    if !hit {
+        nvtx::mark(c"lazyfuse.plan cache miss");
+    }
+    drop(planning);
     crate::stats::bump::evals(1);
     // a profiled eval runs step by step so that each step is timed
     #[cfg(feature = "cuda")]
@@ -273,16 +280,13 @@ pub(crate) fn execute(sched: &Schedule) -> Result<()> {
                 let b = buffer_of(src)?;
                 crate::stats::bump::library_calls(1);
                 let probe = profile::begin(&dst.device);
+                let range = nvtx::range_with(|| format!("lazyfuse.{}", spec.label()));
                 let out = runtime::fft(&dst.device, spec, &b, &src.shape, &dst.shape)?;
+                drop(range);
                 if probe.is_some() {
                     let bytes = bytes_of(&[&b]) + bytes_of(&[&out]);
                     let detail = format!("{:?} {:?} -> {:?}", spec.kind, src.shape, dst.shape);
-                    let name = format!(
-                        "fft axes={:?}{}",
-                        spec.axes,
-                        if spec.inverse { " inverse" } else { "" }
-                    );
-                    profile::library_done(probe, &dst.device, name, detail, bytes);
+                    profile::library_done(probe, &dst.device, spec.label(), detail, bytes);
                 }
                 dst.realize(Arc::new(out));
             }
@@ -291,7 +295,9 @@ pub(crate) fn execute(sched: &Schedule) -> Result<()> {
                 let (x, y) = (buffer_of(a)?, buffer_of(b)?);
                 crate::stats::bump::library_calls(1);
                 let probe = profile::begin(&dst.device);
+                let range = nvtx::range(c"lazyfuse.matmul");
                 let out = runtime::matmul::run(&dst.device, spec, &x, &y)?;
+                drop(range);
                 if probe.is_some() {
                     let bytes = bytes_of(&[&x, &y]) + bytes_of(&[&out]);
                     let detail = format!("{:?} @ {:?} -> {:?}", a.shape, b.shape, dst.shape);
@@ -302,8 +308,10 @@ pub(crate) fn execute(sched: &Schedule) -> Result<()> {
             Step::Copy { src, dst } => {
                 let b = buffer_of(src)?;
                 let probe = profile::begin_wall();
+                let range = nvtx::range(c"lazyfuse.to_device");
                 let host = runtime::download(&b, 0, b.len())?;
                 let out = runtime::upload(&dst.device, host)?;
+                drop(range);
                 let bytes = 2 * bytes_of(&[&out]);
                 let detail = format!("{} -> {}", src.device, dst.device);
                 profile::host_done(

@@ -222,6 +222,7 @@ impl<'f> Function<'f> {
     /// which panics as any expression mixing devices does: trace one function per device
     /// when the closure captures arrays.
     pub fn call(&self, inputs: &[&Array]) -> Result<Vec<Array>> {
+        let _range = crate::nvtx::range(c"lazyfuse.call");
         let entry = self.entry_for("Function::call", inputs)?;
         let nodes = inputs.iter().map(|a| a.node.clone()).collect();
         let mut t = lock(&entry.traced);
@@ -239,6 +240,7 @@ impl<'f> Function<'f> {
     /// `eval`); a plan of several steps replays its graph, whose results are fresh pooled
     /// buffers (the consumed inputs' buffers return to the pool for the next call).
     pub fn call_owned(&self, inputs: Vec<Array>) -> Result<Vec<Array>> {
+        let _range = crate::nvtx::range(c"lazyfuse.call");
         let entry = {
             let refs: Vec<&Array> = inputs.iter().collect();
             self.entry_for("Function::call_owned", &refs)?
@@ -346,6 +348,7 @@ fn inputs_device(op: &'static str, arrays: &[&Array]) -> Result<Device> {
 /// Runs `f` once over placeholders shaped like `examples` on `device` and plans the
 /// arrays it returns.
 fn trace_one(f: &Closure<'_>, examples: &[&Array], device: &Device) -> Result<Traced> {
+    let _range = crate::nvtx::range(c"lazyfuse.trace");
     let mut placeholders = Vec::with_capacity(examples.len());
     for a in examples {
         let buf = a.buffer()?;
@@ -360,7 +363,9 @@ fn trace_one(f: &Closure<'_>, examples: &[&Array], device: &Device) -> Result<Tr
         same_device("Function::trace", device, &o.device())?;
     }
     let roots: Vec<Arc<Node>> = outputs.iter().map(|o| o.node.clone()).collect();
+    let planning = crate::nvtx::range(c"lazyfuse.plan");
     let (template, nodes) = schedule::template_for(&roots)?;
+    drop(planning);
     let pos: HashMap<u64, usize> = nodes.iter().enumerate().map(|(i, n)| (n.id, i)).collect();
     let produced: HashSet<usize> = template.steps().iter().flat_map(|s| s.writes()).collect();
     let input_of: HashMap<u64, usize> = placeholders

@@ -104,6 +104,15 @@ pub(crate) struct FftSpec {
     pub(crate) hermitian: bool,
 }
 
+impl FftSpec {
+    /// The library call's name in profiles and NVTX ranges: `fft axes=[0, 1]`, with
+    /// ` inverse` for inverse transforms.
+    pub(crate) fn label(&self) -> String {
+        let inverse = if self.inverse { " inverse" } else { "" };
+        format!("fft axes={:?}{inverse}", self.axes)
+    }
+}
+
 /// Real/complex variant of an FFT.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub(crate) enum FftKind {

@@ -9,6 +9,7 @@ pub mod cuda;
 pub mod cuda;
 pub(crate) mod matmul;
 
+use crate::nvtx;
 use crate::profile::{self, EntryKind};
 use crate::{Device, Result};
 use lazyfuse_codegen::{DType, HostBuf, Kernel, LaunchArgs};
@@ -134,7 +135,9 @@ pub(crate) fn upload(dev: &Device, host: HostBuf) -> Result<Buffer> {
             let bytes = host.as_bytes().len() as u64;
             crate::stats::bump::bytes_h2d(bytes);
             let p = profile::begin_wall();
+            let range = nvtx::range(c"lazyfuse.upload");
             let buf = d.upload(&host)?;
+            drop(range);
             profile::host_done(p, EntryKind::HostToDevice, "upload", String::new(), bytes);
             Ok(Buffer::Cuda(buf))
         }
@@ -155,7 +158,9 @@ pub(crate) fn upload_slice<T: crate::Element>(dev: &Device, data: &[T]) -> Resul
             let n = bytes.len() as u64;
             crate::stats::bump::bytes_h2d(n);
             let p = profile::begin_wall();
+            let range = nvtx::range(c"lazyfuse.upload");
             let buf = d.upload_bytes(T::DTYPE, data.len(), bytes)?;
+            drop(range);
             profile::host_done(p, EntryKind::HostToDevice, "upload", String::new(), n);
             Ok(Buffer::Cuda(buf))
         }
@@ -165,6 +170,7 @@ pub(crate) fn upload_slice<T: crate::Element>(dev: &Device, data: &[T]) -> Resul
 
 /// Copies elements `start..start+len` of `buf` to the host (waits for queued work).
 pub(crate) fn download(buf: &Buffer, start: usize, len: usize) -> Result<HostBuf> {
+    let _range = nvtx::range(c"lazyfuse.readback");
     match buf {
         Buffer::Host(h) => Ok(cpu::copy_range(h, start, len)),
         Buffer::Cuda(c) => {
@@ -172,7 +178,9 @@ pub(crate) fn download(buf: &Buffer, start: usize, len: usize) -> Result<HostBuf
                 // The copy waits for every queued kernel first; profiled, that wait is
                 // measured on its own so the readback is not blamed for the compute.
                 let p = profile::begin_wall();
+                let range = nvtx::range(c"lazyfuse.wait");
                 c.device().synchronize()?;
+                drop(range);
                 profile::host_done(
                     p,
                     EntryKind::Wait,
@@ -252,6 +260,7 @@ pub(crate) fn run_kernel(
             if nvrtc_check_enabled() {
                 cuda::nvrtc_check(kernel)?;
             }
+            let _range = nvtx::range_with(|| cpu::kernel_name(kernel));
             let ins: smallvec::SmallVec<[&HostBuf; 4]> = inputs
                 .iter()
                 .map(|b| match b {
@@ -305,6 +314,7 @@ pub(crate) fn run_kernel_reuse(
             if nvrtc_check_enabled() {
                 cuda::nvrtc_check(kernel)?;
             }
+            let _range = nvtx::range_with(|| cpu::kernel_name(kernel));
             let ins: Vec<Option<&HostBuf>> = inputs
                 .iter()
                 .map(|b| match b {

@@ -58,6 +58,16 @@ pub(crate) fn par_copy(dst: &mut [u8], src: &[u8]) {
     });
 }
 
+/// The name of a kernel the CPU interprets, as profiles and NVTX ranges show it: the entry
+/// name of its CUDA rendering with 32-bit indices.
+pub(crate) fn kernel_name(kernel: &Kernel) -> String {
+    let opts = lazyfuse_codegen::cuda::RenderOptions {
+        index32: true,
+        scalar: false,
+    };
+    lazyfuse_codegen::cuda::entry_name(kernel, &opts)
+}
+
 /// Worker threads CPU kernels may use.
 pub(crate) fn threads() -> usize {
     pool().map_or_else(rayon::current_num_threads, |p| p.current_num_threads())

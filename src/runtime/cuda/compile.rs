@@ -620,6 +620,7 @@ impl KernelCache {
     ) -> Result<LoadedKernel> {
         let t0 = Instant::now();
         let (r, dumped) = render_kernel(kernel, opts)?;
+        let _range = crate::nvtx::range_with(|| format!("lazyfuse.compile {}", r.entry));
         let key = self.disk_key(&r);
         let reason = match &self.disk {
             None => "not in memory; no disk cache".to_string(),

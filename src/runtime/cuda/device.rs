@@ -668,6 +668,7 @@ impl CudaDevice {
         if profile::on() {
             profile::note_launch(grid, block, k.rendered.per_thread, k.regs);
         }
+        let _range = crate::nvtx::range_with(|| k.rendered.entry.clone());
         self.ctx
             .bind_to_thread()
             .map_err(driver_err("cuCtxSetCurrent"))?;

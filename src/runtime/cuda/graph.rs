@@ -338,6 +338,7 @@ impl GraphPlan {
                     out_shape,
                 } => {
                     let (a, b) = (self.buf(*src, ext)?, self.buf(*dst, ext)?);
+                    let _range = crate::nvtx::range_with(|| format!("lazyfuse.{}", spec.label()));
                     self.dev.fft_into(spec, a, b, in_shape, out_shape)?;
                     if counting {
                         bump::library_calls(1);
@@ -350,6 +351,7 @@ impl GraphPlan {
 
     /// Records the steps on a fresh capture stream and instantiates the graph.
     fn record(&self, steps: &[GraphStep<'_>], ext: &[&CudaBuffer]) -> Result<Recorded> {
+        let _range = crate::nvtx::range(c"lazyfuse.graph capture");
         let dev = &self.dev;
         dev.ctx
             .bind_to_thread()
@@ -425,6 +427,7 @@ impl GraphPlan {
     /// Updates the recorded kernel nodes for this run's buffers and launches the graph on
     /// the device stream.
     fn replay(&mut self, steps: &[GraphStep<'_>], ext: &[&CudaBuffer]) -> Result<()> {
+        let _range = crate::nvtx::range(c"lazyfuse.graph replay");
         let mut blobs = Vec::new();
         for s in steps {
             if let GraphStep::Kernel {

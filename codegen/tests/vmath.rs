@@ -239,12 +239,18 @@ fn hypot_f32_ulp_and_specials() {
         assert!(same(g, want), "hypot({y}, {x}) = {g}, want {want}");
     }
     // abs of complex64 is the same function of (re, im)
-    let z: Vec<num_complex::Complex32> =
-        y.iter().zip(&x).map(|(&re, &im)| num_complex::Complex32::new(re, im)).collect();
+    let z: Vec<num_complex::Complex32> = y
+        .iter()
+        .zip(&x)
+        .map(|(&re, &im)| num_complex::Complex32::new(re, im))
+        .collect();
     let mut abs = vec![0.0f32; z.len()];
     vmath::abs_c32(&z, &mut abs);
     for ((&(y, x, want), &g), zi) in cases.iter().zip(&abs).zip(&z) {
-        assert!(same(g, want), "abs({zi}) from ({y}, {x}) = {g}, want {want}");
+        assert!(
+            same(g, want),
+            "abs({zi}) from ({y}, {x}) = {g}, want {want}"
+        );
     }
 }
 

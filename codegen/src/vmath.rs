@@ -11,9 +11,13 @@
 //!
 //! Method (Cephes / fdlibm / musl algorithms, made branch-free):
 //! * `f32`: `exp` is computed in `f32` (Cody-Waite reduction by `ln 2`, Cephes' degree-7
-//!   polynomial; below 1 ulp). The others convert to `f64`, run a short `f64` kernel
-//!   accurate to about 2^-34 relative and round once to `f32`, so their error stays within
-//!   about 0.5 ulp. `sin`, `cos`, `tan` reduce by `pi/2` in `f64` with a 33 + 53 bit `pi/2`.
+//!   polynomial; below 1 ulp). `atan2` runs in `f32` too (octant reduction with the
+//!   difference and sum carried exactly, the multiple of `pi/4` added last in two parts;
+//!   below 1.7 ulp), and so do the `sin` and `cos` polynomials (Cephes) on an argument
+//!   reduced by `pi/2` in `f64` with a 33 + 53 bit `pi/2` (below 1.6 ulp): on 16 lanes
+//!   instead of 8 they take about half the time. The others convert to `f64`, run a short
+//!   `f64` kernel accurate to about 2^-34 relative and round once to `f32`, so their error
+//!   stays within about 0.5 ulp.
 //! * `f64`: fdlibm's kernels (`__kernel_sin/cos`, `k_log1p`, `s_atan`, `e_log2/10`, ...)
 //!   with every branch turned into a select; `exp`/`expm1` use a degree-12 polynomial
 //!   instead of fdlibm's rational form, `asin`/`acos` one of degree 14 in `x^2`, and `tan`
@@ -374,22 +378,38 @@ fn tan_big_f32(x: f32) -> f32 {
     (x as f64).tan() as f32
 }
 
+/// `(sin x, cos x)` for `|x| <= 2^20`: the reduction by `pi/2` runs in `f64` (exact to
+/// about 2^-67, also near the zeros), the polynomials in `f32` on the reduced `r` rounded
+/// to `f32` (within 2 ulp in all, see the tests).
+#[inline(always)]
+fn sincos1_f32(x: f32) -> (f32, f32) {
+    let (r, q) = reduce_pio2(x.abs() as f64);
+    let r = r as f32;
+    let z = r * r;
+    // Cephes sinf / cosf on |r| <= pi/4.
+    let s0 = r + r * z * (-1.6666654611e-1 + z * (8.3321608736e-3 + z * -1.9515295891e-4));
+    let c0 = (1.0 - 0.5 * z)
+        + (z * z) * (4.166664568298827e-2 + z * (-1.388731625493765e-3 + z * 2.443315711809948e-5));
+    let q = q as u32;
+    let odd = q & 1 != 0;
+    // sin: negated in quadrants 2 and 3 and for a negative x (sin is odd); cos: cos, -sin,
+    // -cos, sin in quadrants 0..3.
+    let sflip = ((q & 2) << 30) ^ (x.to_bits() & 0x8000_0000);
+    let cflip = (q.wrapping_add(1) & 2) << 30;
+    (
+        f32::from_bits(sel(odd, c0, s0).to_bits() ^ sflip),
+        f32::from_bits(sel(odd, s0, c0).to_bits() ^ cflip),
+    )
+}
+
 #[inline(always)]
 fn sin1_f32(x: f32) -> f32 {
-    let (r, q) = reduce_pio2(x.abs() as f64);
-    let v = sel(q & 1 != 0, cos_kernel(r), sin_kernel(r));
-    // Negate in quadrants 2 and 3, and for negative x (sin is odd).
-    let flip = ((q & 2) << 62) ^ (((x.to_bits() >> 31) as u64) << 63);
-    f64::from_bits(v.to_bits() ^ flip) as f32
+    sincos1_f32(x).0
 }
 
 #[inline(always)]
 fn cos1_f32(x: f32) -> f32 {
-    let (r, q) = reduce_pio2(x.abs() as f64);
-    let v = sel(q & 1 != 0, sin_kernel(r), cos_kernel(r));
-    // cos, -sin, -cos, sin in quadrants 0..3.
-    let flip = ((q.wrapping_add(1)) & 2) << 62;
-    f64::from_bits(v.to_bits() ^ flip) as f32
+    sincos1_f32(x).1
 }
 
 #[inline(always)]
@@ -480,9 +500,71 @@ fn atan1_f32(x: f32) -> f32 {
     atan2_kernel(x as f64, 1.0) as f32
 }
 
+/// `pi/4 = P4A + P4B` to about 2^-45: `P4A` has 8 significant bits and `P4B` 24, so
+/// `m * P4A` is exact and `m * P4B` nearly so for the multipliers `m <= 4` used.
+const P4A: f32 = 0.78515625;
+const P4B: f32 = 2.4191339616663754e-4;
+
+/// `atan2(y, x)` in `f32` arithmetic with C's special cases (within 2 ulp, see the tests).
+///
+/// The angle is `m pi/4 + sigma atan(s)` with `|s| <= tan(pi/8)`, an integer `0 <= m <= 4`
+/// and a sign `sigma`, from the octant of `(x, y)`; the multiple of `pi/4` is added last,
+/// in two parts, so that only the final addition rounds at the result's scale.
 #[inline(always)]
 fn atan2_1_f32(y: f32, x: f32) -> f32 {
-    atan2_kernel(y as f64, x as f64) as f32
+    let (ax, ay) = (x.abs(), y.abs());
+    // atan2(+-inf, +-inf) is atan2(+-1, +-1) (odd multiples of pi/4).
+    let both_inf = (ax == f32::INFINITY) & (ay == f32::INFINITY);
+    let ax = sel(both_inf, 1.0, ax);
+    let ay = sel(both_inf, 1.0, ay);
+    // atan(num / den) with num <= den, then atan(a) = pi/2 - atan(1/a) when swapped.
+    let swap = ay > ax;
+    let num = sel(swap, ax, ay);
+    let den = sel(swap, ay, ax);
+    // num + den must not overflow: huge pairs are scaled by 1/4 (exact for a normal num;
+    // one that becomes subnormal has a ratio far below f32's smallest angle anyway); tiny
+    // pairs are scaled by 2^24 (exact) so that the rounding errors below stay normal.
+    let huge = den > 4.2535296e37; // 2^125
+    let tiny = den < 1.9721523e-31; // 2^-102
+    let scale = sel(huge, 0.25, sel(tiny, 16777216.0, 1.0));
+    let num = num * scale;
+    let den = den * scale;
+    // atan(a) = pi/4 + atan((a - 1) / (a + 1)) for a > tan(pi/8).
+    // The difference and sum are carried with their rounding errors (`num <= den`, so
+    // Fast2Sum is exact), and the quotient is corrected by them: without that, their
+    // roundings would add up to more than 2 ulp just above tan(pi/8).
+    let mid = num > 0.41421357 * den;
+    let (dif, sum) = (num - den, den + num);
+    let dif_lo = num - (dif + den);
+    let sum_lo = num - (sum - den);
+    let n = sel(mid, dif, num);
+    let d = sel(mid, sum, den);
+    let n_lo = sel(mid, dif_lo, 0.0);
+    let d_lo = sel(mid, sum_lo, 0.0);
+    // d = 0 only for atan2(+-0, +-0) (angle 0 before the quadrant fix-up; n = +0) or a
+    // NaN y with x = +-0 (n = NaN).
+    let q = n / d;
+    let s = sel(d == 0.0, n, q + (n_lo - q * d_lo) / d);
+    const P: [f32; 6] = [
+        -0.3333333251460833,
+        0.1999990518687606,
+        -0.14282042076000553,
+        0.11045093563376616,
+        -0.08478406333532755,
+        0.04748275552823959,
+    ];
+    let z = s * s;
+    let t = s + s * (z * horner32(z, P));
+    // m and sigma: pi/4 + t when mid, then pi/2 - (.) when swapped, then pi - (.) for a
+    // negative x.
+    let m = sel(mid, 1.0f32, 0.0);
+    let neg1 = swap;
+    let m = sel(swap, 2.0 - m, m);
+    let negx = x.is_sign_negative();
+    let m = sel(negx, 4.0 - m, m);
+    let t = f32::from_bits(t.to_bits() ^ (((neg1 ^ negx) as u32) << 31));
+    let r = m * P4A + (m * P4B + t);
+    f32::from_bits((r.to_bits() & 0x7fff_ffff) | (y.to_bits() & 0x8000_0000))
 }
 
 #[inline(always)]
@@ -547,13 +629,7 @@ pub fn sincos_f32(x: &[f32], s: &mut [f32], c: &mut [f32]) {
     simd!((x: &[f32], s: &mut [f32], c: &mut [f32]) => {
         let mut any = false;
         for ((so, co), &v) in s.iter_mut().zip(c.iter_mut()).zip(x) {
-            let (r, q) = reduce_pio2(v.abs() as f64);
-            let (s0, c0) = (sin_kernel(r), cos_kernel(r));
-            let odd = q & 1 != 0;
-            let sflip = ((q & 2) << 62) ^ (((v.to_bits() >> 31) as u64) << 63);
-            *so = f64::from_bits(sel(odd, c0, s0).to_bits() ^ sflip) as f32;
-            let cflip = (q.wrapping_add(1) & 2) << 62;
-            *co = f64::from_bits(sel(odd, s0, c0).to_bits() ^ cflip) as f32;
+            (*so, *co) = sincos1_f32(v);
             any |= v.abs() > TRIG_BIG32;
         }
         if any {

@@ -204,6 +204,36 @@ fn atan2_f32_ulp() {
 }
 
 #[test]
+fn atan2_f32_ulp_near_octant_edges_and_huge() {
+    // Ratios y / x around the reduction's thresholds (tan(pi/8), 1/2, 1, and their
+    // inverses) with both signs, at ordinary, tiny and huge scales (where `x + y` would
+    // overflow f32).
+    let mut rng = 0x9e37_79b9_7f4a_7c15u64;
+    let mut next = move || {
+        rng ^= rng << 13;
+        rng ^= rng >> 7;
+        rng ^= rng << 17;
+        (rng >> 11) as f64 / (1u64 << 53) as f64
+    };
+    let (mut ys, mut xs) = (Vec::new(), Vec::new());
+    for &ratio in &[0.41421356f64, 0.5, 1.0, 2.0, 2.41421356, 0.3, 0.45, 0.7] {
+        for &scale in &[1.0f64, 3.0e-38, 1.0e-44, 1.0e38, 3.0e38, 1.7e38] {
+            for k in 0..20_000 {
+                let x = scale * (0.5 + next());
+                let r = ratio * (1.0 + 0.2 * (next() - 0.5));
+                let (sy, sx) = (k & 1 == 0, k & 2 == 0);
+                let y = (x * r) as f32;
+                let x = x as f32;
+                ys.push(if sy { y } else { -y });
+                xs.push(if sx { x } else { -x });
+            }
+        }
+    }
+    let e = measure2("atan2", vmath::atan2_f32, f64::atan2, &ys, &xs);
+    assert!(e <= MAX_ULP, "atan2: {e} ulp");
+}
+
+#[test]
 fn hypot_f32_ulp_and_specials() {
     // Pairs over all magnitudes (products that overflow or underflow f32 included), and a
     // grid near the origin; the reference is libm's f64 hypot.

@@ -95,18 +95,22 @@ mod recycle {
         }
     }
 
-    /// A kept buffer of `len` elements of `dtype`, zeroed, if there is one.
-    pub(super) fn take_zeroed(dtype: DType, len: usize) -> Option<HostBuf> {
+    /// A kept buffer of `len` elements of `dtype` holding whatever it last held, if there
+    /// is one.
+    pub(super) fn take(dtype: DType, len: usize) -> Option<HostBuf> {
         if len.saturating_mul(dtype.size()) < MIN_BYTES {
             return None;
         }
-        let mut h = {
-            let mut kept = KEPT.lock().ok()?;
-            let i = kept
-                .iter()
-                .rposition(|b| b.dtype() == dtype && b.len() == len)?;
-            kept.remove(i)
-        };
+        let mut kept = KEPT.lock().ok()?;
+        let i = kept
+            .iter()
+            .rposition(|b| b.dtype() == dtype && b.len() == len)?;
+        Some(kept.remove(i))
+    }
+
+    /// A kept buffer of `len` elements of `dtype`, zeroed, if there is one.
+    pub(super) fn take_zeroed(dtype: DType, len: usize) -> Option<HostBuf> {
+        let mut h = take(dtype, len)?;
         h.fill_zero();
         Some(h)
     }
@@ -125,6 +129,16 @@ pub(crate) fn host_zeros(dtype: DType, len: usize, what: &str) -> Result<HostBuf
         bytes: e.bytes,
         what: format!("{len} {dtype} elements of {what}"),
     })
+}
+
+/// `len` elements of `dtype` on the host for `what`, to be overwritten entirely by the
+/// caller: a recycled buffer is handed as it is (its old values are plain initialized
+/// data), a fresh one zeroed. Errors as [`host_zeros`].
+pub(crate) fn host_output(dtype: DType, len: usize, what: &str) -> Result<HostBuf> {
+    match recycle::take(dtype, len) {
+        Some(h) => Ok(h),
+        None => host_zeros(dtype, len, what),
+    }
 }
 
 /// Copies host data to `dev`.

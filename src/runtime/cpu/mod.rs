@@ -126,10 +126,16 @@ pub(crate) fn run_kernel(
         // at least four items per thread down to MIN_CHUNK elements each
         _ => n.div_ceil(threads() * 4).clamp(MIN_CHUNK, CHUNK),
     };
+    // an elementwise kernel stores every element of every output on every tile (the IR
+    // checks that each output is stored exactly once), so its outputs need no zeroing
+    let alloc = match kernel.reduce {
+        None => super::host_output,
+        Some(_) => super::host_zeros,
+    };
     let mut outs: smallvec::SmallVec<[HostBuf; 2]> = kernel
         .outputs
         .iter()
-        .map(|&d| super::host_zeros(d, n, "a kernel output"))
+        .map(|&d| alloc(d, n, "a kernel output"))
         .collect::<Result<_>>()?;
     if n == 0 {
         return Ok(outs);

@@ -41,13 +41,6 @@ fn try_filled<T: Clone>(len: usize, x: T, what: &str) -> Result<Vec<T>> {
     Ok(v)
 }
 
-/// The items of `it` collected into an exactly sized vector, or an out-of-memory error.
-fn try_collect<T>(it: impl ExactSizeIterator<Item = T>, what: &str) -> Result<Vec<T>> {
-    let mut v = try_with_capacity(it.len(), what)?;
-    v.extend(it);
-    Ok(v)
-}
-
 /// Lengths from which a plan's own tables are worth checking for before planning.
 const PROBE_LEN: usize = 1 << 20;
 
@@ -414,13 +407,12 @@ pub(crate) fn run(
         .ok_or_else(|| Error::internal("fft", "an FFT without axes"))?;
     fn typed<T: Planners>(
         spec: &FftSpec,
-        v: &[Complex<T>],
+        mut work: Vec<Complex<T>>,
         in_shape: &[usize],
         out_shape: &[usize],
         last: usize,
         rest: &[usize],
     ) -> Result<std::result::Result<Vec<Complex<T>>, Vec<T>>> {
-        let mut work = try_collect(v.iter().copied(), WORK)?;
         Ok(match spec.kind {
             FftKind::C2C => {
                 along_axes(&mut work, in_shape, &spec.axes, spec.inverse)?;
@@ -436,19 +428,29 @@ pub(crate) fn run(
         })
     }
     fn real_typed<T: Planners>(
-        v: &[T],
+        mut work: Vec<T>,
         in_shape: &[usize],
         out_shape: &[usize],
         last: usize,
         rest: &[usize],
     ) -> Result<Vec<Complex<T>>> {
-        let mut work = try_collect(v.iter().copied(), WORK)?;
         let mut out = r2c_axis(&mut work, in_shape, last)?;
         drop(work);
         along_axes(&mut out, out_shape, rest, false)?;
         Ok(out)
     }
-    Ok(match (input, spec.kind) {
+    // The transforms run in place on a copy of the input: a recycled buffer of its size
+    // when one is kept (a loop's FFTs reuse their memory instead of faulting fresh pages
+    // in), else a fresh one.
+    let mut work = super::super::host_output(input.dtype(), input.len(), WORK)?;
+    match (&mut work, input) {
+        (HostBuf::F32(w), HostBuf::F32(v)) => w.copy_from_slice(v),
+        (HostBuf::F64(w), HostBuf::F64(v)) => w.copy_from_slice(v),
+        (HostBuf::C64(w), HostBuf::C64(v)) => w.copy_from_slice(v),
+        (HostBuf::C128(w), HostBuf::C128(v)) => w.copy_from_slice(v),
+        _ => {}
+    }
+    Ok(match (work, spec.kind) {
         (HostBuf::F32(v), FftKind::R2C) => {
             HostBuf::C64(real_typed(v, in_shape, out_shape, last, rest)?)
         }

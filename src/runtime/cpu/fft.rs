@@ -132,14 +132,20 @@ struct Disjoint<E>(*mut E);
 // the function running that loop (see `for_lines`).
 unsafe impl<E: Send> Sync for Disjoint<E> {}
 
-/// Runs `f` on every `n`-point line along `axis` of `data` (C order, `shape`), in parallel:
-/// directly on contiguous lines, else on copies of [`GROUP`] lines at a time gathered from
-/// (and written back into) their columns.
+/// Elements between the starts of two gathered lines beyond their `n` points: with a
+/// stride of exactly `n`, a power of two, the [`GROUP`] lines written row by row would all
+/// fall into one set of the L1 cache and evict each other on every row.
+const LINE_PAD: usize = 8;
+
+/// Runs `f(lines, stride)` on every `n`-point line along `axis` of `data` (C order,
+/// `shape`), in parallel, where line `i` of `lines` is `lines[i * stride..][..n]`: directly
+/// on contiguous lines (`stride = n`), else on copies of [`GROUP`] lines at a time gathered
+/// from (and written back into) their columns.
 fn for_lines<E: Copy + Default + Send + Sync>(
     data: &mut [E],
     shape: &[usize],
     axis: usize,
-    f: &(dyn Fn(&mut [E]) -> Result<()> + Send + Sync),
+    f: &(dyn Fn(&mut [E], usize) -> Result<()> + Send + Sync),
 ) -> Result<()> {
     use rayon::prelude::*;
     let n = shape[axis];
@@ -148,12 +154,13 @@ fn for_lines<E: Copy + Default + Send + Sync>(
     }
     let inner: usize = shape[axis + 1..].iter().product();
     if inner == 1 {
-        return par_lines(data, n, |chunk, _| f(chunk));
+        return par_lines(data, n, |chunk, _| f(chunk, n));
     }
     let outer = data.len() / (n * inner);
     let groups = inner.div_ceil(GROUP);
     let units = outer * groups;
     let per = lines_per_task(units, n * GROUP);
+    let stride = n + LINE_PAD;
     let base = Disjoint(data.as_mut_ptr());
     let base = &base;
     super::in_pool(|| {
@@ -161,9 +168,11 @@ fn for_lines<E: Copy + Default + Send + Sync>(
             .into_par_iter()
             .with_min_len(per)
             .try_for_each_init(
-                || try_filled(n * GROUP, E::default(), "FFT lines"),
+                || try_filled(stride * GROUP, E::default(), "FFT lines"),
                 |buf, u| {
-                    let buf = buf.as_mut().map_err(|_| oom::<E>(n * GROUP, "FFT lines"))?;
+                    let buf = buf
+                        .as_mut()
+                        .map_err(|_| oom::<E>(stride * GROUP, "FFT lines"))?;
                     let (o, g) = (u / groups, u % groups);
                     let c0 = g * GROUP;
                     let width = GROUP.min(inner - c0);
@@ -173,14 +182,15 @@ fn for_lines<E: Copy + Default + Send + Sync>(
                             // SAFETY: `start + k * inner + li` < `data.len()` (block `o`,
                             // row `k`, column `c0 + li` < `inner`); unit `u` is the only
                             // one touching columns `c0..c0 + width` of block `o`.
-                            buf[li * n + k] = unsafe { *base.0.add(start + k * inner + li) };
+                            buf[li * stride + k] =
+                                unsafe { *base.0.add(start + k * inner + li) };
                         }
                     }
-                    f(&mut buf[..width * n])?;
+                    f(&mut buf[..width * stride], stride)?;
                     for k in 0..n {
                         for li in 0..width {
                             // SAFETY: as above.
-                            unsafe { *base.0.add(start + k * inner + li) = buf[li * n + k] };
+                            unsafe { *base.0.add(start + k * inner + li) = buf[li * stride + k] };
                         }
                     }
                     Ok(())
@@ -212,9 +222,10 @@ fn along_axis<T: FftNum + Default>(
     };
     let zero = Complex::new(T::zero(), T::zero());
     let scratch_len = fft.get_inplace_scratch_len();
-    for_lines(data, shape, axis, &|chunk| {
+    for_lines(data, shape, axis, &|chunk, stride| {
         let mut scratch = try_filled(scratch_len, zero, "FFT scratch")?;
-        for line in chunk.chunks_exact_mut(n) {
+        for line in chunk.chunks_exact_mut(stride) {
+            let line = &mut line[..n];
             // an all-zero line transforms to zeros: the empty rows of a zero-padded input
             // cost one scan instead of a transform
             if line.iter().all(|z| z.re == T::zero() && z.im == T::zero()) {

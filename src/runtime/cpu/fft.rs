@@ -182,8 +182,7 @@ fn for_lines<E: Copy + Default + Send + Sync>(
                             // SAFETY: `start + k * inner + li` < `data.len()` (block `o`,
                             // row `k`, column `c0 + li` < `inner`); unit `u` is the only
                             // one touching columns `c0..c0 + width` of block `o`.
-                            buf[li * stride + k] =
-                                unsafe { *base.0.add(start + k * inner + li) };
+                            buf[li * stride + k] = unsafe { *base.0.add(start + k * inner + li) };
                         }
                     }
                     f(&mut buf[..width * stride], stride)?;

@@ -967,6 +967,90 @@ fn plans(a: &Array, kind: &str) -> bool {
         .any(|l| l.starts_with("step") && l.contains(&format!("kind: {kind}")))
 }
 
+/// `real(ifftn(fftn(x) * c))` of real `x` with the rewrites: the inverse's input is the
+/// Hermitian extension `E` of `x`'s half spectrum times other factors, so its Hermitian part
+/// is computed as `h * (c + conj(c[-k])) / 2` on the half spectrum (`h` read directly, only
+/// `c` mirrored). Checked against the naive DFT with the rewrites on and off, for factors
+/// that are not symmetric (real and complex arrays), a factor on either side with a scalar,
+/// `E` alone and `E * E`; with the rewrites on, the plan holds R2C and C2R transforms and
+/// (but for `E * E`) no guarded (concatenation) load of the extension.
+#[test]
+fn real_part_of_a_filtered_real_spectrum_matches_the_dft() {
+    for_each_device(|dev| {
+        both_plans(|on| {
+            let mut c = Checks::default();
+            for shape in [&[8usize][..], &[7], &[3, 8], &[8, 3], &[5, 4], &[4, 3, 6]] {
+                let seed = shape.iter().sum::<usize>() as u64;
+                let (a, x) = input(DType::F64, shape, 11 + seed);
+                let (m, mx) = input(DType::F64, shape, 23 + seed);
+                let (mc, mcx) = input(DType::C128, shape, 37 + seed);
+                let all: Vec<isize> = (0..shape.len() as isize).collect();
+                let spectrum = |v: &Nd| {
+                    let mut w = v.clone();
+                    for &k in &all {
+                        w = w.fft(k);
+                    }
+                    w
+                };
+                let real_inverse = |v: &Nd| {
+                    let mut w = v.clone();
+                    for &k in &all {
+                        w = w.ifft(k);
+                    }
+                    w.v.iter_mut().for_each(|z| *z = C::new(z.re, 0.0));
+                    w
+                };
+                let times = |p: &Nd, q: &Nd, s: f64| {
+                    let mut w = p.clone();
+                    w.v.iter_mut().zip(&q.v).for_each(|(z, &y)| *z = *z * y * s);
+                    w
+                };
+                let xs = spectrum(&x);
+                let e = || lf::fft::fftn(&a, &all);
+                let cases: Vec<(&str, Array, Nd)> = vec![
+                    ("E", lf::fft::ifftn(&e(), &all).real(), real_inverse(&xs)),
+                    (
+                        "E * m",
+                        lf::fft::ifftn(&(&e() * &m), &all).real(),
+                        real_inverse(&times(&xs, &mx, 1.0)),
+                    ),
+                    (
+                        "m * E * 0.5",
+                        lf::fft::ifftn(&(&(&m * &e()) * 0.5), &all).real(),
+                        real_inverse(&times(&xs, &mx, 0.5)),
+                    ),
+                    (
+                        "E * complex m",
+                        lf::fft::ifftn(&(&e() * &mc), &all).real(),
+                        real_inverse(&times(&xs, &mcx, 1.0)),
+                    ),
+                    (
+                        "E * E",
+                        lf::fft::ifftn(&(&e() * &e()), &all).real(),
+                        real_inverse(&times(&xs, &xs, 1.0)),
+                    ),
+                ];
+                for (name, got, want) in cases {
+                    let what = format!("real(ifftn({name})) {shape:?} rewrites {on}");
+                    let rewritten = on && shape[shape.len() - 1] >= 2;
+                    assert_eq!(plans(&got, "c2r"), rewritten, "{what}: plan");
+                    assert_eq!(plans(&got, "r2c"), rewritten, "{what}: plan");
+                    // E * E: the second factor is read through the extension, as it must be
+                    if rewritten && name != "E * E" {
+                        let plan = lf::debug::plan(&[&got]).unwrap();
+                        assert!(
+                            !plan.contains("guard: Some"),
+                            "{what}: the extension is read through guarded loads:\n{plan}"
+                        );
+                    }
+                    c.check(&what, &got, &want, DType::F64);
+                }
+            }
+            c.finish(dev);
+        });
+    });
+}
+
 /// Complex transforms of real data (planned as R2C plus a Hermitian-extension view) and the
 /// real part of inverse transforms (planned as C2R of the Hermitian part), each with the
 /// rewrites on and off, against the naive DFT: odd, even, length-1 and length-2 axes, real

@@ -6,6 +6,7 @@ use super::make;
 use crate::graph::{FftKind, FftSpec, Op, Shape};
 use crate::shape::norm_axis;
 use crate::{Array, DType, Device};
+use lazyfuse_codegen::{BinaryOp, Scalar, UnaryOp};
 use ndarray::SliceInfoElem;
 use smallvec::SmallVec;
 
@@ -228,10 +229,138 @@ fn real_input(a: &Array, dt: DType, axes: &[usize], inverse: bool, scale: f64) -
     if tail == 0 {
         return Some(h);
     }
-    // frequencies half.. n_last - 1 are conj(h[-k]): along the last axis h[tail], ..., h[1]
-    let t = narrow(&h, last, 1, 1 + tail).flip(last as isize);
-    let t = mirrored(&t, &axes[..axes.len() - 1]).conj();
+    let t = extension_tail(&h, axes, tail);
     Some(crate::concatenate(&[&h, &t], last as isize))
+}
+
+/// The frequencies `half .. n_last - 1` of the Hermitian extension of half spectrum `h`
+/// over `axes` (the last one the halved axis): `conj(h[-k])`, along the last axis `h[tail]`,
+/// ..., `h[1]` (views).
+fn extension_tail(h: &Array, axes: &[usize], tail: usize) -> Array {
+    let last = axes[axes.len() - 1];
+    let t = narrow(h, last, 1, 1 + tail).flip(last as isize);
+    mirrored(&t, &axes[..axes.len() - 1]).conj()
+}
+
+/// Whether the chains of one-input nodes from `a` and from `b` down to `base` have the
+/// same ops, dtypes and shapes (an iterative walk; false past `limit` nodes).
+fn same_chain(a: &Array, b: &Array, base: &Array, limit: usize) -> bool {
+    let (mut a, mut b) = (a.node.clone(), b.node.clone());
+    for _ in 0..limit {
+        if a.id == base.node.id || b.id == base.node.id {
+            return a.id == b.id;
+        }
+        if a.op != b.op || a.dtype != b.dtype || a.shape != b.shape {
+            return false;
+        }
+        let (ia, ib) = (a.inputs(), b.inputs());
+        let (Some(na), Some(nb), 1, 1) = (ia.first(), ib.first(), ia.len(), ib.len()) else {
+            return false;
+        };
+        (a, b) = (na.clone(), nb.clone());
+    }
+    false
+}
+
+/// Whether a constant is real (a complex one with a zero imaginary part included).
+fn const_is_real(c: &Scalar) -> bool {
+    match c {
+        Scalar::C64(z) => z.im == 0.0,
+        Scalar::C128(z) => z.im == 0.0,
+        _ => true,
+    }
+}
+
+/// Whether `h` is a half spectrum of real data: an R2C transform's result, possibly
+/// conjugated or scaled by a real constant (what `real_input` and `transform` build).
+fn is_real_spectrum(h: &Array) -> bool {
+    let mut n = h.node.clone();
+    for _ in 0..4 {
+        match &n.op {
+            Op::Fft(spec) => return spec.kind == FftKind::R2C,
+            Op::Unary(UnaryOp::Conj) => {}
+            Op::Binary(BinaryOp::Mul) => {
+                let ins = n.inputs();
+                let real_const = |x: &std::sync::Arc<crate::graph::Node>| {
+                    let mut x = x.clone();
+                    while matches!(x.op, Op::Broadcast) {
+                        let Some(i) = x.inputs().first().cloned() else {
+                            return false;
+                        };
+                        x = i;
+                    }
+                    matches!(&x.op, Op::Const(c) if const_is_real(c))
+                };
+                let next = match (ins.first(), ins.get(1)) {
+                    (Some(a), Some(b)) if real_const(b) => a.clone(),
+                    (Some(a), Some(b)) if real_const(a) => b.clone(),
+                    _ => return false,
+                };
+                n = next;
+                continue;
+            }
+            _ => return false,
+        }
+        let Some(next) = n.inputs().first().cloned() else {
+            return false;
+        };
+        n = next;
+    }
+    false
+}
+
+/// `h` when `x` is the Hermitian extension over `axes` that `real_input` builds from the
+/// half spectrum of real data `h` (so `conj(x[-k]) = x[k]`).
+fn extension_of(x: &Array, axes: &[usize]) -> Option<Array> {
+    let &last = axes.last()?;
+    if x.node.op != Op::Concat(last) || x.is_evaluated() {
+        return None;
+    }
+    let ins = x.node.inputs();
+    let (Some(h), Some(t), 2) = (ins.first(), ins.get(1), ins.len()) else {
+        return None;
+    };
+    let (h, t) = (Array::from_node(h.clone()), Array::from_node(t.clone()));
+    if !is_real_spectrum(&h) || h.shape()[last] != x.shape()[last] / 2 + 1 {
+        return None;
+    }
+    let want = extension_tail(&h, axes, t.shape()[last]);
+    same_chain(&t, &want, &h, 4 * axes.len() + 4).then_some(h)
+}
+
+/// `(h, c)` with `x = E * c` (`c` the product of the other factors; `None` for 1), when `x`
+/// is a product whose factors include the Hermitian extension `E` of half spectrum `h`.
+fn hermitian_factor(x: &Array, axes: &[usize]) -> Option<(Array, Option<Array>)> {
+    let mut factors: Vec<Array> = Vec::new();
+    let mut cur = x.clone();
+    for _ in 0..16 {
+        if let Some(h) = extension_of(&cur, axes) {
+            let c = factors.into_iter().reduce(|p, f| p * f);
+            return Some((h, c));
+        }
+        if cur.node.op != Op::Binary(BinaryOp::Mul) || cur.is_evaluated() {
+            return None;
+        }
+        let ins = cur.node.inputs();
+        let (a, b) = (
+            Array::from_node(ins.first()?.clone()),
+            Array::from_node(ins.get(1)?.clone()),
+        );
+        let product = |y: &Array| {
+            extension_of(y, axes).is_some()
+                || (y.node.op == Op::Binary(BinaryOp::Mul) && !y.is_evaluated())
+        };
+        if product(&a) {
+            factors.push(b);
+            cur = a;
+        } else if product(&b) {
+            factors.push(a);
+            cur = b;
+        } else {
+            return None;
+        }
+    }
+    None
 }
 
 /// The rewrite of `real(y)` for `y` an unevaluated inverse complex transform:
@@ -260,8 +389,23 @@ pub(crate) fn real_of_inverse(y: &Array) -> Option<Array> {
     }
     let inputs = y.node.inputs();
     let x = Array::from_node(inputs.first()?.clone());
-    let herm = (&x + &mirrored(&x, &spec.axes).conj()) * 0.5;
-    let herm = narrow(&herm, last, 0, n_last / 2 + 1);
+    let half = n_last / 2 + 1;
+    let herm = match hermitian_factor(&x, &spec.axes) {
+        // x = E c with E exactly Hermitian (the extension of a real transform's half
+        // spectrum h): its Hermitian part is E (c + conj(c[-k])) / 2, which on the half
+        // spectrum reads h directly and mirrors only c
+        Some((h, c)) if h.dtype() == x.dtype() => match c {
+            None => h,
+            Some(c) => {
+                let hc = (&c + &mirrored(&c, &spec.axes).conj()) * 0.5;
+                &h * &narrow(&hc, last, 0, half)
+            }
+        },
+        _ => {
+            let herm = (&x + &mirrored(&x, &spec.axes).conj()) * 0.5;
+            narrow(&herm, last, 0, half)
+        }
+    };
     let c2r = FftSpec {
         axes: spec.axes.clone(),
         inverse: true,

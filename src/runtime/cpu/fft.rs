@@ -6,7 +6,7 @@
 
 use crate::graph::{FftKind, FftSpec};
 use crate::{Error, Result};
-use lazyfuse_codegen::HostBuf;
+use lazyfuse_codegen::{DType, HostBuf};
 use num_complex::Complex;
 use realfft::RealFftPlanner;
 use rustfft::{FftNum, FftPlanner};
@@ -250,6 +250,21 @@ static R64: OnceLock<Mutex<RealFftPlanner<f64>>> = OnceLock::new();
 trait Planners: FftNum + Default {
     fn complex() -> &'static Mutex<FftPlanner<Self>>;
     fn real() -> &'static Mutex<RealFftPlanner<Self>>;
+    /// `len` values for a result that is overwritten entirely: a recycled host buffer as
+    /// it is, or zeros.
+    fn real_output(len: usize) -> Result<Vec<Self>>;
+    /// The same for complex values.
+    fn complex_output(len: usize) -> Result<Vec<Complex<Self>>>;
+}
+
+/// `len` elements of an FFT result of host dtype variant `$v` (see `Planners::real_output`).
+macro_rules! output_of {
+    ($v:ident, $len:expr) => {
+        match super::super::host_output(DType::$v, $len, "an FFT result")? {
+            HostBuf::$v(v) => Ok(v),
+            _ => Err(Error::internal("fft", "recycled buffer of another dtype")),
+        }
+    };
 }
 impl Planners for f32 {
     fn complex() -> &'static Mutex<FftPlanner<f32>> {
@@ -258,6 +273,12 @@ impl Planners for f32 {
     fn real() -> &'static Mutex<RealFftPlanner<f32>> {
         real_planner(&R32)
     }
+    fn real_output(len: usize) -> Result<Vec<f32>> {
+        output_of!(F32, len)
+    }
+    fn complex_output(len: usize) -> Result<Vec<Complex<f32>>> {
+        output_of!(C64, len)
+    }
 }
 impl Planners for f64 {
     fn complex() -> &'static Mutex<FftPlanner<f64>> {
@@ -265,6 +286,12 @@ impl Planners for f64 {
     }
     fn real() -> &'static Mutex<RealFftPlanner<f64>> {
         real_planner(&R64)
+    }
+    fn real_output(len: usize) -> Result<Vec<f64>> {
+        output_of!(F64, len)
+    }
+    fn complex_output(len: usize) -> Result<Vec<Complex<f64>>> {
+        output_of!(C128, len)
     }
 }
 
@@ -301,6 +328,7 @@ fn map_lines<A, B>(
     axis: usize,
     ny: usize,
     f: &PairFn<'_, A, B>,
+    output: fn(usize) -> Result<Vec<B>>,
 ) -> Result<Vec<B>>
 where
     A: Copy + Default + Send + Sync,
@@ -313,7 +341,8 @@ where
         .checked_mul(ny)
         .and_then(|x| x.checked_mul(inner))
         .ok_or_else(|| oom::<B>(usize::MAX, "an FFT result"))?;
-    let mut ys = try_filled(len, B::default(), "an FFT result")?;
+    // every line of the result is written by `f` (directly or through `scatter`)
+    let mut ys = output(len)?;
     if nx == 0 || len == 0 {
         return Ok(ys);
     }
@@ -342,14 +371,21 @@ fn r2c_axis<T: Planners>(data: &mut [T], shape: &[usize], last: usize) -> Result
         .plan_fft_forward(n.max(1));
     let zero = Complex::new(T::zero(), T::zero());
     let scratch_len = fft.get_scratch_len();
-    map_lines(data, shape, last, n / 2 + 1, &|x, y| {
-        let mut scratch = try_filled(scratch_len, zero, "FFT scratch")?;
-        for (xl, yl) in x.chunks_mut(n).zip(y.chunks_mut(n / 2 + 1)) {
-            fft.process_with_scratch(xl, yl, &mut scratch)
-                .map_err(|e| Error::internal("fft", e.to_string()))?;
-        }
-        Ok(())
-    })
+    map_lines(
+        data,
+        shape,
+        last,
+        n / 2 + 1,
+        &|x, y| {
+            let mut scratch = try_filled(scratch_len, zero, "FFT scratch")?;
+            for (xl, yl) in x.chunks_mut(n).zip(y.chunks_mut(n / 2 + 1)) {
+                fft.process_with_scratch(xl, yl, &mut scratch)
+                    .map_err(|e| Error::internal("fft", e.to_string()))?;
+            }
+            Ok(())
+        },
+        T::complex_output,
+    )
 }
 
 /// Complex-to-real transform along axis `last` of `data` (`shape`, `shape[last]` entries of
@@ -371,22 +407,29 @@ fn c2r_axis<T: Planners>(
         .plan_fft_inverse(m.max(1));
     let zero = Complex::new(T::zero(), T::zero());
     let scratch_len = fft.get_scratch_len();
-    map_lines(data, shape, last, m, &|x, y| {
-        let mut scratch = try_filled(scratch_len, zero, "FFT scratch")?;
-        let mut half = try_filled(h, zero, "FFT lines")?;
-        for (xl, yl) in x.chunks_mut(n).zip(y.chunks_mut(m)) {
-            let k = n.min(h);
-            half[..k].copy_from_slice(&xl[..k]);
-            half[k..].fill(zero);
-            half[0].im = T::zero();
-            if m.is_multiple_of(2) {
-                half[h - 1].im = T::zero();
+    map_lines(
+        data,
+        shape,
+        last,
+        m,
+        &|x, y| {
+            let mut scratch = try_filled(scratch_len, zero, "FFT scratch")?;
+            let mut half = try_filled(h, zero, "FFT lines")?;
+            for (xl, yl) in x.chunks_mut(n).zip(y.chunks_mut(m)) {
+                let k = n.min(h);
+                half[..k].copy_from_slice(&xl[..k]);
+                half[k..].fill(zero);
+                half[0].im = T::zero();
+                if m.is_multiple_of(2) {
+                    half[h - 1].im = T::zero();
+                }
+                fft.process_with_scratch(&mut half, yl, &mut scratch)
+                    .map_err(|e| Error::internal("fft", e.to_string()))?;
             }
-            fft.process_with_scratch(&mut half, yl, &mut scratch)
-                .map_err(|e| Error::internal("fft", e.to_string()))?;
-        }
-        Ok(())
-    })
+            Ok(())
+        },
+        T::real_output,
+    )
 }
 
 /// The complex transforms of `spec` but the real one along its last axis.

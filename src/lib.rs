@@ -132,6 +132,7 @@ mod promote;
 pub(crate) mod runtime;
 mod schedule;
 mod shape;
+pub mod shard;
 mod stats;
 
 pub use api::creation::{meshgrid, random, Indexing};
@@ -162,6 +163,7 @@ pub use ndarray;
 pub use ndarray::{s, NewAxis};
 pub use profile::{profile, CompileSource, Entry, EntryKind, Report, Timing};
 pub use promote::result_type;
+pub use shard::{Mesh, Placement, Sharded};
 pub use stats::{memory_stats, reset_stats, stats, MemoryStats, Stats};
 
 /// `num_complex::Complex32`, the host type of `DType::C64`.

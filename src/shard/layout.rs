@@ -202,7 +202,6 @@ impl Sharded {
     fn exchange(&self, a: usize, out_len: usize, runs: &[Run], fill: f64) -> Sharded {
         let k = self.mesh.len();
         let in_sizes: Vec<usize> = self.parts.iter().map(|p| p.shape()[a]).collect();
-        let in_offs = offsets(&in_sizes);
         let out_sizes = split_sizes(out_len, k);
         let out_offs = offsets(&out_sizes);
         let coll = self.mesh.coll();
@@ -211,37 +210,18 @@ impl Sharded {
             .map(|i| {
                 let dev = &self.mesh.devices()[i];
                 let (lo, hi) = (out_offs[i], out_offs[i] + out_sizes[i]);
-                let mut pieces: Vec<Array> = Vec::new();
-                for r in runs {
-                    // the part of this run inside the block
-                    let (s, e) = (r.start.max(lo), (r.start + r.len).min(hi));
-                    if s >= e {
-                        continue;
-                    }
-                    match r.src {
-                        Source::Fill => {
-                            shape[a] = e - s;
-                            pieces.push(Array::full_on(&shape, fill, self.dtype(), dev));
+                let pieces: Vec<Array> = block_pieces(&in_sizes, lo, hi, runs)
+                    .into_iter()
+                    .map(|piece| match piece {
+                        Piece::Fill(len) => {
+                            shape[a] = len;
+                            Array::full_on(&shape, fill, self.dtype(), dev)
                         }
-                        Source::Input(from) => {
-                            // input positions [from + s - r.start, ..), cut at block edges
-                            let mut g = from + (s - r.start);
-                            let end = g + (e - s);
-                            while g < end {
-                                let j = in_offs
-                                    .iter()
-                                    .zip(&in_sizes)
-                                    .position(|(&o, &n)| g >= o && g < o + n)
-                                    .unwrap_or(k - 1);
-                                let stop = end.min(in_offs[j] + in_sizes[j]);
-                                let piece =
-                                    slice_axis(&self.parts[j], a, g - in_offs[j], stop - in_offs[j]);
-                                pieces.push(coll.send(&piece, dev));
-                                g = stop.max(g + 1);
-                            }
+                        Piece::Block { j, start, stop } => {
+                            coll.send(&slice_axis(&self.parts[j], a, start, stop), dev)
                         }
-                    }
-                }
+                    })
+                    .collect();
                 if pieces.is_empty() {
                     shape[a] = 0;
                     return Array::zeros_on(&shape, self.dtype(), dev);
@@ -258,5 +238,137 @@ impl Sharded {
             shape: full,
             mesh: self.mesh.clone(),
         }
+    }
+}
+
+/// One piece of an output block, in order along the split axis.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Piece {
+    /// Positions `start..stop` of input block `j` (block-local).
+    Block { j: usize, start: usize, stop: usize },
+    /// This many positions of the pad value.
+    Fill(usize),
+}
+
+/// The pieces of the output block `lo..hi` given the input blocks' lengths and the runs
+/// of the output axis: the runs cut at the block's edges and at the input blocks' edges.
+fn block_pieces(in_sizes: &[usize], lo: usize, hi: usize, runs: &[Run]) -> Vec<Piece> {
+    let in_offs = offsets(in_sizes);
+    let mut out = Vec::new();
+    for r in runs {
+        // the part of this run inside the block
+        let (s, e) = (r.start.max(lo), (r.start + r.len).min(hi));
+        if s >= e {
+            continue;
+        }
+        match r.src {
+            Source::Fill => out.push(Piece::Fill(e - s)),
+            Source::Input(from) => {
+                // input positions from + (s - r.start) onwards, cut at input block edges
+                let mut g = from + (s - r.start);
+                let end = g + (e - s);
+                for (j, (&o, &n)) in in_offs.iter().zip(in_sizes).enumerate() {
+                    if g >= end {
+                        break;
+                    }
+                    if g < o || g >= o + n {
+                        continue;
+                    }
+                    let stop = end.min(o + n);
+                    out.push(Piece::Block {
+                        j,
+                        start: g - o,
+                        stop: stop - o,
+                    });
+                    g = stop;
+                }
+            }
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn roll_runs(n: usize, s: usize) -> [Run; 2] {
+        [
+            Run {
+                start: 0,
+                len: s,
+                src: Source::Input(n - s),
+            },
+            Run {
+                start: s,
+                len: n - s,
+                src: Source::Input(0),
+            },
+        ]
+    }
+
+    #[test]
+    fn a_short_roll_reads_two_neighbouring_blocks() {
+        let sizes = split_sizes(30, 3);
+        let runs = roll_runs(30, 3);
+        let pieces: Vec<Vec<Piece>> = (0..3)
+            .map(|i| block_pieces(&sizes, 10 * i, 10 * i + 10, &runs))
+            .collect();
+        let b = |j, start, stop| Piece::Block { j, start, stop };
+        assert_eq!(pieces[0], vec![b(2, 7, 10), b(0, 0, 7)]);
+        assert_eq!(pieces[1], vec![b(0, 7, 10), b(1, 0, 7)]);
+        assert_eq!(pieces[2], vec![b(1, 7, 10), b(2, 0, 7)]);
+        // uneven blocks and every shift: each block reads at most two blocks whenever the
+        // shift's remainder is no longer than the shortest block
+        let sizes = split_sizes(31, 4);
+        for s in 0..31 {
+            let runs = roll_runs(31, s);
+            let offs = offsets(&sizes);
+            for i in 0..4 {
+                let p = block_pieces(&sizes, offs[i], offs[i] + sizes[i], &runs);
+                let len: usize = p
+                    .iter()
+                    .map(|q| match q {
+                        Piece::Block { start, stop, .. } => stop - start,
+                        Piece::Fill(n) => *n,
+                    })
+                    .sum();
+                assert_eq!(len, sizes[i]);
+                if s <= 7 || s >= 31 - 7 {
+                    assert!(p.len() <= 2, "shift {s} block {i}: {p:?}");
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn pad_pieces_put_the_fill_at_the_ends() {
+        let sizes = split_sizes(4, 2);
+        let runs = [
+            Run {
+                start: 0,
+                len: 3,
+                src: Source::Fill,
+            },
+            Run {
+                start: 3,
+                len: 4,
+                src: Source::Input(0),
+            },
+            Run {
+                start: 7,
+                len: 1,
+                src: Source::Fill,
+            },
+        ];
+        let b = |j, start, stop| Piece::Block { j, start, stop };
+        assert_eq!(
+            block_pieces(&sizes, 0, 4, &runs),
+            vec![Piece::Fill(3), b(0, 0, 1)]
+        );
+        assert_eq!(
+            block_pieces(&sizes, 4, 8, &runs),
+            vec![b(0, 1, 2), b(1, 0, 2), Piece::Fill(1)]
+        );
     }
 }

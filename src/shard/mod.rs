@@ -252,7 +252,10 @@ impl Sharded {
         }
         let a = axis_in("Sharded::from_parts", axis, first.shape())?;
         let mut shape = first.shape().to_vec();
-        shape[a] = parts.iter().map(|p| p.shape().get(a).copied().unwrap_or(0)).sum();
+        shape[a] = parts
+            .iter()
+            .map(|p| p.shape().get(a).copied().unwrap_or(0))
+            .sum();
         let sizes = split_sizes(shape[a], mesh.len());
         for (i, (p, d)) in parts.iter().zip(mesh.devices()).enumerate() {
             let mut want = shape.clone();
@@ -422,9 +425,10 @@ impl Sharded {
             Placement::Replicated => parts[0].shape().to_vec(),
             Placement::Split(a) => {
                 let mut shape = parts[0].shape().to_vec();
-                let keeps = parts.iter().zip(&self.parts).all(|(p, q)| {
-                    p.ndim() == q.ndim() && p.shape().get(a) == q.shape().get(a)
-                });
+                let keeps = parts
+                    .iter()
+                    .zip(&self.parts)
+                    .all(|(p, q)| p.ndim() == q.ndim() && p.shape().get(a) == q.shape().get(a));
                 if !keeps {
                     return Err(Error::Shape {
                         op,

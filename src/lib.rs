@@ -88,6 +88,12 @@
 //! # }
 //! ```
 //!
+//! Several devices of one host share one array through [`Mesh`] and [`Sharded`]:
+//! `a.shard(&mesh, axis)` splits an axis into blocks, one per device; blockwise work
+//! plans the same fused kernels on every device, and reductions over the split axis,
+//! re-sharding, rolls and pads across block edges and `fft2`/`fftn` move data between the
+//! devices ([`shard`] describes how; [`Device::cuda_count`] says how many GPUs there are).
+//!
 //! # Requirements
 //! - **Rust 1.89** or newer (the crate's `rust-version`).
 //! - **Nothing else to build, test or run on the CPU.** The CUDA libraries are loaded at run

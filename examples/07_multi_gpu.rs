@@ -3,8 +3,9 @@
 //! each device's kernel and FFT time for one step, and the largest difference from the
 //! same steps run unsharded on one device.
 //!
-//! Run: `cargo run --release --example 07_multi_gpu [-- N [STEPS]]` (N defaults to 4096
-//! on CUDA, 256 on the CPU; STEPS to 20).
+//! Run: `cargo run --release --example 07_multi_gpu [-- N [STEPS [SHARDS]]]` (N defaults
+//! to 4096 on CUDA, 256 on the CPU; STEPS to 20; SHARDS to the number of GPUs, or 2 on the
+//! CPU: more shards than devices are dealt out round-robin, so one GPU can hold several).
 //!
 //! The field is split by rows. `fft2` transforms the rows in place, moves the data so
 //! that every device holds whole columns (all-to-all), and transforms those: the spectrum
@@ -47,10 +48,18 @@ fn main() -> lf::Result<()> {
         .filter_map(|a| a.parse().ok())
         .collect();
     let gpus = Device::cuda_count();
-    let devices: Vec<Device> = match gpus {
-        0 => vec![Device::cpu(); 2],
+    let available: Vec<Device> = match gpus {
+        0 => vec![Device::cpu()],
         g => (0..g).map(Device::cuda).collect::<lf::Result<_>>()?,
     };
+    let shards = nums
+        .get(2)
+        .copied()
+        .unwrap_or(if gpus > 0 { gpus } else { 2 })
+        .max(1);
+    let devices: Vec<Device> = (0..shards)
+        .map(|i| available[i % available.len()].clone())
+        .collect();
     let n = nums
         .first()
         .copied()
@@ -70,8 +79,7 @@ fn main() -> lf::Result<()> {
     lf::eval(&[&mult, &u0])?;
     let mult_s = mult.shard(&mesh, 1)?;
     let mut u = u0.shard(&mesh, 0)?;
-    mult_s.eval()?;
-    u.eval()?;
+    lf::shard::eval(&[&mult_s, &u])?;
 
     // first step (planning and compiling), then a warm-up step
     let t0 = Instant::now();

@@ -249,6 +249,11 @@ fn blockwise_chain_is_one_fused_kernel_per_block() {
             assert_eq!(per[0].0, *d);
             assert_eq!(per[0].2, kernels);
             assert!(z.parts().iter().all(|p| p.is_evaluated()));
+            // several sharded arrays in one plan
+            let u = &x + 1.0;
+            let v = &y * &x;
+            lf::shard::eval(&[&u, &v]).expect("eval");
+            assert!(u.parts().iter().chain(v.parts()).all(|p| p.is_evaluated()));
         }
     });
 }
@@ -313,6 +318,11 @@ fn reductions_over_the_split_axis_all_reduce_and_others_stay_local() {
                         assert_close(&p.to_host::<f64>().unwrap(), &want, 1e-12, "replica");
                     }
                 }
+                let e = s.sum_axes(&[3], false).expect_err("bad axis").to_string();
+                assert!(
+                    e.contains("sum_axes") && e.contains(&format!("{shape:?}")),
+                    "{e}"
+                );
                 let total = s.sum().expect("sum");
                 assert_eq!(total.shape(), &[] as &[usize]);
                 let t = total.gather().unwrap().item::<f64>().unwrap();
@@ -340,6 +350,22 @@ fn reductions_over_the_split_axis_all_reduce_and_others_stay_local() {
                         .item::<f64>()
                         .unwrap();
                     assert!((mean - nd.mean().unwrap()).abs() < 1e-12);
+                    let mx = s.max_axes(&[0, 1], true).expect("max");
+                    assert_eq!(mx.placement(), Placement::Replicated);
+                    let want = nd
+                        .map_axis(Axis(0), |l| l.iter().cloned().fold(f64::MIN, f64::max))
+                        .map_axis(Axis(0), |l| l.iter().cloned().fold(f64::MIN, f64::max))
+                        .into_shape_with_order(IxDyn(&[1, 1, 2]))
+                        .unwrap();
+                    assert_eq!(host(&mx, &[1, 1, 2], DType::F64), want);
+                    let p = s.map(|x| x * 0.5 + 1.0).unwrap().prod_axes(&[0], false);
+                    let want = nd.map(|x| x * 0.5 + 1.0).map_axis(Axis(0), |l| l.product());
+                    assert_close(
+                        &host(&p.unwrap(), &[3, 2], DType::F64),
+                        &want,
+                        1e-12,
+                        "prod",
+                    );
                 }
                 // over other axes: still split, renumbered without keepdims
                 let r = s.sum_axes(&[1], false).expect("sum");

@@ -140,6 +140,13 @@ pub struct Sharded {
     mesh: Mesh,
 }
 
+/// Evaluates the blocks of several sharded arrays in one plan (as [`crate::eval`]; shared
+/// subexpressions are computed once).
+pub fn eval(arrays: &[&Sharded]) -> Result<()> {
+    let refs: Vec<&Array> = arrays.iter().flat_map(|s| s.parts.iter()).collect();
+    crate::eval(&refs)
+}
+
 /// NumPy's `array_split` block lengths of `n` elements over `k` blocks.
 pub(crate) fn split_sizes(n: usize, k: usize) -> Vec<usize> {
     (0..k).map(|i| n / k + usize::from(i < n % k)).collect()

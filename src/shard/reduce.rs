@@ -28,35 +28,42 @@ impl Sharded {
     /// replicated (local sums, then an all-reduce); otherwise it stays split (along the
     /// same axis, renumbered when `keepdims` is false and reduced axes precede it).
     pub fn sum_axes(&self, axes: &[isize], keepdims: bool) -> Result<Sharded> {
-        self.reduce(ReduceOp::Sum, axes, keepdims, false)
+        self.reduce("sum_axes", ReduceOp::Sum, axes, keepdims, false)
     }
     /// [`Array::prod_axes`] of the logical array (placement as [`Sharded::sum_axes`]).
     pub fn prod_axes(&self, axes: &[isize], keepdims: bool) -> Result<Sharded> {
-        self.reduce(ReduceOp::Prod, axes, keepdims, false)
+        self.reduce("prod_axes", ReduceOp::Prod, axes, keepdims, false)
     }
     /// [`Array::max_axes`] of the logical array (placement as [`Sharded::sum_axes`]; empty
     /// blocks take no part).
     pub fn max_axes(&self, axes: &[isize], keepdims: bool) -> Result<Sharded> {
-        self.reduce(ReduceOp::Max, axes, keepdims, false)
+        self.reduce("max_axes", ReduceOp::Max, axes, keepdims, false)
     }
     /// [`Array::min_axes`] of the logical array (placement as [`Sharded::max_axes`]).
     pub fn min_axes(&self, axes: &[isize], keepdims: bool) -> Result<Sharded> {
-        self.reduce(ReduceOp::Min, axes, keepdims, false)
+        self.reduce("min_axes", ReduceOp::Min, axes, keepdims, false)
     }
     /// [`Array::mean_axes`] of the logical array (placement as [`Sharded::sum_axes`]): over
     /// the split axis, the all-reduced sum divided by the number of reduced elements.
     pub fn mean_axes(&self, axes: &[isize], keepdims: bool) -> Result<Sharded> {
-        self.reduce(ReduceOp::Sum, axes, keepdims, true)
+        self.reduce("mean_axes", ReduceOp::Sum, axes, keepdims, true)
     }
 
     fn all_axes(&self) -> Vec<isize> {
         (0..self.ndim() as isize).collect()
     }
 
-    fn reduce(&self, op: ReduceOp, axes: &[isize], keepdims: bool, mean: bool) -> Result<Sharded> {
+    fn reduce(
+        &self,
+        name: &'static str,
+        op: ReduceOp,
+        axes: &[isize],
+        keepdims: bool,
+        mean: bool,
+    ) -> Result<Sharded> {
         let mut norm: Vec<usize> = axes
             .iter()
-            .map(|&ax| axis_in("reduce", ax, &self.shape))
+            .map(|&ax| axis_in(name, ax, &self.shape))
             .collect::<Result<_>>()?;
         norm.sort_unstable();
         norm.dedup();

@@ -624,3 +624,52 @@ fn replicated_arrays_work_blockwise() {
         );
     });
 }
+
+/// A mesh over every test device, each listed more than once (`[cpu, cpu, cpu]` on the CPU
+/// alone; `[cpu, cuda:0, cpu]` and so on with `LAZYFUSE_TEST_CUDA=1`, where every
+/// collective then copies between devices).
+#[test]
+fn mixed_mesh_over_every_test_device() {
+    let all = common::devices();
+    let devices: Vec<Device> = (0..3).map(|i| all[i % all.len()].clone()).collect();
+    let mesh = Mesh::new(&devices).expect("mesh");
+    let home = &devices[0];
+    let (nd, a) = data(&[7, 6], 91, home);
+    let s = a.shard(&mesh, 0).expect("shard");
+    check_blocks(&s, 0);
+    assert_eq!(host(&s, &[7, 6], DType::F64), nd);
+    for d in &all {
+        let g = s.gather_to(d).expect("gather_to");
+        assert_eq!(&g.device(), d);
+        assert_eq!(g.to_host::<f64>().unwrap(), nd);
+    }
+    let z = (&s * 2.0 + 1.0).roll(3, 0).expect("roll");
+    check_blocks(&z, 0);
+    assert_close(
+        &host(&z, &[7, 6], DType::F64),
+        &np_roll(&(&nd * 2.0 + 1.0), 3, 0),
+        1e-12,
+        "roll",
+    );
+    let r = s.reshard(1).expect("reshard");
+    check_blocks(&r, 1);
+    assert_eq!(host(&r, &[7, 6], DType::F64), nd);
+    let t = s.sum_axes(&[0], false).expect("sum");
+    for (p, d) in t.parts().iter().zip(&devices) {
+        assert_eq!(&p.device(), d);
+        assert_close(
+            &p.to_host::<f64>().unwrap(),
+            &nd.sum_axis(Axis(0)),
+            1e-12,
+            "sum",
+        );
+    }
+    let f = s.fft2().expect("fft2");
+    check_blocks(&f, 1);
+    assert_spectra_close(&f, &lf::fft::fft2(&a), 1e-12, "fft2");
+    let p = s.pad(&[(2, 1), (0, 0)], 0.5).expect("pad");
+    assert_eq!(
+        host(&p, &[10, 6], DType::F64),
+        a.pad(&[(2, 1), (0, 0)], 0.5).to_host::<f64>().unwrap()
+    );
+}

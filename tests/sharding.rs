@@ -673,3 +673,26 @@ fn mixed_mesh_over_every_test_device() {
         a.pad(&[(2, 1), (0, 0)], 0.5).to_host::<f64>().unwrap()
     );
 }
+
+#[test]
+fn permute_and_transpose_move_the_split_axis_with_the_data() {
+    common::for_each_device(|d| {
+        for mesh in meshes(d) {
+            for n in SIZES {
+                let shape = [2, n, 3];
+                let (nd, a) = data(&shape, 95, d);
+                let s = a.shard(&mesh, 1).unwrap();
+                let p = s.permute(&[2, 0, 1]).expect("permute");
+                check_blocks(&p, 2);
+                let want = nd.clone().permuted_axes(IxDyn(&[2, 0, 1]));
+                assert_eq!(host(&p, &[3, 2, n], DType::F64), want);
+                let t = a.shard(&mesh, 0).unwrap().transpose();
+                check_blocks(&t, 2);
+                assert_eq!(host(&t, &[3, n, 2], DType::F64), nd.clone().reversed_axes());
+                assert!(s.permute(&[0, 0, 1]).is_err());
+                assert!(s.permute(&[0, 1]).is_err());
+                assert!(s.permute(&[0, 1, 3]).is_err());
+            }
+        }
+    });
+}

@@ -74,6 +74,50 @@ impl Sharded {
         })
     }
 
+    /// The axes reordered, as [`Array::permute`] (`axes[k]` is the input axis that becomes
+    /// axis `k`): a view of every block; the split axis moves with its data, so nothing
+    /// moves between devices. An error unless `axes` is a permutation of the axes.
+    pub fn permute(&self, axes: &[usize]) -> Result<Sharded> {
+        let mut seen = vec![false; self.ndim()];
+        let ok = axes.len() == self.ndim()
+            && axes
+                .iter()
+                .all(|&k| k < seen.len() && !std::mem::replace(&mut seen[k], true));
+        if !ok {
+            return Err(Error::Shape {
+                op: "permute",
+                msg: format!(
+                    "axes {axes:?} are not a permutation of the axes of shape {:?}",
+                    self.shape
+                ),
+            });
+        }
+        let placement = match self.placement {
+            Placement::Split(a) => Placement::Split(axes.iter().position(|&k| k == a).unwrap_or(a)),
+            Placement::Replicated => Placement::Replicated,
+        };
+        Ok(Sharded {
+            parts: self.parts.iter().map(|p| p.permute(axes)).collect(),
+            placement,
+            shape: axes.iter().map(|&k| self.shape[k]).collect(),
+            mesh: self.mesh.clone(),
+        })
+    }
+
+    /// The axes reversed, as [`Array::transpose`] (see [`Sharded::permute`]).
+    pub fn transpose(&self) -> Sharded {
+        let axes: Vec<usize> = (0..self.ndim()).rev().collect();
+        Sharded {
+            parts: self.parts.iter().map(|p| p.transpose()).collect(),
+            placement: match self.placement {
+                Placement::Split(a) => Placement::Split(self.ndim() - 1 - a),
+                Placement::Replicated => Placement::Replicated,
+            },
+            shape: axes.iter().map(|&k| self.shape[k]).collect(),
+            mesh: self.mesh.clone(),
+        }
+    }
+
     /// The whole array on every device ([`Placement::Replicated`]; an all-gather). Lazy.
     pub fn replicated(&self) -> Sharded {
         let parts = match self.placement {

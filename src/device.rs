@@ -68,6 +68,13 @@ impl Device {
         }
     }
 
+    /// The number of CUDA devices this process can open (`Device::cuda(0..n)`): 0 without
+    /// a usable driver or GPU, or with the `cuda` feature off. Never panics; the answer is
+    /// computed once per process.
+    pub fn cuda_count() -> usize {
+        CudaDevice::count()
+    }
+
     /// True for a CUDA device.
     pub fn is_cuda(&self) -> bool {
         matches!(self, Device::Cuda(_))

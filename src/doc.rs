@@ -3,7 +3,8 @@
 //! Each submodule is empty: it exists to carry one guide.
 //!
 //! - [`architecture`]: the pipeline stage by stage (API, graph, schedule, lower, codegen,
-//!   runtime), the profiler and the cache-miss explanations, loops and CUDA graphs.
+//!   runtime), the profiler and the cache-miss explanations, loops and CUDA graphs, and
+//!   sharded arrays over several devices.
 //! - [`env_vars`]: every `LAZYFUSE_*` environment variable (device choice, debug output,
 //!   profiling, caches, CUDA graphs, tests).
 //! - [`numpy_users`]: NumPy calls and their lazyfuse equivalents, and the differences worth

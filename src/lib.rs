@@ -88,6 +88,12 @@
 //! # }
 //! ```
 //!
+//! Several devices of one host share one array through [`Mesh`] and [`Sharded`]:
+//! `a.shard(&mesh, axis)` splits an axis into blocks, one per device; blockwise work
+//! plans the same fused kernels on every device, and reductions over the split axis,
+//! re-sharding, rolls and pads across block edges and `fft2`/`fftn` move data between the
+//! devices ([`shard`] describes how; [`Device::cuda_count`] says how many GPUs there are).
+//!
 //! # Requirements
 //! - **Rust 1.89** or newer (the crate's `rust-version`).
 //! - **Nothing else to build, test or run on the CPU.** The CUDA libraries are loaded at run
@@ -132,6 +138,7 @@ mod promote;
 pub(crate) mod runtime;
 mod schedule;
 mod shape;
+pub mod shard;
 mod stats;
 
 pub use api::creation::{meshgrid, random, Indexing};
@@ -162,6 +169,7 @@ pub use ndarray;
 pub use ndarray::{s, NewAxis};
 pub use profile::{profile, CompileSource, Entry, EntryKind, Report, Timing};
 pub use promote::result_type;
+pub use shard::{Mesh, Placement, Sharded};
 pub use stats::{memory_stats, reset_stats, stats, MemoryStats, Stats};
 
 /// `num_complex::Complex32`, the host type of `DType::C64`.

@@ -143,6 +143,9 @@ pub struct Entry {
     pub compile_time: Duration,
     /// Plan entries: whether the plan came from the plan cache.
     pub plan_cache_hit: Option<bool>,
+    /// The device a kernel or library call ran on; `None` for planning, transfers and
+    /// waits (which the host times).
+    pub device: Option<Device>,
 }
 
 impl Entry {
@@ -159,6 +162,7 @@ impl Entry {
             compile: None,
             compile_time: Duration::ZERO,
             plan_cache_hit: None,
+            device: None,
         }
     }
 
@@ -213,6 +217,29 @@ impl Report {
     /// Device (or, on the CPU, wall) time of kernels and library calls together.
     pub fn compute_time(&self) -> Duration {
         self.total_time(EntryKind::Kernel) + self.total_time(EntryKind::Library)
+    }
+
+    /// Kernel and library time per device, in the order the devices first appear: each
+    /// device with its [`compute_time`](Report::compute_time) share and its number of
+    /// kernels and library calls. Work on a device listed several times in a mesh (the
+    /// CPU stand-in for several GPUs) adds up under that one device.
+    pub fn per_device(&self) -> Vec<(Device, Duration, usize)> {
+        let mut out: Vec<(Device, Duration, usize)> = Vec::new();
+        let compute = self
+            .entries
+            .iter()
+            .filter(|e| matches!(e.kind, EntryKind::Kernel | EntryKind::Library));
+        for e in compute {
+            let Some(d) = &e.device else { continue };
+            match out.iter_mut().find(|(o, _, _)| o == d) {
+                Some(row) => {
+                    row.1 += e.time;
+                    row.2 += 1;
+                }
+                None => out.push((d.clone(), e.time, 1)),
+            }
+        }
+        out
     }
 
     /// The report as a Chrome trace (the JSON that Perfetto and `chrome://tracing` open):
@@ -705,6 +732,7 @@ pub(crate) fn begin_wall() -> Option<Probe> {
 }
 
 fn finish_probe(p: Probe, dev: Option<&Device>, mut e: Entry) {
+    e.device = dev.cloned();
     let end = match (p.device_timed, dev) {
         (true, Some(d)) => runtime::mark(d).unwrap_or_else(|_| Mark::wall()),
         _ => Mark::wall(),

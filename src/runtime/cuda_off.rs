@@ -51,6 +51,10 @@ impl CudaDevice {
     pub fn available() -> bool {
         false
     }
+    /// Always 0.
+    pub fn count() -> usize {
+        0
+    }
     /// Always an error.
     pub fn open(_ordinal: usize) -> Result<Arc<CudaDevice>> {
         off()

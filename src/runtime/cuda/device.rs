@@ -197,6 +197,11 @@ impl CudaDevice {
         device_count().is_ok()
     }
 
+    /// The number of CUDA devices; 0 when no driver or GPU is usable. Never panics.
+    pub fn count() -> usize {
+        device_count().unwrap_or(0)
+    }
+
     /// Opens device `ordinal` (once per process: later calls return the same `Arc`).
     /// `Error::NoCuda` when there is no driver or no such device, `Error::Cuda` when the
     /// driver fails to set it up.

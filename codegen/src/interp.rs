@@ -1321,6 +1321,8 @@ simd_dispatch!(fn unary_int<T: Int>(op: UnaryOp, a: Src<'_, T>, o: SliceMut<'_>)
 simd_dispatch!(fn unary_float<T: Real>(op: UnaryOp, a: Src<'_, T>, o: SliceMut<'_>) -> Result<(), IrError> = unary_float_body);
 simd_dispatch!(fn binary_int<T: Int>(op: BinaryOp, a: Src<'_, T>, b: Src<'_, T>, o: SliceMut<'_>) -> Result<(), IrError> = binary_int_body);
 simd_dispatch!(fn binary_float<T: Real>(op: BinaryOp, a: Src<'_, T>, b: Src<'_, T>, o: SliceMut<'_>) -> Result<(), IrError> = binary_float_body);
+simd_dispatch!(fn binary_complex<T: Cplx>(op: BinaryOp, a: Src<'_, T>, b: Src<'_, T>, o: SliceMut<'_>) -> Result<(), IrError> = binary_complex_body);
+simd_dispatch!(fn cast_from<T: Elem>(a: Src<'_, T>, dst: DType, o: SliceMut<'_>) = cast_from_body);
 
 #[inline]
 fn copy_src<T: Copy>(a: Src<'_, T>, out: &mut [T]) {
@@ -1702,7 +1704,8 @@ fn binary_float_body<T: Real>(
     Ok(())
 }
 
-fn binary_complex<C: Cplx>(
+#[inline(always)]
+fn binary_complex_body<C: Cplx>(
     op: BinaryOp,
     a: Src<'_, C>,
     b: Src<'_, C>,
@@ -1744,7 +1747,8 @@ where
     }
 }
 
-fn cast_from<S: Elem>(a: Src<'_, S>, dst: DType, o: SliceMut<'_>) {
+#[inline(always)]
+fn cast_from_body<S: Elem>(a: Src<'_, S>, dst: DType, o: SliceMut<'_>) {
     with_type!(dst, D => map1(a, out::<D>(o), |x: S| x.cast::<D>()))
 }
 

@@ -141,6 +141,12 @@ pub(crate) fn host_output(dtype: DType, len: usize, what: &str) -> Result<HostBu
     }
 }
 
+/// Hands a host buffer that is no longer needed to the recycler (kept for the next
+/// allocation of its dtype and length when large enough, else freed).
+pub(crate) fn host_release(h: HostBuf) {
+    recycle::give(h);
+}
+
 /// Copies host data to `dev`.
 pub(crate) fn upload(dev: &Device, host: HostBuf) -> Result<Buffer> {
     match dev {

@@ -75,6 +75,10 @@ fn par_lines<E: Send>(
         return Ok(());
     }
     let per = lines_per_task(data.len() / line, line);
+    if per * line >= data.len() || super::threads() <= 1 {
+        // one task: on this thread, without a hand-off to the pool and back
+        return f(data, 0);
+    }
     super::in_pool(|| {
         data.par_chunks_mut(per * line)
             .enumerate()
@@ -163,38 +167,42 @@ fn for_lines<E: Copy + Default + Send + Sync>(
     let stride = n + LINE_PAD;
     let base = Disjoint(data.as_mut_ptr());
     let base = &base;
+    let unit = |buf: &mut Result<Vec<E>>, u: usize| -> Result<()> {
+        let buf = buf
+            .as_mut()
+            .map_err(|_| oom::<E>(stride * GROUP, "FFT lines"))?;
+        let (o, g) = (u / groups, u % groups);
+        let c0 = g * GROUP;
+        let width = GROUP.min(inner - c0);
+        let start = o * n * inner + c0;
+        for k in 0..n {
+            for li in 0..width {
+                // SAFETY: `start + k * inner + li` < `data.len()` (block `o`, row `k`,
+                // column `c0 + li` < `inner`); unit `u` is the only one touching columns
+                // `c0..c0 + width` of block `o`.
+                buf[li * stride + k] = unsafe { *base.0.add(start + k * inner + li) };
+            }
+        }
+        f(&mut buf[..width * stride], stride)?;
+        for k in 0..n {
+            for li in 0..width {
+                // SAFETY: as above.
+                unsafe { *base.0.add(start + k * inner + li) = buf[li * stride + k] };
+            }
+        }
+        Ok(())
+    };
+    let init = || try_filled(stride * GROUP, E::default(), "FFT lines");
+    if units <= per || super::threads() <= 1 {
+        // one task: on this thread, without a hand-off to the pool and back
+        let mut buf = init();
+        return (0..units).try_for_each(|u| unit(&mut buf, u));
+    }
     super::in_pool(|| {
         (0..units)
             .into_par_iter()
             .with_min_len(per)
-            .try_for_each_init(
-                || try_filled(stride * GROUP, E::default(), "FFT lines"),
-                |buf, u| {
-                    let buf = buf
-                        .as_mut()
-                        .map_err(|_| oom::<E>(stride * GROUP, "FFT lines"))?;
-                    let (o, g) = (u / groups, u % groups);
-                    let c0 = g * GROUP;
-                    let width = GROUP.min(inner - c0);
-                    let start = o * n * inner + c0;
-                    for k in 0..n {
-                        for li in 0..width {
-                            // SAFETY: `start + k * inner + li` < `data.len()` (block `o`,
-                            // row `k`, column `c0 + li` < `inner`); unit `u` is the only
-                            // one touching columns `c0..c0 + width` of block `o`.
-                            buf[li * stride + k] = unsafe { *base.0.add(start + k * inner + li) };
-                        }
-                    }
-                    f(&mut buf[..width * stride], stride)?;
-                    for k in 0..n {
-                        for li in 0..width {
-                            // SAFETY: as above.
-                            unsafe { *base.0.add(start + k * inner + li) = buf[li * stride + k] };
-                        }
-                    }
-                    Ok(())
-                },
-            )
+            .try_for_each_init(init, unit)
     })
 }
 
@@ -255,6 +263,10 @@ trait Planners: FftNum + Default {
     fn real_output(len: usize) -> Result<Vec<Self>>;
     /// The same for complex values.
     fn complex_output(len: usize) -> Result<Vec<Complex<Self>>>;
+    /// Hands a working buffer back to the recycler.
+    fn release_real(v: Vec<Self>);
+    /// The same for complex values.
+    fn release_complex(v: Vec<Complex<Self>>);
 }
 
 /// `len` elements of an FFT result of host dtype variant `$v` (see `Planners::real_output`).
@@ -279,6 +291,12 @@ impl Planners for f32 {
     fn complex_output(len: usize) -> Result<Vec<Complex<f32>>> {
         output_of!(C64, len)
     }
+    fn release_real(v: Vec<f32>) {
+        super::super::host_release(HostBuf::F32(v));
+    }
+    fn release_complex(v: Vec<Complex<f32>>) {
+        super::super::host_release(HostBuf::C64(v));
+    }
 }
 impl Planners for f64 {
     fn complex() -> &'static Mutex<FftPlanner<f64>> {
@@ -292,6 +310,12 @@ impl Planners for f64 {
     }
     fn complex_output(len: usize) -> Result<Vec<Complex<f64>>> {
         output_of!(C128, len)
+    }
+    fn release_real(v: Vec<f64>) {
+        super::super::host_release(HostBuf::F64(v));
+    }
+    fn release_complex(v: Vec<Complex<f64>>) {
+        super::super::host_release(HostBuf::C128(v));
     }
 }
 
@@ -312,6 +336,9 @@ fn par_pairs<A: Send, B: Send>(
         return Ok(());
     }
     let per = lines_per_task(xs.len() / nx, nx.max(ny));
+    if per * nx >= xs.len() || super::threads() <= 1 {
+        return f(xs, ys);
+    }
     super::in_pool(|| {
         xs.par_chunks_mut(per * nx)
             .zip(ys.par_chunks_mut(per * ny))
@@ -473,7 +500,9 @@ pub(crate) fn run(
             }
             FftKind::C2R => {
                 along_axes(&mut work, in_shape, rest, true)?;
-                Err(c2r_axis(&mut work, in_shape, last, out_shape[last])?)
+                let out = c2r_axis(&mut work, in_shape, last, out_shape[last])?;
+                T::release_complex(work);
+                Err(out)
             }
             FftKind::R2C => {
                 return Err(Error::internal("fft", "R2C of complex data"));
@@ -488,7 +517,7 @@ pub(crate) fn run(
         rest: &[usize],
     ) -> Result<Vec<Complex<T>>> {
         let mut out = r2c_axis(&mut work, in_shape, last)?;
-        drop(work);
+        T::release_real(work);
         along_axes(&mut out, out_shape, rest, false)?;
         Ok(out)
     }

@@ -12,11 +12,7 @@ use std::time::Instant;
 
 fn main() -> lf::Result<()> {
     let args: Vec<String> = std::env::args().skip(1).collect();
-    let dev = match args.iter().find(|a| *a == "cpu" || *a == "cuda") {
-        Some(d) if d == "cpu" => lf::Device::Cpu,
-        Some(_) => lf::Device::cuda(0)?,
-        None => lf::Device::try_default()?,
-    };
+    let dev = common::device_arg(&args)?;
     let nums: Vec<usize> = args.iter().filter_map(|a| a.parse().ok()).collect();
     let n = nums.first().copied().unwrap_or(256);
     let rounds = nums.get(1).copied().unwrap_or(9).max(1);

@@ -13,11 +13,7 @@ use std::collections::BTreeMap;
 
 fn main() -> lf::Result<()> {
     let args: Vec<String> = std::env::args().skip(1).collect();
-    let dev = match args.iter().find(|a| *a == "cpu" || *a == "cuda") {
-        Some(d) if d == "cpu" => lf::Device::Cpu,
-        Some(_) => lf::Device::cuda(0)?,
-        None => lf::Device::try_default()?,
-    };
+    let dev = common::device_arg(&args)?;
     let sizes: Vec<usize> = args.iter().filter_map(|a| a.parse().ok()).collect();
     let sizes = if sizes.is_empty() { vec![256] } else { sizes };
     println!("# sim step profile on {dev}");

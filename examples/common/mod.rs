@@ -6,6 +6,16 @@ use lazyfuse as lf;
 use lf::{Array, DType, Device};
 use std::time::Instant;
 
+/// The device named among the command-line `args` (`cpu` or `cuda`, for CUDA device 0),
+/// else the default device.
+pub fn device_arg(args: &[String]) -> lf::Result<Device> {
+    match args.iter().find(|a| *a == "cpu" || *a == "cuda") {
+        Some(d) if d == "cpu" => Ok(Device::Cpu),
+        Some(_) => Device::cuda(0),
+        None => Device::try_default(),
+    }
+}
+
 /// The PSF intensity image (2N x 2N) of an N x N pupil with a coma-like phase error, on
 /// `dev` (BENCH.md `psf`): pupil phase -> complex pupil -> zero padding -> fft2 with shifts
 /// -> intensity.

@@ -152,20 +152,7 @@ impl Sharded {
             return Ok(self.clone());
         }
         let s = shift.rem_euclid(n as isize) as usize;
-        // out[g] = in[(g - s) mod n]
-        let runs = [
-            Run {
-                start: 0,
-                len: s,
-                src: Source::Input(n - s),
-            },
-            Run {
-                start: s,
-                len: n - s,
-                src: Source::Input(0),
-            },
-        ];
-        Ok(self.exchange(a, n, &runs, 0.0))
+        Ok(self.exchange(a, n, &roll_runs(n, s), 0.0))
     }
 
     /// Positions `start..stop` along `axis` (clipped to the axis, as NumPy's slicing;
@@ -332,24 +319,26 @@ fn block_pieces(in_sizes: &[usize], lo: usize, hi: usize, runs: &[Run]) -> Vec<P
     out
 }
 
+/// The runs of a roll by `s` (`0 <= s < n`) of an axis of length `n`:
+/// `out[g] = in[(g - s) mod n]`.
+fn roll_runs(n: usize, s: usize) -> [Run; 2] {
+    [
+        Run {
+            start: 0,
+            len: s,
+            src: Source::Input(n - s),
+        },
+        Run {
+            start: s,
+            len: n - s,
+            src: Source::Input(0),
+        },
+    ]
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    fn roll_runs(n: usize, s: usize) -> [Run; 2] {
-        [
-            Run {
-                start: 0,
-                len: s,
-                src: Source::Input(n - s),
-            },
-            Run {
-                start: s,
-                len: n - s,
-                src: Source::Input(0),
-            },
-        ]
-    }
 
     #[test]
     fn a_short_roll_reads_two_neighbouring_blocks() {

@@ -7,7 +7,6 @@ use crate::graph::{FftKind, FftSpec, Op, Shape};
 use crate::shape::norm_axis;
 use crate::{Array, DType, Device};
 use lazyfuse_codegen::{BinaryOp, Scalar, UnaryOp};
-use ndarray::SliceInfoElem;
 use smallvec::SmallVec;
 
 /// Normalization mode (NumPy's `norm=`).
@@ -170,22 +169,6 @@ fn real_data(a: &Array) -> Option<Array> {
     (!src.dtype.is_complex()).then(|| Array::from_node(src.clone()))
 }
 
-/// Axis `k` of `a` sliced to `[start, stop)` (every other axis whole).
-fn narrow(a: &Array, k: usize, start: usize, stop: usize) -> Array {
-    let full = SliceInfoElem::Slice {
-        start: 0,
-        end: None,
-        step: 1,
-    };
-    let mut info = vec![full; a.ndim()];
-    info[k] = SliceInfoElem::Slice {
-        start: start as isize,
-        end: Some(stop as isize),
-        step: 1,
-    };
-    a.slice(&info)
-}
-
 /// `x[-k]` over `axes`: every index `k` along them replaced by `(n - k) mod n` (a view).
 fn mirrored(x: &Array, axes: &[usize]) -> Array {
     let mut m = x.clone();
@@ -238,7 +221,7 @@ fn real_input(a: &Array, dt: DType, axes: &[usize], inverse: bool, scale: f64) -
 /// ..., `h[1]` (views).
 fn extension_tail(h: &Array, axes: &[usize], tail: usize) -> Array {
     let last = axes[axes.len() - 1];
-    let t = narrow(h, last, 1, 1 + tail).flip(last as isize);
+    let t = h.slice_axis(last, 1, 1 + tail).flip(last as isize);
     mirrored(&t, &axes[..axes.len() - 1]).conj()
 }
 
@@ -398,12 +381,12 @@ pub(crate) fn real_of_inverse(y: &Array) -> Option<Array> {
             None => h,
             Some(c) => {
                 let hc = (&c + &mirrored(&c, &spec.axes).conj()) * 0.5;
-                &h * &narrow(&hc, last, 0, half)
+                &h * &hc.slice_axis(last, 0, half)
             }
         },
         _ => {
             let herm = (&x + &mirrored(&x, &spec.axes).conj()) * 0.5;
-            narrow(&herm, last, 0, half)
+            herm.slice_axis(last, 0, half)
         }
     };
     let c2r = FftSpec {

@@ -27,6 +27,21 @@ pub(crate) fn axis_of(op: &str, axis: isize, ndim: usize) -> usize {
 }
 
 impl Array {
+    /// `self[.., start..stop, ..]`: axis `axis` sliced to `[start, stop)`, every other axis
+    /// whole (a view).
+    pub(crate) fn slice_axis(&self, axis: usize, start: usize, stop: usize) -> Array {
+        let info: Vec<SliceInfoElem> = (0..self.ndim())
+            .map(|k| SliceInfoElem::Slice {
+                start: if k == axis { start as isize } else { 0 },
+                end: if k == axis { Some(stop as isize) } else { None },
+                step: 1,
+            })
+            .collect();
+        self.slice(info.as_slice())
+    }
+}
+
+impl Array {
     /// Same elements in C order with a new shape; one entry may be `-1` (inferred).
     #[track_caller]
     pub fn reshape(&self, shape: &[isize]) -> Array {

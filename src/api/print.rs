@@ -532,37 +532,15 @@ fn shown_part(a: &Array, summarize: bool, edge: usize) -> Array {
     }
     for (k, &n) in a.shape().iter().enumerate() {
         if 2 * edge < n {
-            let k = k as isize;
             let head = x.slice_axis(k, 0, edge);
             let tail = x.slice_axis(k, n - edge, n);
-            x = crate::concatenate(&[&head, &tail], k);
+            x = crate::concatenate(&[&head, &tail], k as isize);
         }
     }
     x
 }
 
 impl Array {
-    fn slice_axis(&self, axis: isize, start: usize, end: usize) -> Array {
-        let info: Vec<ndarray::SliceInfoElem> = (0..self.ndim())
-            .map(|j| {
-                if j as isize == axis {
-                    ndarray::SliceInfoElem::Slice {
-                        start: start as isize,
-                        end: Some(end as isize),
-                        step: 1,
-                    }
-                } else {
-                    ndarray::SliceInfoElem::Slice {
-                        start: 0,
-                        end: None,
-                        step: 1,
-                    }
-                }
-            })
-            .collect();
-        self.slice(info.as_slice())
-    }
-
     /// The values as NumPy's `str(a)` prints them under the current
     /// [`PrintOptions`]; evaluates and reads back only the printed elements.
     pub fn to_string_numpy(&self) -> Result<String> {

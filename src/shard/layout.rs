@@ -2,7 +2,7 @@
 //! (all-gather), and the rolls, pads and ranges along the split axis whose output blocks
 //! are assembled from the input blocks they overlap (halo exchange).
 
-use super::{axis_in, offsets, slice_axis, split_sizes, Placement, Sharded};
+use super::{axis_in, offsets, split_sizes, Placement, Sharded};
 use crate::{Array, Error, Result};
 
 /// Where a run of the output's split axis comes from.
@@ -49,7 +49,7 @@ impl Sharded {
                         (0..k)
                             .map(|i| {
                                 let (s, e) = range(i);
-                                slice_axis(p, b, s, e)
+                                p.slice_axis(b, s, e)
                             })
                             .collect()
                     })
@@ -62,7 +62,7 @@ impl Sharded {
                 .enumerate()
                 .map(|(i, p)| {
                     let (s, e) = range(i);
-                    slice_axis(p, b, s, e)
+                    p.slice_axis(b, s, e)
                 })
                 .collect(),
         };
@@ -167,7 +167,7 @@ impl Sharded {
         let (start, stop) = (start.min(n), stop.min(n));
         let len = stop.saturating_sub(start);
         if self.placement != Placement::Split(a) {
-            return self.map(|p| slice_axis(p, a, start, start + len));
+            return self.map(|p| p.slice_axis(a, start, start + len));
         }
         let runs = [Run {
             start: 0,
@@ -249,7 +249,7 @@ impl Sharded {
                             Array::full_on(&shape, fill, self.dtype(), dev)
                         }
                         Piece::Block { j, start, stop } => {
-                            coll.send(&slice_axis(&self.parts[j], a, start, stop), dev)
+                            coll.send(&self.parts[j].slice_axis(a, start, stop), dev)
                         }
                     })
                     .collect();

@@ -166,29 +166,6 @@ pub(crate) fn offsets(sizes: &[usize]) -> Vec<usize> {
         .collect()
 }
 
-/// `a[.., start..stop, ..]` along `axis`.
-pub(crate) fn slice_axis(a: &Array, axis: usize, start: usize, stop: usize) -> Array {
-    use ndarray::SliceInfoElem;
-    let info: Vec<SliceInfoElem> = (0..a.ndim())
-        .map(|k| {
-            if k == axis {
-                SliceInfoElem::Slice {
-                    start: start as isize,
-                    end: Some(stop as isize),
-                    step: 1,
-                }
-            } else {
-                SliceInfoElem::Slice {
-                    start: 0,
-                    end: None,
-                    step: 1,
-                }
-            }
-        })
-        .collect();
-    a.slice(info)
-}
-
 /// The axis `axis` of a rank-`ndim` array, or the shape error of `op`.
 pub(crate) fn axis_in(op: &'static str, axis: isize, shape: &[usize]) -> Result<usize> {
     norm_axis(axis, shape.len(), false).ok_or_else(|| Error::Shape {
@@ -217,7 +194,7 @@ impl Array {
             .iter()
             .zip(&sizes)
             .zip(mesh.devices())
-            .map(|((&o, &s), d)| mesh.coll().send(&slice_axis(self, a, o, o + s), d))
+            .map(|((&o, &s), d)| mesh.coll().send(&self.slice_axis(a, o, o + s), d))
             .collect();
         Ok(Sharded {
             parts,

@@ -121,9 +121,14 @@ mod recycle {
 ///
 /// [`Error::OutOfMemory`]: crate::Error::OutOfMemory
 pub(crate) fn host_zeros(dtype: DType, len: usize, what: &str) -> Result<HostBuf> {
-    if let Some(h) = recycle::take_zeroed(dtype, len) {
-        return Ok(h);
+    match recycle::take_zeroed(dtype, len) {
+        Some(h) => Ok(h),
+        None => fresh_zeros(dtype, len, what),
     }
+}
+
+/// `len` freshly allocated zeros of `dtype` for `what` (errors as [`host_zeros`]).
+fn fresh_zeros(dtype: DType, len: usize, what: &str) -> Result<HostBuf> {
     HostBuf::try_zeros(dtype, len).map_err(|e| crate::Error::OutOfMemory {
         op: "eval",
         bytes: e.bytes,
@@ -137,7 +142,7 @@ pub(crate) fn host_zeros(dtype: DType, len: usize, what: &str) -> Result<HostBuf
 pub(crate) fn host_output(dtype: DType, len: usize, what: &str) -> Result<HostBuf> {
     match recycle::take(dtype, len) {
         Some(h) => Ok(h),
-        None => host_zeros(dtype, len, what),
+        None => fresh_zeros(dtype, len, what),
     }
 }
 

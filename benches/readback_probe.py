@@ -111,11 +111,52 @@ def torch_rows(mib):
     print(f"torch threads: {torch.get_num_threads()}", flush=True)
 
 
+def register_rows(mib):
+    """Device-to-host copies straight into host memory pinned for the copy (cuMemHostRegister),
+    through CuPy's runtime bindings, registration and unregistration included."""
+    try:
+        import cupy
+    except ImportError:
+        print("cupy not importable", flush=True)
+        return
+    rt = cupy.cuda.runtime
+    n = mib * 1048576
+    g = cupy.ones(n, dtype=cupy.uint8)
+    cupy.cuda.Device().synchronize()
+
+    def registered(a):
+        ptr = a.ctypes.data
+        rt.hostRegister(ptr, n, 0)
+        rt.memcpy(ptr, g.data.ptr, n, rt.memcpyDeviceToHost)
+        rt.hostUnregister(ptr)
+
+    def fresh_hugepage():
+        a = np.empty(n, np.uint8)
+        madv(a, MADV_HUGEPAGE)
+        registered(a)
+
+    touched = np.zeros(n, np.uint8)
+    row("register + d2h + unregister, touched", mib, timed(lambda: registered(touched)))
+    row("register + d2h + unregister, fresh", mib, timed(lambda: registered(np.empty(n, np.uint8))))
+    row("madvise(HUGEPAGE) + register + d2h, fresh", mib, timed(fresh_hugepage))
+    rt.hostRegister(touched.ctypes.data, n, 0)
+    row("d2h into registered memory", mib,
+        timed(lambda: rt.memcpy(touched.ctypes.data, g.data.ptr, n, rt.memcpyDeviceToHost)))
+    rt.hostUnregister(touched.ctypes.data)
+
+
 def main():
     sizes = [int(a) for a in sys.argv[1:]] or [1, 64]
+    for path in ("enabled", "defrag"):
+        try:
+            with open(f"/sys/kernel/mm/transparent_hugepage/{path}") as f:
+                print(f"transparent_hugepage/{path}: {f.read().strip()}", flush=True)
+        except OSError as e:
+            print(f"transparent_hugepage/{path}: {e}", flush=True)
     for mib in sizes:
         host(mib)
         torch_rows(mib)
+        register_rows(mib)
 
 
 if __name__ == "__main__":

@@ -381,10 +381,11 @@ fn run_reduce(dev: &Device, quick: bool) -> lf::Result<()> {
     Ok(())
 }
 
-/// Transfers: `to_vec` of an evaluated F32 array of 1 MiB and 64 MiB, `from_slice` of the
-/// same, and `item()` of one element of an evaluated array (GB/s of the bytes moved).
+/// Transfers: `to_vec` of an evaluated F32 array of 1, 16 and 64 MiB, `copy_to_slice` of it
+/// into one reused destination, `from_slice` of the same, and `item()` of one element of an
+/// evaluated array (GB/s of the bytes moved).
 fn run_transfers(dev: &Device) -> lf::Result<()> {
-    for n in [1usize << 18, 1 << 24] {
+    for n in [1usize << 18, 1 << 22, 1 << 24] {
         let host: Vec<f32> = (0..n).map(|i| i as f32).collect();
         let x = Array::from_slice_on(&host, &[n], dev)?;
         x.eval()?;
@@ -393,6 +394,13 @@ fn run_transfers(dev: &Device) -> lf::Result<()> {
         });
         let gbs = format!("{:.1} GB/s", 4.0 * n as f64 / t / 1e9);
         row("readback", 4 * n, "lazyfuse-to_vec", t, &gbs);
+        let mut dst = vec![0f32; n];
+        let t = bench(dev, 10, 5, |_| {
+            x.copy_to_slice(&mut dst).expect("readback");
+            std::hint::black_box(&dst);
+        });
+        let gbs = format!("{:.1} GB/s", 4.0 * n as f64 / t / 1e9);
+        row("readback", 4 * n, "lazyfuse-copy_to_slice", t, &gbs);
         let t = bench(dev, 10, 5, |_| {
             Array::from_slice_on(&host, &[n], dev)
                 .expect("upload")

@@ -170,6 +170,42 @@ impl Array {
         self.host_data::<T>("to_vec")
     }
 
+    /// Evaluates and copies into `out` (flat, C order), which must hold exactly
+    /// `self.size()` elements of the array's dtype. Reusing one destination across calls
+    /// avoids the page faults of fresh host memory, which bound a large [`Array::to_vec`]
+    /// (see `benches/NOTES.md`, "Transfers").
+    pub fn copy_to_slice<T: Element>(&self, out: &mut [T]) -> Result<()> {
+        self.check_dtype::<T>("copy_to_slice")?;
+        if out.len() != self.size() {
+            return Err(Error::Shape {
+                op: "copy_to_slice",
+                msg: format!(
+                    "a destination of {} elements for an array of shape {:?} ({} elements)",
+                    out.len(),
+                    self.shape(),
+                    self.size()
+                ),
+            });
+        }
+        if T::DTYPE == DType::Bool {
+            // bools are read as bytes and mapped (see `runtime::download`)
+            out.copy_from_slice(&self.host_data::<T>("copy_to_slice")?);
+            return Ok(());
+        }
+        crate::api::gather::check_indices()?;
+        let _scope = crate::profile::scope(false);
+        let buf = self.buffer()?;
+        // SAFETY: `T` is a plain old data element type other than bool (checked above), so
+        // any bytes written into `out` are valid elements; `out` is borrowed mutably here.
+        let bytes = unsafe {
+            std::slice::from_raw_parts_mut(
+                out.as_mut_ptr().cast::<u8>(),
+                std::mem::size_of_val(out),
+            )
+        };
+        runtime::download_into(&buf, bytes)
+    }
+
     /// The single element of a size-1 array. Reading an element of a view of an evaluated
     /// array copies only that element.
     pub fn item<T: Element>(&self) -> Result<T> {

@@ -998,3 +998,69 @@ fn large_readbacks_and_uploads_round_trip() {
         assert!(got.iter().zip(&host[1..]).all(|(g, h)| *g == h * 2.0));
     });
 }
+
+#[test]
+fn copy_to_slice_fills_a_reused_destination() {
+    // sizes around the staging chunks (256 KiB, 1 MiB quarters, 4 MiB) with partial last
+    // chunks; the destination starts with values no result has, and is reused
+    each_device(|dev| {
+        let mut dst: Vec<f32> = Vec::new();
+        for n in [
+            0usize,
+            1,
+            3,
+            783,
+            (1 << 16) + 5,
+            (1 << 18) + 3,
+            3 * (1 << 20) + 7,
+        ] {
+            let host: Vec<f32> = (0..n).map(|i| (i % 100_003) as f32 * 0.25).collect();
+            let a = Array::from_slice_on(&host, &[n], dev).unwrap();
+            dst.clear();
+            dst.resize(n, f32::NAN);
+            a.copy_to_slice(&mut dst).unwrap();
+            assert_eq!(dst, host, "n = {n}");
+            // a computed, permuted result, read into the same memory again
+            let rows = n / 3;
+            let b = (&a.slice(lf::s![..3 * rows]).reshape(&[rows as isize, 3]) * 2.0).transpose();
+            dst.truncate(3 * rows);
+            dst.iter_mut().for_each(|v| *v = f32::NAN);
+            b.copy_to_slice(&mut dst).unwrap();
+            let want: Vec<f32> = (0..3)
+                .flat_map(|c| (0..rows).map(move |r| (r, c)))
+                .map(|(r, c)| host[3 * r + c] * 2.0)
+                .collect();
+            assert_eq!(dst, want, "transposed, n = {n}");
+        }
+        let ints = Array::from_slice_on(&[5i64, -1, 7], &[3], dev).unwrap();
+        let mut out = [0i64; 3];
+        ints.copy_to_slice(&mut out).unwrap();
+        assert_eq!(out, [5, -1, 7]);
+        let flags = ints.gt(0i64);
+        let mut out = [true, false, true];
+        flags.copy_to_slice(&mut out).unwrap();
+        assert_eq!(out, [true, false, true]);
+        let z = Array::from_slice_on(&[c32::new(1.0, -2.0)], &[1], dev).unwrap();
+        let mut out = [c32::new(0.0, 0.0)];
+        (&z * 3.0f32).copy_to_slice(&mut out).unwrap();
+        assert_eq!(out, [c32::new(3.0, -6.0)]);
+        // a wrong length or dtype is an error naming the operation; nothing is written
+        let mut short = [9.0f32; 2];
+        match ints.astype(DType::F32).copy_to_slice(&mut short) {
+            Err(lf::Error::Shape { op, msg }) => {
+                assert_eq!(op, "copy_to_slice");
+                assert!(msg.contains("[3]"), "{msg}");
+            }
+            other => panic!("expected a shape error, got {other:?}"),
+        }
+        assert_eq!(short, [9.0; 2]);
+        let mut wrong = [0.0f64; 3];
+        assert!(matches!(
+            ints.copy_to_slice(&mut wrong),
+            Err(lf::Error::DType {
+                op: "copy_to_slice",
+                ..
+            })
+        ));
+    });
+}

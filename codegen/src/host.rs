@@ -158,6 +158,29 @@ fn try_zeroed<T: ZeroBits>(len: usize) -> Result<Vec<T>, AllocError> {
     Ok(unsafe { Vec::from_raw_parts(ptr, len, len) })
 }
 
+/// A vector of `len` elements whose bytes `fill` writes in place (see
+/// [`HostBuf::try_filled`]).
+///
+/// # Safety
+/// Every bit pattern is a valid `T`, and on `Ok` `fill` wrote all `len * size_of::<T>()`
+/// bytes at the address it got.
+unsafe fn try_filled_vec<T: ZeroBits, E>(
+    len: usize,
+    fill: impl FnOnce(*mut u8, usize) -> Result<(), E>,
+) -> Result<Result<Vec<T>, E>, AllocError> {
+    let mut v = try_with_capacity::<T>(len)?;
+    let bytes = len * std::mem::size_of::<T>();
+    match fill(v.as_mut_ptr().cast::<u8>(), bytes) {
+        // SAFETY: capacity is `len` (`try_with_capacity`), and `fill` initialized all
+        // `len` elements (the caller's contract).
+        Ok(()) => {
+            unsafe { v.set_len(len) };
+            Ok(Ok(v))
+        }
+        Err(e) => Ok(Err(e)),
+    }
+}
+
 /// False for a host allocation of `bytes` that can never be filled: far more than the
 /// machine's memory and swap. Under unconditional overcommit the allocator would grant it
 /// and the process would be killed once its pages are touched; fallible allocations check
@@ -224,6 +247,41 @@ impl HostBuf {
             DType::F16 => HostBuf::F16(try_zeroed(len)?),
             DType::BF16 => HostBuf::BF16(try_zeroed(len)?),
         })
+    }
+    /// `len` elements of `dtype` (not `Bool`) whose bytes `fill` writes: it gets the
+    /// address of `len * dtype.size()` uninitialized bytes and must write every one of them
+    /// before it returns `Ok`. No zeroing pass, so a reused allocation costs no memset.
+    /// `Ok(Err(e))` when `fill` fails (the memory is freed); `Err` when it cannot be had,
+    /// and for `Bool`, whose bytes other than 0 and 1 are not valid values.
+    ///
+    /// # Safety
+    /// On `Ok`, `fill` has written all `len * dtype.size()` bytes at the address it got.
+    pub unsafe fn try_filled<E>(
+        dtype: DType,
+        len: usize,
+        fill: impl FnOnce(*mut u8, usize) -> Result<(), E>,
+    ) -> Result<Result<HostBuf, E>, AllocError> {
+        // SAFETY (each arm): forwarded from the caller; every dtype but Bool is plain old
+        // data in which any bytes are a valid element.
+        unsafe {
+            Ok(match dtype {
+                DType::Bool => return Err(AllocError { bytes: usize::MAX }),
+                DType::I32 => try_filled_vec(len, fill)?.map(HostBuf::I32),
+                DType::I64 => try_filled_vec(len, fill)?.map(HostBuf::I64),
+                DType::F32 => try_filled_vec(len, fill)?.map(HostBuf::F32),
+                DType::F64 => try_filled_vec(len, fill)?.map(HostBuf::F64),
+                DType::C64 => try_filled_vec(len, fill)?.map(HostBuf::C64),
+                DType::C128 => try_filled_vec(len, fill)?.map(HostBuf::C128),
+                DType::U8 => try_filled_vec(len, fill)?.map(HostBuf::U8),
+                DType::U16 => try_filled_vec(len, fill)?.map(HostBuf::U16),
+                DType::U32 => try_filled_vec(len, fill)?.map(HostBuf::U32),
+                DType::U64 => try_filled_vec(len, fill)?.map(HostBuf::U64),
+                DType::I8 => try_filled_vec(len, fill)?.map(HostBuf::I8),
+                DType::I16 => try_filled_vec(len, fill)?.map(HostBuf::I16),
+                DType::F16 => try_filled_vec(len, fill)?.map(HostBuf::F16),
+                DType::BF16 => try_filled_vec(len, fill)?.map(HostBuf::BF16),
+            })
+        }
     }
     /// `len` zeros of `dtype`.
     pub fn zeros(dtype: DType, len: usize) -> HostBuf {

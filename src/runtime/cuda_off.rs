@@ -127,6 +127,10 @@ impl CudaDevice {
         match self._never {}
     }
     /// Unreachable.
+    pub fn download_into(&self, _b: &CudaBuffer, _dst: &mut [u8]) -> Result<()> {
+        match self._never {}
+    }
+    /// Unreachable.
     pub(crate) fn run_kernel_shared(
         &self,
         _k: &std::sync::Arc<Kernel>,

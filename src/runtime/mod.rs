@@ -224,6 +224,38 @@ pub(crate) fn download(buf: &Buffer, start: usize, len: usize) -> Result<HostBuf
     }
 }
 
+/// Copies all of `buf` into `dst` (its size in bytes), as [`download`] does.
+pub(crate) fn download_into(buf: &Buffer, dst: &mut [u8]) -> Result<()> {
+    let _range = nvtx::range(c"lazyfuse.readback");
+    match buf {
+        Buffer::Host(h) => {
+            cpu::par_copy(dst, h.as_bytes());
+            Ok(())
+        }
+        Buffer::Cuda(c) => {
+            if profile::on() {
+                let p = profile::begin_wall();
+                let range = nvtx::range(c"lazyfuse.wait");
+                c.device().synchronize()?;
+                drop(range);
+                profile::host_done(
+                    p,
+                    EntryKind::Wait,
+                    "queued work",
+                    "before readback".into(),
+                    0,
+                );
+            }
+            let p = profile::begin_wall();
+            c.device().download_into(c, dst)?;
+            let bytes = dst.len() as u64;
+            profile::host_done(p, EntryKind::DeviceToHost, "readback", String::new(), bytes);
+            crate::stats::bump::bytes_d2h(bytes);
+            Ok(())
+        }
+    }
+}
+
 /// A point in time for the profiler: a host instant, or a timing event recorded on a
 /// device's stream.
 pub(crate) enum Mark {

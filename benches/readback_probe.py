@@ -103,6 +103,13 @@ def torch_rows(mib):
         g.cpu()
         torch.cuda.synchronize()
 
+    def up(src):
+        g.copy_(src)
+        torch.cuda.synchronize()
+
+    pinned.fill_(1)
+    row("torch h2d from pinned", mib, timed(lambda: up(pinned)))
+    row("torch h2d from touched pageable", mib, timed(lambda: up(pageable)))
     row("torch d2h into pinned", mib, timed(lambda: into(pinned)))
     row("torch d2h into touched pageable", mib, timed(lambda: into(pageable)))
     row("torch d2h into fresh pageable (g.cpu())", mib, timed(fresh))

@@ -321,11 +321,21 @@ impl CudaDevice {
         let dst = buf.device_ptr();
         for (i, part) in bytes.chunks(chunk).enumerate() {
             let half = (i % 2) * chunk;
+            // Streaming stores: the device then reads the staging buffer from memory, not
+            // from lines left dirty in the cores' caches. On the H200's host this halved a
+            // staged upload (16 MiB: 1021 -> 498 us; 64 MiB: 3525 -> 1773 us).
             // SAFETY: `base + half` starts `chunk >= part.len()` pinned bytes of the staging
             // buffer (it holds two chunks, or the one chunk there is), owned by this thread
             // through the staging mutex; the device copy that last read this half (chunk
             // i - 2) finished at the synchronization of the previous iteration.
-            unsafe { crate::runtime::cpu::par_copy_raw(base.add(half), part.as_ptr(), part.len()) };
+            unsafe {
+                crate::runtime::cpu::par_copy_raw_with(
+                    base.add(half),
+                    part.as_ptr(),
+                    part.len(),
+                    true,
+                )
+            };
             // chunk i - 1, from the other half, is done before this half's copy is queued
             // (and before the next iteration overwrites that other half)
             self.synchronize()?;

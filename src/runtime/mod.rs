@@ -198,29 +198,11 @@ pub(crate) fn download(buf: &Buffer, start: usize, len: usize) -> Result<HostBuf
     let _range = nvtx::range(c"lazyfuse.readback");
     match buf {
         Buffer::Host(h) => Ok(cpu::copy_range(h, start, len)),
-        Buffer::Cuda(c) => {
-            if profile::on() {
-                // The copy waits for every queued kernel first; profiled, that wait is
-                // measured on its own so the readback is not blamed for the compute.
-                let p = profile::begin_wall();
-                let range = nvtx::range(c"lazyfuse.wait");
-                c.device().synchronize()?;
-                drop(range);
-                profile::host_done(
-                    p,
-                    EntryKind::Wait,
-                    "queued work",
-                    "before readback".into(),
-                    0,
-                );
-            }
-            let p = profile::begin_wall();
+        Buffer::Cuda(c) => profiled_readback(c, || {
             let out = c.device().download(c, start, len)?;
             let bytes = out.as_bytes().len() as u64;
-            profile::host_done(p, EntryKind::DeviceToHost, "readback", String::new(), bytes);
-            crate::stats::bump::bytes_d2h(bytes);
-            Ok(out)
-        }
+            Ok((out, bytes))
+        }),
     }
 }
 
@@ -232,28 +214,39 @@ pub(crate) fn download_into(buf: &Buffer, dst: &mut [u8]) -> Result<()> {
             cpu::par_copy(dst, h.as_bytes());
             Ok(())
         }
-        Buffer::Cuda(c) => {
-            if profile::on() {
-                let p = profile::begin_wall();
-                let range = nvtx::range(c"lazyfuse.wait");
-                c.device().synchronize()?;
-                drop(range);
-                profile::host_done(
-                    p,
-                    EntryKind::Wait,
-                    "queued work",
-                    "before readback".into(),
-                    0,
-                );
-            }
-            let p = profile::begin_wall();
+        Buffer::Cuda(c) => profiled_readback(c, || {
             c.device().download_into(c, dst)?;
-            let bytes = dst.len() as u64;
-            profile::host_done(p, EntryKind::DeviceToHost, "readback", String::new(), bytes);
-            crate::stats::bump::bytes_d2h(bytes);
-            Ok(())
-        }
+            Ok(((), dst.len() as u64))
+        }),
     }
+}
+
+/// Runs `copy` (a readback of `c` returning its result and the bytes it moved) with the
+/// profile's entries and the transfer counters.
+fn profiled_readback<R>(
+    c: &cuda::CudaBuffer,
+    copy: impl FnOnce() -> Result<(R, u64)>,
+) -> Result<R> {
+    if profile::on() {
+        // The copy waits for every queued kernel first; profiled, that wait is measured
+        // on its own so the readback is not blamed for the compute.
+        let p = profile::begin_wall();
+        let range = nvtx::range(c"lazyfuse.wait");
+        c.device().synchronize()?;
+        drop(range);
+        profile::host_done(
+            p,
+            EntryKind::Wait,
+            "queued work",
+            "before readback".into(),
+            0,
+        );
+    }
+    let p = profile::begin_wall();
+    let (out, bytes) = copy()?;
+    profile::host_done(p, EntryKind::DeviceToHost, "readback", String::new(), bytes);
+    crate::stats::bump::bytes_d2h(bytes);
+    Ok(out)
 }
 
 /// A point in time for the profiler: a host instant, or a timing event recorded on a

@@ -51,31 +51,23 @@ pub(crate) fn par_copy(dst: &mut [u8], src: &[u8]) {
         "par_copy of slices of different lengths"
     );
     // SAFETY: two slices of `dst.len()` bytes; `&mut` excludes overlap and other access.
-    unsafe { par_copy_raw(dst.as_mut_ptr(), src.as_ptr(), dst.len()) }
+    unsafe { par_copy_raw(dst.as_mut_ptr(), src.as_ptr(), dst.len(), false) }
 }
 
 /// Pieces of a parallel copy.
 const COPY_PIECE: usize = 256 << 10;
 
 /// Copies `len` bytes from `src` to `dst` as [`par_copy`] does, into memory that may be
-/// uninitialized: split over the worker threads from 8 pieces of 256 KiB up. Below,
-/// handing the pieces to the pool costs more than it saves: on the H200's host a 1 MiB
-/// upload took 120 us split against 68 us direct, while the `bcast` benchmark (16 MB each
-/// way in 3.8 MiB chunks) took 1.75 ms with its chunks split against 3.17 ms without.
+/// uninitialized, with streaming (non-temporal) stores when `streaming`. Split over the
+/// worker threads from 8 pieces of 256 KiB up. Below, handing the pieces to the pool costs
+/// more than it saves: on the H200's host a 1 MiB upload took 120 us split against 68 us
+/// direct, while the `bcast` benchmark (16 MB each way in 3.8 MiB chunks) took 1.75 ms
+/// with its chunks split against 3.17 ms without.
 ///
 /// # Safety
 /// `src` is readable and `dst` writable for `len` bytes, the two do not overlap, and
 /// nothing else accesses them during the call.
-pub(crate) unsafe fn par_copy_raw(dst: *mut u8, src: *const u8, len: usize) {
-    // SAFETY: the caller's contract.
-    unsafe { par_copy_raw_with(dst, src, len, false) }
-}
-
-/// [`par_copy_raw`], with streaming (non-temporal) stores when `streaming`.
-///
-/// # Safety
-/// As [`par_copy_raw`].
-pub(crate) unsafe fn par_copy_raw_with(dst: *mut u8, src: *const u8, len: usize, streaming: bool) {
+pub(crate) unsafe fn par_copy_raw(dst: *mut u8, src: *const u8, len: usize, streaming: bool) {
     use rayon::prelude::*;
     let piece = |d: *mut u8, s: *const u8, n: usize| {
         if streaming {
@@ -370,7 +362,7 @@ fn copy_chunk(dst: &mut HostBuf, start: usize, src: &HostBuf, len: usize) {
 
 #[cfg(test)]
 mod tests {
-    use super::par_copy_raw_with;
+    use super::par_copy_raw;
 
     /// Copies of every alignment and a length around the vector width, the piece size and
     /// the parallel threshold, with and without streaming stores, against `copy_from_slice`.
@@ -397,7 +389,7 @@ mod tests {
                     // SAFETY: both ranges hold `len` bytes (`so + len <= n`,
                     // `dof + len <= dst.len()`) and do not overlap.
                     unsafe {
-                        par_copy_raw_with(
+                        par_copy_raw(
                             dst.as_mut_ptr().add(dof),
                             src.as_ptr().add(so),
                             len,

@@ -329,12 +329,7 @@ impl CudaDevice {
             // through the staging mutex; the device copy that last read this half (chunk
             // i - 2) finished at the synchronization of the previous iteration.
             unsafe {
-                crate::runtime::cpu::par_copy_raw_with(
-                    base.add(half),
-                    part.as_ptr(),
-                    part.len(),
-                    true,
-                )
+                crate::runtime::cpu::par_copy_raw(base.add(half), part.as_ptr(), part.len(), true)
             };
             // chunk i - 1, from the other half, is done before this half's copy is queued
             // (and before the next iteration overwrites that other half)
@@ -596,6 +591,7 @@ impl CudaDevice {
                     dst.add(i * chunk),
                     base.add(stage_of(i)),
                     part(i),
+                    false,
                 )
             };
         }

@@ -483,16 +483,22 @@ impl CudaDevice {
         Ok(dst)
     }
 
-    /// Copies elements `start..start + len` of `buf` to the host, waiting for all queued
-    /// work first. Only those elements move, through the pinned staging buffer.
-    pub fn download(&self, buf: &CudaBuffer, start: usize, len: usize) -> Result<HostBuf> {
+    /// An error naming `op` unless `buf` lives on this device.
+    fn check_own(&self, buf: &CudaBuffer, op: &'static str) -> Result<()> {
         if buf.device.ordinal() != self.ordinal() {
             return Err(Error::DeviceMismatch {
-                op: "download",
+                op,
                 a: format!("cuda:{}", self.ordinal()),
                 b: format!("cuda:{}", buf.device.ordinal()),
             });
         }
+        Ok(())
+    }
+
+    /// Copies elements `start..start + len` of `buf` to the host, waiting for all queued
+    /// work first. Only those elements move, through the pinned staging buffer.
+    pub fn download(&self, buf: &CudaBuffer, start: usize, len: usize) -> Result<HostBuf> {
+        self.check_own(buf, "download")?;
         if start.checked_add(len).is_none_or(|end| end > buf.len) {
             return Err(Error::Shape {
                 op: "download",
@@ -525,13 +531,7 @@ impl CudaDevice {
     /// Copies all of `buf` into `dst`, which holds exactly its bytes, waiting for all
     /// queued work first.
     pub fn download_into(&self, buf: &CudaBuffer, dst: &mut [u8]) -> Result<()> {
-        if buf.device.ordinal() != self.ordinal() {
-            return Err(Error::DeviceMismatch {
-                op: "download",
-                a: format!("cuda:{}", self.ordinal()),
-                b: format!("cuda:{}", buf.device.ordinal()),
-            });
-        }
+        self.check_own(buf, "download")?;
         if dst.len() != buf.len * buf.dtype.size() {
             return Err(Error::internal(
                 "download",

@@ -7,7 +7,7 @@ use super::driver_err;
 use crate::stats::bump;
 use crate::{Error, Result};
 use cudarc::driver::{
-    result as drv, sys as drv_sys, CudaSlice, DevicePtr, DriverError, PinnedHostSlice,
+    result as drv, sys as drv_sys, CudaEvent, CudaSlice, DevicePtr, DriverError, PinnedHostSlice,
 };
 use lazyfuse_codegen::{DType, HostBuf};
 use std::collections::HashMap;
@@ -27,10 +27,9 @@ const STAGING_CHUNK: usize = 4 << 20;
 /// buffer.
 const DIRECT_MAX: usize = 2 * STAGING_CHUNK;
 
-/// The chunk of a staged copy of `len` bytes: all of it up to 2 MiB, else a quarter of it
+/// The chunk of a staged upload of `len` bytes: all of it up to 2 MiB, else a quarter of it
 /// within 1..=4 MiB, so that the host's copy of one chunk overlaps the device's copy of
-/// the next. Each chunk costs a synchronization (about 10 us on the H200), so small
-/// chunks do not pay: a 1 MiB readback in four chunks took 99 us.
+/// the next. Each chunk costs a synchronization (about 10 us on the H200).
 fn staging_chunk(len: usize) -> usize {
     const SINGLE: usize = 2 << 20;
     if len <= SINGLE {
@@ -40,7 +39,20 @@ fn staging_chunk(len: usize) -> usize {
     }
 }
 
-/// The staging bytes a copy of `len` bytes uses: one chunk, or the two it alternates.
+/// The chunk of a readback of `len` bytes: a sixteenth of it within 128 KiB..=2 MiB (all
+/// of it when smaller). The host copies a chunk out as soon as its event shows it arrived,
+/// so smaller chunks overlap more of the two copies, at one copy and one event record each.
+fn readback_chunk(len: usize) -> usize {
+    (len / 16).clamp(128 << 10, 2 << 20).min(len)
+}
+
+/// Chunks of a readback window (see `copy_to_host`).
+const WINDOW_CHUNKS: usize = 16;
+
+/// Readback windows of this many bytes and more are copied out on every worker thread.
+const PARALLEL_COPY_OUT: usize = 2 << 20;
+
+/// The staging bytes an upload of `len` bytes uses: one chunk, or the two it alternates.
 fn staging_need(len: usize) -> usize {
     let chunk = staging_chunk(len);
     if chunk >= len {
@@ -211,10 +223,18 @@ impl CudaBuffer {
     }
 }
 
-/// The pinned host buffer downloads go through, grown on demand (one per device; a
-/// download holds it for its whole copy).
+/// The pinned host buffer transfers go through, grown on demand, and the events that mark
+/// a readback's chunks as arrived (one per device; a transfer holds it for its whole copy).
 #[derive(Default)]
-pub(super) struct Staging(Mutex<Option<PinnedHostSlice<u8>>>);
+pub(super) struct Staging(Mutex<StagingState>);
+
+/// What [`Staging`] guards.
+#[derive(Default)]
+pub(super) struct StagingState {
+    pinned: Option<PinnedHostSlice<u8>>,
+    /// One per chunk slot of a readback, created on first use.
+    events: Vec<CudaEvent>,
+}
 
 fn is_oom(e: &DriverError) -> bool {
     e.0 == drv_sys::cudaError_enum::CUDA_ERROR_OUT_OF_MEMORY
@@ -317,7 +337,7 @@ impl CudaDevice {
         }
         let chunk = staging_chunk(bytes.len());
         let mut staging = lock(&self.staging.0);
-        let base = self.staging_at_least(&mut staging, staging_need(bytes.len()))?;
+        let base = self.staging_at_least(&mut staging.pinned, staging_need(bytes.len()))?;
         let dst = buf.device_ptr();
         for (i, part) in bytes.chunks(chunk).enumerate() {
             let half = (i % 2) * chunk;
@@ -543,10 +563,16 @@ impl CudaDevice {
     }
 
     /// Copies `len` bytes from device address `src` to host address `dst` through the
-    /// staging buffer, synchronizing the stream. `dst` may be uninitialized; on `Ok` all
-    /// `len` bytes are written. Copies of several chunks alternate between the two halves
-    /// of the staging buffer: the device copies chunk i + 1 while the host copies chunk i
-    /// out, on every worker thread.
+    /// staging buffer, after all queued work. `dst` may be uninitialized; on `Ok` all `len`
+    /// bytes are written.
+    ///
+    /// The copy goes in chunks ([`readback_chunk`]), each followed by an event; the host
+    /// polls the events and copies each chunk out as soon as it has arrived, while the
+    /// device copies the next ones. Windows of [`WINDOW_CHUNKS`] chunks alternate between
+    /// the two halves of the staging buffer, so a readback of any size holds at most
+    /// `2 * WINDOW_CHUNKS` chunks there; the next window but one is queued when a window
+    /// has been copied out. Windows of 2 MiB and more are copied out on every worker
+    /// thread, each taking whole chunks.
     ///
     /// # Safety
     /// `dst` is writable for `len` bytes and not accessed elsewhere during the call.
@@ -555,46 +581,107 @@ impl CudaDevice {
             return self.synchronize();
         }
         let mut staging = lock(&self.staging.0);
-        let base = self.staging_at_least(&mut staging, staging_need(len))?;
-        let chunk = staging_chunk(len);
+        let chunk = readback_chunk(len);
         let n = len.div_ceil(chunk);
-        let stage_of = |i: usize| (i % 2) * chunk;
+        let slots = n.min(2 * WINDOW_CHUNKS);
+        // addresses as integers, so that the copy-out closures are Send
+        let base = self.staging_at_least(&mut staging.pinned, slots * chunk)? as usize;
+        let dst = dst as usize;
+        while staging.events.len() < slots {
+            let event = self
+                .ctx
+                .new_event(None)
+                .map_err(driver_err("cuEventCreate"))?;
+            staging.events.push(event);
+        }
+        let events = &staging.events;
+        let slot = |i: usize| i % slots;
         let part = |i: usize| chunk.min(len - i * chunk);
-        let enqueue = |i: usize| -> Result<()> {
+        let window = |w: usize| w * WINDOW_CHUNKS..((w + 1) * WINDOW_CHUNKS).min(n);
+        let enqueue = |w: usize| -> Result<()> {
             self.ctx
                 .bind_to_thread()
                 .map_err(driver_err("cuCtxSetCurrent"))?;
-            // SAFETY: `base + stage_of(i)` starts `chunk >= part(i)` pinned bytes inside the
-            // staging buffer (two chunks when there are several) that this thread owns
-            // through the staging mutex, and that no host copy reads now (the other half is
-            // the one being copied out); the copy reads `part(i)` bytes from
-            // `src + i * chunk`, inside the source buffer (range checked by the caller).
-            let stage = unsafe { std::slice::from_raw_parts_mut(base.add(stage_of(i)), part(i)) };
-            // SAFETY: as above; the stream is synchronized before `stage` is read.
-            unsafe {
-                drv::memcpy_dtoh_async(stage, src + (i * chunk) as u64, self.stream.cu_stream())
+            for i in window(w) {
+                // SAFETY: slot `slot(i)` is `chunk >= part(i)` pinned bytes inside the
+                // staging buffer (`slots * chunk` bytes), owned by this thread through the
+                // staging mutex; no host copy reads it now (the window that used it last,
+                // `w - 2`, has been copied out); the copy reads `part(i)` bytes from
+                // `src + i * chunk`, inside the source (range checked by the caller).
+                let stage = unsafe {
+                    std::slice::from_raw_parts_mut((base + slot(i) * chunk) as *mut u8, part(i))
+                };
+                // SAFETY: as above; `stage` is read only after this chunk's event.
+                unsafe {
+                    drv::memcpy_dtoh_async(stage, src + (i * chunk) as u64, self.stream.cu_stream())
+                }
+                .map_err(driver_err("cuMemcpyDtoHAsync"))?;
+                events[slot(i)]
+                    .record(&self.stream)
+                    .map_err(driver_err("cuEventRecord"))?;
             }
-            .map_err(driver_err("cuMemcpyDtoHAsync"))
+            Ok(())
         };
-        enqueue(0)?;
-        for i in 0..n {
-            // the stream's only copy in flight is chunk i's
-            self.synchronize()?;
-            if i + 1 < n {
-                enqueue(i + 1)?;
-            }
-            // SAFETY: the copy into this half completed (synchronized above) and the device
-            // writes only the other half meanwhile; bytes `i * chunk..` of `dst` are
-            // writable (the caller's contract) and lie inside its `len` bytes.
+        let copy_out = |i: usize| -> Result<()> {
+            wait_for(&events[slot(i)])?;
+            // SAFETY: chunk i's copy into its slot has completed (its event, recorded after
+            // it, has) and the device writes only other slots until this window is copied
+            // out; bytes `i * chunk..` of `dst` lie inside its `len` writable bytes (the
+            // caller's contract), and each chunk is copied by one thread.
             unsafe {
-                crate::runtime::cpu::par_copy_raw(
-                    dst.add(i * chunk),
-                    base.add(stage_of(i)),
+                std::ptr::copy_nonoverlapping(
+                    (base + slot(i) * chunk) as *const u8,
+                    (dst + i * chunk) as *mut u8,
                     part(i),
-                    false,
                 )
             };
+            Ok(())
+        };
+        let windows = n.div_ceil(WINDOW_CHUNKS);
+        enqueue(0)?;
+        if windows > 1 {
+            enqueue(1)?;
+        }
+        for w in 0..windows {
+            let chunks = window(w);
+            let bytes = (chunks.end - chunks.start) * chunk;
+            if bytes >= PARALLEL_COPY_OUT && crate::runtime::cpu::threads() > 1 {
+                use rayon::prelude::*;
+                crate::runtime::cpu::in_pool(|| {
+                    chunks.into_par_iter().try_for_each(|i| {
+                        self.ctx
+                            .bind_to_thread()
+                            .map_err(driver_err("cuCtxSetCurrent"))?;
+                        copy_out(i)
+                    })
+                })?;
+            } else {
+                chunks.into_iter().try_for_each(copy_out)?;
+            }
+            if w + 2 < windows {
+                enqueue(w + 2)?;
+            }
         }
         Ok(())
+    }
+}
+
+/// Waits for `event`: polls it for up to 200 us (a chunk of a readback arrives in a few
+/// microseconds, far sooner than a blocking wait wakes up), then blocks.
+fn wait_for(event: &CudaEvent) -> Result<()> {
+    let start = std::time::Instant::now();
+    loop {
+        if event
+            .try_is_complete()
+            .map_err(driver_err("cuEventQuery"))?
+        {
+            return Ok(());
+        }
+        if start.elapsed() > std::time::Duration::from_micros(200) {
+            return event
+                .synchronize()
+                .map_err(driver_err("cuEventSynchronize"));
+        }
+        std::hint::spin_loop();
     }
 }

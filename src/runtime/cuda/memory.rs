@@ -39,17 +39,20 @@ fn staging_chunk(len: usize) -> usize {
     }
 }
 
-/// The chunk of a readback of `len` bytes: a sixteenth of it within 128 KiB..=2 MiB (all
-/// of it when smaller). The host copies a chunk out as soon as its event shows it arrived,
-/// so smaller chunks overlap more of the two copies, at one copy and one event record each.
+/// The chunk of a readback of `len` bytes: a sixteenth of it within 1..=2 MiB (all of it
+/// when smaller). The host copies a chunk out as soon as its event shows it arrived, so
+/// the host's copy of one chunk overlaps the device's copies of the next ones. Smaller
+/// chunks did not pay on the H200: a 1 MiB readback took 83 us in one chunk, 89-111 us in
+/// chunks of 64-256 KiB, copied out on one thread or on all (`benches/NOTES.md`).
 fn readback_chunk(len: usize) -> usize {
-    (len / 16).clamp(128 << 10, 2 << 20).min(len)
+    (len / 16).clamp(1 << 20, 2 << 20).min(len)
 }
 
 /// Chunks of a readback window (see `copy_to_host`).
 const WINDOW_CHUNKS: usize = 16;
 
-/// Readback windows of this many bytes and more are copied out on every worker thread.
+/// Readback windows of this many bytes and more are copied out on every worker thread
+/// (each chunk by one thread).
 const PARALLEL_COPY_OUT: usize = 2 << 20;
 
 /// The staging bytes an upload of `len` bytes uses: one chunk, or the two it alternates.

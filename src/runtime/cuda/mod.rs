@@ -18,7 +18,9 @@
 //!   256-byte aligned) whose release threshold is raised to `u64::MAX`, so freed blocks stay
 //!   in the pool instead of going back to the driver at each synchronization.
 //! - **Readback** goes through one pinned staging buffer per device (grown on demand up to a
-//!   cap; larger downloads go in chunks): pageable device-to-host copies are ~40x slower.
+//!   cap): chunks of 1-2 MiB, each followed by an event the host polls, are copied out as
+//!   they arrive (on every worker thread from 2 MiB), overlapping the two copies; pageable
+//!   device-to-host copies are ~40x slower.
 //! - **Arguments**: the generated kernel takes exactly one by-value struct; its bytes come
 //!   from `lazyfuse_codegen::cuda::pack_args` and are passed to `cuLaunchKernel` as the single
 //!   entry of the parameter array (the driver copies the parameter's declared size from that

@@ -669,8 +669,9 @@ impl CudaDevice {
     }
 }
 
-/// Waits for `event`: polls it for up to 200 us (a chunk of a readback arrives in a few
-/// microseconds, far sooner than a blocking wait wakes up), then blocks.
+/// Waits for `event`: polls it for up to 200 us (the next chunk of a readback arrives in
+/// tens of microseconds, and polling sees it at once), then blocks, so that a readback
+/// behind long kernels does not spin.
 fn wait_for(event: &CudaEvent) -> Result<()> {
     let start = std::time::Instant::now();
     loop {

@@ -38,6 +38,9 @@ use num_complex::{Complex32, Complex64};
 use std::ops::{Add, Div, Mul, Neg, Sub};
 use std::sync::Arc;
 
+#[path = "interp_tables.rs"]
+mod tables;
+
 /// Number of elements evaluated together (the length of every column).
 pub const TILE: usize = 2048;
 
@@ -215,6 +218,8 @@ struct Plan {
     guards: Vec<Guard>,
     /// Dtype of each column slot.
     slots: Vec<DType>,
+    /// The axis tables of the tabled values.
+    tab: Option<Arc<tables::Tables>>,
 }
 
 impl Plan {
@@ -225,6 +230,7 @@ impl Plan {
             order: ctx.order.clone(),
             guards: ctx.guards.clone(),
             slots: ctx.slots.iter().map(|c| c.dtype()).collect(),
+            tab: ctx.tab.clone(),
         }
     }
 }
@@ -2023,6 +2029,8 @@ struct Ctx<'a, 'b> {
     pool: Vec<Col>,
     /// Elements of the launch.
     len: usize,
+    /// The axis tables of the tabled values.
+    tab: Option<Arc<tables::Tables>>,
 }
 
 /// Most columns a thread keeps for later launches.
@@ -2121,6 +2129,7 @@ impl<'a, 'b> Ctx<'a, 'b> {
             guards: bufs.guards,
             pool: bufs.pool,
             len,
+            tab: None,
         };
         ctx.inner.clear();
         ctx.inner
@@ -2152,6 +2161,7 @@ impl<'a, 'b> Ctx<'a, 'b> {
         ctx.locs.extend_from_slice(&plan.locs);
         ctx.order.extend_from_slice(&plan.order);
         ctx.guards.extend_from_slice(&plan.guards);
+        ctx.tab = plan.tab.clone();
         for &d in &plan.slots {
             let col = ctx.take_col(d);
             ctx.slots.push(col);
@@ -2199,6 +2209,7 @@ impl<'a, 'b> Ctx<'a, 'b> {
         poison.clear();
         poison.resize(nv, None);
         let mut ones: [Option<Col>; 8] = Default::default();
+        let mut tabs = tables::Tables::new(nv);
         for v in 0..nv {
             if !matches!(ctx.locs[v], Loc::Pending) {
                 continue;
@@ -2326,6 +2337,22 @@ impl<'a, 'b> Ctx<'a, 'b> {
                 }
             }
             ctx.locs[v] = l;
+            if matches!(l, Loc::Pending) {
+                let locs = &ctx.locs;
+                let root = |o: u32| root(locs, o as usize);
+                tabs.classify(kernel, v, locs, &root, ctx.shape, len);
+                if let Inst::Load {
+                    input,
+                    index,
+                    guard,
+                } = val.inst
+                {
+                    let g = guard.map(|g| locs[root(g)]);
+                    if matches!(g, None | Some(Loc::Uni(Scalar::Bool(true)))) {
+                        tabs.classify_load(v, root(index), inputs[input as usize].len(), ctx.shape);
+                    }
+                }
+            }
         }
         // Values still to be computed per tile: those reachable from the stores through
         // pending values and aliases.
@@ -2342,8 +2369,14 @@ impl<'a, 'b> Ctx<'a, 'b> {
             if let Some(e) = poison[v].take() {
                 return Err(e);
             }
-            if matches!(ctx.locs[v], Loc::Pending) {
-                for o in kernel.values[v].inst.operands() {
+            if matches!(ctx.locs[v], Loc::Pending) && tabs.of(v).is_none() {
+                // a tabled value reads its tables, a load through them no index column
+                let inst = kernel.values[v].inst;
+                let skip = match inst {
+                    Inst::Load { index, .. } if tabs.gathers(v).is_some() => Some(index),
+                    _ => None,
+                };
+                for o in inst.operands().filter(|&o| Some(o) != skip) {
                     live[root(&ctx.locs, o as usize)] = true;
                 }
             }
@@ -2454,6 +2487,9 @@ impl<'a, 'b> Ctx<'a, 'b> {
             free,
         };
         SCRATCH.with(|c| c.set(scratch));
+        if !tabs.is_empty() {
+            ctx.tab = Some(Arc::new(tabs));
+        }
         Ok(ctx)
     }
 
@@ -2511,6 +2547,23 @@ impl<'a, 'b> Ctx<'a, 'b> {
     /// Evaluates value `v` over tile `t` into `o`.
     fn eval(&self, v: usize, o: SliceMut<'_>, t: Tile) -> Result<(), IrError> {
         let val = self.kernel.values[v];
+        if let Some(tb) = &self.tab {
+            if let Some(s) = tb.of(v) {
+                tb.fill(s, self.shape, &self.inner, t.i0, o);
+                return Ok(());
+            }
+            if let (Inst::Load { input, .. }, Some(s)) = (val.inst, tb.gathers(v)) {
+                with_type!(val.dtype, T => tb.gather(
+                    s,
+                    self.shape,
+                    &self.inner,
+                    t.i0,
+                    T::input(&self.inputs[input as usize]),
+                    out::<T>(o),
+                ));
+                return Ok(());
+            }
+        }
         match val.inst {
             Inst::Reduced => return Err(internal("reduced value outside a reduction")),
             Inst::Index => {

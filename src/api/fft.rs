@@ -346,6 +346,40 @@ fn hermitian_factor(x: &Array, axes: &[usize]) -> Option<(Array, Option<Array>)>
     None
 }
 
+/// A real array equal to the complex array `c` when `c` is a product (at most `depth`
+/// levels) of lazy casts of real arrays and constants with a zero imaginary part, in the
+/// real dtype of `c`'s precision.
+fn real_valued(c: &Array, depth: usize) -> Option<Array> {
+    let dt = c.dtype();
+    if !dt.is_complex() {
+        return Some(c.clone());
+    }
+    if depth == 0 || c.is_evaluated() {
+        return None;
+    }
+    let ins = c.node.inputs();
+    match c.node.op {
+        Op::Const(s) => {
+            let im = match s {
+                Scalar::C64(z) => z.im as f64,
+                Scalar::C128(z) => z.im,
+                _ => return None,
+            };
+            (im == 0.0).then(|| Array::const_at(s.cast(dt.real()), c.shape(), &c.device()))
+        }
+        Op::Cast => {
+            let src = ins.first()?;
+            (!src.dtype.is_complex()).then(|| Array::from_node(src.clone()).astype(dt.real()))
+        }
+        Op::Binary(BinaryOp::Mul) => {
+            let a = real_valued(&Array::from_node(ins.first()?.clone()), depth - 1)?;
+            let b = real_valued(&Array::from_node(ins.get(1)?.clone()), depth - 1)?;
+            Some(&a * &b)
+        }
+        _ => None,
+    }
+}
+
 /// The rewrite of `real(y)` for `y` an unevaluated inverse complex transform:
 /// `real(ifftn(Y)) = irfftn(H)` with `H` the half spectrum of `Y`'s Hermitian part,
 /// `(Y[k] + conj(Y[-k])) / 2`, computed in the kernel that produces the transform's input.
@@ -380,7 +414,14 @@ pub(crate) fn real_of_inverse(y: &Array) -> Option<Array> {
         Some((h, c)) if h.dtype() == x.dtype() => match c {
             None => h,
             Some(c) => {
-                let hc = (&c + &mirrored(&c, &spec.axes).conj()) * 0.5;
+                // a real-valued factor (a real array cast to complex, times real scalars,
+                // as the filter and the normalization of a spectral step) is its own
+                // conjugate: its Hermitian part is computed in real arithmetic, the same
+                // values at a quarter of the complex operations
+                let hc = match real_valued(&c, 16) {
+                    Some(r) => (&r + &mirrored(&r, &spec.axes)) * 0.5,
+                    None => (&c + &mirrored(&c, &spec.axes).conj()) * 0.5,
+                };
                 &h * &hc.slice_axis(last, 0, half)
             }
         },

@@ -1920,6 +1920,121 @@ fn splitting_the_range_changes_nothing() {
     }
 }
 
+/// The views of a fused kernel over a `[A, B, C]` launch: a flip of axis 0, a roll of
+/// axis 1 (a conditional subtraction), the mirror `(C - k) mod C` of axis 2 (a select), a
+/// broadcast row along axis 2, and the roll's wrap condition and index stored as they are.
+/// The interpreter evaluates this index arithmetic once per axis value (axis tables); the
+/// expected values are computed element by element here.
+fn view_kernel() -> Kernel {
+    let mut b = Builder::new(3);
+    let x = b.input(DType::F64);
+    let y = b.input(DType::F64);
+    let (na, nb, nc) = (b.param(DType::I64), b.param(DType::I64), b.param(DType::I64));
+    let shift = b.param(DType::I64);
+    let a0 = b.push(Inst::Axis(0), DType::I64);
+    let a1 = b.push(Inst::Axis(1), DType::I64);
+    let a2 = b.push(Inst::Axis(2), DType::I64);
+    let one = b.const_i64(1);
+    let minus = b.const_i64(-1);
+    // flip: (A - 1) - a0
+    let last = b.binary(BinaryOp::Sub, na, one);
+    let f0 = b.binary(BinaryOp::Mul, a0, minus);
+    let f0 = b.binary(BinaryOp::Add, f0, last);
+    // roll: (a1 + B - shift) wrapped once
+    let r = b.binary(BinaryOp::Sub, nb, shift);
+    let t = b.binary(BinaryOp::Add, a1, r);
+    let wrap = b.binary(BinaryOp::Ge, t, nb);
+    let back = b.binary(BinaryOp::Sub, t, nb);
+    let r1 = b.select(wrap, back, t);
+    // mirror: a2 == 0 ? 0 : C - a2
+    let zero = b.const_i64(0);
+    let is0 = b.binary(BinaryOp::Eq, a2, zero);
+    let m = b.binary(BinaryOp::Sub, nc, a2);
+    let m2 = b.select(is0, zero, m);
+    let bc = b.binary(BinaryOp::Mul, nb, nc);
+    let ix = b.binary(BinaryOp::Mul, f0, bc);
+    let rc = b.binary(BinaryOp::Mul, r1, nc);
+    let ix = b.binary(BinaryOp::Add, ix, rc);
+    let ix = b.binary(BinaryOp::Add, ix, m2);
+    let lx = load_from(&mut b, x, ix);
+    let ly = load_from(&mut b, y, m2);
+    let s = b.binary(BinaryOp::Add, lx, ly);
+    b.store(s);
+    b.store(wrap);
+    b.store(r1);
+    b.finish()
+}
+
+/// An unguarded load of input `input` (F64) at `index`.
+fn load_from(b: &mut Builder, input: u32, index: ValueId) -> ValueId {
+    b.push(
+        Inst::Load {
+            input,
+            index,
+            guard: None,
+        },
+        DType::F64,
+    )
+}
+
+#[test]
+fn views_through_axis_tables_match_per_element_index_arithmetic() {
+    let k = view_kernel();
+    for (shape, shift) in [
+        ([5usize, 7, 9], 3i64),
+        ([3, 1, 4], 0),
+        ([2, 6, 1], 5),
+        ([1, 1, 1], 0),
+        ([4, 300, 3], 299),
+        ([3, 2, 1000], 1),
+    ] {
+        let [na, nb, nc] = shape;
+        let n = na * nb * nc;
+        let xs: Vec<f64> = (0..n).map(|j| (j * 7919 % 10007) as f64).collect();
+        let ys: Vec<f64> = (0..nc).map(|j| j as f64 * 0.5).collect();
+        let ins = [HostBuf::F64(xs.clone()), HostBuf::F64(ys.clone())];
+        let ps = [na, nb, nc].map(|v| Scalar::I64(v as i64));
+        let ps = [ps[0], ps[1], ps[2], Scalar::I64(shift)];
+        let want = |i: usize| {
+            let (a, bb, c) = (i / (nb * nc), (i / nc) % nb, i % nc);
+            let t = bb as i64 + nb as i64 - shift;
+            let wrap = t >= nb as i64;
+            let r1 = if wrap { t - nb as i64 } else { t };
+            let m2 = (nc - c) % nc;
+            let ix = (na - 1 - a) * nb * nc + r1 as usize * nc + m2;
+            (xs[ix] + ys[m2], wrap, r1)
+        };
+        for pieces in [1usize, 2, 5] {
+            let mut s = 0;
+            for p in 0..pieces {
+                let e = n * (p + 1) / pieces;
+                let mut outs = run_range(&k, &ins, &shape, &ps, s, e - s).unwrap();
+                assert_eq!(outs.len(), 3);
+                let (v, w, r) = (
+                    i64s(outs.pop().unwrap()),
+                    bools(outs.pop().unwrap()),
+                    f64s(outs.pop().unwrap()),
+                );
+                assert_eq!(v.len(), e - s);
+                for j in 0..e - s {
+                    let (wv, ww, wr) = want(s + j);
+                    assert_eq!(r[j], wv, "{shape:?} value at {}", s + j);
+                    assert_eq!(w[j], ww, "{shape:?} wrap at {}", s + j);
+                    assert_eq!(v[j], wr, "{shape:?} rolled index at {}", s + j);
+                }
+                s = e;
+            }
+        }
+        // one element short: the load whose index is n - 1 is out of bounds, an error
+        // and not a panic, whether or not the range starts at 0
+        if n > 1 {
+            let short = [HostBuf::F64(xs[..n - 1].to_vec()), ins[1].clone()];
+            let e = run_range(&k, &short, &shape, &ps, 0, n).unwrap_err();
+            assert!(e.to_string().contains("out of bounds"), "{shape:?}: {e}");
+        }
+    }
+}
+
 // ------------------------------------------------------------------------------------
 // Random numbers
 // ------------------------------------------------------------------------------------

@@ -303,7 +303,7 @@ fn run_sim(dev: &Device, quick: bool) -> lf::Result<()> {
         lf::set_fusion(true);
         // the step traced once and replayed per call (one CUDA graph launch on a GPU), with
         // the real-FFT plan (R2C, C2R) and with complex transforms (C2C)
-        let before = lf::real_fft_enabled();
+        let before = lf::real_fft_mode();
         for real in [true, false] {
             lf::set_real_fft(real);
             let m = mult.clone();
@@ -327,7 +327,7 @@ fn run_sim(dev: &Device, quick: bool) -> lf::Result<()> {
             };
             row("sim100", n, name, t, &format!("{how}, {plan}"));
         }
-        lf::set_real_fft(before);
+        lf::set_real_fft_mode(before);
     }
     Ok(())
 }

@@ -19,7 +19,7 @@ fn main() -> lf::Result<()> {
     let mult = common::sim_mult(n, 0.1, &dev)?;
     let u0 = lf::random::normal_on(&[n, n], lf::DType::F32, 0, &dev) * 0.1;
     u0.eval()?;
-    let before = lf::real_fft_enabled();
+    let before = lf::real_fft_mode();
     let run = |real: bool| -> lf::Result<f64> {
         lf::set_real_fft(real);
         let t = Instant::now();
@@ -55,7 +55,7 @@ fn main() -> lf::Result<()> {
         complex.push(b);
         ratio.push(b / a);
     }
-    lf::set_real_fft(before);
+    lf::set_real_fft_mode(before);
     let med = |v: &mut Vec<f64>| {
         v.sort_by(f64::total_cmp);
         v[v.len() / 2]

@@ -21,7 +21,7 @@ fn main() -> lf::Result<()> {
         let mult = lf::Array::full_on(&[n, n], 0.5, lf::DType::F32, &dev);
         let u0 = lf::random::normal_on(&[n, n], lf::DType::F32, 0, &dev) * 0.1;
         u0.eval()?;
-        let before = lf::real_fft_enabled();
+        let before = lf::real_fft_mode();
         for real in [true, false] {
             lf::set_real_fft(real);
             step(&u0, &mult, 0.1).eval()?; // compile and plan outside the profile
@@ -53,7 +53,7 @@ fn main() -> lf::Result<()> {
             }
             println!("{n}\t{plan}\ttotal\t{total:.1} us\t(sum of the medians)");
         }
-        lf::set_real_fft(before);
+        lf::set_real_fft_mode(before);
     }
     Ok(())
 }

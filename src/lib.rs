@@ -151,7 +151,10 @@ pub use api::nan::allclose;
 pub use api::print::{printoptions, set_printoptions, PrintOptions};
 pub use api::update::At;
 pub use array::{eval, Array};
-pub use config::{fusion_enabled, real_fft_enabled, set_fusion, set_real_fft, with_fusion};
+pub use config::{
+    fusion_enabled, real_fft_enabled, real_fft_enabled_on, real_fft_mode, set_fusion, set_real_fft,
+    set_real_fft_mode, with_fusion,
+};
 pub use device::{default_device, set_default_device, with_default_device, Device};
 /// The DLPack crate lazyfuse's [`Array::to_dlpack`] and [`Array::from_dlpack`] speak
 /// (`dlpark`), so that a program can name exactly these types.

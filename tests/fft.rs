@@ -948,11 +948,11 @@ static REWRITES: std::sync::Mutex<()> = std::sync::Mutex::new(());
 /// Runs `body` with the real-FFT rewrites on and then off, restoring the setting.
 fn both_plans(mut body: impl FnMut(bool)) {
     let _g = REWRITES.lock().unwrap_or_else(|e| e.into_inner());
-    let before = lf::real_fft_enabled();
+    let before = lf::real_fft_mode();
     for on in [true, false] {
         lf::set_real_fft(on);
         let r = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| body(on)));
-        lf::set_real_fft(before);
+        lf::set_real_fft_mode(before);
         if let Err(e) = r {
             std::panic::resume_unwind(e);
         }

@@ -71,7 +71,7 @@ fn multiplier(n: usize, dt: f64) -> Vec<f64> {
 fn kernels_per_step(dev: &lf::Device) -> u64 {
     // C2C: the step kernel, the multiplier, the real part; the real-FFT plan: 2, plus the
     // copy of the C2R result in a CUDA graph
-    let real_plan_plain = lf::real_fft_enabled() && !(dev.is_cuda() && graphs_on());
+    let real_plan_plain = lf::real_fft_enabled_on(dev) && !(dev.is_cuda() && graphs_on());
     if real_plan_plain {
         2
     } else {

@@ -191,7 +191,7 @@ fn real_input(a: &Array, dt: DType, axes: &[usize], inverse: bool, scale: f64) -
     }
     let &last = axes.last()?;
     let n_last = a.shape()[last];
-    if n_last < 2 || !crate::config::real_fft_enabled() {
+    if n_last < 2 || !crate::config::real_fft_enabled_on(&a.device()) {
         return None;
     }
     let x = real_data(a)?.astype(dt.real());
@@ -346,35 +346,37 @@ fn hermitian_factor(x: &Array, axes: &[usize]) -> Option<(Array, Option<Array>)>
     None
 }
 
-/// A real array equal to the complex array `c` when `c` is a product (at most `depth`
-/// levels) of lazy casts of real arrays and constants with a zero imaginary part, in the
-/// real dtype of `c`'s precision.
-fn real_valued(c: &Array, depth: usize) -> Option<Array> {
+/// `(r, s)` with `c = r * s` (`r` real, of `c`'s precision, `None` for 1; `s` a real
+/// number) when the complex array `c` is a product (at most `depth` levels) of lazy casts
+/// of real arrays and constants with a zero imaginary part.
+fn real_valued(c: &Array, depth: usize) -> Option<(Option<Array>, f64)> {
     let dt = c.dtype();
     if !dt.is_complex() {
-        return Some(c.clone());
+        return Some((Some(c.clone()), 1.0));
     }
     if depth == 0 || c.is_evaluated() {
         return None;
     }
     let ins = c.node.inputs();
     match c.node.op {
-        Op::Const(s) => {
-            let im = match s {
-                Scalar::C64(z) => z.im as f64,
-                Scalar::C128(z) => z.im,
-                _ => return None,
-            };
-            (im == 0.0).then(|| Array::const_at(s.cast(dt.real()), c.shape(), &c.device()))
-        }
+        Op::Const(s) => match s {
+            Scalar::C64(z) if z.im == 0.0 => Some((None, z.re as f64)),
+            Scalar::C128(z) if z.im == 0.0 => Some((None, z.re)),
+            _ => None,
+        },
         Op::Cast => {
             let src = ins.first()?;
-            (!src.dtype.is_complex()).then(|| Array::from_node(src.clone()).astype(dt.real()))
+            let r = Array::from_node(src.clone()).astype(dt.real());
+            (!src.dtype.is_complex()).then_some((Some(r), 1.0))
         }
         Op::Binary(BinaryOp::Mul) => {
-            let a = real_valued(&Array::from_node(ins.first()?.clone()), depth - 1)?;
-            let b = real_valued(&Array::from_node(ins.get(1)?.clone()), depth - 1)?;
-            Some(&a * &b)
+            let (a, x) = real_valued(&Array::from_node(ins.first()?.clone()), depth - 1)?;
+            let (b, y) = real_valued(&Array::from_node(ins.get(1)?.clone()), depth - 1)?;
+            let r = match (a, b) {
+                (Some(a), Some(b)) => Some(&a * &b),
+                (a, b) => a.or(b),
+            };
+            Some((r, x * y))
         }
         _ => None,
     }
@@ -392,7 +394,7 @@ pub(crate) fn real_of_inverse(y: &Array) -> Option<Array> {
     if spec.kind != FftKind::C2C
         || !spec.inverse
         || y.is_evaluated()
-        || !crate::config::real_fft_enabled()
+        || !crate::config::real_fft_enabled_on(&y.device())
     {
         return None;
     }
@@ -416,13 +418,19 @@ pub(crate) fn real_of_inverse(y: &Array) -> Option<Array> {
             Some(c) => {
                 // a real-valued factor (a real array cast to complex, times real scalars,
                 // as the filter and the normalization of a spectral step) is its own
-                // conjugate: its Hermitian part is computed in real arithmetic, the same
-                // values at a quarter of the complex operations
-                let hc = match real_valued(&c, 16) {
-                    Some(r) => (&r + &mirrored(&r, &spec.axes)) * 0.5,
-                    None => (&c + &mirrored(&c, &spec.axes).conj()) * 0.5,
-                };
-                &h * &hc.slice_axis(last, 0, half)
+                // conjugate: its Hermitian part is computed in real arithmetic, with the
+                // scalars applied once
+                match real_valued(&c, 16) {
+                    Some((Some(r), s)) => {
+                        let hr = (&r + &mirrored(&r, &spec.axes)).slice_axis(last, 0, half);
+                        &h * &(hr * (0.5 * s))
+                    }
+                    Some((None, s)) => &h * s,
+                    None => {
+                        let hc = (&c + &mirrored(&c, &spec.axes).conj()) * 0.5;
+                        &h * &hc.slice_axis(last, 0, half)
+                    }
+                }
             }
         },
         _ => {

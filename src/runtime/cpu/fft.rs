@@ -441,16 +441,27 @@ fn c2r_axis<T: Planners>(
         m,
         &|x, y| {
             let mut scratch = try_filled(scratch_len, zero, "FFT scratch")?;
-            let mut half = try_filled(h, zero, "FFT lines")?;
+            let mut half = if n == h {
+                Vec::new()
+            } else {
+                try_filled(h, zero, "FFT lines")?
+            };
             for (xl, yl) in x.chunks_mut(n).zip(y.chunks_mut(m)) {
-                let k = n.min(h);
-                half[..k].copy_from_slice(&xl[..k]);
-                half[k..].fill(zero);
-                half[0].im = T::zero();
+                // the lines are a working copy: transformed in place when no cut or padding
+                // is needed (realfft uses its input as scratch)
+                let line = if n == h {
+                    xl
+                } else {
+                    let k = n.min(h);
+                    half[..k].copy_from_slice(&xl[..k]);
+                    half[k..].fill(zero);
+                    &mut half[..]
+                };
+                line[0].im = T::zero();
                 if m.is_multiple_of(2) {
-                    half[h - 1].im = T::zero();
+                    line[h - 1].im = T::zero();
                 }
-                fft.process_with_scratch(&mut half, yl, &mut scratch)
+                fft.process_with_scratch(line, yl, &mut scratch)
                     .map_err(|e| Error::internal("fft", e.to_string()))?;
             }
             Ok(())

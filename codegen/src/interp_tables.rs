@@ -19,7 +19,7 @@
 //! element), and its operands are not computed at all; a load through a tabled index whose
 //! bounds the tables prove reads the input row by row without an index column.
 
-use super::{Col, Loc, Src, binary_bool, binary_int, select, unary_bool, unary_int, uni_int};
+use super::{binary_bool, binary_int, select, unary_bool, unary_int, uni_int, Col, Loc, Src};
 use crate::ir::Inst;
 use crate::ops::BinaryOp;
 use crate::{DType, Kernel, Scalar};
@@ -76,7 +76,11 @@ fn segments(t: &[i64]) -> Vec<Seg> {
                 e += 1;
             }
         }
-        out.push(Seg { start: i, end: e, dir });
+        out.push(Seg {
+            start: i,
+            end: e,
+            dir,
+        });
         i = e;
     }
     out
@@ -122,7 +126,11 @@ impl Tables {
 
     /// The representation of value `v`, if tabled.
     pub(super) fn of(&self, v: usize) -> Option<&Sep> {
-        self.of.get(v).copied().flatten().map(|s| &self.seps[s as usize])
+        self.of
+            .get(v)
+            .copied()
+            .flatten()
+            .map(|s| &self.seps[s as usize])
     }
 
     /// The tabled index load `v` reads through (see [`Tables::gather`]).
@@ -264,10 +272,7 @@ impl Tables {
                 })
             }
             Inst::Binary(op @ (BinaryOp::Add | BinaryOp::Sub), a, b) if val.dtype == DType::I64 => {
-                match (
-                    self.sum_of(locs, root(a)),
-                    self.sum_of(locs, root(b)),
-                ) {
+                match (self.sum_of(locs, root(a)), self.sum_of(locs, root(b))) {
                     (Some(x), Some(y)) => {
                         Some(self.combine(x, y, if op == BinaryOp::Add { 1 } else { -1 }))
                     }
@@ -430,17 +435,21 @@ impl Tables {
     /// The table of `s` along the runs' axis (the last one longer than 1), if `s` has a
     /// term there, and that axis.
     fn split(&self, s: &Sep, shape: &[usize]) -> (Option<usize>, usize) {
-        let last = (0..shape.len())
-            .rev()
-            .find(|&k| shape[k] > 1)
-            .unwrap_or(0);
+        let last = (0..shape.len()).rev().find(|&k| shape[k] > 1).unwrap_or(0);
         let t = s.terms.iter().find(|&&(k, _)| k == last).map(|&(_, t)| t);
         (t, last)
     }
 
     /// Fills `out` (`I64` or `Bool`, the value's dtype) with tabled value `s` over elements
     /// `i0 ..`.
-    pub(super) fn fill(&self, s: &Sep, shape: &[usize], inner: &[usize], i0: usize, out: super::SliceMut<'_>) {
+    pub(super) fn fill(
+        &self,
+        s: &Sep,
+        shape: &[usize],
+        inner: &[usize],
+        i0: usize,
+        out: super::SliceMut<'_>,
+    ) {
         let (lt, last) = self.split(s, shape);
         match out {
             super::SliceMut::I64(o) => {
@@ -467,7 +476,9 @@ impl Tables {
             super::SliceMut::Bool(o) => {
                 let n = o.len();
                 let (k, t) = s.terms[0];
-                let Col::Bool(tab) = &self.tabs[t] else { return };
+                let Col::Bool(tab) = &self.tabs[t] else {
+                    return;
+                };
                 Self::runs(shape, inner, i0, n, |j, run, a| {
                     let dst = &mut o[j..j + run];
                     if k == last {
@@ -493,7 +504,9 @@ impl Tables {
         out: &mut [T],
     ) {
         let (lt, last) = self.split(s, shape);
-        let segs = lt.and_then(|t| self.segs.get(t)).map_or(&[][..], |v| &v[..]);
+        let segs = lt
+            .and_then(|t| self.segs.get(t))
+            .map_or(&[][..], |v| &v[..]);
         let lt = lt.map(|t| self.i64_tab(t));
         Self::runs(shape, inner, i0, out.len(), |j, run, a| {
             let mut base = s.c;

@@ -1929,7 +1929,11 @@ fn view_kernel() -> Kernel {
     let mut b = Builder::new(3);
     let x = b.input(DType::F64);
     let y = b.input(DType::F64);
-    let (na, nb, nc) = (b.param(DType::I64), b.param(DType::I64), b.param(DType::I64));
+    let (na, nb, nc) = (
+        b.param(DType::I64),
+        b.param(DType::I64),
+        b.param(DType::I64),
+    );
     let shift = b.param(DType::I64);
     let a0 = b.push(Inst::Axis(0), DType::I64);
     let a1 = b.push(Inst::Axis(1), DType::I64);

@@ -4,6 +4,7 @@
 //! work copy, scratch, results) is allocated fallibly: a transform too large for memory is
 //! an `Error::OutOfMemory`, not an abort.
 
+use super::par::{par_chunks_mut, par_for, Disjoint};
 use crate::graph::{FftKind, FftSpec};
 use crate::{Error, Result};
 use lazyfuse_codegen::{DType, HostBuf};
@@ -70,7 +71,6 @@ fn par_lines<E: Send>(
     line: usize,
     f: impl Fn(&mut [E], usize) -> Result<()> + Send + Sync,
 ) -> Result<()> {
-    use rayon::prelude::*;
     if data.is_empty() || line == 0 {
         return Ok(());
     }
@@ -79,11 +79,7 @@ fn par_lines<E: Send>(
         // one task: on this thread, without a hand-off to the pool and back
         return f(data, 0);
     }
-    super::in_pool(|| {
-        data.par_chunks_mut(per * line)
-            .enumerate()
-            .try_for_each(|(c, chunk)| f(chunk, c * per))
-    })
+    par_chunks_mut(data, per * line, &|chunk, c| f(chunk, c * per))
 }
 
 /// Copies the `n`-point lines along the middle axis of `block` (`n` x `inner`, C order) into
@@ -129,13 +125,6 @@ fn scatter<E: Copy + Send + Sync>(
 /// lines, read and written back row by row).
 const GROUP: usize = 16;
 
-/// A buffer's base pointer shared by tasks that each touch their own elements only.
-struct Disjoint<E>(*mut E);
-// SAFETY: the pointer is only dereferenced by tasks of one parallel loop that access
-// pairwise disjoint element sets, while the buffer it points into is borrowed mutably by
-// the function running that loop (see `for_lines`).
-unsafe impl<E: Send> Sync for Disjoint<E> {}
-
 /// Elements between the starts of two gathered lines beyond their `n` points: with a
 /// stride of exactly `n`, a power of two, the [`GROUP`] lines written row by row would all
 /// fall into one set of the L1 cache and evict each other on every row.
@@ -151,7 +140,6 @@ fn for_lines<E: Copy + Default + Send + Sync>(
     axis: usize,
     f: &(dyn Fn(&mut [E], usize) -> Result<()> + Send + Sync),
 ) -> Result<()> {
-    use rayon::prelude::*;
     let n = shape[axis];
     if n == 0 || data.is_empty() {
         return Ok(());
@@ -198,11 +186,9 @@ fn for_lines<E: Copy + Default + Send + Sync>(
         let mut buf = init();
         return (0..units).try_for_each(|u| unit(&mut buf, u));
     }
-    super::in_pool(|| {
-        (0..units)
-            .into_par_iter()
-            .with_min_len(per)
-            .try_for_each_init(init, unit)
+    par_for(units.div_ceil(per), &|t| {
+        let mut buf = init();
+        (t * per..units.min((t + 1) * per)).try_for_each(|u| unit(&mut buf, u))
     })
 }
 
@@ -331,7 +317,6 @@ fn par_pairs<A: Send, B: Send>(
     ny: usize,
     f: &PairFn<'_, A, B>,
 ) -> Result<()> {
-    use rayon::prelude::*;
     if nx == 0 || ny == 0 || xs.is_empty() {
         return Ok(());
     }
@@ -339,10 +324,24 @@ fn par_pairs<A: Send, B: Send>(
     if per * nx >= xs.len() || super::threads() <= 1 {
         return f(xs, ys);
     }
-    super::in_pool(|| {
-        xs.par_chunks_mut(per * nx)
-            .zip(ys.par_chunks_mut(per * ny))
-            .try_for_each(|(x, y)| f(x, y))
+    let lines = xs.len() / nx;
+    if ys.len() != lines * ny {
+        return Err(Error::internal("fft", "line groups of different counts"));
+    }
+    let (bx, by) = (Disjoint(xs.as_mut_ptr()), Disjoint(ys.as_mut_ptr()));
+    let (bx, by) = (&bx, &by);
+    par_for(lines.div_ceil(per), &|k| {
+        let (l0, l1) = (k * per, lines.min((k + 1) * per));
+        // SAFETY: group `k` is lines `l0..l1` of both buffers (inside their lengths: `xs`
+        // holds `lines` lines of `nx`, `ys` as many of `ny`), groups do not overlap, and
+        // both buffers are borrowed mutably for the whole loop.
+        let (x, y) = unsafe {
+            (
+                std::slice::from_raw_parts_mut(bx.0.add(l0 * nx), (l1 - l0) * nx),
+                std::slice::from_raw_parts_mut(by.0.add(l0 * ny), (l1 - l0) * ny),
+            )
+        };
+        f(x, y)
     })
 }
 

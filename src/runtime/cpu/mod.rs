@@ -4,6 +4,8 @@
 pub(crate) mod fft;
 pub(crate) mod matmul;
 
+pub(crate) mod par;
+
 use crate::{Error, Result};
 use lazyfuse_codegen::{interp, HostBuf, Kernel, LaunchArgs, Slice, SliceMut};
 
@@ -41,6 +43,14 @@ pub(crate) fn in_pool<R: Send>(f: impl FnOnce() -> R + Send) -> R {
     }
 }
 
+/// Starts `f` on a thread of the pool CPU kernels run on, without waiting for it.
+pub(crate) fn spawn(f: impl FnOnce() + Send + 'static) {
+    match pool() {
+        Some(p) => p.spawn(f),
+        None => rayon::spawn(f),
+    }
+}
+
 /// `dst.copy_from_slice(src)`, split over the worker threads when large: a fresh
 /// destination's page faults, which bound a single-threaded copy into new memory, are then
 /// taken on every core.
@@ -68,7 +78,6 @@ const COPY_PIECE: usize = 256 << 10;
 /// `src` is readable and `dst` writable for `len` bytes, the two do not overlap, and
 /// nothing else accesses them during the call.
 pub(crate) unsafe fn par_copy_raw(dst: *mut u8, src: *const u8, len: usize, streaming: bool) {
-    use rayon::prelude::*;
     let piece = |d: *mut u8, s: *const u8, n: usize| {
         if streaming {
             // SAFETY: the caller's contract, for this piece.
@@ -82,16 +91,15 @@ pub(crate) unsafe fn par_copy_raw(dst: *mut u8, src: *const u8, len: usize, stre
         piece(dst, src, len);
         return;
     }
-    // addresses as integers, so that the closure is Send
+    // addresses as integers, so that the closure is Sync
     let (d, s) = (dst as usize, src as usize);
-    in_pool(|| {
-        (0..len.div_ceil(COPY_PIECE)).into_par_iter().for_each(|i| {
-            let at = i * COPY_PIECE;
-            let n = COPY_PIECE.min(len - at);
-            // piece `i` is bytes `at..at + n` of both ranges (inside `len`), and no two
-            // pieces overlap; the caller's contract covers the rest
-            piece((d + at) as *mut u8, (s + at) as *const u8, n);
-        });
+    let _ = par::par_for(len.div_ceil(COPY_PIECE), &|i| {
+        let at = i * COPY_PIECE;
+        let n = COPY_PIECE.min(len - at);
+        // piece `i` is bytes `at..at + n` of both ranges (inside `len`), and no two
+        // pieces overlap; the caller's contract covers the rest
+        piece((d + at) as *mut u8, (s + at) as *const u8, n);
+        Ok(())
     });
 }
 
@@ -257,19 +265,16 @@ pub(crate) fn run_kernel(
         }
         return Ok(outs);
     }
-    // chunk c of every output is one work item of the pool
-    let mut work = move || {
-        use rayon::prelude::*;
-        chunks
-            .par_iter_mut()
-            .enumerate()
-            .try_for_each(|(c, slices)| run_one(c, slices))
-    };
-    let result: Result<()> = match pool() {
-        Some(p) => p.install(work),
-        None => work(),
-    };
-    result?;
+    // chunk c of every output is one work item of the loop
+    let base = par::Disjoint(chunks.as_mut_ptr());
+    let base = &base;
+    par::par_for(chunks.len(), &|c| {
+        // SAFETY: `c < chunks.len()`, each iteration touches its own entry only, and
+        // `chunks` is not otherwise accessed during the loop.
+        let slices = unsafe { &mut *base.0.add(c) };
+        run_one(c, slices)
+    })?;
+    drop(chunks);
     Ok(outs)
 }
 

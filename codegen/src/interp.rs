@@ -310,6 +310,8 @@ fn run_tiles(
                     r?;
                 }
                 Loc::Direct(o) => ctx.eval(v, sub(&mut outputs[o], off, t.n), t)?,
+                // computed inside its one reader
+                Loc::Fused(_) => {}
                 _ => return Err(internal("evaluated value has no column")),
             }
         }
@@ -1328,7 +1330,52 @@ simd_dispatch!(fn unary_float<T: Real>(op: UnaryOp, a: Src<'_, T>, o: SliceMut<'
 simd_dispatch!(fn binary_int<T: Int>(op: BinaryOp, a: Src<'_, T>, b: Src<'_, T>, o: SliceMut<'_>) -> Result<(), IrError> = binary_int_body);
 simd_dispatch!(fn binary_float<T: Real>(op: BinaryOp, a: Src<'_, T>, b: Src<'_, T>, o: SliceMut<'_>) -> Result<(), IrError> = binary_float_body);
 simd_dispatch!(fn binary_complex<T: Cplx>(op: BinaryOp, a: Src<'_, T>, b: Src<'_, T>, o: SliceMut<'_>) -> Result<(), IrError> = binary_complex_body);
+simd_dispatch!(fn mul_add2<T: Real>(sub: bool, a: &[T], b: &[T], c: &[T], d: &[T], o: &mut [T]) = mul_add2_body);
+simd_dispatch!(fn mul_add1<T: Real>(sub: bool, first: bool, a: &[T], b: &[T], c: Src<'_, T>, o: &mut [T]) = mul_add1_body);
 simd_dispatch!(fn cast_from<T: Elem>(a: Src<'_, T>, dst: DType, o: SliceMut<'_>) = cast_from_body);
+
+/// `a * b ± c * d` elementwise (each product rounded, then the sum).
+#[inline(always)]
+fn mul_add2_body<T: Real>(sub: bool, a: &[T], b: &[T], c: &[T], d: &[T], o: &mut [T]) {
+    let n = o.len();
+    let (a, b, c, d) = (&a[..n], &b[..n], &c[..n], &d[..n]);
+    if sub {
+        for j in 0..n {
+            o[j] = a[j] * b[j] - c[j] * d[j];
+        }
+    } else {
+        for j in 0..n {
+            o[j] = a[j] * b[j] + c[j] * d[j];
+        }
+    }
+}
+
+/// `a * b ± c` (`first`) or `c ± a * b` elementwise (the product rounded, then the sum).
+#[inline(always)]
+fn mul_add1_body<T: Real>(sub: bool, first: bool, a: &[T], b: &[T], c: Src<'_, T>, o: &mut [T]) {
+    #[inline(always)]
+    fn each<T: Real>(a: &[T], b: &[T], c: Src<'_, T>, o: &mut [T], f: impl Fn(T, T) -> T) {
+        let ab = a.iter().zip(b).map(|(&x, &y)| x * y);
+        match c {
+            Src::Col(c) => {
+                for ((o, m), &c) in o.iter_mut().zip(ab).zip(c) {
+                    *o = f(m, c);
+                }
+            }
+            Src::Uni(c) => {
+                for (o, m) in o.iter_mut().zip(ab) {
+                    *o = f(m, c);
+                }
+            }
+        }
+    }
+    match (first, sub) {
+        (true, false) => each(a, b, c, o, |m, c| m + c),
+        (true, true) => each(a, b, c, o, |m, c| m - c),
+        (false, false) => each(a, b, c, o, |m, c| c + m),
+        (false, true) => each(a, b, c, o, |m, c| c - m),
+    }
+}
 
 #[inline]
 fn copy_src<T: Copy>(a: Src<'_, T>, out: &mut [T]) {
@@ -1780,6 +1827,82 @@ enum Loc {
     /// Equal to an earlier value (`x * 1`, `x + 0`, `where` with a uniform condition, ...);
     /// only during planning.
     Alias(usize),
+    /// The product `.0` (a root value), computed inside the one sum or difference that reads
+    /// it (see [`fuse_products`]); no column.
+    Fused(usize),
+}
+
+/// The roots of the values value `v` reads in the tile loop: its operands and, for a
+/// product computed inside it, that product's operands.
+fn reads(kernel: &Kernel, locs: &[Loc], v: usize) -> smallvec::SmallVec<[usize; 6]> {
+    let root = |o: u32| match locs[o as usize] {
+        Loc::Alias(r) => r,
+        _ => o as usize,
+    };
+    let mut out = smallvec::SmallVec::new();
+    for o in kernel.values[v].inst.operands() {
+        let r = root(o);
+        out.push(r);
+        if let Loc::Fused(m) = locs[r] {
+            out.extend(kernel.values[m].inst.operands().map(root));
+        }
+    }
+    out
+}
+
+/// Multiply-adds: a float product (of two non-uniform values) read by nothing but one sum
+/// or difference of its dtype, and not stored, becomes [`Loc::Fused`] and is computed inside
+/// that sum in one pass, without a column in between. The product is rounded before the
+/// sum, as in two passes: the results are the same bits. `computed`: the values computed
+/// per tile, ascending.
+fn fuse_products(kernel: &Kernel, locs: &mut [Loc], computed: &[usize]) {
+    let root = |locs: &[Loc], o: u32| match locs[o as usize] {
+        Loc::Alias(r) => r,
+        _ => o as usize,
+    };
+    let float = |d: DType| matches!(d, DType::F32 | DType::F64);
+    if !computed.iter().any(|&v| {
+        float(kernel.values[v].dtype)
+            && matches!(
+                kernel.values[v].inst,
+                Inst::Binary(BinaryOp::Add | BinaryOp::Sub, ..)
+            )
+    }) {
+        return;
+    }
+    let mut uses = vec![0u32; kernel.values.len()];
+    for &v in computed {
+        for o in kernel.values[v].inst.operands() {
+            uses[root(locs, o)] += 1;
+        }
+    }
+    for s in &kernel.stores {
+        uses[root(locs, s.value)] += 2;
+    }
+    for &v in computed {
+        let val = kernel.values[v];
+        let Inst::Binary(BinaryOp::Add | BinaryOp::Sub, p, q) = val.inst else {
+            continue;
+        };
+        if !float(val.dtype) {
+            continue;
+        }
+        for o in [p, q] {
+            let r = root(locs, o);
+            let Inst::Binary(BinaryOp::Mul, a, b) = kernel.values[r].inst else {
+                continue;
+            };
+            let column = |x: u32| !matches!(locs[root(locs, x)], Loc::Uni(_) | Loc::Fused(_));
+            if uses[r] == 1
+                && kernel.values[r].dtype == val.dtype
+                && matches!(locs[r], Loc::Pending)
+                && column(a)
+                && column(b)
+            {
+                locs[r] = Loc::Fused(r);
+            }
+        }
+    }
 }
 
 /// The elements of one tile: `i0 .. i0 + n`.
@@ -2385,6 +2508,7 @@ impl<'a, 'b> Ctx<'a, 'b> {
         let mut computed = std::mem::take(&mut scratch.computed);
         computed.clear();
         computed.extend((0..nv).filter(|&v| live[v] && matches!(ctx.locs[v], Loc::Pending)));
+        fuse_products(kernel, &mut ctx.locs, &computed);
         let program = guarded_program(kernel, &ctx.locs, &computed, &mut ctx.guards);
         let (program, pairs) = pair_sincos(kernel, &ctx.locs, program, &ctx.guards);
         if !ctx.guards.is_empty() || !pairs.is_empty() {
@@ -2395,8 +2519,8 @@ impl<'a, 'b> Ctx<'a, 'b> {
         last_use.clear();
         last_use.resize(nv, 0);
         for &v in &computed {
-            for o in kernel.values[v].inst.operands() {
-                last_use[root(&ctx.locs, o as usize)] = v;
+            for o in reads(kernel, &ctx.locs, v) {
+                last_use[o] = v;
             }
         }
         for s in &kernel.stores {
@@ -2446,14 +2570,7 @@ impl<'a, 'b> Ctx<'a, 'b> {
                 };
                 ctx.locs[v] = Loc::Slot(s);
             }
-            // at most three operands (`Inst::operands`): no allocation per value
-            let mut ops = [usize::MAX; 3];
-            let mut m = 0;
-            for o in kernel.values[v].inst.operands() {
-                ops[m] = root(&ctx.locs, o as usize);
-                m += 1;
-            }
-            let ops = &ops[..m];
+            let ops = reads(kernel, &ctx.locs, v);
             for (k, &o) in ops.iter().enumerate() {
                 if ops[..k].contains(&o) || last_use[o] != v {
                     continue;
@@ -2507,7 +2624,7 @@ impl<'a, 'b> Ctx<'a, 'b> {
                 let lo = (t.i0 as i64).wrapping_add(c) as usize;
                 Src::Col(&T::input(&self.inputs[k])[lo..lo + t.n])
             }
-            Loc::Skip | Loc::Pending | Loc::Alias(_) | Loc::Direct(_) => {
+            Loc::Skip | Loc::Pending | Loc::Alias(_) | Loc::Direct(_) | Loc::Fused(_) => {
                 unreachable!("operand evaluated before its user")
             }
         }
@@ -2615,6 +2732,17 @@ impl<'a, 'b> Ctx<'a, 'b> {
                 DType::I16 => unary_int::<i16>(op, self.src(a, t), o)?,
                 d @ (DType::F16 | DType::BF16) => return Err(unsupported(op.name(), d)),
             },
+            Inst::Binary(op @ (BinaryOp::Add | BinaryOp::Sub), p, q)
+                if matches!(self.locs[p as usize], Loc::Fused(_))
+                    || matches!(self.locs[q as usize], Loc::Fused(_)) =>
+            {
+                let sub = op == BinaryOp::Sub;
+                match val.dtype {
+                    DType::F32 => self.mul_add::<f32>(sub, p, q, t, out(o))?,
+                    DType::F64 => self.mul_add::<f64>(sub, p, q, t, out(o))?,
+                    d => return Err(unsupported("fused multiply-add", d)),
+                }
+            }
             Inst::Binary(op, a, b) => match self.dtype(a) {
                 DType::Bool => binary_bool(op, self.src(a, t), self.src(b, t), o)?,
                 DType::I32 => binary_int::<i32>(op, self.src(a, t), self.src(b, t), o)?,
@@ -2666,6 +2794,50 @@ impl<'a, 'b> Ctx<'a, 'b> {
                     (_, d) => return Err(unsupported("random", d)),
                 }
             }
+        }
+        Ok(())
+    }
+
+    /// The operand columns of fused product `x` (see [`fuse_products`]) over tile `t`.
+    fn product<T: Elem>(&self, x: ValueId, t: Tile) -> Option<(&[T], &[T])> {
+        let Loc::Fused(r) = self.locs[x as usize] else {
+            return None;
+        };
+        let Inst::Binary(BinaryOp::Mul, a, b) = self.kernel.values[r].inst else {
+            return None;
+        };
+        match (self.src::<T>(a, t), self.src::<T>(b, t)) {
+            (Src::Col(a), Src::Col(b)) => Some((a, b)),
+            _ => None,
+        }
+    }
+
+    /// `p ± q` over tile `t` where `p`, `q` or both are fused products.
+    fn mul_add<T: Real>(
+        &self,
+        sub: bool,
+        p: ValueId,
+        q: ValueId,
+        t: Tile,
+        o: &mut [T],
+    ) -> Result<(), IrError> {
+        let bad = || internal("fused product without its columns");
+        let (fp, fq) = (self.product::<T>(p, t), self.product::<T>(q, t));
+        match (fp, fq) {
+            (Some((a, b)), Some((c, d))) => mul_add2(sub, a, b, c, d, o),
+            (Some((a, b)), None) => {
+                if matches!(self.locs[q as usize], Loc::Fused(_)) {
+                    return Err(bad());
+                }
+                mul_add1(sub, true, a, b, self.src::<T>(q, t), o)
+            }
+            (None, Some((c, d))) => {
+                if matches!(self.locs[p as usize], Loc::Fused(_)) {
+                    return Err(bad());
+                }
+                mul_add1(sub, false, c, d, self.src::<T>(p, t), o)
+            }
+            (None, None) => return Err(bad()),
         }
         Ok(())
     }

@@ -1920,6 +1920,156 @@ fn splitting_the_range_changes_nothing() {
     }
 }
 
+/// Products read only by one sum or difference are computed inside it (one pass, no
+/// column in between). Every form, next to products that must stay separate (stored, read
+/// twice, with a uniform factor) and one inside a guarded `where` side, against the same
+/// IEEE operations done one at a time here, bit for bit, special values included.
+#[test]
+fn products_inside_sums_match_separate_operations() {
+    fn kernel(d: DType) -> Kernel {
+        let mut b = Builder::new(1);
+        let ix = b.push(Inst::Index, DType::I64);
+        let x = load_at(&mut b, d, ix);
+        let y = load_at(&mut b, d, ix);
+        let z = load_at(&mut b, d, ix);
+        let k = b.param(d);
+        let zero = b.param(d);
+        let xy = b.binary(BinaryOp::Mul, x, y);
+        let s0 = b.binary(BinaryOp::Add, xy, z); // a*b + c
+        let yz = b.binary(BinaryOp::Mul, y, z);
+        let s1 = b.binary(BinaryOp::Sub, x, yz); // c - a*b
+        let xx = b.binary(BinaryOp::Mul, x, x);
+        let yy = b.binary(BinaryOp::Mul, y, y);
+        let s2 = b.binary(BinaryOp::Sub, xx, yy); // a*b - c*d
+        let xz = b.binary(BinaryOp::Mul, x, z);
+        let s3 = b.binary(BinaryOp::Add, xz, k); // stored product, uniform addend
+        let xk = b.binary(BinaryOp::Mul, x, k);
+        let s4 = b.binary(BinaryOp::Add, y, xk); // uniform factor
+        let zz = b.binary(BinaryOp::Mul, z, z);
+        let s5 = b.binary(BinaryOp::Add, zz, zz); // read twice
+        let c = b.binary(BinaryOp::Gt, x, zero);
+        let yx = b.binary(BinaryOp::Mul, y, x);
+        let inner = b.binary(BinaryOp::Sub, yx, k);
+        let inner = b.binary(BinaryOp::Add, inner, z);
+        let s6 = b.select(c, inner, z); // product inside a guarded side
+        for v in [s0, s1, s2, s3, xz, s4, s5, s6] {
+            b.store(v);
+        }
+        b.finish()
+    }
+    let specials = [
+        0.0,
+        -0.0,
+        1.0,
+        -2.5,
+        1e-310,
+        3e38,
+        -3e38,
+        1e300,
+        f64::INFINITY,
+        f64::NEG_INFINITY,
+        f64::NAN,
+        7.0,
+    ];
+    let n = 5000usize;
+    let val = |i: usize, s: usize| -> f64 {
+        if (i * 7 + s).is_multiple_of(13) {
+            specials[(i / 13 + s) % specials.len()]
+        } else {
+            ((i * 7919 + s * 104729) % 20011) as f64 / 977.0 - 10.0
+        }
+    };
+    let cols: Vec<Vec<f64>> = (0..3)
+        .map(|s| (0..n).map(|i| val(i, s)).collect())
+        .collect();
+    let kval = 0.75;
+    // f64
+    let k64 = kernel(DType::F64);
+    let ins: Vec<HostBuf> = cols.iter().map(|c| HostBuf::F64(c.clone())).collect();
+    let ps = [Scalar::F64(kval), Scalar::F64(0.0)];
+    let whole: Vec<Vec<f64>> = run_all(&k64, &ins, &[n], &ps)
+        .into_iter()
+        .map(f64s)
+        .collect();
+    let (x, y, z) = (&cols[0], &cols[1], &cols[2]);
+    let want = |i: usize| -> [f64; 8] {
+        let (x, y, z) = (x[i], y[i], z[i]);
+        let xy = x * y;
+        let yz = y * z;
+        let (xx, yy, xz, xk, zz, yx) = (x * x, y * y, x * z, x * kval, z * z, y * x);
+        let inner = (yx - kval) + z;
+        [
+            xy + z,
+            x - yz,
+            xx - yy,
+            xz + kval,
+            xz,
+            y + xk,
+            zz + zz,
+            if x > 0.0 { inner } else { z },
+        ]
+    };
+    for i in 0..n {
+        let w = want(i);
+        for (j, out) in whole.iter().enumerate() {
+            assert!(
+                same64(out[i], w[j]),
+                "f64 output {j} at {i}: {} vs {}",
+                out[i],
+                w[j]
+            );
+        }
+    }
+    // split ranges give the same bits
+    let (s0, l0) = (1234usize, 2500usize);
+    let part: Vec<Vec<f64>> = run_range(&k64, &ins, &[n], &ps, s0, l0)
+        .unwrap()
+        .into_iter()
+        .map(f64s)
+        .collect();
+    for (j, out) in part.iter().enumerate() {
+        for (t, &g) in out.iter().enumerate() {
+            assert!(same64(g, whole[j][s0 + t]), "f64 output {j} at {}", s0 + t);
+        }
+    }
+    // f32
+    let k32 = kernel(DType::F32);
+    let c32: Vec<Vec<f32>> = cols
+        .iter()
+        .map(|c| c.iter().map(|&v| v as f32).collect())
+        .collect();
+    let ins: Vec<HostBuf> = c32.iter().map(|c| HostBuf::F32(c.clone())).collect();
+    let ps = [Scalar::F32(kval as f32), Scalar::F32(0.0)];
+    let got: Vec<Vec<f32>> = run_all(&k32, &ins, &[n], &ps)
+        .into_iter()
+        .map(f32s)
+        .collect();
+    let k = kval as f32;
+    for i in 0..n {
+        let (x, y, z) = (c32[0][i], c32[1][i], c32[2][i]);
+        let (xy, yz, xx, yy, xz, xk, zz, yx) =
+            (x * y, y * z, x * x, y * y, x * z, x * k, z * z, y * x);
+        let w = [
+            xy + z,
+            x - yz,
+            xx - yy,
+            xz + k,
+            xz,
+            y + xk,
+            zz + zz,
+            if x > 0.0 { (yx - k) + z } else { z },
+        ];
+        for (j, out) in got.iter().enumerate() {
+            assert!(
+                same32(out[i], w[j]),
+                "f32 output {j} at {i}: {} vs {}",
+                out[i],
+                w[j]
+            );
+        }
+    }
+}
+
 /// The views of a fused kernel over a `[A, B, C]` launch: a flip of axis 0, a roll of
 /// axis 1 (a conditional subtraction), the mirror `(C - k) mod C` of axis 2 (a select), a
 /// broadcast row along axis 2, and the roll's wrap condition and index stored as they are.

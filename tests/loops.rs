@@ -209,8 +209,8 @@ fn eval_loop_plans_once_compiles_once_and_stays_flat() {
         assert_eq!(s.plan_cache_hits, total as u64);
         assert_eq!(s.kernels_compiled, 0, "a kernel was compiled again");
         assert_eq!(s.disk_cache_hits, 0);
-        // complex transforms (the default): 3 kernels, 2 FFTs per step; the real-FFT plan
-        // (`LAZYFUSE_REAL_FFT=1`): the step kernel, R2C, the Hermitian half spectrum times
+        // complex transforms (the default on CUDA): 3 kernels, 2 FFTs per step; the real-FFT
+        // plan (the default on the CPU): the step kernel, R2C, the Hermitian half spectrum times
         // the multiplier (one kernel), C2R, and in a CUDA graph a copy of the C2R result
         // into the fresh result buffer (cuFFT nodes keep their recorded addresses)
         assert_eq!(s.kernels_launched, kernels_per_step(dev) * total as u64);

@@ -1832,19 +1832,28 @@ enum Loc {
     Fused(usize),
 }
 
+/// Value `v`, or the value it is an alias of (during planning).
+fn root(locs: &[Loc], v: usize) -> usize {
+    match locs[v] {
+        Loc::Alias(r) => r,
+        _ => v,
+    }
+}
+
 /// The roots of the values value `v` reads in the tile loop: its operands and, for a
 /// product computed inside it, that product's operands.
 fn reads(kernel: &Kernel, locs: &[Loc], v: usize) -> smallvec::SmallVec<[usize; 6]> {
-    let root = |o: u32| match locs[o as usize] {
-        Loc::Alias(r) => r,
-        _ => o as usize,
-    };
     let mut out = smallvec::SmallVec::new();
     for o in kernel.values[v].inst.operands() {
-        let r = root(o);
+        let r = root(locs, o as usize);
         out.push(r);
         if let Loc::Fused(m) = locs[r] {
-            out.extend(kernel.values[m].inst.operands().map(root));
+            out.extend(
+                kernel.values[m]
+                    .inst
+                    .operands()
+                    .map(|x| root(locs, x as usize)),
+            );
         }
     }
     out
@@ -1856,10 +1865,7 @@ fn reads(kernel: &Kernel, locs: &[Loc], v: usize) -> smallvec::SmallVec<[usize; 
 /// sum, as in two passes: the results are the same bits. `computed`: the values computed
 /// per tile, ascending.
 fn fuse_products(kernel: &Kernel, locs: &mut [Loc], computed: &[usize]) {
-    let root = |locs: &[Loc], o: u32| match locs[o as usize] {
-        Loc::Alias(r) => r,
-        _ => o as usize,
-    };
+    let root = |locs: &[Loc], o: u32| root(locs, o as usize);
     let float = |d: DType| matches!(d, DType::F32 | DType::F64);
     if !computed.iter().any(|&v| {
         float(kernel.values[v].dtype)
@@ -2322,17 +2328,13 @@ impl<'a, 'b> Ctx<'a, 'b> {
         let mut affine = std::mem::take(&mut scratch.affine);
         affine.clear();
         affine.resize(nv, None);
-        let root = |locs: &[Loc], v: usize| match locs[v] {
-            Loc::Alias(r) => r,
-            _ => v,
-        };
         // A value whose computation fails at planning time (a uniform or shifted load out of
         // bounds) is an error only if a store needs it: it is "poisoned" until then.
         let mut poison = std::mem::take(&mut scratch.poison);
         poison.clear();
         poison.resize(nv, None);
         let mut ones: [Option<Col>; 8] = Default::default();
-        let mut tabs = tables::Tables::new(nv);
+        let mut tabs = tables::Tables::default();
         for v in 0..nv {
             if !matches!(ctx.locs[v], Loc::Pending) {
                 continue;

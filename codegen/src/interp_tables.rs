@@ -59,6 +59,11 @@ struct Seg {
     dir: i8,
 }
 
+/// The axis runs go along: the last one longer than 1 (0 when none is).
+fn runs_axis(shape: &[usize]) -> usize {
+    (0..shape.len()).rev().find(|&k| shape[k] > 1).unwrap_or(0)
+}
+
 /// The maximal unit-step segments of `t`.
 fn segments(t: &[i64]) -> Vec<Seg> {
     let mut out = Vec::new();
@@ -110,15 +115,6 @@ impl Arg {
 }
 
 impl Tables {
-    /// Empty tables for a kernel of `nv` values.
-    pub(super) fn new(nv: usize) -> Tables {
-        Tables {
-            of: vec![None; nv],
-            gathers: vec![None; nv],
-            ..Tables::default()
-        }
-    }
-
     /// True when no value is tabled.
     pub(super) fn is_empty(&self) -> bool {
         self.seps.is_empty()
@@ -140,6 +136,10 @@ impl Tables {
     }
 
     fn push(&mut self, v: usize, s: Sep) {
+        // per-value entries grow on demand: a kernel without tabled values allocates none
+        if self.of.len() <= v {
+            self.of.resize(v + 1, None);
+        }
         self.of[v] = Some(self.seps.len() as u32);
         self.seps.push(s);
     }
@@ -381,6 +381,9 @@ impl Tables {
             hi += mx as i128;
         }
         if lo >= 0 && hi < have as i128 {
+            if self.gathers.len() <= v {
+                self.gathers.resize(v + 1, None);
+            }
             self.gathers[v] = Some(id);
             let s = &self.seps[id as usize];
             if let (Some(t), _) = self.split(s, shape) {
@@ -405,7 +408,7 @@ impl Tables {
         mut f: impl FnMut(usize, usize, &[usize]),
     ) {
         let rank = shape.len();
-        let last = (0..rank).rev().find(|&k| shape[k] > 1).unwrap_or(0);
+        let last = runs_axis(shape);
         let mut a: SmallVec<[usize; 8]> = (0..rank)
             .map(|k| (i0 / inner[k]) % shape[k].max(1))
             .collect();
@@ -435,9 +438,17 @@ impl Tables {
     /// The table of `s` along the runs' axis (the last one longer than 1), if `s` has a
     /// term there, and that axis.
     fn split(&self, s: &Sep, shape: &[usize]) -> (Option<usize>, usize) {
-        let last = (0..shape.len()).rev().find(|&k| shape[k] > 1).unwrap_or(0);
+        let last = runs_axis(shape);
         let t = s.terms.iter().find(|&&(k, _)| k == last).map(|&(_, t)| t);
         (t, last)
+    }
+
+    /// `s` without its term along axis `last`, at multi-index `a` (constant along a run).
+    fn row_base(&self, s: &Sep, last: usize, a: &[usize]) -> i64 {
+        s.terms
+            .iter()
+            .filter(|&&(k, _)| k != last)
+            .fold(s.c, |b, &(k, t)| b.wrapping_add(self.i64_tab(t)[a[k]]))
     }
 
     /// Fills `out` (`I64` or `Bool`, the value's dtype) with tabled value `s` over elements
@@ -456,12 +467,7 @@ impl Tables {
                 let n = o.len();
                 let lt = lt.map(|t| self.i64_tab(t));
                 Self::runs(shape, inner, i0, n, |j, run, a| {
-                    let mut base = s.c;
-                    for &(k, t) in &s.terms {
-                        if k != last {
-                            base = base.wrapping_add(self.i64_tab(t)[a[k]]);
-                        }
-                    }
+                    let base = self.row_base(s, last, a);
                     let dst = &mut o[j..j + run];
                     match lt {
                         Some(tab) => {
@@ -509,12 +515,7 @@ impl Tables {
             .map_or(&[][..], |v| &v[..]);
         let lt = lt.map(|t| self.i64_tab(t));
         Self::runs(shape, inner, i0, out.len(), |j, run, a| {
-            let mut base = s.c;
-            for &(k, t) in &s.terms {
-                if k != last {
-                    base = base.wrapping_add(self.i64_tab(t)[a[k]]);
-                }
-            }
+            let base = self.row_base(s, last, a);
             let dst = &mut out[j..j + run];
             let Some(tab) = lt else {
                 dst.fill(inp[base as usize]);

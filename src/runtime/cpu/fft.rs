@@ -1,7 +1,7 @@
 //! CPU FFTs through rustfft (complex) and realfft (the real axis of R2C and C2R), over any
 //! axes, batched over the others and run in parallel on the CPU pool, with the planners
-//! (which cache plans) kept for the process. Every buffer (the
-//! work copy, scratch, results) is allocated fallibly: a transform too large for memory is
+//! (which cache plans) kept for the process. Every buffer (working
+//! lines, scratch, results) is allocated fallibly: a transform too large for memory is
 //! an `Error::OutOfMemory`, not an abort.
 
 use super::par::{par_chunks_mut, par_for, Disjoint};
@@ -121,66 +121,110 @@ fn scatter<E: Copy + Send + Sync>(
     })
 }
 
-/// Columns one task of a strided pass gathers at a time (a cache-sized copy of `GROUP`
-/// lines, read and written back row by row).
-const GROUP: usize = 16;
+/// The most columns one task of a strided pass gathers at a time for lines of `n`
+/// elements of `E`: a copy of at most about 64 KiB (it stays in the L2 cache while it is
+/// written column by column and transformed), at least a cache line of each row, at most
+/// 32 columns (measured on 256-point lines of `Complex<f32>`: 32 columns took 5-10 % less
+/// time per pass than 8 or 16).
+fn group<E>(n: usize) -> usize {
+    let size = std::mem::size_of::<E>().max(1);
+    let line = (n + LINE_PAD) * size;
+    ((64usize << 10) / line).clamp((64 / size).max(1), 32)
+}
 
 /// Elements between the starts of two gathered lines beyond their `n` points: with a
-/// stride of exactly `n`, a power of two, the [`GROUP`] lines written row by row would all
-/// fall into one set of the L1 cache and evict each other on every row.
+/// stride of exactly `n`, a power of two, the lines written row by row would all fall into
+/// one set of the L1 cache and evict each other on every row.
 const LINE_PAD: usize = 8;
 
-/// Runs `f(lines, stride)` on every `n`-point line along `axis` of `data` (C order,
-/// `shape`), in parallel, where line `i` of `lines` is `lines[i * stride..][..n]`: directly
-/// on contiguous lines (`stride = n`), else on copies of [`GROUP`] lines at a time gathered
-/// from (and written back into) their columns.
+/// A line transform for [`for_lines`]: `f(lines, stride, from)` on lines
+/// `lines[i * stride..][..n]`, which hold copies of the lines `from[i * n..][..n]` first
+/// when `from` is given (otherwise they hold the data already).
+type LinesFn<'a, E> = dyn Fn(&mut [E], usize, Option<&[E]>) -> Result<()> + Send + Sync + 'a;
+
+/// Runs `f` (see [`LinesFn`]) on every `n`-point line along `axis` of `data` (C order,
+/// `shape`), in parallel: directly on contiguous lines (`stride = n`), else on copies of a
+/// group of lines at a time gathered from (and written back into) their columns. With
+/// `src` (same shape), the lines are read from `src` and their transforms written into
+/// `data`, so a first pass needs no separate copy of its input: contiguous lines are
+/// copied one at a time by `f` (into a line that is in cache when it is transformed),
+/// strided ones gathered from `src`.
 fn for_lines<E: Copy + Default + Send + Sync>(
     data: &mut [E],
+    src: Option<&[E]>,
     shape: &[usize],
     axis: usize,
-    f: &(dyn Fn(&mut [E], usize) -> Result<()> + Send + Sync),
+    f: &LinesFn<'_, E>,
 ) -> Result<()> {
     let n = shape[axis];
     if n == 0 || data.is_empty() {
         return Ok(());
     }
+    if src.is_some_and(|s| s.len() != data.len()) {
+        return Err(Error::internal(
+            "fft",
+            "source and result of different sizes",
+        ));
+    }
     let inner: usize = shape[axis + 1..].iter().product();
     if inner == 1 {
-        return par_lines(data, n, |chunk, _| f(chunk, n));
+        return par_lines(data, n, |chunk, first| {
+            f(
+                chunk,
+                n,
+                src.map(|s| &s[first * n..first * n + chunk.len()]),
+            )
+        });
     }
     let outer = data.len() / (n * inner);
-    let groups = inner.div_ceil(GROUP);
+    // groups of near-equal width: 129 columns as 5 groups of 25-26, not 4 of 32 and one
+    // of a single column, which would read a whole cache line of every row for one value
+    let groups = inner.div_ceil(group::<E>(n));
+    let width_max = inner.div_ceil(groups);
     let units = outer * groups;
-    let per = lines_per_task(units, n * GROUP);
+    let per = lines_per_task(units, n * width_max);
     let stride = n + LINE_PAD;
     let base = Disjoint(data.as_mut_ptr());
     let base = &base;
     let unit = |buf: &mut Result<Vec<E>>, u: usize| -> Result<()> {
         let buf = buf
             .as_mut()
-            .map_err(|_| oom::<E>(stride * GROUP, "FFT lines"))?;
+            .map_err(|_| oom::<E>(stride * width_max, "FFT lines"))?;
         let (o, g) = (u / groups, u % groups);
-        let c0 = g * GROUP;
-        let width = GROUP.min(inner - c0);
+        let (c0, c1) = (g * inner / groups, (g + 1) * inner / groups);
+        let width = c1 - c0;
         let start = o * n * inner + c0;
+        let from: *const E = match src {
+            Some(s) => s.as_ptr(),
+            None => base.0,
+        };
+        let lines = buf[..width * stride].as_mut_ptr();
         for k in 0..n {
-            for li in 0..width {
-                // SAFETY: `start + k * inner + li` < `data.len()` (block `o`, row `k`,
-                // column `c0 + li` < `inner`); unit `u` is the only one touching columns
-                // `c0..c0 + width` of block `o`.
-                buf[li * stride + k] = unsafe { *base.0.add(start + k * inner + li) };
+            // SAFETY: `start + k * inner + li` < `data.len()` = `src.len()` (block `o`,
+            // row `k`, column `c0 + li` < `c1` <= `inner`), and unit `u` is the only one
+            // touching columns `c0..c1` of block `o` of `data`; `li * stride + k` <
+            // `width * stride`, inside `buf`, which nothing else borrows here.
+            unsafe {
+                let row = from.add(start + k * inner);
+                for li in 0..width {
+                    *lines.add(li * stride + k) = *row.add(li);
+                }
             }
         }
-        f(&mut buf[..width * stride], stride)?;
+        f(&mut buf[..width * stride], stride, None)?;
+        let lines = buf[..width * stride].as_ptr();
         for k in 0..n {
-            for li in 0..width {
-                // SAFETY: as above.
-                unsafe { *base.0.add(start + k * inner + li) = buf[li * stride + k] };
+            // SAFETY: as above.
+            unsafe {
+                let row = base.0.add(start + k * inner);
+                for li in 0..width {
+                    *row.add(li) = *lines.add(li * stride + k);
+                }
             }
         }
         Ok(())
     };
-    let init = || try_filled(stride * GROUP, E::default(), "FFT lines");
+    let init = || try_filled(stride * width_max, E::default(), "FFT lines");
     if units <= per || super::threads() <= 1 {
         // one task: on this thread, without a hand-off to the pool and back
         let mut buf = init();
@@ -192,10 +236,12 @@ fn for_lines<E: Copy + Default + Send + Sync>(
     })
 }
 
-/// Transforms every line along `axis` of `data` (C order, `shape`) in place.
+/// Transforms every line along `axis` of `data` (C order, `shape`) in place, or, with
+/// `src`, every line of `src` into `data`.
 fn along_axis<T: FftNum + Default>(
     planner: &Mutex<FftPlanner<T>>,
     data: &mut [Complex<T>],
+    src: Option<&[Complex<T>]>,
     shape: &[usize],
     axis: usize,
     inverse: bool,
@@ -215,10 +261,13 @@ fn along_axis<T: FftNum + Default>(
     };
     let zero = Complex::new(T::zero(), T::zero());
     let scratch_len = fft.get_inplace_scratch_len();
-    for_lines(data, shape, axis, &|chunk, stride| {
+    for_lines(data, src, shape, axis, &|chunk, stride, from| {
         let mut scratch = try_filled(scratch_len, zero, "FFT scratch")?;
-        for line in chunk.chunks_exact_mut(stride) {
+        for (i, line) in chunk.chunks_exact_mut(stride).enumerate() {
             let line = &mut line[..n];
+            if let Some(from) = from {
+                line.copy_from_slice(&from[i * n..(i + 1) * n]);
+            }
             // an all-zero line transforms to zeros: the empty rows of a zero-padded input
             // cost one scan instead of a transform
             if line.iter().all(|z| z.re == T::zero() && z.im == T::zero()) {
@@ -249,9 +298,7 @@ trait Planners: FftNum + Default {
     fn real_output(len: usize) -> Result<Vec<Self>>;
     /// The same for complex values.
     fn complex_output(len: usize) -> Result<Vec<Complex<Self>>>;
-    /// Hands a working buffer back to the recycler.
-    fn release_real(v: Vec<Self>);
-    /// The same for complex values.
+    /// Hands a complex working buffer back to the recycler.
     fn release_complex(v: Vec<Complex<Self>>);
 }
 
@@ -277,9 +324,6 @@ impl Planners for f32 {
     fn complex_output(len: usize) -> Result<Vec<Complex<f32>>> {
         output_of!(C64, len)
     }
-    fn release_real(v: Vec<f32>) {
-        super::super::host_release(HostBuf::F32(v));
-    }
     fn release_complex(v: Vec<Complex<f32>>) {
         super::super::host_release(HostBuf::C64(v));
     }
@@ -297,21 +341,18 @@ impl Planners for f64 {
     fn complex_output(len: usize) -> Result<Vec<Complex<f64>>> {
         output_of!(C128, len)
     }
-    fn release_real(v: Vec<f64>) {
-        super::super::host_release(HostBuf::F64(v));
-    }
     fn release_complex(v: Vec<Complex<f64>>) {
         super::super::host_release(HostBuf::C128(v));
     }
 }
 
 /// A transform of groups of lines: `f(input lines, output lines)`.
-type PairFn<'a, A, B> = dyn Fn(&mut [A], &mut [B]) -> Result<()> + Send + Sync + 'a;
+type PairFn<'a, A, B> = dyn Fn(&[A], &mut [B]) -> Result<()> + Send + Sync + 'a;
 
 /// `f(x lines, y lines)` over groups of corresponding lines of `xs` (`nx` elements each)
 /// and `ys` (`ny` each), in parallel on the CPU pool.
-fn par_pairs<A: Send, B: Send>(
-    xs: &mut [A],
+fn par_pairs<A: Sync, B: Send>(
+    xs: &[A],
     nx: usize,
     ys: &mut [B],
     ny: usize,
@@ -320,28 +361,17 @@ fn par_pairs<A: Send, B: Send>(
     if nx == 0 || ny == 0 || xs.is_empty() {
         return Ok(());
     }
-    let per = lines_per_task(xs.len() / nx, nx.max(ny));
-    if per * nx >= xs.len() || super::threads() <= 1 {
-        return f(xs, ys);
-    }
     let lines = xs.len() / nx;
     if ys.len() != lines * ny {
         return Err(Error::internal("fft", "line groups of different counts"));
     }
-    let (bx, by) = (Disjoint(xs.as_mut_ptr()), Disjoint(ys.as_mut_ptr()));
-    let (bx, by) = (&bx, &by);
-    par_for(lines.div_ceil(per), &|k| {
-        let (l0, l1) = (k * per, lines.min((k + 1) * per));
-        // SAFETY: group `k` is lines `l0..l1` of both buffers (inside their lengths: `xs`
-        // holds `lines` lines of `nx`, `ys` as many of `ny`), groups do not overlap, and
-        // both buffers are borrowed mutably for the whole loop.
-        let (x, y) = unsafe {
-            (
-                std::slice::from_raw_parts_mut(bx.0.add(l0 * nx), (l1 - l0) * nx),
-                std::slice::from_raw_parts_mut(by.0.add(l0 * ny), (l1 - l0) * ny),
-            )
-        };
-        f(x, y)
+    let per = lines_per_task(lines, nx.max(ny));
+    if per >= lines || super::threads() <= 1 {
+        return f(xs, ys);
+    }
+    par_chunks_mut(ys, per * ny, &|y, k| {
+        let l0 = k * per;
+        f(&xs[l0 * nx..(l0 + y.len() / ny) * nx], y)
     })
 }
 
@@ -349,7 +379,7 @@ fn par_pairs<A: Send, B: Send>(
 /// into lines of `ny` points along the same axis of a new buffer: directly when the lines
 /// are contiguous, else through gathered copies of each outer block.
 fn map_lines<A, B>(
-    xs: &mut [A],
+    xs: &[A],
     shape: &[usize],
     axis: usize,
     ny: usize,
@@ -380,7 +410,7 @@ where
     let mut yl = try_filled(ny * inner, B::default(), "FFT lines")?;
     for (xb, yb) in xs.chunks(nx * inner).zip(ys.chunks_mut(ny * inner)) {
         gather(xb, &mut xl, nx, inner)?;
-        par_pairs(&mut xl, nx, &mut yl, ny, f)?;
+        par_pairs(&xl, nx, &mut yl, ny, f)?;
         scatter(&yl, yb, ny, inner)?;
     }
     Ok(ys)
@@ -388,7 +418,9 @@ where
 
 /// Real-to-complex transform along axis `last` of real `data` (`shape`): the `n / 2 + 1`
 /// non-negative frequencies of every line (realfft: half the work of a complex transform).
-fn r2c_axis<T: Planners>(data: &mut [T], shape: &[usize], last: usize) -> Result<Vec<Complex<T>>> {
+/// `data` is not modified: each line is copied into a working line first (realfft uses
+/// its input as scratch), which is in cache when it is transformed.
+fn r2c_axis<T: Planners>(data: &[T], shape: &[usize], last: usize) -> Result<Vec<Complex<T>>> {
     let n = shape[last];
     probe_plan::<T>(n)?;
     let fft = T::real()
@@ -404,8 +436,10 @@ fn r2c_axis<T: Planners>(data: &mut [T], shape: &[usize], last: usize) -> Result
         n / 2 + 1,
         &|x, y| {
             let mut scratch = try_filled(scratch_len, zero, "FFT scratch")?;
-            for (xl, yl) in x.chunks_mut(n).zip(y.chunks_mut(n / 2 + 1)) {
-                fft.process_with_scratch(xl, yl, &mut scratch)
+            let mut line = try_filled(n, T::zero(), "FFT lines")?;
+            for (xl, yl) in x.chunks(n).zip(y.chunks_mut(n / 2 + 1)) {
+                line.copy_from_slice(xl);
+                fft.process_with_scratch(&mut line, yl, &mut scratch)
                     .map_err(|e| Error::internal("fft", e.to_string()))?;
             }
             Ok(())
@@ -417,9 +451,10 @@ fn r2c_axis<T: Planners>(data: &mut [T], shape: &[usize], last: usize) -> Result
 /// Complex-to-real transform along axis `last` of `data` (`shape`, `shape[last]` entries of
 /// each half spectrum) to `m` real points per line, as NumPy's `irfft`: the spectrum cut or
 /// zero-padded to `m / 2 + 1` entries, the imaginary parts of the zero and (even `m`)
-/// Nyquist frequencies ignored.
+/// Nyquist frequencies ignored. `data` is not modified (each line is transformed from a
+/// working copy, as realfft uses its input as scratch).
 fn c2r_axis<T: Planners>(
-    data: &mut [Complex<T>],
+    data: &[Complex<T>],
     shape: &[usize],
     last: usize,
     m: usize,
@@ -440,27 +475,16 @@ fn c2r_axis<T: Planners>(
         m,
         &|x, y| {
             let mut scratch = try_filled(scratch_len, zero, "FFT scratch")?;
-            let mut half = if n == h {
-                Vec::new()
-            } else {
-                try_filled(h, zero, "FFT lines")?
-            };
-            for (xl, yl) in x.chunks_mut(n).zip(y.chunks_mut(m)) {
-                // the lines are a working copy: transformed in place when no cut or padding
-                // is needed (realfft uses its input as scratch)
-                let line = if n == h {
-                    xl
-                } else {
-                    let k = n.min(h);
-                    half[..k].copy_from_slice(&xl[..k]);
-                    half[k..].fill(zero);
-                    &mut half[..]
-                };
-                line[0].im = T::zero();
+            let mut half = try_filled(h, zero, "FFT lines")?;
+            let k = n.min(h);
+            for (xl, yl) in x.chunks(n).zip(y.chunks_mut(m)) {
+                half[..k].copy_from_slice(&xl[..k]);
+                half[k..].fill(zero);
+                half[0].im = T::zero();
                 if m.is_multiple_of(2) {
-                    line[h - 1].im = T::zero();
+                    half[h - 1].im = T::zero();
                 }
-                fft.process_with_scratch(line, yl, &mut scratch)
+                fft.process_with_scratch(&mut half, yl, &mut scratch)
                     .map_err(|e| Error::internal("fft", e.to_string()))?;
             }
             Ok(())
@@ -469,35 +493,55 @@ fn c2r_axis<T: Planners>(
     )
 }
 
-/// The complex transforms of `spec` but the real one along its last axis.
+/// The complex transforms along `axes` of `data` in place or, with `src`, of `src` into
+/// `data` (the first axis reads `src`, the others then work in place).
 fn along_axes<T: Planners>(
     data: &mut [Complex<T>],
+    src: Option<&[Complex<T>]>,
     shape: &[usize],
     axes: &[usize],
     inverse: bool,
 ) -> Result<()> {
-    for &a in axes {
-        along_axis(T::complex(), data, shape, a, inverse)?;
+    match (axes.is_empty(), src) {
+        (true, Some(s)) if s.len() == data.len() => data.copy_from_slice(s),
+        (true, Some(_)) => {
+            return Err(Error::internal(
+                "fft",
+                "source and result of different sizes",
+            ))
+        }
+        _ => {}
+    }
+    for (i, &a) in axes.iter().enumerate() {
+        along_axis(
+            T::complex(),
+            data,
+            src.filter(|_| i == 0),
+            shape,
+            a,
+            inverse,
+        )?;
     }
     Ok(())
 }
 
 /// Runs the unnormalized FFT `spec` of `input` (shape `in_shape`) to a buffer of
-/// `out_shape`.
+/// `out_shape`. The input is only read: the first pass over it writes the result buffer (a
+/// recycled one when a buffer of its size is kept, so a loop's FFTs reuse their memory
+/// instead of faulting fresh pages in), the others work in place.
 pub(crate) fn run(
     spec: &FftSpec,
     input: &HostBuf,
     in_shape: &[usize],
     out_shape: &[usize],
 ) -> Result<HostBuf> {
-    const WORK: &str = "an FFT's working copy";
     let (&last, rest) = spec
         .axes
         .split_last()
         .ok_or_else(|| Error::internal("fft", "an FFT without axes"))?;
     fn typed<T: Planners>(
         spec: &FftSpec,
-        mut work: Vec<Complex<T>>,
+        input: &[Complex<T>],
         in_shape: &[usize],
         out_shape: &[usize],
         last: usize,
@@ -505,12 +549,17 @@ pub(crate) fn run(
     ) -> Result<std::result::Result<Vec<Complex<T>>, Vec<T>>> {
         Ok(match spec.kind {
             FftKind::C2C => {
-                along_axes(&mut work, in_shape, &spec.axes, spec.inverse)?;
+                let mut work = T::complex_output(input.len())?;
+                along_axes(&mut work, Some(input), in_shape, &spec.axes, spec.inverse)?;
                 Ok(work)
             }
+            FftKind::C2R if rest.is_empty() => {
+                Err(c2r_axis(input, in_shape, last, out_shape[last])?)
+            }
             FftKind::C2R => {
-                along_axes(&mut work, in_shape, rest, true)?;
-                let out = c2r_axis(&mut work, in_shape, last, out_shape[last])?;
+                let mut work = T::complex_output(input.len())?;
+                along_axes(&mut work, Some(input), in_shape, rest, true)?;
+                let out = c2r_axis(&work, in_shape, last, out_shape[last])?;
                 T::release_complex(work);
                 Err(out)
             }
@@ -520,29 +569,17 @@ pub(crate) fn run(
         })
     }
     fn real_typed<T: Planners>(
-        mut work: Vec<T>,
+        input: &[T],
         in_shape: &[usize],
         out_shape: &[usize],
         last: usize,
         rest: &[usize],
     ) -> Result<Vec<Complex<T>>> {
-        let mut out = r2c_axis(&mut work, in_shape, last)?;
-        T::release_real(work);
-        along_axes(&mut out, out_shape, rest, false)?;
+        let mut out = r2c_axis(input, in_shape, last)?;
+        along_axes(&mut out, None, out_shape, rest, false)?;
         Ok(out)
     }
-    // The transforms run in place on a copy of the input: a recycled buffer of its size
-    // when one is kept (a loop's FFTs reuse their memory instead of faulting fresh pages
-    // in), else a fresh one.
-    let mut work = super::super::host_output(input.dtype(), input.len(), WORK)?;
-    match (&mut work, input) {
-        (HostBuf::F32(w), HostBuf::F32(v)) => w.copy_from_slice(v),
-        (HostBuf::F64(w), HostBuf::F64(v)) => w.copy_from_slice(v),
-        (HostBuf::C64(w), HostBuf::C64(v)) => w.copy_from_slice(v),
-        (HostBuf::C128(w), HostBuf::C128(v)) => w.copy_from_slice(v),
-        _ => {}
-    }
-    Ok(match (work, spec.kind) {
+    Ok(match (input, spec.kind) {
         (HostBuf::F32(v), FftKind::R2C) => {
             HostBuf::C64(real_typed(v, in_shape, out_shape, last, rest)?)
         }

@@ -129,6 +129,63 @@ pub fn run_shared(
     run_tiles(ctx, kernel, outputs, start, len)
 }
 
+/// An elementwise launch planned once for all of its elements ([`Planned::new`]), so that
+/// its ranges (the chunks a launch is split into for the worker threads) are computed
+/// without each validating and planning the kernel again: planning builds the axis tables
+/// and classifies every value, which for a small kernel costs as much as evaluating a
+/// chunk.
+pub struct Planned<'k> {
+    kernel: &'k Kernel,
+    /// `None` for a reduction, whose ranges run through [`run`].
+    plan: Option<Plan>,
+}
+
+impl<'k> Planned<'k> {
+    /// Plans `kernel` over all the elements of the launch `args` with `inputs`, checking
+    /// the kernel and every load that planning can prove in or out of bounds for the whole
+    /// launch.
+    pub fn new(
+        kernel: &'k Kernel,
+        inputs: &[Slice<'_>],
+        args: &LaunchArgs,
+    ) -> Result<Planned<'k>, IrError> {
+        kernel.validate()?;
+        if kernel.reduce.is_some() {
+            return Ok(Planned { kernel, plan: None });
+        }
+        let total = check_launch(kernel, inputs, args)?;
+        let plan = if total == 0 {
+            None
+        } else {
+            // the plan of the whole range is good for any part of it: its bounds checks
+            // cover every element, and values it folded from input data read the same
+            // inputs as every range of this launch
+            Some(Plan::of(&Ctx::new(kernel, inputs, args, 0, total)?))
+        };
+        Ok(Planned { kernel, plan })
+    }
+
+    /// [`run`] of elements `start .. start + len` (`len` the length of every output
+    /// slice) with the inputs and arguments the launch was planned with.
+    pub fn run(
+        &self,
+        inputs: &[Slice<'_>],
+        outputs: &mut [SliceMut<'_>],
+        args: &LaunchArgs,
+        start: usize,
+    ) -> Result<(), IrError> {
+        let Some(plan) = &self.plan else {
+            return run(self.kernel, inputs, outputs, args, start);
+        };
+        let len = check_args(self.kernel, inputs, outputs, args, start)?;
+        if len == 0 {
+            return Ok(());
+        }
+        let ctx = Ctx::from_plan_len(self.kernel, inputs, args, plan, len);
+        run_tiles(ctx, self.kernel, outputs, start, len)
+    }
+}
+
 /// Launch plans kept per thread by [`run_shared`].
 const PLAN_CACHE_LEN: usize = 8;
 
@@ -333,6 +390,23 @@ fn check_args(
     args: &LaunchArgs,
     start: usize,
 ) -> Result<usize, IrError> {
+    let total = check_launch(kernel, inputs, args)?;
+    let len = check_outputs(kernel, outputs)?;
+    match start.checked_add(len) {
+        Some(e) if e <= total => Ok(len),
+        _ => Err(IrError(format!(
+            "elements {start}..{start}+{len} exceed the launch size {total}"
+        ))),
+    }
+}
+
+/// Checks the inputs (count and dtypes), the launch shape's rank and the parameters
+/// against the kernel; returns the launch's number of elements.
+fn check_launch(
+    kernel: &Kernel,
+    inputs: &[Slice<'_>],
+    args: &LaunchArgs,
+) -> Result<usize, IrError> {
     let err = |m: String| Err(IrError(m));
     if inputs.len() != kernel.inputs.len() {
         return err(format!(
@@ -346,7 +420,6 @@ fn check_args(
             return err(format!("input {k} is {}, kernel expects {d}", s.dtype()));
         }
     }
-    let len = check_outputs(kernel, outputs)?;
     if args.shape.len() != kernel.rank as usize {
         return err(format!(
             "launch shape {:?} does not have rank {}",
@@ -365,17 +438,10 @@ fn check_args(
             return err(format!("param {k} is {}, kernel expects {d}", p.dtype()));
         }
     }
-    let total = args
-        .shape
+    args.shape
         .iter()
         .try_fold(1usize, |a, &d| a.checked_mul(d))
-        .ok_or_else(|| IrError(format!("launch shape {:?} overflows", args.shape)))?;
-    match start.checked_add(len) {
-        Some(e) if e <= total => Ok(len),
-        _ => err(format!(
-            "elements {start}..{start}+{len} exceed the launch size {total}"
-        )),
-    }
+        .ok_or_else(|| IrError(format!("launch shape {:?} overflows", args.shape)))
 }
 
 fn slice_mut_dtype(s: &SliceMut<'_>) -> DType {
@@ -2286,7 +2352,18 @@ impl<'a, 'b> Ctx<'a, 'b> {
         args: &'a LaunchArgs,
         plan: &Plan,
     ) -> Ctx<'a, 'b> {
-        let mut ctx = Ctx::pooled(kernel, inputs, args, plan.len);
+        Ctx::from_plan_len(kernel, inputs, args, plan, plan.len)
+    }
+
+    /// [`Ctx::from_plan`] for a range of `len` elements (at most the planned range's).
+    fn from_plan_len(
+        kernel: &'a Kernel,
+        inputs: &'a [Slice<'b>],
+        args: &'a LaunchArgs,
+        plan: &Plan,
+        len: usize,
+    ) -> Ctx<'a, 'b> {
+        let mut ctx = Ctx::pooled(kernel, inputs, args, len);
         ctx.locs.extend_from_slice(&plan.locs);
         ctx.order.extend_from_slice(&plan.order);
         ctx.guards.extend_from_slice(&plan.guards);

@@ -33,6 +33,28 @@ fn run_range(
     Ok(outs)
 }
 
+/// [`run_range`] through a plan of the whole launch ([`interp::Planned`]), as the CPU
+/// backend runs the chunks of a split launch.
+fn run_range_planned(
+    k: &Kernel,
+    inputs: &[HostBuf],
+    shape: &[usize],
+    params: &[Scalar],
+    start: usize,
+    len: usize,
+) -> Result<Vec<HostBuf>, IrError> {
+    let ins: Vec<_> = inputs.iter().map(|b| b.as_slice()).collect();
+    let mut outs: Vec<HostBuf> = k.outputs.iter().map(|&d| HostBuf::zeros(d, len)).collect();
+    let mut views: Vec<_> = outs.iter_mut().map(|b| b.as_slice_mut()).collect();
+    let args = LaunchArgs {
+        shape: shape.to_vec().into(),
+        params: params.to_vec().into(),
+    };
+    interp::Planned::new(k, &ins, &args)?.run(&ins, &mut views, &args, start)?;
+    drop(views);
+    Ok(outs)
+}
+
 /// Runs every element of `k`.
 fn run_all(k: &Kernel, inputs: &[HostBuf], shape: &[usize], params: &[Scalar]) -> Vec<HostBuf> {
     let n = shape.iter().product();
@@ -2141,6 +2163,7 @@ fn views_through_axis_tables_match_per_element_index_arithmetic() {
         ([1, 1, 1], 0),
         ([4, 300, 3], 299),
         ([3, 2, 1000], 1),
+        ([7, 129, 5], 64),
     ] {
         let [na, nb, nc] = shape;
         let n = na * nb * nc;
@@ -2158,11 +2181,22 @@ fn views_through_axis_tables_match_per_element_index_arithmetic() {
             let ix = (na - 1 - a) * nb * nc + r1 as usize * nc + m2;
             (xs[ix] + ys[m2], wrap, r1)
         };
-        for pieces in [1usize, 2, 5] {
+        for (pieces, planned) in [
+            (1usize, false),
+            (2, false),
+            (5, false),
+            (1, true),
+            (5, true),
+        ] {
+            let runner = if planned {
+                run_range_planned
+            } else {
+                run_range
+            };
             let mut s = 0;
             for p in 0..pieces {
                 let e = n * (p + 1) / pieces;
-                let mut outs = run_range(&k, &ins, &shape, &ps, s, e - s).unwrap();
+                let mut outs = runner(&k, &ins, &shape, &ps, s, e - s).unwrap();
                 assert_eq!(outs.len(), 3);
                 let (v, w, r) = (
                     i64s(outs.pop().unwrap()),
@@ -2184,6 +2218,8 @@ fn views_through_axis_tables_match_per_element_index_arithmetic() {
         if n > 1 {
             let short = [HostBuf::F64(xs[..n - 1].to_vec()), ins[1].clone()];
             let e = run_range(&k, &short, &shape, &ps, 0, n).unwrap_err();
+            assert!(e.to_string().contains("out of bounds"), "{shape:?}: {e}");
+            let e = run_range_planned(&k, &short, &shape, &ps, 0, n).unwrap_err();
             assert!(e.to_string().contains("out of bounds"), "{shape:?}: {e}");
         }
     }

@@ -255,8 +255,12 @@ pub(crate) fn run_kernel(
         }
     }
     let nthreads = threads().min(chunks.len());
+    // planned once here, not once per chunk
+    let planned =
+        interp::Planned::new(kernel, &ins, args).map_err(|e| Error::internal("cpu kernel", e))?;
     let run_one = |c: usize, slices: &mut Vec<SliceMut<'_>>| {
-        interp::run(kernel, &ins, slices, args, c * chunk)
+        planned
+            .run(&ins, slices, args, c * chunk)
             .map_err(|e| Error::internal("cpu kernel", e))
     };
     if nthreads <= 1 {
@@ -310,6 +314,17 @@ pub(crate) fn run_kernel_reuse(
         })
         .collect::<Result<_>>()?;
     let mut scratch = HostBuf::zeros(donor.dtype(), n.min(CHUNK));
+    let planned = {
+        let ins: Vec<Slice<'_>> = inputs
+            .iter()
+            .map(|b| b.map_or_else(|| donor.as_slice(), |b| b.as_slice()))
+            .collect();
+        // the plan reads no element of the donor that a chunk replaces: values folded
+        // from input data come from loads at one index for the whole launch, which the
+        // caller's guarantee (input `slot` read only at the index written) rules out for
+        // the donor unless the launch has a single element, computed before any copy
+        interp::Planned::new(kernel, &ins, args).map_err(|e| Error::internal("cpu kernel", e))?
+    };
     let mut start = 0;
     while start < n {
         let len = (n - start).min(CHUNK);
@@ -337,7 +352,8 @@ pub(crate) fn run_kernel_reuse(
                 };
                 slices.push(s);
             }
-            interp::run(kernel, &ins, &mut slices, args, start)
+            planned
+                .run(&ins, &mut slices, args, start)
                 .map_err(|e| Error::internal("cpu kernel", e))?;
         }
         copy_chunk(donor, start, &scratch, len);

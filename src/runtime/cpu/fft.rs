@@ -122,14 +122,15 @@ fn scatter<E: Copy + Send + Sync>(
 }
 
 /// The most columns one task of a strided pass gathers at a time for lines of `n`
-/// elements of `E`: a copy of at most about 64 KiB (it stays in the L2 cache while it is
-/// written column by column and transformed), at least a cache line of each row, at most
-/// 32 columns (measured on 256-point lines of `Complex<f32>`: 32 columns took 5-10 % less
-/// time per pass than 8 or 16).
+/// elements of `E`: 32, or fewer where 32 lines would exceed 256 KiB (the copy stays in
+/// the L2 cache while it is written column by column and transformed), but at least a
+/// cache line of each row. Measured on the 2-core development machine (one thread): 32
+/// columns took 5-10 % less time per pass than 8 or 16 on 256- and 1024-point lines of
+/// `Complex<f32>` (fewer, longer row segments per gather).
 fn group<E>(n: usize) -> usize {
     let size = std::mem::size_of::<E>().max(1);
     let line = (n + LINE_PAD) * size;
-    ((64usize << 10) / line).clamp((64 / size).max(1), 32)
+    ((256usize << 10) / line).clamp((64 / size).max(1), 32)
 }
 
 /// Elements between the starts of two gathered lines beyond their `n` points: with a

@@ -382,7 +382,7 @@ fn run_reduce(dev: &Device, quick: bool) -> lf::Result<()> {
 }
 
 /// Transfers: `to_vec` of an evaluated F32 array of 1, 16 and 64 MiB, `copy_to_slice` of it
-/// into one reused destination, `from_slice` of the same, and `item()` of one element of an
+/// into one reused destination (a `Vec`, and a `PinnedVec`), `from_slice` of the same, and `item()` of one element of an
 /// evaluated array (GB/s of the bytes moved).
 fn run_transfers(dev: &Device) -> lf::Result<()> {
     for n in [1usize << 18, 1 << 22, 1 << 24] {
@@ -401,6 +401,14 @@ fn run_transfers(dev: &Device) -> lf::Result<()> {
         });
         let gbs = format!("{:.1} GB/s", 4.0 * n as f64 / t / 1e9);
         row("readback", 4 * n, "lazyfuse-copy_to_slice", t, &gbs);
+        // the same into page-locked memory: one DMA copy, no copy out of staging
+        let mut pinned = lf::PinnedVec::<f32>::zeros(n, dev)?;
+        let t = bench(dev, 10, 5, |_| {
+            x.copy_to_slice(&mut pinned).expect("readback");
+            std::hint::black_box(&pinned[..]);
+        });
+        let gbs = format!("{:.1} GB/s", 4.0 * n as f64 / t / 1e9);
+        row("readback", 4 * n, "lazyfuse-copy_to_slice-pinned", t, &gbs);
         let t = bench(dev, 10, 5, |_| {
             Array::from_slice_on(&host, &[n], dev)
                 .expect("upload")

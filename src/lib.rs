@@ -164,7 +164,7 @@ pub use error::{Error, Result};
 pub use function::Function;
 /// The host types of `DType::F16` (`half::f16`) and `DType::BF16` (`half::bf16`).
 pub use half::{bf16, f16};
-pub use interop::CudaPtr;
+pub use interop::{CudaPtr, PinnedVec};
 pub use lazyfuse_codegen::DType;
 /// The ndarray version lazyfuse's host interop uses ([`Array::from_ndarray`],
 /// [`Array::to_host`]), so that a program can name exactly these types.

@@ -1064,3 +1064,59 @@ fn copy_to_slice_fills_a_reused_destination() {
         ));
     });
 }
+
+#[test]
+fn copy_to_slice_into_page_locked_memory() {
+    // a PinnedVec destination (page-locked on CUDA: the direct DMA path) gets the same
+    // values as a Vec, whole or in parts of it (a part is still one page-locked buffer);
+    // the memory starts zeroed and the neighbours of a part stay untouched
+    each_device(|dev| {
+        for n in [0usize, 1, 3, 783, (1 << 18) + 3, (1 << 20) + 1] {
+            let mut pinned = lf::PinnedVec::<f32>::zeros(n + 2, dev).unwrap();
+            assert_eq!(pinned.len(), n + 2);
+            assert_eq!(pinned.is_page_locked(), dev.is_cuda());
+            assert!(pinned.iter().all(|&v| v == 0.0), "zeroed, n = {n}");
+            pinned.iter_mut().for_each(|v| *v = -1.0);
+            let host: Vec<f32> = (0..n).map(|i| (i % 9973) as f32 - 17.5).collect();
+            let a = Array::from_slice_on(&host, &[n], dev).unwrap();
+            let b = (&a * 0.001).exp();
+            b.copy_to_slice(&mut pinned[1..n + 1]).unwrap();
+            let want = b.to_vec::<f32>().unwrap();
+            assert_eq!(&pinned[1..n + 1], &want[..], "n = {n}");
+            assert_eq!((pinned[0], pinned[n + 1]), (-1.0, -1.0), "n = {n}");
+            // reused, whole, for another result
+            let c = a.sqrt() + 1.0;
+            let mut whole = lf::PinnedVec::<f32>::zeros(n, dev).unwrap();
+            c.copy_to_slice(&mut whole).unwrap();
+            let want: Vec<f32> = host.iter().map(|&x| x.sqrt() + 1.0).collect();
+            assert_eq!(whole.len(), want.len());
+            for (g, w) in whole.iter().zip(&want) {
+                assert!(
+                    g.to_bits() == w.to_bits() || (g.is_nan() && w.is_nan()),
+                    "{g} {w}"
+                );
+            }
+        }
+        // other dtypes: bools and complex numbers
+        let flags = Array::from_slice_on(&[3i64, -1, 0, 8], &[4], dev)
+            .unwrap()
+            .gt(0i64);
+        let mut out = lf::PinnedVec::<bool>::zeros(4, dev).unwrap();
+        flags.copy_to_slice(&mut out).unwrap();
+        assert_eq!(&out[..], &[true, false, false, true]);
+        let z =
+            Array::from_slice_on(&[c32::new(1.0, -2.0), c32::new(0.5, 4.0)], &[2], dev).unwrap();
+        let mut out = lf::PinnedVec::<c32>::zeros(2, dev).unwrap();
+        (&z * 2.0f32).copy_to_slice(&mut out).unwrap();
+        assert_eq!(&out[..], &[c32::new(2.0, -4.0), c32::new(1.0, 8.0)]);
+        // a wrong length is the same error as for any slice
+        let mut short = lf::PinnedVec::<bool>::zeros(3, dev).unwrap();
+        assert!(matches!(
+            flags.copy_to_slice(&mut short),
+            Err(lf::Error::Shape {
+                op: "copy_to_slice",
+                ..
+            })
+        ));
+    });
+}

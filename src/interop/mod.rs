@@ -3,6 +3,9 @@
 //! between lazyfuse's stream and foreign ones, and DLPack (`dlpack`).
 
 mod dlpack;
+mod pinned;
+
+pub use pinned::PinnedVec;
 
 use crate::graph::{Node, Shape};
 use crate::runtime::{self, Buffer};

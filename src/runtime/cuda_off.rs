@@ -17,6 +17,23 @@ pub struct CudaDevice {
     _never: std::convert::Infallible,
 }
 
+/// Page-locked host memory (never constructed without the `cuda` feature).
+#[derive(Debug)]
+pub struct PinnedHost {
+    _never: std::convert::Infallible,
+}
+
+impl PinnedHost {
+    /// Unreachable.
+    pub fn as_mut_ptr(&self) -> *mut u8 {
+        match self._never {}
+    }
+    /// Unreachable.
+    pub fn bytes(&self) -> usize {
+        match self._never {}
+    }
+}
+
 /// A device buffer (never constructed without the `cuda` feature).
 #[derive(Debug)]
 pub struct CudaBuffer {
@@ -128,6 +145,10 @@ impl CudaDevice {
     }
     /// Unreachable.
     pub fn download_into(&self, _b: &CudaBuffer, _dst: &mut [u8]) -> Result<()> {
+        match self._never {}
+    }
+    /// Unreachable.
+    pub fn alloc_pinned_host(&self, _bytes: usize) -> Result<PinnedHost> {
         match self._never {}
     }
     /// Unreachable.

@@ -65,6 +65,36 @@ fn staging_need(len: usize) -> usize {
     }
 }
 
+/// Page-locked host memory of one device's context (see [`CudaDevice::alloc_pinned_host`]).
+pub struct PinnedHost {
+    _mem: PinnedHostSlice<u8>,
+    ptr: *mut u8,
+    bytes: usize,
+}
+
+// SAFETY: the memory is plain bytes owned by this value alone (`_mem` frees it on drop);
+// access goes through `&self`/`&mut self` like a `Vec<u8>`'s.
+unsafe impl Send for PinnedHost {}
+// SAFETY: as above.
+unsafe impl Sync for PinnedHost {}
+
+impl PinnedHost {
+    /// The first byte (page-aligned).
+    pub fn as_mut_ptr(&self) -> *mut u8 {
+        self.ptr
+    }
+    /// Size in bytes.
+    pub fn bytes(&self) -> usize {
+        self.bytes
+    }
+}
+
+impl std::fmt::Debug for PinnedHost {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "PinnedHost({} bytes at {:p})", self.bytes, self.ptr)
+    }
+}
+
 /// A device buffer: `len` elements of `dtype`, contiguous, 256-byte aligned. Dropping it
 /// returns the memory to the device's pool, ordered after all work queued before the drop.
 ///
@@ -552,7 +582,9 @@ impl CudaDevice {
     }
 
     /// Copies all of `buf` into `dst`, which holds exactly its bytes, waiting for all
-    /// queued work first.
+    /// queued work first. A destination in page-locked memory ([`PinnedHost`], or memory
+    /// another library allocated or registered with the driver) receives one DMA copy
+    /// directly; any other goes through the staging buffer.
     pub fn download_into(&self, buf: &CudaBuffer, dst: &mut [u8]) -> Result<()> {
         self.check_own(buf, "download")?;
         if dst.len() != buf.len * buf.dtype.size() {
@@ -561,8 +593,78 @@ impl CudaDevice {
                 format!("{} bytes for {} {} elements", dst.len(), buf.len, buf.dtype),
             ));
         }
+        if !dst.is_empty() && self.page_locked(dst.as_ptr(), dst.len())? {
+            // SAFETY: `dst` is writable for its length, borrowed mutably until the stream
+            // has finished the copy (synchronized below before returning).
+            unsafe { drv::memcpy_dtoh_async(dst, buf.device_ptr(), self.stream.cu_stream()) }
+                .map_err(driver_err("cuMemcpyDtoHAsync"))?;
+            return self
+                .stream
+                .synchronize()
+                .map_err(driver_err("cuStreamSynchronize"));
+        }
         // SAFETY: `dst` is `dst.len()` writable bytes, borrowed mutably for the call.
         unsafe { self.copy_to_host(buf.device_ptr(), dst.as_mut_ptr(), dst.len()) }
+    }
+
+    /// Whether all `len > 0` bytes at host address `ptr` are page-locked memory known to
+    /// the driver, in one allocation: its first and last byte are host memory of the same
+    /// buffer (`cuPointerGetAttribute`; ordinary pageable memory is unknown to the driver,
+    /// which then answers with an error, taken as "no").
+    fn page_locked(&self, ptr: *const u8, len: usize) -> Result<bool> {
+        self.ctx
+            .bind_to_thread()
+            .map_err(driver_err("cuCtxSetCurrent"))?;
+        let attr = |p: *const u8, a: drv_sys::CUpointer_attribute, out: *mut std::ffi::c_void| {
+            // SAFETY: `out` points to a local of the attribute's type (a 32-bit memory
+            // type or a 64-bit buffer id); the driver only inspects the address.
+            unsafe { drv_sys::cuPointerGetAttribute(out, a, p as u64) }
+                .result()
+                .is_ok()
+        };
+        let mut kind: u32 = 0;
+        let (mut first, mut last): (u64, u64) = (0, 1);
+        let host = drv_sys::CUmemorytype::CU_MEMORYTYPE_HOST as u32;
+        Ok(attr(
+            ptr,
+            drv_sys::CUpointer_attribute::CU_POINTER_ATTRIBUTE_MEMORY_TYPE,
+            &mut kind as *mut u32 as *mut std::ffi::c_void,
+        ) && kind == host
+            && attr(
+                ptr,
+                drv_sys::CUpointer_attribute::CU_POINTER_ATTRIBUTE_BUFFER_ID,
+                &mut first as *mut u64 as *mut std::ffi::c_void,
+            )
+            && attr(
+                ptr.wrapping_add(len - 1),
+                drv_sys::CUpointer_attribute::CU_POINTER_ATTRIBUTE_BUFFER_ID,
+                &mut last as *mut u64 as *mut std::ffi::c_void,
+            )
+            && first == last)
+    }
+
+    /// `bytes` bytes of zeroed page-locked host memory (`cuMemHostAlloc`), freed when the
+    /// result is dropped.
+    pub fn alloc_pinned_host(&self, bytes: usize) -> Result<PinnedHost> {
+        let oom = |_| Error::OutOfMemory {
+            op: "PinnedVec::zeros",
+            bytes,
+            what: "page-locked host memory".into(),
+        };
+        // SAFETY: the memory is zeroed below before anything reads it.
+        let mut mem = unsafe {
+            self.ctx
+                .alloc_pinned_with_flags::<u8>(bytes.max(1), drv_sys::CU_MEMHOSTALLOC_PORTABLE)
+        }
+        .map_err(oom)?;
+        let ptr = mem.as_mut_ptr().map_err(driver_err("cuEventSynchronize"))?;
+        // SAFETY: `ptr` is the start of `bytes.max(1)` bytes just allocated and owned here.
+        unsafe { std::ptr::write_bytes(ptr, 0, bytes.max(1)) };
+        Ok(PinnedHost {
+            _mem: mem,
+            ptr,
+            bytes,
+        })
     }
 
     /// Copies `len` bytes from device address `src` to host address `dst` through the

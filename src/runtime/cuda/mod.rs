@@ -38,7 +38,7 @@ mod memory;
 pub use compile::nvrtc_check;
 pub use device::CudaDevice;
 pub(crate) use device::{event_elapsed, TimingEvent};
-pub use memory::CudaBuffer;
+pub use memory::{CudaBuffer, PinnedHost};
 
 use crate::Error;
 use cudarc::driver::DriverError;

@@ -5,6 +5,7 @@
 //! an `Error::OutOfMemory`, not an abort.
 
 use super::par::{par_chunks_mut, par_for, Disjoint};
+use super::real_lines::{RealLines, RealPlans};
 use crate::graph::{FftKind, FftSpec};
 use crate::{Error, Result};
 use lazyfuse_codegen::{DType, HostBuf};
@@ -291,7 +292,7 @@ static R32: OnceLock<Mutex<RealFftPlanner<f32>>> = OnceLock::new();
 static R64: OnceLock<Mutex<RealFftPlanner<f64>>> = OnceLock::new();
 
 /// Per element type: its planners.
-trait Planners: FftNum + Default {
+trait Planners: FftNum + Default + RealPlans {
     fn complex() -> &'static Mutex<FftPlanner<Self>>;
     fn real() -> &'static Mutex<RealFftPlanner<Self>>;
     /// `len` values for a result that is overwritten entirely: a recycled host buffer as
@@ -418,17 +419,35 @@ where
 }
 
 /// Real-to-complex transform along axis `last` of real `data` (`shape`): the `n / 2 + 1`
-/// non-negative frequencies of every line (realfft: half the work of a complex transform).
-/// `data` is not modified: each line is copied into a working line first (realfft uses
-/// its input as scratch), which is in cache when it is transformed.
+/// non-negative frequencies of every line, half the work of a complex transform (even `n`:
+/// [`RealLines`]; odd `n`: realfft). `data` is not modified: each line is copied into a
+/// working line first, which is in cache when it is transformed.
 fn r2c_axis<T: Planners>(data: &[T], shape: &[usize], last: usize) -> Result<Vec<Complex<T>>> {
     let n = shape[last];
     probe_plan::<T>(n)?;
+    let zero = Complex::new(T::zero(), T::zero());
+    if n >= 2 && n.is_multiple_of(2) {
+        let plan = RealLines::get(n, false, T::complex());
+        return map_lines(
+            data,
+            shape,
+            last,
+            n / 2 + 1,
+            &|x, y| {
+                let mut scratch = try_filled(plan.scratch_len(), zero, "FFT scratch")?;
+                let mut work = try_filled(plan.work_len(), zero, "FFT lines")?;
+                for (xl, yl) in x.chunks(n).zip(y.chunks_mut(n / 2 + 1)) {
+                    plan.forward(xl, yl, &mut work, &mut scratch);
+                }
+                Ok(())
+            },
+            T::complex_output,
+        );
+    }
     let fft = T::real()
         .lock()
         .unwrap_or_else(|e| e.into_inner())
         .plan_fft_forward(n.max(1));
-    let zero = Complex::new(T::zero(), T::zero());
     let scratch_len = fft.get_scratch_len();
     map_lines(
         data,
@@ -463,11 +482,41 @@ fn c2r_axis<T: Planners>(
     let n = shape[last];
     let h = m / 2 + 1;
     probe_plan::<T>(m)?;
+    let zero = Complex::new(T::zero(), T::zero());
+    if m >= 2 && m.is_multiple_of(2) {
+        let plan = RealLines::get(m, true, T::complex());
+        return map_lines(
+            data,
+            shape,
+            last,
+            m,
+            &|x, y| {
+                let mut scratch = try_filled(plan.scratch_len(), zero, "FFT scratch")?;
+                let mut work = try_filled(plan.work_len(), zero, "FFT lines")?;
+                let mut half = if n < h {
+                    try_filled(h, zero, "FFT lines")?
+                } else {
+                    Vec::new()
+                };
+                for (xl, yl) in x.chunks(n).zip(y.chunks_mut(m)) {
+                    // the spectrum cut to `h` entries, or zero-padded to them
+                    let line = if n >= h {
+                        &xl[..h]
+                    } else {
+                        half[..n].copy_from_slice(xl);
+                        &half[..]
+                    };
+                    plan.inverse(line, yl, &mut work, &mut scratch);
+                }
+                Ok(())
+            },
+            T::real_output,
+        );
+    }
     let fft = T::real()
         .lock()
         .unwrap_or_else(|e| e.into_inner())
         .plan_fft_inverse(m.max(1));
-    let zero = Complex::new(T::zero(), T::zero());
     let scratch_len = fft.get_scratch_len();
     map_lines(
         data,

@@ -5,6 +5,7 @@ pub(crate) mod fft;
 pub(crate) mod matmul;
 
 pub(crate) mod par;
+mod real_lines;
 
 use crate::{Error, Result};
 use lazyfuse_codegen::{interp, HostBuf, Kernel, LaunchArgs, Slice, SliceMut};

@@ -6,6 +6,7 @@
 
 use super::par::{par_chunks_mut, par_for, Disjoint};
 use super::real_lines::{RealLines, RealPlans};
+use super::transpose::transpose_copy;
 use crate::graph::{FftKind, FftSpec};
 use crate::{Error, Result};
 use lazyfuse_codegen::{DType, HostBuf};
@@ -201,29 +202,16 @@ fn for_lines<E: Copy + Default + Send + Sync>(
             None => base.0,
         };
         let lines = buf[..width * stride].as_mut_ptr();
-        for k in 0..n {
-            // SAFETY: `start + k * inner + li` < `data.len()` = `src.len()` (block `o`,
-            // row `k`, column `c0 + li` < `c1` <= `inner`), and unit `u` is the only one
-            // touching columns `c0..c1` of block `o` of `data`; `li * stride + k` <
-            // `width * stride`, inside `buf`, which nothing else borrows here.
-            unsafe {
-                let row = from.add(start + k * inner);
-                for li in 0..width {
-                    *lines.add(li * stride + k) = *row.add(li);
-                }
-            }
-        }
+        // SAFETY: row `k < n`, column `li < width` of block `o` is element
+        // `start + k * inner + li` < `data.len()` = `src.len()` (column `c0 + li` < `c1` <=
+        // `inner`), and unit `u` is the only one touching columns `c0..c1` of block `o` of
+        // `data`; `li * stride + k` < `width * stride`, inside `buf`, which nothing else
+        // borrows here; `buf` and the data do not overlap.
+        unsafe { transpose_copy(from.add(start), inner, lines, stride, n, width) };
         f(&mut buf[..width * stride], stride, None)?;
         let lines = buf[..width * stride].as_ptr();
-        for k in 0..n {
-            // SAFETY: as above.
-            unsafe {
-                let row = base.0.add(start + k * inner);
-                for li in 0..width {
-                    *row.add(li) = *lines.add(li * stride + k);
-                }
-            }
-        }
+        // SAFETY: as above, in the other direction.
+        unsafe { transpose_copy(lines, stride, base.0.add(start), inner, width, n) };
         Ok(())
     };
     let init = || try_filled(stride * width_max, E::default(), "FFT lines");

@@ -6,6 +6,7 @@ pub(crate) mod matmul;
 
 pub(crate) mod par;
 mod real_lines;
+mod transpose;
 
 use crate::{Error, Result};
 use lazyfuse_codegen::{interp, HostBuf, Kernel, LaunchArgs, Slice, SliceMut};

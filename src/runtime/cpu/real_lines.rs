@@ -21,17 +21,19 @@ pub(super) struct RealLines<T: FftNum> {
     tw: Vec<Complex<T>>,
 }
 
+/// Plans by (length, inverse).
+type Cache<T> = Mutex<HashMap<(usize, bool), Arc<RealLines<T>>>>;
+
 /// Per element type: the cache of [`RealLines`] by length and direction.
 pub(super) trait RealPlans: FftNum {
-    fn cache() -> &'static Mutex<HashMap<(usize, bool), Arc<RealLines<Self>>>>;
+    fn cache() -> &'static Cache<Self>;
 }
 
 macro_rules! real_plans {
     ($t:ty) => {
         impl RealPlans for $t {
-            fn cache() -> &'static Mutex<HashMap<(usize, bool), Arc<RealLines<$t>>>> {
-                static C: OnceLock<Mutex<HashMap<(usize, bool), Arc<RealLines<$t>>>>> =
-                    OnceLock::new();
+            fn cache() -> &'static Cache<$t> {
+                static C: OnceLock<Cache<$t>> = OnceLock::new();
                 C.get_or_init(|| Mutex::new(HashMap::new()))
             }
         }

@@ -182,7 +182,15 @@ fn for_lines<E: Copy + Default + Send + Sync>(
     let outer = data.len() / (n * inner);
     // groups of near-equal width: 129 columns as 5 groups of 25-26, not 4 of 32 and one
     // of a single column, which would read a whole cache line of every row for one value
-    let groups = inner.div_ceil(group::<E>(n));
+    let mut groups = inner.div_ceil(group::<E>(n));
+    // a whole number of groups per thread when one block is split over the pool (129
+    // columns on two threads: 6 groups, three each, not 5 split 3 + 2), as long as each
+    // group keeps a cache line of every row
+    let threads = super::threads().max(1);
+    let min_width = (64 / std::mem::size_of::<E>().max(1)).max(1);
+    if outer == 1 && groups > 1 && inner / groups.next_multiple_of(threads) >= min_width {
+        groups = groups.next_multiple_of(threads);
+    }
     let width_max = inner.div_ceil(groups);
     let units = outer * groups;
     let per = lines_per_task(units, n * width_max);

@@ -212,7 +212,18 @@ pub(crate) fn run_kernel(
         }
         (Some(_), Some(&r)) => (CHUNK / r.max(1)).max(1),
         // at least four items per thread down to MIN_CHUNK elements each
-        _ => n.div_ceil(threads() * 4).clamp(MIN_CHUNK, CHUNK),
+        _ => {
+            let chunk = n.div_ceil(threads() * 4).clamp(MIN_CHUNK, CHUNK);
+            // a whole number of chunks per thread (33K elements on two threads: four
+            // chunks of 8K, not 16K + 16K + 1K, which leaves one thread the last chunk
+            // alone)
+            let chunks = n.div_ceil(chunk);
+            if chunks > 1 {
+                n.div_ceil(chunks.next_multiple_of(threads()))
+            } else {
+                chunk
+            }
+        }
     };
     // an elementwise kernel stores every element of every output on every tile (the IR
     // checks that each output is stored exactly once), so its outputs need no zeroing

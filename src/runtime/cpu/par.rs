@@ -9,11 +9,30 @@
 //! finds the work taken and returns, and the caller waits only for indices a helper is
 //! still running. A loop is never slower than one thread by more than the helpers'
 //! hand-off, and gains when they start in time.
+//!
+//! A helper that has finished its part of a loop stays for [`LINGER`], spinning, and
+//! joins the next loop started meanwhile: the loops of one evaluation (a kernel, the row
+//! and column passes of an FFT, the next kernel) follow each other within microseconds,
+//! and a helper that went back to sleep would be woken, late, for each. A loop started
+//! while helpers linger spawns only as many new ones as are missing.
 
 use crate::{Error, Result};
 use std::panic::{catch_unwind, resume_unwind, AssertUnwindSafe};
-use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+/// How long a helper waits, spinning, for the next loop after finishing its part of one
+/// (OpenMP runtimes spin for milliseconds by default; this is the cost of one hand-off on
+/// the 2-core development machine).
+const LINGER: Duration = Duration::from_micros(100);
+
+/// The most recently started loop, with its number: what a lingering helper joins.
+static LATEST: Mutex<Option<(u64, Arc<Shared>)>> = Mutex::new(None);
+/// The number of the most recently started loop.
+static STARTED: AtomicU64 = AtomicU64::new(0);
+/// Helpers lingering now.
+static LINGERING: AtomicUsize = AtomicUsize::new(0);
 
 /// The loop body as a pointer without its lifetime (see the safety argument of [`par_for`]).
 type Body = *const (dyn Fn(usize) -> Result<()> + Sync);
@@ -91,9 +110,17 @@ pub(crate) fn par_for(n: usize, body: &(dyn Fn(usize) -> Result<()> + Sync)) -> 
         error: Mutex::new(None),
         panic: Mutex::new(None),
     });
-    for _ in 0..helpers {
+    let number = {
+        let mut latest = LATEST.lock().unwrap_or_else(|p| p.into_inner());
+        let number = STARTED.fetch_add(1, Ordering::AcqRel) + 1;
+        *latest = Some((number, shared.clone()));
+        number
+    };
+    // helpers lingering after an earlier loop join this one by themselves
+    let missing = helpers.saturating_sub(LINGERING.load(Ordering::Acquire));
+    for _ in 0..missing {
         let s = shared.clone();
-        super::spawn(move || s.work());
+        super::spawn(move || help(s, number));
     }
     shared.work();
     let mut spins = 0u32;
@@ -121,6 +148,40 @@ pub(crate) fn par_for(n: usize, body: &(dyn Fn(usize) -> Result<()> + Sync)) -> 
     match error {
         Some(e) => Err(e),
         None => Ok(()),
+    }
+}
+
+/// A helper's life: its part of loop `number`, then the parts of the loops started while it
+/// lingers (see the module documentation). Joining a loop that has finished is harmless:
+/// every index is claimed, so the helper finds nothing to run and never calls its body.
+fn help(first: Arc<Shared>, number: u64) {
+    first.work();
+    drop(first);
+    let mut seen = number;
+    LINGERING.fetch_add(1, Ordering::AcqRel);
+    let mut since = Instant::now();
+    loop {
+        if STARTED.load(Ordering::Acquire) != seen {
+            let next = LATEST
+                .lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .as_ref()
+                .map(|(k, s)| (*k, s.clone()));
+            if let Some((k, s)) = next.filter(|(k, _)| *k != seen) {
+                LINGERING.fetch_sub(1, Ordering::AcqRel);
+                s.work();
+                drop(s);
+                seen = k;
+                LINGERING.fetch_add(1, Ordering::AcqRel);
+                since = Instant::now();
+                continue;
+            }
+        }
+        if since.elapsed() > LINGER {
+            LINGERING.fetch_sub(1, Ordering::AcqRel);
+            return;
+        }
+        std::hint::spin_loop();
     }
 }
 

@@ -67,8 +67,8 @@ pub fn set_real_fft(on: bool) {
 /// The rewrites plan `fft*` of real data as a real-to-complex transform plus a
 /// Hermitian-extension view, and `real(ifft*(y))` as a complex-to-real transform of `y`'s
 /// Hermitian part (exact identities: results agree with the complex plans within FFT
-/// rounding, at half the transform work). On the CPU the 256^2 sim step runs 1.2-1.3
-/// times faster with them (one or two threads); on the H200 cuFFT's C2R of the sim step
+/// rounding, at half the transform work). On the CPU the 256^2 sim step runs 1.4-1.7
+/// times faster with them on one thread, about 1.3 times on two; on the H200 cuFFT's C2R of the sim step
 /// took longer than the C2C it replaced (sim100 1024^2 as a CUDA graph: 4169 us against
 /// 4114 us with C2C; benches/NOTES.md). `LAZYFUSE_REAL_FFT=1` (or `0`) sets them on (off) at start.
 pub fn set_real_fft_mode(mode: Option<bool>) {

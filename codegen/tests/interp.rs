@@ -21,16 +21,7 @@ fn run_range(
     start: usize,
     len: usize,
 ) -> Result<Vec<HostBuf>, IrError> {
-    let ins: Vec<_> = inputs.iter().map(|b| b.as_slice()).collect();
-    let mut outs: Vec<HostBuf> = k.outputs.iter().map(|&d| HostBuf::zeros(d, len)).collect();
-    let mut views: Vec<_> = outs.iter_mut().map(|b| b.as_slice_mut()).collect();
-    let args = LaunchArgs {
-        shape: shape.to_vec().into(),
-        params: params.to_vec().into(),
-    };
-    interp::run(k, &ins, &mut views, &args, start)?;
-    drop(views);
-    Ok(outs)
+    run_range_by(k, inputs, shape, params, start, len, false)
 }
 
 /// [`run_range`] through a plan of the whole launch ([`interp::Planned`]), as the CPU
@@ -43,6 +34,19 @@ fn run_range_planned(
     start: usize,
     len: usize,
 ) -> Result<Vec<HostBuf>, IrError> {
+    run_range_by(k, inputs, shape, params, start, len, true)
+}
+
+/// [`run_range`] through `interp::run`, or through `interp::Planned` when `planned`.
+fn run_range_by(
+    k: &Kernel,
+    inputs: &[HostBuf],
+    shape: &[usize],
+    params: &[Scalar],
+    start: usize,
+    len: usize,
+    planned: bool,
+) -> Result<Vec<HostBuf>, IrError> {
     let ins: Vec<_> = inputs.iter().map(|b| b.as_slice()).collect();
     let mut outs: Vec<HostBuf> = k.outputs.iter().map(|&d| HostBuf::zeros(d, len)).collect();
     let mut views: Vec<_> = outs.iter_mut().map(|b| b.as_slice_mut()).collect();
@@ -50,7 +54,11 @@ fn run_range_planned(
         shape: shape.to_vec().into(),
         params: params.to_vec().into(),
     };
-    interp::Planned::new(k, &ins, &args)?.run(&ins, &mut views, &args, start)?;
+    if planned {
+        interp::Planned::new(k, &ins, &args)?.run(&ins, &mut views, &args, start)?;
+    } else {
+        interp::run(k, &ins, &mut views, &args, start)?;
+    }
     drop(views);
     Ok(outs)
 }

@@ -185,11 +185,11 @@ fn for_lines<E: Copy + Default + Send + Sync>(
     let mut groups = inner.div_ceil(group::<E>(n));
     // a whole number of groups per thread when one block is split over the pool (129
     // columns on two threads: 6 groups, three each, not 5 split 3 + 2), as long as each
-    // group keeps a cache line of every row
-    let threads = super::threads().max(1);
+    // group keeps a cache line of every row and the groups are not halved
+    let balanced = groups.next_multiple_of(super::threads().max(1));
     let min_width = (64 / std::mem::size_of::<E>().max(1)).max(1);
-    if outer == 1 && groups > 1 && inner / groups.next_multiple_of(threads) >= min_width {
-        groups = groups.next_multiple_of(threads);
+    if outer == 1 && groups > 1 && balanced <= 2 * groups && inner / balanced >= min_width {
+        groups = balanced;
     }
     let width_max = inner.div_ceil(groups);
     let units = outer * groups;

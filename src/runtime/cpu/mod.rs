@@ -216,10 +216,12 @@ pub(crate) fn run_kernel(
             let chunk = n.div_ceil(threads() * 4).clamp(MIN_CHUNK, CHUNK);
             // a whole number of chunks per thread (33K elements on two threads: four
             // chunks of 8K, not 16K + 16K + 1K, which leaves one thread the last chunk
-            // alone)
+            // alone), unless that would halve the chunks (65K elements on 16 threads stay
+            // four chunks of 16K, not sixteen of 4K)
             let chunks = n.div_ceil(chunk);
-            if chunks > 1 {
-                n.div_ceil(chunks.next_multiple_of(threads()))
+            let balanced = chunks.next_multiple_of(threads());
+            if chunks > 1 && balanced <= 2 * chunks {
+                n.div_ceil(balanced)
             } else {
                 chunk
             }

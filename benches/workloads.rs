@@ -382,7 +382,8 @@ fn run_reduce(dev: &Device, quick: bool) -> lf::Result<()> {
 }
 
 /// Transfers: `to_vec` of an evaluated F32 array of 1, 16 and 64 MiB, `copy_to_slice` of it
-/// into one reused destination (a `Vec`, and a `PinnedVec`), `from_slice` of the same, and `item()` of one element of an
+/// into one reused destination (a `Vec`, and a `PinnedVec`), `from_slice` of the same (from
+/// both), and `item()` of one element of an
 /// evaluated array (GB/s of the bytes moved).
 fn run_transfers(dev: &Device) -> lf::Result<()> {
     for n in [1usize << 18, 1 << 22, 1 << 24] {
@@ -417,6 +418,15 @@ fn run_transfers(dev: &Device) -> lf::Result<()> {
         });
         let gbs = format!("{:.1} GB/s", 4.0 * n as f64 / t / 1e9);
         row("upload", 4 * n, "lazyfuse-from_slice", t, &gbs);
+        pinned.copy_from_slice(&host);
+        let t = bench(dev, 10, 5, |_| {
+            Array::from_slice_on(&pinned, &[n], dev)
+                .expect("upload")
+                .eval()
+                .expect("eval");
+        });
+        let gbs = format!("{:.1} GB/s", 4.0 * n as f64 / t / 1e9);
+        row("upload", 4 * n, "lazyfuse-from_slice-pinned", t, &gbs);
     }
     let x = Array::arange_on(0.0, 1000.0, 1.0, DType::F32, dev);
     x.eval()?;

@@ -1120,3 +1120,28 @@ fn copy_to_slice_into_page_locked_memory() {
         ));
     });
 }
+
+#[test]
+fn uploads_from_page_locked_memory_do_not_see_later_writes() {
+    // a page-locked source is read by DMA, not staged: an upload must have read it before
+    // it returns, so writing the memory right after cannot change the array (sizes on both
+    // sides of the 8 MiB direct-copy limit)
+    each_device(|dev| {
+        for n in [0usize, 1, 783, (1 << 21) + 3, (3 << 20) + 1] {
+            let mut src = lf::PinnedVec::<f32>::zeros(n, dev).unwrap();
+            for (i, v) in src.iter_mut().enumerate() {
+                *v = (i % 1009) as f32 + 0.5;
+            }
+            let want = src.to_vec();
+            let a = Array::from_slice_on(&src, &[n], dev).unwrap();
+            src.iter_mut().for_each(|v| *v = -7.0);
+            let b = Array::from_slice_on(&src[..n / 2], &[n / 2], dev).unwrap();
+            src.iter_mut().for_each(|v| *v = f32::NAN);
+            assert_eq!(a.to_vec::<f32>().unwrap(), want, "n = {n}");
+            assert!(
+                b.to_vec::<f32>().unwrap().iter().all(|&v| v == -7.0),
+                "n = {n}"
+            );
+        }
+    });
+}

@@ -338,7 +338,8 @@ impl CudaDevice {
     }
 
     /// Copies `host` to a new device buffer. Asynchronous with respect to the device, but
-    /// `host` may be dropped as soon as this returns (the driver stages pageable memory).
+    /// `host` may be dropped as soon as this returns (the driver stages pageable memory;
+    /// a copy from page-locked memory is waited for).
     pub fn upload(&self, host: &HostBuf) -> Result<CudaBuffer> {
         self.upload_bytes(host.dtype(), host.len(), host.as_bytes())
     }
@@ -357,7 +358,11 @@ impl CudaDevice {
                 format!("{} bytes for {len} {dtype} elements", bytes.len()),
             ));
         }
-        if bytes.len() <= DIRECT_MAX {
+        // A page-locked source (a `PinnedVec`, or memory PyTorch or CuPy pinned) is read by
+        // one DMA copy of any size, which the driver does not stage: the copy is waited for
+        // before returning, since the caller may write the memory as soon as this returns.
+        let locked = !bytes.is_empty() && self.page_locked(bytes.as_ptr(), bytes.len())?;
+        if bytes.len() <= DIRECT_MAX || locked {
             if !bytes.is_empty() {
                 let Memory::Pool(slice) = &mut buf.mem else {
                     return Err(Error::internal("upload", "fresh buffer is external"));
@@ -365,6 +370,11 @@ impl CudaDevice {
                 self.stream
                     .memcpy_htod(bytes, &mut **slice)
                     .map_err(driver_err("cuMemcpyHtoDAsync"))?;
+            }
+            if locked {
+                self.stream
+                    .synchronize()
+                    .map_err(driver_err("cuStreamSynchronize"))?;
             }
             return Ok(buf);
         }

@@ -410,23 +410,20 @@ fn run_transfers(dev: &Device) -> lf::Result<()> {
         });
         let gbs = format!("{:.1} GB/s", 4.0 * n as f64 / t / 1e9);
         row("readback", 4 * n, "lazyfuse-copy_to_slice-pinned", t, &gbs);
-        let t = bench(dev, 10, 5, |_| {
-            Array::from_slice_on(&host, &[n], dev)
-                .expect("upload")
-                .eval()
-                .expect("eval");
-        });
-        let gbs = format!("{:.1} GB/s", 4.0 * n as f64 / t / 1e9);
-        row("upload", 4 * n, "lazyfuse-from_slice", t, &gbs);
         pinned.copy_from_slice(&host);
-        let t = bench(dev, 10, 5, |_| {
-            Array::from_slice_on(&pinned, &[n], dev)
-                .expect("upload")
-                .eval()
-                .expect("eval");
-        });
-        let gbs = format!("{:.1} GB/s", 4.0 * n as f64 / t / 1e9);
-        row("upload", 4 * n, "lazyfuse-from_slice-pinned", t, &gbs);
+        for (name, src) in [
+            ("lazyfuse-from_slice", &host[..]),
+            ("lazyfuse-from_slice-pinned", &pinned[..]),
+        ] {
+            let t = bench(dev, 10, 5, |_| {
+                Array::from_slice_on(src, &[n], dev)
+                    .expect("upload")
+                    .eval()
+                    .expect("eval");
+            });
+            let gbs = format!("{:.1} GB/s", 4.0 * n as f64 / t / 1e9);
+            row("upload", 4 * n, name, t, &gbs);
+        }
     }
     let x = Array::arange_on(0.0, 1000.0, 1.0, DType::F32, dev);
     x.eval()?;

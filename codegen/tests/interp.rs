@@ -24,20 +24,8 @@ fn run_range(
     run_range_by(k, inputs, shape, params, start, len, false)
 }
 
-/// [`run_range`] through a plan of the whole launch ([`interp::Planned`]), as the CPU
-/// backend runs the chunks of a split launch.
-fn run_range_planned(
-    k: &Kernel,
-    inputs: &[HostBuf],
-    shape: &[usize],
-    params: &[Scalar],
-    start: usize,
-    len: usize,
-) -> Result<Vec<HostBuf>, IrError> {
-    run_range_by(k, inputs, shape, params, start, len, true)
-}
-
-/// [`run_range`] through `interp::run`, or through `interp::Planned` when `planned`.
+/// [`run_range`] through `interp::run`, or, when `planned`, through a plan of the whole
+/// launch (`interp::Planned`), as the CPU backend runs the chunks of a split launch.
 fn run_range_by(
     k: &Kernel,
     inputs: &[HostBuf],
@@ -2196,15 +2184,10 @@ fn views_through_axis_tables_match_per_element_index_arithmetic() {
             (1, true),
             (5, true),
         ] {
-            let runner = if planned {
-                run_range_planned
-            } else {
-                run_range
-            };
             let mut s = 0;
             for p in 0..pieces {
                 let e = n * (p + 1) / pieces;
-                let mut outs = runner(&k, &ins, &shape, &ps, s, e - s).unwrap();
+                let mut outs = run_range_by(&k, &ins, &shape, &ps, s, e - s, planned).unwrap();
                 assert_eq!(outs.len(), 3);
                 let (v, w, r) = (
                     i64s(outs.pop().unwrap()),
@@ -2227,7 +2210,7 @@ fn views_through_axis_tables_match_per_element_index_arithmetic() {
             let short = [HostBuf::F64(xs[..n - 1].to_vec()), ins[1].clone()];
             let e = run_range(&k, &short, &shape, &ps, 0, n).unwrap_err();
             assert!(e.to_string().contains("out of bounds"), "{shape:?}: {e}");
-            let e = run_range_planned(&k, &short, &shape, &ps, 0, n).unwrap_err();
+            let e = run_range_by(&k, &short, &shape, &ps, 0, n, true).unwrap_err();
             assert!(e.to_string().contains("out of bounds"), "{shape:?}: {e}");
         }
     }

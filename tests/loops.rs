@@ -502,6 +502,42 @@ fn function_matches_the_eval_loop_and_replays() {
     });
 }
 
+/// The step with either FFT plan (complex transforms, or R2C plus the C2R of the Hermitian
+/// half spectrum, which on CUDA runs in place on its dead intermediate input once the step
+/// is recorded as a graph) matches the oracle, called as a traced function and as an eval
+/// loop, over enough calls to record and replay.
+#[test]
+fn both_fft_plans_of_the_step_match_the_oracle_when_replayed() {
+    let _l = lock();
+    for_each_device(|dev| {
+        let n = 48;
+        let before = lf::real_fft_mode();
+        for real in [false, true] {
+            lf::set_real_fft(real);
+            let (u, mult, u0) = setup(dev, n);
+            let dts = vec![0.1; 6];
+            let want = oracle(&u0, n, &dts);
+            let m = mult.clone();
+            let f = lf::Function::trace(&[&u], move |x| vec![step(&x[0], &m, 0.1)]).unwrap();
+            let mut v = u.clone();
+            for _ in &dts {
+                v = f.call(&[&v]).unwrap().remove(0);
+            }
+            check_close(&v, &want, n, 2e-5);
+            let mut w = u.clone();
+            for &dt in &dts {
+                w = step(&w, &mult, dt);
+                w.eval().unwrap();
+            }
+            check_close(&w, &want, n, 2e-5);
+            if dev.is_cuda() && graphs_on() {
+                assert!(f.is_graph(), "real plan {real}: the step replays a graph");
+            }
+        }
+        lf::set_real_fft_mode(before);
+    });
+}
+
 #[test]
 fn function_takes_changing_scalars_as_inputs() {
     let _l = lock();
@@ -846,5 +882,17 @@ fn recorded_ffts_survive_plan_cache_eviction() {
         for k in 0..3 {
             assert_eq!(call(), first, "call {k} after the evictions");
         }
+        // a prime length far larger than the recorded transform's: cuFFT's work area for
+        // it replaces the device's smaller one, which the recorded graph keeps using
+        let m = 65537;
+        let x = Array::full_on(&[m], 1.0, DType::F32, dev) * 0.5;
+        let v = lf::fft::fft(&x, -1).abs().to_vec::<f32>().unwrap();
+        assert_eq!(v.len(), m);
+        assert!((v[0] - 0.5 * m as f32).abs() <= 1e-3 * m as f32, "{}", v[0]);
+        assert!(
+            v[1..].iter().all(|&z| z <= 1e-4 * m as f32),
+            "the spectrum of a constant"
+        );
+        assert_eq!(call(), first, "call after a larger work area");
     });
 }

@@ -221,15 +221,18 @@ impl GraphState {
                     };
                     f += 1;
                     let stage = staged.get(dst);
+                    let src_slot = self.slot(*src)?;
                     out.push(GraphStep::Fft {
                         spec,
-                        src: self.slot(*src)?,
+                        src: src_slot,
                         dst: match stage {
                             Some(st) => Slot::Arena(st.arena),
                             None => self.slot(*dst)?,
                         },
                         in_shape,
                         out_shape,
+                        clobber: matches!(src_slot, Slot::Arena(_))
+                            && !t.steps()[i + 1..].iter().any(|later| reads(later, *src)),
                     });
                     if let Some(st) = stage {
                         out.push(GraphStep::Kernel {
@@ -456,4 +459,13 @@ fn fft_spec_placeholder() -> &'static crate::graph::FftSpec {
         kind: crate::graph::FftKind::C2C,
         hermitian: false,
     })
+}
+
+/// Whether template step `s` reads position `p`.
+fn reads(s: &TStep, p: usize) -> bool {
+    match s {
+        TStep::Kernel { inputs, .. } => inputs.contains(&p),
+        TStep::Copy { src, .. } | TStep::Fft { src, .. } | TStep::Alias { src, .. } => *src == p,
+        TStep::MatMul { a, b, .. } => *a == p || *b == p,
+    }
 }

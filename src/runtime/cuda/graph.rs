@@ -67,6 +67,9 @@ pub(crate) enum GraphStep<'a> {
         dst: Slot,
         in_shape: &'a [usize],
         out_shape: &'a [usize],
+        /// Nothing reads `src` after this step (an intermediate of the arena): the
+        /// transform may overwrite it.
+        clobber: bool,
     },
 }
 
@@ -212,7 +215,12 @@ impl GraphPlan {
             match self.record(steps, ext) {
                 Ok(r) => {
                     bump::graph_captures(1);
-                    debug_log!(2, "graph: recorded {} kernel nodes", r.kernels.len());
+                    debug_log!(
+                        2,
+                        "graph: recorded {} kernel nodes of ours; {}",
+                        r.kernels.len(),
+                        node_census(r.graph)
+                    );
                     self.recorded = Some(r);
                 }
                 Err(e) => self.give_up(&e),
@@ -336,10 +344,13 @@ impl GraphPlan {
                     dst,
                     in_shape,
                     out_shape,
+                    clobber,
                 } => {
                     let (a, b) = (self.buf(*src, ext)?, self.buf(*dst, ext)?);
                     let _range = crate::nvtx::range_with(|| format!("lazyfuse.{}", spec.label()));
-                    self.dev.fft_into(spec, a, b, in_shape, out_shape)?;
+                    let clobber = *clobber && matches!(src, Slot::Arena(_));
+                    self.dev
+                        .fft_into(spec, a, b, in_shape, out_shape, clobber)?;
                     if counting {
                         bump::library_calls(1);
                     }
@@ -505,6 +516,50 @@ impl GraphPlan {
         );
         Ok(())
     }
+}
+
+/// The nodes of `graph` by type, e.g. `7 nodes: 5 kernel, 1 mem alloc, 1 mem free` (for
+/// `LAZYFUSE_DEBUG=2`: cuFFT's kernels and the work areas' memory nodes show here).
+fn node_census(graph: drv_sys::CUgraph) -> String {
+    use drv_sys::CUgraphNodeType as T;
+    let census = catch_unwind(AssertUnwindSafe(|| -> Option<String> {
+        let mut n = 0usize;
+        // SAFETY: a live graph; a null node array asks for the count only.
+        unsafe { drv_sys::cuGraphGetNodes(graph, std::ptr::null_mut(), &mut n) }
+            .result()
+            .ok()?;
+        let mut nodes = vec![std::ptr::null_mut(); n];
+        // SAFETY: `nodes` has room for the `n` nodes the graph holds.
+        unsafe { drv_sys::cuGraphGetNodes(graph, nodes.as_mut_ptr(), &mut n) }
+            .result()
+            .ok()?;
+        let mut counts: Vec<(&'static str, usize)> = Vec::new();
+        for &node in &nodes[..n] {
+            let mut ty = T::CU_GRAPH_NODE_TYPE_EMPTY;
+            // SAFETY: `node` is a node of `graph`, which is alive.
+            unsafe { drv_sys::cuGraphNodeGetType(node, &mut ty) }
+                .result()
+                .ok()?;
+            let name = match ty {
+                T::CU_GRAPH_NODE_TYPE_KERNEL => "kernel",
+                T::CU_GRAPH_NODE_TYPE_MEMCPY => "memcpy",
+                T::CU_GRAPH_NODE_TYPE_MEMSET => "memset",
+                T::CU_GRAPH_NODE_TYPE_MEM_ALLOC => "mem alloc",
+                T::CU_GRAPH_NODE_TYPE_MEM_FREE => "mem free",
+                _ => "other",
+            };
+            match counts.iter_mut().find(|(k, _)| *k == name) {
+                Some((_, c)) => *c += 1,
+                None => counts.push((name, 1)),
+            }
+        }
+        let parts: Vec<String> = counts.iter().map(|(k, c)| format!("{c} {k}")).collect();
+        Some(format!("{n} nodes: {}", parts.join(", ")))
+    }));
+    census
+        .ok()
+        .flatten()
+        .unwrap_or_else(|| "node census unavailable".into())
 }
 
 /// The node the current capture on this thread's capture stream ends in: the kernel just

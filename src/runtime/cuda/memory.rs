@@ -281,13 +281,33 @@ impl CudaDevice {
         dtype: DType,
         len: usize,
     ) -> Result<CudaBuffer> {
+        // The work stream: the device's stream, or the capture stream while this thread
+        // records a CUDA graph (then the allocation is part of the recording).
+        self.alloc_on(me, dtype, len, self.work_stream())
+    }
+
+    /// [`CudaDevice::alloc`] on the device's own stream, also while this thread records a
+    /// CUDA graph: for buffers that outlive any one recording (FFT scratch areas).
+    pub(super) fn alloc_outside_capture(
+        &self,
+        me: &Arc<CudaDevice>,
+        dtype: DType,
+        len: usize,
+    ) -> Result<CudaBuffer> {
+        self.alloc_on(me, dtype, len, self.stream.clone())
+    }
+
+    fn alloc_on(
+        &self,
+        me: &Arc<CudaDevice>,
+        dtype: DType,
+        len: usize,
+        stream: Arc<cudarc::driver::CudaStream>,
+    ) -> Result<CudaBuffer> {
         let bytes = len.checked_mul(dtype.size()).ok_or_else(|| Error::Shape {
             op: "cuda alloc",
             msg: format!("{len} elements of {dtype} overflow the address space"),
         })?;
-        // The work stream: the device's stream, or the capture stream while this thread
-        // records a CUDA graph (then the allocation is part of the recording).
-        let stream = self.work_stream();
         let size = bytes.max(1);
         let kept = if Arc::ptr_eq(&stream, &self.stream) {
             self.free.take(size)

@@ -38,8 +38,10 @@
 //! plan's device tables), so eviction only drops the cache's reference. cuFFT plans are not
 //! thread-safe, so one mutex per device guards the cache and is held through every
 //! execution. Plans are bound to the device's stream (`cufftSetStream`) and made without
-//! automatic work areas: each execution takes one from the device's stream-ordered pool,
-//! freed (stream-ordered) right after, so cached plans hold no work memory. Every call
+//! automatic work areas: every execution uses one scratch area per device, grown to the
+//! largest need (all executions are ordered on the device's stream; a recorded graph keeps
+//! the area it was recorded with), so cached plans hold no work memory and a recorded
+//! graph holds no memory nodes for work areas. Every call
 //! (helper kernels, copies, cuFFT kernels, frees) is queued on the device's one stream, so
 //! the transform is ordered after the kernels that wrote its input and before those that
 //! read its output; nothing here synchronizes except a plan eviction.
@@ -54,8 +56,9 @@ use super::memory::CudaBuffer;
 use crate::graph::{FftKind, FftSpec};
 use crate::{Error, Result};
 use cudarc::cufft::{result as cufft, sys as cufft_sys};
-use cudarc::driver::{result as drv, CudaFunction, DevicePtr};
+use cudarc::driver::{result as drv, CudaFunction};
 use helpers::{compile_helpers, HELPER_BLOCK};
+use lazyfuse_codegen::DType;
 use plan::*;
 use smallvec::SmallVec;
 use std::collections::HashMap;
@@ -106,9 +109,18 @@ impl Drop for Plan {
     }
 }
 
-/// A cuFFT plan a recorded CUDA graph executes: kept alive by the graph (its nodes use the
-/// plan's device tables) after the plan cache may have evicted it.
-pub(crate) struct PinnedPlan(#[allow(dead_code)] Arc<Plan>);
+/// What a recorded CUDA graph's FFT nodes use, kept alive by the graph after the device's
+/// FFT state may have dropped it: a cuFFT plan (its nodes use the plan's device tables) or
+/// the scratch area its executions ran in.
+pub(crate) struct PinnedPlan(#[allow(dead_code)] Pin);
+
+/// What a [`PinnedPlan`] holds.
+enum Pin {
+    /// A plan the cache may evict.
+    Plan(Arc<Plan>),
+    /// A work area a larger one may replace.
+    Scratch(Arc<CudaBuffer>),
+}
 
 thread_local! {
     /// While this thread records a CUDA graph: the plans its FFTs executed.
@@ -126,12 +138,17 @@ pub(crate) fn take_pins() -> Vec<PinnedPlan> {
     PINS.with(|p| p.borrow_mut().take()).unwrap_or_default()
 }
 
-/// The FFT state of one device: its plans and (once needed) its helper kernels.
+/// The FFT state of one device: its plans, (once needed) its helper kernels, and the work
+/// area every execution uses.
 #[derive(Default)]
 struct FftState {
     plans: HashMap<PlanKey, Arc<Plan>>,
     clock: u64,
     helpers: HashMap<String, CudaFunction>,
+    /// cuFFT's work area, shared by every execution on the device (they are ordered on its
+    /// one stream) and grown to the largest need seen: no allocation per execution, and
+    /// no memory nodes in recorded CUDA graphs.
+    scratch: Option<Arc<CudaBuffer>>,
 }
 
 /// The FFT state of device `ordinal` (created on first use, kept for the process like the
@@ -186,13 +203,15 @@ impl CudaDevice {
         };
         let out_len: usize = out_shape.iter().product();
         let out = self.alloc(&me, out_dtype, out_len)?;
-        self.fft_into(spec, input, &out, in_shape, out_shape)?;
+        self.fft_into(spec, input, &out, in_shape, out_shape, false)?;
         Ok(out)
     }
 
     /// [`CudaDevice::fft`] into the existing buffer `out` (of `out_shape`'s length and the
     /// result's dtype), queued on the current work stream (the device's stream, or the
-    /// capture stream while a CUDA graph is being recorded on this thread).
+    /// capture stream while a CUDA graph is being recorded on this thread). With
+    /// `clobber_input` nothing reads `input` after the transform, which may then overwrite
+    /// it (a C2R of an exactly Hermitian spectrum runs on it without a working copy).
     pub(crate) fn fft_into(
         &self,
         spec: &FftSpec,
@@ -200,6 +219,7 @@ impl CudaDevice {
         out: &CudaBuffer,
         in_shape: &[usize],
         out_shape: &[usize],
+        clobber_input: bool,
     ) -> Result<()> {
         let prec = check(spec, input.dtype(), input.len(), in_shape, out_shape)?;
         let me = self.arc()?;
@@ -223,7 +243,7 @@ impl CudaDevice {
         if !cufft_present() {
             return Err(Error::NoCuda("cuFFT library not found".into()));
         }
-        let prog = program(spec, prec, in_shape, out_shape);
+        let prog = program(spec, prec, in_shape, out_shape, clobber_input);
         let work = match prog.work_len {
             0 => None,
             n => Some(self.alloc(&me, prec.complex_dtype(), n)?),
@@ -240,6 +260,7 @@ impl CudaDevice {
         let mut st = lock(&state);
         let mut run = Runner {
             dev: self,
+            me: &me,
             st: &mut st,
             prec,
         };
@@ -275,9 +296,11 @@ impl Ptrs {
     }
 }
 
-/// Runs program steps: the device, its locked FFT state, the precision.
+/// Runs program steps: the device (and an owning handle), its locked FFT state, the
+/// precision.
 struct Runner<'a> {
     dev: &'a CudaDevice,
+    me: &'a Arc<CudaDevice>,
     st: &'a mut FftState,
     prec: Precision,
 }
@@ -371,21 +394,15 @@ impl Runner<'_> {
         // SAFETY: a live plan and a live stream of this device's context.
         unsafe { cufft::set_stream(handle, stream.cu_stream() as cufft_sys::cudaStream_t) }
             .map_err(cufft_err("cufftSetStream"))?;
-        // The work area comes from the stream-ordered pool and is freed on the stream
-        // after the executions below.
-        // SAFETY: uninitialized bytes are fine for a work area (cuFFT writes before reading).
-        let work = unsafe { stream.alloc::<u8>(work_size.max(1)) }
-            .map_err(driver_err("cuMemAllocAsync"))?;
-        let work_ptr = {
-            // Event tracking is off (module docs of `cuda`): the guard records nothing.
-            let (ptr, _guard) = work.device_ptr(&stream);
-            ptr
-        };
-        // SAFETY: the handle is a live plan of this device; the work area holds at least
-        // `work_size` bytes and stays allocated (in stream order) until after every
-        // execution queued below.
-        unsafe { cufft::set_work_area(handle, work_ptr as *mut c_void) }
-            .map_err(cufft_err("cufftSetWorkArea"))?;
+        if work_size > 0 {
+            let work_ptr = self.scratch(work_size)?;
+            // SAFETY: the handle is a live plan of this device; the scratch area holds at
+            // least `work_size` bytes and stays allocated until after every execution
+            // queued below (a replaced area is freed in stream order, or kept by the
+            // recorded graphs that use it).
+            unsafe { cufft::set_work_area(handle, work_ptr as *mut c_void) }
+                .map_err(cufft_err("cufftSetWorkArea"))?;
+        }
         let isize_ = if real_in(key.ty) {
             self.prec.real_size()
         } else {
@@ -406,8 +423,32 @@ impl Runner<'_> {
             // outlive the queued work (their frees are ordered after it on this stream).
             unsafe { exec(key.ty, handle, i, o, dir) }.map_err(cufft_err("cufftExec"))?;
         }
-        drop(work);
         Ok(())
+    }
+
+    /// The device address of the shared work area, grown to at least `bytes` (allocated
+    /// on the device's stream, outside any recording) and pinned by a graph being recorded.
+    fn scratch(&mut self, bytes: usize) -> Result<u64> {
+        let fits = self.st.scratch.as_ref().is_some_and(|b| b.len() >= bytes);
+        if !fits {
+            // Rounded up so that a series of slightly larger needs allocates rarely.
+            let len = bytes.next_power_of_two().max(1 << 16);
+            let buf = self.dev.alloc_outside_capture(self.me, DType::U8, len)?;
+            // the old area (if any) is freed in stream order, after the work queued on it
+            self.st.scratch = Some(Arc::new(buf));
+        }
+        let buf = self.st.scratch.as_ref().expect("allocated above");
+        PINS.with(|pins| {
+            if let Some(v) = pins.borrow_mut().as_mut() {
+                let pinned = v
+                    .iter()
+                    .any(|q| matches!(&q.0, Pin::Scratch(b) if Arc::ptr_eq(b, buf)));
+                if !pinned {
+                    v.push(PinnedPlan(Pin::Scratch(buf.clone())));
+                }
+            }
+        });
+        Ok(buf.device_ptr())
     }
 
     /// The cached plan for `key` (made on a miss): its handle and work size.
@@ -415,8 +456,11 @@ impl Runner<'_> {
         let p = self.plan_arc(key)?;
         PINS.with(|pins| {
             if let Some(v) = pins.borrow_mut().as_mut() {
-                if !v.iter().any(|q| Arc::ptr_eq(&q.0, &p)) {
-                    v.push(PinnedPlan(p.clone()));
+                if !v
+                    .iter()
+                    .any(|q| matches!(&q.0, Pin::Plan(x) if Arc::ptr_eq(x, &p)))
+                {
+                    v.push(PinnedPlan(Pin::Plan(p.clone())));
                 }
             }
         });

@@ -158,7 +158,7 @@ pub(super) fn c2c_blocks(shape: &[usize], axes: &[usize]) -> SmallVec<[(usize, u
 /// A buffer a step reads or writes.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(super) enum Buf {
-    /// The transform's input (never written).
+    /// The transform's input (written only by programs made with `clobber`).
     Input,
     /// The transform's output.
     Output,
@@ -218,12 +218,15 @@ pub(super) struct Program {
     pub(super) work_len: usize,
 }
 
-/// The program of the (checked) transform `spec` from `in_shape` to `out_shape`.
+/// The program of the (checked) transform `spec` from `in_shape` to `out_shape`. With
+/// `clobber` the input is dead after the transform and may be overwritten: a C2R of an
+/// exactly Hermitian half spectrum then runs on it directly, without a working copy.
 pub(super) fn program(
     spec: &FftSpec,
     prec: Precision,
     in_shape: &[usize],
     out_shape: &[usize],
+    clobber: bool,
 ) -> Program {
     let mut b = Builder {
         prec,
@@ -235,7 +238,7 @@ pub(super) fn program(
             b.c2c(in_shape, &spec.axes, Buf::Input, Buf::Output, dir);
         }
         FftKind::R2C => b.r2c(in_shape, out_shape, &spec.axes),
-        FftKind::C2R if spec.hermitian => b.c2r_hermitian(in_shape, out_shape, &spec.axes),
+        FftKind::C2R if spec.hermitian => b.c2r_hermitian(in_shape, out_shape, &spec.axes, clobber),
         FftKind::C2R => b.c2r(in_shape, out_shape, &spec.axes),
     }
     b.prog
@@ -312,14 +315,16 @@ impl Builder {
     }
 
     /// C2R of an exactly Hermitian half spectrum (`in_shape[last] = m / 2 + 1`): a copy
-    /// (cuFFT's C2R overwrites its input), complex inverses along transformed axes outside
-    /// the block, then one multi-dimensional C2R over the transformed axes right before and
-    /// at the real axis (up to rank 3), as the R2C block.
+    /// (cuFFT's C2R overwrites its input; skipped with `clobber`, when the input is dead),
+    /// complex inverses along transformed axes outside the block, then one
+    /// multi-dimensional C2R over the transformed axes right before and at the real axis
+    /// (up to rank 3), as the R2C block.
     pub(super) fn c2r_hermitian(
         &mut self,
         in_shape: &[usize],
         out_shape: &[usize],
         axes: &[usize],
+        clobber: bool,
     ) {
         let (&ra, _) = axes.split_last().expect("checked non-empty");
         let m = out_shape[ra];
@@ -328,17 +333,22 @@ impl Builder {
         }
         let outer: usize = in_shape[..ra].iter().product();
         let inner: usize = in_shape[ra + 1..].iter().product();
-        self.prog.work_len = in_shape.iter().product();
-        self.push(Step::Resize {
-            src: Buf::Input,
-            dst: Buf::Work,
-            outer,
-            n: in_shape[ra],
-            h: in_shape[ra],
-            inner,
-            nyq: -1,
-            sanitize: false,
-        });
+        let work = if clobber {
+            Buf::Input
+        } else {
+            self.prog.work_len = in_shape.iter().product();
+            self.push(Step::Resize {
+                src: Buf::Input,
+                dst: Buf::Work,
+                outer,
+                n: in_shape[ra],
+                h: in_shape[ra],
+                inner,
+                nyq: -1,
+                sanitize: false,
+            });
+            Buf::Work
+        };
         let (is, os, ax) = squeeze(in_shape, out_shape, axes);
         let (&ra, rest) = ax.split_last().expect("the real axis is longer than 1");
         let mut first = ra;
@@ -350,7 +360,7 @@ impl Builder {
             .copied()
             .filter(|&a| a < first || a > ra)
             .collect();
-        self.c2c(&is, &others, Buf::Work, Buf::Work, INVERSE);
+        self.c2c(&is, &others, work, work, INVERSE);
         let c2r = self.prec.c2r();
         self.block(
             c2r,
@@ -358,7 +368,7 @@ impl Builder {
             &os,
             first,
             ra - first + 1,
-            Buf::Work,
+            work,
             Buf::Output,
             INVERSE,
         );
@@ -620,6 +630,8 @@ mod tests {
     struct Emu {
         bufs: [Vec<Z>; 3],
         written: Vec<bool>,
+        /// Whether the program may overwrite its input.
+        clobber: bool,
     }
 
     fn slot(b: Buf) -> usize {
@@ -637,7 +649,7 @@ mod tests {
             v[i]
         }
         fn write(&mut self, b: Buf, i: usize, z: Z) {
-            assert_ne!(b, Buf::Input, "the input is written");
+            assert!(self.clobber || b != Buf::Input, "the input is written");
             let v = &mut self.bufs[slot(b)];
             assert!(i < v.len(), "write {b:?}[{i}] of {}", v.len());
             v[i] = z;
@@ -822,6 +834,15 @@ mod tests {
                 assert_eq!(dims, olog);
                 results.push(a);
             }
+            if ro && src != dst && (src != Buf::Input || self.clobber) {
+                // cuFFT's C2R overwrites its input: nothing may read it afterwards
+                for b in 0..key.batch as usize {
+                    for j in 0..ilen {
+                        let i = at(&multi(&ilog, j), &inembed, key.istride, key.idist, b, ioff);
+                        self.bufs[slot(src)][i] = Z::new(f64::NAN, f64::NAN);
+                    }
+                }
+            }
             let mut seen = std::collections::HashSet::new();
             for (b, a) in results.into_iter().enumerate() {
                 for (j, z) in a.into_iter().enumerate().take(olen) {
@@ -843,6 +864,17 @@ mod tests {
         in_shape: &[usize],
         out_shape: &[usize],
         seed: u64,
+    ) -> std::result::Result<(), String> {
+        emulate_with(spec, in_shape, out_shape, seed, false)
+    }
+
+    /// [`emulate`] of the program made with `clobber` (the input may be overwritten).
+    fn emulate_with(
+        spec: &FftSpec,
+        in_shape: &[usize],
+        out_shape: &[usize],
+        seed: u64,
+        clobber: bool,
     ) -> std::result::Result<(), String> {
         let len: usize = in_shape.iter().product();
         let mut s = seed.wrapping_mul(0x9e37_79b9_7f4a_7c15) | 1;
@@ -878,7 +910,7 @@ mod tests {
         let dtype = host.dtype();
         let prec = check(spec, dtype, len, in_shape, out_shape).map_err(|e| e.to_string())?;
         assert_eq!(prec, Precision::Double);
-        let prog = program(spec, prec, in_shape, out_shape);
+        let prog = program(spec, prec, in_shape, out_shape, clobber);
         let out_len: usize = out_shape.iter().product();
         let mut emu = Emu {
             bufs: [
@@ -887,6 +919,7 @@ mod tests {
                 vec![Z::new(f64::NAN, f64::NAN); prog.work_len],
             ],
             written: vec![false; out_len],
+            clobber,
         };
         for st in &prog.steps {
             emu.step(st);
@@ -1028,8 +1061,12 @@ mod tests {
                     i[ra] = m / 2 + 1;
                     let mut sp = spec(&axes, true, FftKind::C2R);
                     sp.hermitian = true;
-                    if let Err(e) = emulate(&sp, &i, &o, m as u64) {
-                        fails.push(format!("hermitian C2R {i:?} -> {o:?} {axes:?}: {e}"));
+                    for clobber in [false, true] {
+                        if let Err(e) = emulate_with(&sp, &i, &o, m as u64, clobber) {
+                            fails.push(format!(
+                                "hermitian C2R {i:?} -> {o:?} {axes:?} (clobber {clobber}): {e}"
+                            ));
+                        }
                     }
                 }
             }
@@ -1038,12 +1075,22 @@ mod tests {
         // the sim step's inverse: a copy and one rank-2 C2R, nothing else
         let mut sp = spec(&[0, 1], true, FftKind::C2R);
         sp.hermitian = true;
-        let p = program(&sp, Precision::Single, &[256, 129], &[256, 256]);
+        let p = program(&sp, Precision::Single, &[256, 129], &[256, 256], false);
         assert_eq!(p.steps.len(), 2, "{p:?}");
         let Step::Fft { key, .. } = &p.steps[1] else {
             panic!("{p:?}")
         };
         assert_eq!(key.n.as_slice(), &[256i64, 256][..]);
+        // with a dead input: the C2R alone, on the input, no work buffer
+        let p = program(&sp, Precision::Single, &[256, 129], &[256, 256], true);
+        assert_eq!(p.work_len, 0, "{p:?}");
+        let [Step::Fft { key, src, dst, .. }] = p.steps.as_slice() else {
+            panic!("{p:?}")
+        };
+        assert_eq!(
+            (key.n.as_slice(), *src, *dst),
+            (&[256i64, 256][..], Buf::Input, Buf::Output)
+        );
     }
 
     #[test]
@@ -1054,6 +1101,7 @@ mod tests {
             Precision::Single,
             &[3, 8, 16],
             &[3, 8, 16],
+            false,
         );
         assert_eq!(p.steps.len(), 1);
         let Step::Fft {
@@ -1077,6 +1125,7 @@ mod tests {
             Precision::Double,
             &[3, 8, 16],
             &[3, 8, 9],
+            false,
         );
         assert_eq!(p.steps.len(), 1, "{p:?}");
         // axis 0 of [N, I]: strided, batched over I, one execution
@@ -1085,6 +1134,7 @@ mod tests {
             Precision::Single,
             &[8, 5],
             &[8, 5],
+            false,
         );
         let Step::Fft { key, loops, .. } = &p.steps[0] else {
             panic!("{p:?}")
@@ -1096,6 +1146,7 @@ mod tests {
             Precision::Single,
             &[4, 5],
             &[4, 8],
+            false,
         );
         assert_eq!(p.steps.len(), 2, "{p:?}");
         assert_eq!(p.work_len, 20);

@@ -104,9 +104,24 @@ pub fn real_fft_mode() -> Option<bool> {
     }
 }
 
-/// Whether the real-FFT rewrites are on for arrays on `dev`.
+/// Smallest transform (elements of the array transformed) that the real-FFT rewrites
+/// apply to by default on CUDA devices. On the H200 the sim step with R2C/C2R took 33.9
+/// against 39.0 us per step at 1024^2, but 14.8 against 13.5 us at 256^2, where cuFFT's
+/// real transforms save less than their extra kernel costs (benches/NOTES.md).
+pub const CUDA_REAL_FFT_MIN_ELEMENTS: usize = 1 << 19;
+
+/// Whether the real-FFT rewrites are on for arrays on `dev`: the setting when one is made
+/// ([`set_real_fft_mode`], `LAZYFUSE_REAL_FFT`), else on for the CPU and, on CUDA devices,
+/// for transforms of at least [`CUDA_REAL_FFT_MIN_ELEMENTS`] elements
+/// ([`real_fft_enabled_for`]; this answers for the largest).
 pub fn real_fft_enabled_on(dev: &crate::Device) -> bool {
-    real_fft_mode().unwrap_or(!dev.is_cuda())
+    real_fft_enabled_for(dev, usize::MAX)
+}
+
+/// Whether the real-FFT rewrites apply to a transform of an array of `elements` elements
+/// on `dev` (see [`real_fft_enabled_on`]).
+pub fn real_fft_enabled_for(dev: &crate::Device, elements: usize) -> bool {
+    real_fft_mode().unwrap_or(!dev.is_cuda() || elements >= CUDA_REAL_FFT_MIN_ELEMENTS)
 }
 
 /// Whether the real-FFT rewrites are on for arrays on the default device

@@ -68,11 +68,11 @@ fn multiplier(n: usize, dt: f64) -> Vec<f64> {
 }
 
 /// Kernels one simulation step launches on `dev` (see the eval-loop test).
-fn kernels_per_step(dev: &lf::Device) -> u64 {
-    // C2C: the step kernel, the multiplier, the real part; the real-FFT plan: 2, plus the
-    // copy of the C2R result in a CUDA graph
-    let real_plan_plain = lf::real_fft_enabled_on(dev) && !(dev.is_cuda() && graphs_on());
-    if real_plan_plain {
+fn kernels_per_step(dev: &lf::Device, n: usize) -> u64 {
+    // C2C: the step kernel, the multiplier, the real part; the real-FFT plan: the step
+    // kernel and the Hermitian half spectrum times the multiplier (in a CUDA graph the C2R
+    // writes one of two result buffers the graph owns, which alternate, so no copy runs)
+    if lf::real_fft_enabled_for(dev, n * n) {
         2
     } else {
         3
@@ -209,11 +209,10 @@ fn eval_loop_plans_once_compiles_once_and_stays_flat() {
         assert_eq!(s.plan_cache_hits, total as u64);
         assert_eq!(s.kernels_compiled, 0, "a kernel was compiled again");
         assert_eq!(s.disk_cache_hits, 0);
-        // complex transforms (the default on CUDA): 3 kernels, 2 FFTs per step; the real-FFT
-        // plan (the default on the CPU): the step kernel, R2C, the Hermitian half spectrum times
-        // the multiplier (one kernel), C2R, and in a CUDA graph a copy of the C2R result
-        // into the fresh result buffer (cuFFT nodes keep their recorded addresses)
-        assert_eq!(s.kernels_launched, kernels_per_step(dev) * total as u64);
+        // complex transforms (the default for small transforms on CUDA): 3 kernels, 2 FFTs
+        // per step; the real-FFT plan: the step kernel, R2C, the Hermitian half spectrum
+        // times the multiplier (one kernel), C2R
+        assert_eq!(s.kernels_launched, kernels_per_step(dev, n) * total as u64);
         assert_eq!(s.library_calls, 2 * total as u64);
         if dev.is_cuda() && graphs_on() {
             // recorded during the warm-up; every measured step is one graph launch
@@ -488,7 +487,7 @@ fn function_matches_the_eval_loop_and_replays() {
             assert_eq!(s.graph_launches, 0);
             assert!(!f.is_graph());
         }
-        assert_eq!(s.kernels_launched, kernels_per_step(dev) * total as u64);
+        assert_eq!(s.kernels_launched, kernels_per_step(dev, n) * total as u64);
         assert_eq!(s.library_calls, 2 * total as u64);
         assert_eq!(v.shape(), &[n, n]);
         assert_eq!(v.dtype(), DType::F32);
@@ -520,9 +519,20 @@ fn both_fft_plans_of_the_step_match_the_oracle_when_replayed() {
             let m = mult.clone();
             let f = lf::Function::trace(&[&u], move |x| vec![step(&x[0], &m, 0.1)]).unwrap();
             let mut v = u.clone();
-            for _ in &dts {
+            for (i, _) in dts.iter().enumerate() {
+                if i == 3 {
+                    lf::reset_stats();
+                }
                 v = f.call(&[&v]).unwrap().remove(0);
             }
+            // the last three calls: 2 kernels per step with the real plan (no copy of the
+            // C2R result, also in a CUDA graph), 3 with complex transforms
+            let per_call = if real { 2 } else { 3 };
+            assert_eq!(
+                lf::stats().kernels_launched,
+                3 * per_call,
+                "real plan {real}"
+            );
             check_close(&v, &want, n, 2e-5);
             let mut w = u.clone();
             for &dt in &dts {

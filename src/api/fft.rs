@@ -191,7 +191,7 @@ fn real_input(a: &Array, dt: DType, axes: &[usize], inverse: bool, scale: f64) -
     }
     let &last = axes.last()?;
     let n_last = a.shape()[last];
-    if n_last < 2 || !crate::config::real_fft_enabled_on(&a.device()) {
+    if n_last < 2 || !crate::config::real_fft_enabled_for(&a.device(), a.size()) {
         return None;
     }
     let x = real_data(a)?.astype(dt.real());
@@ -394,7 +394,7 @@ pub(crate) fn real_of_inverse(y: &Array) -> Option<Array> {
     if spec.kind != FftKind::C2C
         || !spec.inverse
         || y.is_evaluated()
-        || !crate::config::real_fft_enabled_on(&y.device())
+        || !crate::config::real_fft_enabled_for(&y.device(), y.size())
     {
         return None;
     }

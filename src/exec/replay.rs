@@ -28,8 +28,18 @@ pub(crate) struct GraphState {
     /// FFTs that write a result, by destination position: they write an arena buffer
     /// instead, which a copy kernel moves into the fresh result (cuFFT's graph nodes keep
     /// the addresses they were recorded with; only kernel nodes can be pointed elsewhere).
+    /// Used only when every set in `owned` is busy.
     staged: Arc<Staged>,
+    /// Result buffers this state owns for the results FFTs write, up to [`OWNED_SETS`]
+    /// sets of one buffer per staged result (`(index in result_pos, buffer)`). A call
+    /// hands out a set nobody else holds any more, and its FFTs write into it directly
+    /// (each set has its own recording): in a loop `u = f(u)` two sets alternate and no
+    /// copy kernel runs.
+    owned: Vec<Vec<(usize, Arc<Buffer>)>>,
 }
+
+/// Most sets of owned result buffers one graph state keeps.
+const OWNED_SETS: usize = 2;
 
 /// [`GraphState::staged`].
 type Staged = HashMap<usize, Stage, FxBuild>;
@@ -152,6 +162,7 @@ impl GraphState {
             plan: None,
             n_inputs,
             staged: Arc::new(staged),
+            owned: Vec::new(),
         };
         // Decide eligibility once, on the template's structure (no buffers needed).
         let probe = st.steps_without_args(template).ok()?;
@@ -277,8 +288,15 @@ impl GraphState {
                 _ => args.push(no_args),
             }
         }
+        let set = self.free_owned_set(nodes)?;
+        let none = Staged::default();
         let staged = self.staged.clone();
-        let steps = self.steps(template, &args, &ffts, &staged)?;
+        let steps = self.steps(
+            template,
+            &args,
+            &ffts,
+            if set.is_some() { &none } else { &staged },
+        )?;
         // buffers: inputs, fresh results, fixed
         let fixed_bufs: Vec<Arc<Buffer>> = self
             .fixed
@@ -288,16 +306,25 @@ impl GraphState {
                     .ok_or_else(|| Error::internal("Function", "captured array lost its buffer"))
             })
             .collect::<Result<_>>()?;
-        let outs: Vec<CudaBuffer> = self
+        let owned: &[(usize, Arc<Buffer>)] = set.map_or(&[], |i| &self.owned[i]);
+        let outs: Vec<Arc<Buffer>> = self
             .result_pos
             .iter()
-            .map(|&p| self.dev.alloc_buffer(nodes[p].dtype, nodes[p].size()))
+            .enumerate()
+            .map(|(k, &p)| match owned.iter().find(|(j, _)| *j == k) {
+                Some((_, b)) => Ok(b.clone()),
+                None => Ok(Arc::new(Buffer::Cuda(
+                    self.dev.alloc_buffer(nodes[p].dtype, nodes[p].size())?,
+                ))),
+            })
             .collect::<Result<_>>()?;
         let mut ext: Vec<&CudaBuffer> = Vec::new();
         for b in in_bufs {
             ext.push(cuda_of(b)?);
         }
-        ext.extend(outs.iter());
+        for b in &outs {
+            ext.push(cuda_of(b)?);
+        }
         for b in &fixed_bufs {
             ext.push(cuda_of(b)?);
         }
@@ -308,9 +335,37 @@ impl GraphState {
         plan.run(&steps, &ext)?;
         drop(ext);
         for (&p, buf) in self.result_pos.iter().zip(outs) {
-            nodes[p].realize(Arc::new(Buffer::Cuda(buf)));
+            nodes[p].realize(buf);
         }
         Ok(())
+    }
+
+    /// A set of owned result buffers that nothing outside this state holds (made when
+    /// fewer than [`OWNED_SETS`] exist); `None` when the plan stages no FFT result or
+    /// every set is still held by the caller.
+    fn free_owned_set(&mut self, nodes: &[Arc<Node>]) -> Result<Option<usize>> {
+        if self.staged.is_empty() {
+            return Ok(None);
+        }
+        if let Some(i) = self
+            .owned
+            .iter()
+            .position(|set| set.iter().all(|(_, b)| Arc::strong_count(b) == 1))
+        {
+            return Ok(Some(i));
+        }
+        if self.owned.len() >= OWNED_SETS {
+            return Ok(None);
+        }
+        let mut set = Vec::new();
+        for (k, &p) in self.result_pos.iter().enumerate() {
+            if self.staged.contains_key(&p) {
+                let b = self.dev.alloc_buffer(nodes[p].dtype, nodes[p].size())?;
+                set.push((k, Arc::new(Buffer::Cuda(b))));
+            }
+        }
+        self.owned.push(set);
+        Ok(Some(self.owned.len() - 1))
     }
 }
 

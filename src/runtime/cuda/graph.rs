@@ -112,12 +112,21 @@ impl Drop for Recorded {
 // through `&mut`), and the driver's graph objects are not tied to a thread.
 unsafe impl Send for Recorded {}
 
+/// Most recordings one plan keeps: one per set of addresses its FFTs run on (a plan whose
+/// last FFT writes a result alternates between result buffers it owns, see
+/// `exec::replay`).
+const MAX_RECORDINGS: usize = 3;
+
+/// The addresses a recording's FFT nodes use: every FFT's source and destination.
+type FftKey = SmallVec<[u64; 8]>;
+
 /// The graph state of one repeated plan (owned by a traced `Function`).
 pub(crate) struct GraphPlan {
     dev: Arc<CudaDevice>,
     arena_spec: Vec<(DType, usize)>,
     arena: Vec<CudaBuffer>,
-    recorded: Option<Recorded>,
+    /// The recordings, by the FFT addresses they were recorded with.
+    recorded: Vec<(FftKey, Recorded)>,
     /// Graphs are off for this plan (ineligible, disabled, or a failure).
     off: bool,
     runs: u64,
@@ -182,7 +191,7 @@ impl GraphPlan {
             dev,
             arena_spec: arena,
             arena: Vec::new(),
-            recorded: None,
+            recorded: Vec::new(),
             off,
             runs: 0,
         }
@@ -195,12 +204,15 @@ impl GraphPlan {
 
     /// Whether runs replay a recorded graph.
     pub(crate) fn is_recorded(&self) -> bool {
-        self.recorded.is_some()
+        !self.recorded.is_empty()
     }
 
     /// Runs `steps` with `ext` as the buffers of `Slot::Ext`/`Slot::Fixed` operands (the
     /// results among them already allocated): plainly on the first run, recorded on the
-    /// second and replayed from then on. Asynchronous like every launch.
+    /// second and replayed from then on. FFT nodes keep the addresses they were recorded
+    /// with, so each set of FFT addresses has its own recording (up to
+    /// [`MAX_RECORDINGS`]; runs on further sets go plainly). Asynchronous like every
+    /// launch.
     pub(crate) fn run(&mut self, steps: &[GraphStep<'_>], ext: &[&CudaBuffer]) -> Result<()> {
         if self.arena.len() != self.arena_spec.len() {
             let me = self.dev.arc()?;
@@ -211,7 +223,9 @@ impl GraphPlan {
                 .collect::<Result<_>>()?;
         }
         self.runs += 1;
-        if !self.off && self.recorded.is_none() && self.runs >= 2 {
+        let key = self.fft_key(steps, ext)?;
+        let mut at = self.recorded.iter().position(|(k, _)| *k == key);
+        if !self.off && at.is_none() && self.runs >= 2 && self.recorded.len() < MAX_RECORDINGS {
             match self.record(steps, ext) {
                 Ok(r) => {
                     bump::graph_captures(1);
@@ -221,20 +235,21 @@ impl GraphPlan {
                         r.kernels.len(),
                         node_census(r.graph)
                     );
-                    self.recorded = Some(r);
+                    self.recorded.push((key, r));
+                    at = Some(self.recorded.len() - 1);
                 }
                 Err(e) => self.give_up(&e),
             }
         }
         let mut result = None;
-        if self.recorded.is_some() {
-            match self.replay(steps, ext) {
+        if let Some(i) = at.filter(|_| !self.off) {
+            match self.replay(i, steps, ext) {
                 Ok(()) => result = Some(Ok(())),
                 Err(e) => self.give_up(&e),
             }
         }
         let result = result.unwrap_or_else(|| self.plain(steps, ext, None));
-        if self.recorded.is_none() {
+        if self.recorded.is_empty() {
             // Only a recorded graph needs its intermediates to stay put: otherwise they go
             // back to the pool (after the queued work), so a plan run once holds nothing.
             self.arena.clear();
@@ -250,8 +265,20 @@ impl GraphPlan {
             debug_log!(1, "graph: cleared a stored driver error: {stale:?}");
         }
         bump::graph_fallbacks(1);
-        self.recorded = None;
+        self.recorded.clear();
         self.off = true;
+    }
+
+    /// The addresses the FFT steps run on with these buffers.
+    fn fft_key(&self, steps: &[GraphStep<'_>], ext: &[&CudaBuffer]) -> Result<FftKey> {
+        let mut key = FftKey::new();
+        for s in steps {
+            if let GraphStep::Fft { src, dst, .. } = s {
+                key.push(self.ptr(*src, ext)?);
+                key.push(self.ptr(*dst, ext)?);
+            }
+        }
+        Ok(key)
     }
 
     fn ptr(&self, s: Slot, ext: &[&CudaBuffer]) -> Result<u64> {
@@ -435,9 +462,9 @@ impl GraphPlan {
         })
     }
 
-    /// Updates the recorded kernel nodes for this run's buffers and launches the graph on
-    /// the device stream.
-    fn replay(&mut self, steps: &[GraphStep<'_>], ext: &[&CudaBuffer]) -> Result<()> {
+    /// Updates the kernel nodes of recording `at` for this run's buffers and launches its
+    /// graph on the device stream.
+    fn replay(&mut self, at: usize, steps: &[GraphStep<'_>], ext: &[&CudaBuffer]) -> Result<()> {
         let _range = crate::nvtx::range(c"lazyfuse.graph replay");
         let mut blobs = Vec::new();
         for s in steps {
@@ -456,7 +483,8 @@ impl GraphPlan {
         }
         let rec = self
             .recorded
-            .as_mut()
+            .get_mut(at)
+            .map(|(_, r)| r)
             .ok_or_else(|| Error::internal("graph", "replay without a recording"))?;
         if blobs.len() != rec.kernels.len() {
             return Err(Error::internal("graph", "kernel count changed"));

@@ -1,6 +1,7 @@
 //! Repeated plans on CUDA replayed as captured graphs (`runtime::cuda::graph`), for traced
-//! functions and for plain evaluations: results are fresh buffers per call, intermediates
-//! live in the graph's arena.
+//! functions and for plain evaluations: results are fresh buffers per call, except those an
+//! FFT writes (two sets owned here alternate, see `GraphState::owned`); intermediates live
+//! in the graph's arena.
 
 use super::{PosSlot, Res};
 use crate::graph::FxBuild;

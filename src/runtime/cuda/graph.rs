@@ -10,9 +10,11 @@
 //! kernels, copies) keeps the addresses it was recorded with, so FFT inputs and outputs
 //! must be buffers that stay put: intermediates in the graph's own arena (allocated when the
 //! graph is recorded, reused by every replay; a plan that is not recorded frees its
-//! intermediates after each run) or buffers the caller keeps alive for the graph's lifetime.
-//! The caller ([`GraphPlan::new`]) refuses plans that break this and runs them plainly.
-//! FFT work areas are allocated and freed inside the recording (graph memory nodes).
+//! intermediates after each run) or buffers the caller keeps alive for the graph's lifetime
+//! (result buffers the caller owns and alternates, `exec::replay`). A plan keeps one
+//! recording per set of FFT addresses. The caller ([`GraphPlan::new`]) refuses plans whose
+//! FFTs read per-call inputs and runs them plainly. cuFFT's work area is one scratch area
+//! per device (`fft`), so a recording holds no memory nodes for it.
 //!
 //! # Ordering
 //! Recording executes nothing, so the capture stream needs no ordering against the device

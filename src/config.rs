@@ -62,15 +62,16 @@ pub fn set_real_fft(on: bool) {
 }
 
 /// Sets the real-FFT rewrites on (`Some(true)`) or off (`Some(false)`) on every device, or
-/// back to the default (`None`): on for arrays on the CPU, off on CUDA devices.
+/// back to the default (`None`): on for arrays on the CPU, and on CUDA devices for
+/// transforms of at least [`CUDA_REAL_FFT_MIN_ELEMENTS`] elements.
 ///
 /// The rewrites plan `fft*` of real data as a real-to-complex transform plus a
 /// Hermitian-extension view, and `real(ifft*(y))` as a complex-to-real transform of `y`'s
 /// Hermitian part (exact identities: results agree with the complex plans within FFT
 /// rounding, at half the transform work). On the CPU the 256^2 sim step runs 1.4-1.7
-/// times faster with them on one thread, about 1.3 times on two; on the H200 cuFFT's C2R of the sim step
-/// took longer than the C2C it replaced (sim100 1024^2 as a CUDA graph: 4169 us against
-/// 4114 us with C2C; benches/NOTES.md). `LAZYFUSE_REAL_FFT=1` (or `0`) sets them on (off) at start.
+/// times faster with them on one thread, about 1.3 times on two; on the H200 sim100
+/// 1024^2 as a traced function takes 3011 us with them against 3908 us with C2C
+/// (benches/NOTES.md). `LAZYFUSE_REAL_FFT=1` (or `0`) sets them on (off) at start.
 pub fn set_real_fft_mode(mode: Option<bool>) {
     REAL_FFT.store(
         match mode {
@@ -105,9 +106,12 @@ pub fn real_fft_mode() -> Option<bool> {
 }
 
 /// Smallest transform (elements of the array transformed) that the real-FFT rewrites
-/// apply to by default on CUDA devices. On the H200 the sim step with R2C/C2R took 33.9
-/// against 39.0 us per step at 1024^2, but 14.8 against 13.5 us at 256^2, where cuFFT's
-/// real transforms save less than their extra kernel costs (benches/NOTES.md).
+/// apply to by default on CUDA devices. On the H200 the sim step with R2C/C2R took 30.1
+/// against 39.1 us per step at 1024^2 as a traced function (30.7 against 38.9 as an eval
+/// loop). At 512^2 and 256^2 the traced function gains less (17.0 against 18.5, 13.3
+/// against 13.5 us) and the eval loop loses (29.0 against 18.4, 28.4 against 16.1 us: the
+/// rewritten step's larger graph costs host time there), so smaller transforms stay
+/// complex (benches/NOTES.md).
 pub const CUDA_REAL_FFT_MIN_ELEMENTS: usize = 1 << 19;
 
 /// Whether the real-FFT rewrites are on for arrays on `dev`: the setting when one is made

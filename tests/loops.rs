@@ -484,7 +484,11 @@ fn function_matches_the_eval_loop_and_replays() {
         if dev.is_cuda() && graphs_on() {
             // one recording; with the real-FFT plan the C2R writes the result, into one of
             // two result sets the graph owns, recorded on the second and third calls
-            let recordings = if lf::real_fft_enabled_for(dev, n * n) { 2 } else { 1 };
+            let recordings = if lf::real_fft_enabled_for(dev, n * n) {
+                2
+            } else {
+                1
+            };
             assert_eq!(s.graph_captures, recordings);
             assert_eq!(s.graph_launches, total as u64 - 1);
             assert_eq!(s.graph_fallbacks, 0);

@@ -37,6 +37,9 @@ pub(crate) struct GraphState {
     /// (each set has its own recording): in a loop `u = f(u)` two sets alternate and no
     /// copy kernel runs.
     owned: Vec<Vec<(usize, Arc<Buffer>)>>,
+    /// Per template step: an FFT whose source is an arena intermediate that no later step
+    /// reads, so the transform may overwrite it.
+    dead_src: Vec<bool>,
 }
 
 /// Most sets of owned result buffers one graph state keeps.
@@ -155,6 +158,18 @@ impl GraphState {
                 k += 1;
             }
         }
+        let steps = template.steps();
+        let dead_src: Vec<bool> = steps
+            .iter()
+            .enumerate()
+            .map(|(i, s)| match s {
+                TStep::Fft { src, .. } => {
+                    matches!(slot_of[*src], Some(Slot::Arena(_)))
+                        && !steps[i + 1..].iter().any(|later| reads(later, *src))
+                }
+                _ => false,
+            })
+            .collect();
         let mut st = GraphState {
             dev: dev.clone(),
             slot_of,
@@ -164,6 +179,7 @@ impl GraphState {
             n_inputs,
             staged: Arc::new(staged),
             owned: Vec::new(),
+            dead_src,
         };
         // Decide eligibility once, on the template's structure (no buffers needed).
         let probe = st.steps_without_args(template).ok()?;
@@ -233,18 +249,16 @@ impl GraphState {
                     };
                     f += 1;
                     let stage = staged.get(dst);
-                    let src_slot = self.slot(*src)?;
                     out.push(GraphStep::Fft {
                         spec,
-                        src: src_slot,
+                        src: self.slot(*src)?,
                         dst: match stage {
                             Some(st) => Slot::Arena(st.arena),
                             None => self.slot(*dst)?,
                         },
                         in_shape,
                         out_shape,
-                        clobber: matches!(src_slot, Slot::Arena(_))
-                            && !t.steps()[i + 1..].iter().any(|later| reads(later, *src)),
+                        clobber: self.dead_src[i],
                     });
                     if let Some(st) = stage {
                         out.push(GraphStep::Kernel {

@@ -377,9 +377,8 @@ impl GraphPlan {
                 } => {
                     let (a, b) = (self.buf(*src, ext)?, self.buf(*dst, ext)?);
                     let _range = crate::nvtx::range_with(|| format!("lazyfuse.{}", spec.label()));
-                    let clobber = *clobber && matches!(src, Slot::Arena(_));
                     self.dev
-                        .fft_into(spec, a, b, in_shape, out_shape, clobber)?;
+                        .fft_into(spec, a, b, in_shape, out_shape, *clobber)?;
                     if counting {
                         bump::library_calls(1);
                     }

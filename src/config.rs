@@ -1,6 +1,6 @@
 //! Settings read from the environment (documented in docs/env_vars.md) and runtime switches.
 
-use std::sync::atomic::{AtomicBool, AtomicU8, Ordering::Relaxed};
+use std::sync::atomic::{AtomicBool, AtomicU8, AtomicUsize, Ordering::Relaxed};
 use std::sync::OnceLock;
 
 static FUSION_OFF: AtomicBool = AtomicBool::new(false);
@@ -126,6 +126,31 @@ pub fn real_fft_enabled_on(dev: &crate::Device) -> bool {
 /// on `dev` (see [`real_fft_enabled_on`]).
 pub fn real_fft_enabled_for(dev: &crate::Device, elements: usize) -> bool {
     real_fft_mode().unwrap_or(!dev.is_cuda() || elements >= CUDA_REAL_FFT_MIN_ELEMENTS)
+}
+
+/// Smallest 2-D complex transform (elements of the array transformed) whose zero padding
+/// cuFFT skips by default: when the input is zero outside some columns (a padding, shifted
+/// or not), the strided pass runs over those columns only, then the rows. On the H200 the
+/// 4096^2 transform of psf 2048's input took 146 against 212 us with one 2-D plan; at
+/// 1024^2 it took 18.3 against 13.9 us (more launches), so smaller ones use one plan
+/// (benches/NOTES.md, `benches/prune_probe.cu`).
+pub const CUDA_PRUNED_FFT_MIN_ELEMENTS: usize = 1 << 22;
+
+static PRUNED_FFT_MIN: AtomicUsize = AtomicUsize::new(CUDA_PRUNED_FFT_MIN_ELEMENTS);
+
+/// Sets the smallest transform that runs pruned on CUDA devices (see
+/// [`CUDA_PRUNED_FFT_MIN_ELEMENTS`], the default; `usize::MAX` turns pruning off, `0`
+/// prunes every eligible transform) and returns the previous value. It applies to the
+/// transforms queued afterwards: a recorded CUDA graph keeps what it recorded. The results
+/// agree with the unpruned plan within FFT rounding.
+pub fn set_pruned_fft_min_elements(elements: usize) -> usize {
+    PRUNED_FFT_MIN.swap(elements, Relaxed)
+}
+
+/// The smallest transform that runs pruned on CUDA devices
+/// ([`set_pruned_fft_min_elements`]).
+pub fn pruned_fft_min_elements() -> usize {
+    PRUNED_FFT_MIN.load(Relaxed)
 }
 
 /// Whether the real-FFT rewrites are on for arrays on the default device

@@ -1170,3 +1170,80 @@ fn psf_plans_two_kernels_and_one_fft_and_matches_the_host() {
         assert!(total.is_finite() && total > peak);
     });
 }
+
+/// `x` zero-padded by `widths` (before, after) per axis.
+fn pad_nd(x: &Nd, widths: &[(usize, usize)]) -> Nd {
+    let shape: Vec<usize> = x.shape.iter().zip(widths).map(|(&n, &(b, a))| n + b + a).collect();
+    let mut out = Nd::zeros(&shape);
+    for (j, &v) in x.v.iter().enumerate() {
+        let (mut rest, mut at, mut stride) = (j, 0, 1);
+        for d in (0..shape.len()).rev() {
+            at += (rest % x.shape[d] + widths[d].0) * stride;
+            rest /= x.shape[d];
+            stride *= shape[d];
+        }
+        out.v[at] = v;
+    }
+    out
+}
+
+/// Transforms over the last two axes of zero-padded inputs: the padding shifted so that the
+/// data wraps around the edges (psf's layout), in one block and in several, forward and
+/// inverse, 2-D and batched 3-D, single and double precision. The plan records the columns
+/// that hold data, and the results match the naive DFT with pruning forced for every size
+/// (on CUDA: the column passes, then the rows) and with it off. Each is evaluated three times,
+/// so that on CUDA a recorded graph (which transforms the dead input in place) runs too.
+#[test]
+fn transforms_of_zero_padded_inputs_match_the_dft_pruned_and_not() {
+    for_each_device(|dev| {
+        let _g = REWRITES.lock().unwrap_or_else(|e| e.into_inner());
+        let mut c = Checks::default();
+        for prune in [0, usize::MAX] {
+            let before = lf::set_pruned_fft_min_elements(prune);
+            let cases: [(DType, &[usize], &[(usize, usize)], bool); 4] = [
+                (DType::C64, &[5, 6], &[(3, 2), (3, 3)], true),
+                (DType::C128, &[3, 7], &[(1, 4), (0, 9)], false),
+                (DType::C64, &[2, 4, 3], &[(0, 0), (2, 2), (5, 0)], true),
+                (DType::C128, &[17, 9], &[(4, 4), (12, 11)], false),
+            ];
+            for (dt, shape, widths, shift) in cases {
+                for inverse in [false, true] {
+                    let (a, x) = input(dt, shape, shape.iter().sum::<usize>() as u64);
+                    let mut want = pad_nd(&x, widths);
+                    if shift {
+                        for ax in 0..shape.len() {
+                            let n = want.shape[ax] as isize;
+                            want = want.roll(ax as isize, -(n / 2));
+                        }
+                    }
+                    want = if inverse {
+                        want.ifft(-1).ifft(-2)
+                    } else {
+                        want.fft(-1).fft(-2)
+                    };
+                    let what = format!(
+                        "{} of {dt} {shape:?} padded by {widths:?} (shifted {shift}, pruned \
+                         from {prune})",
+                        if inverse { "ifft2" } else { "fft2" }
+                    );
+                    for _ in 0..3 {
+                        let p = a.pad(widths, 0.0);
+                        let p = if shift { lf::fft::ifftshift(&p, None) } else { p };
+                        let y = if inverse {
+                            lf::fft::ifft2(&p)
+                        } else {
+                            lf::fft::fft2(&p)
+                        };
+                        let plan = lf::debug::plan(&[&y]).unwrap();
+                        if !plan.contains("support: some([(") {
+                            c.fails.push(format!("{what}: no support in the plan:\n{plan}"));
+                        }
+                        c.check(&what, &y, &want, dt);
+                    }
+                }
+            }
+            lf::set_pruned_fft_min_elements(before);
+        }
+        c.finish(dev);
+    });
+}

@@ -89,12 +89,19 @@ fn c2c(op: &str, a: &Array, axes: &[isize], inverse: bool, norm: Norm) -> Array 
     if let Some(y) = real_input(a, dt, &axes, inverse, norm.scale(n, inverse)) {
         return y;
     }
+    // a zero padding along the last axis, when it and the one before are transformed
+    let nd = a.ndim();
+    let support = (nd >= 2 && axes.contains(&(nd - 1)) && axes.contains(&(nd - 2)))
+        .then(|| crate::graph::support::nonzero_ranges(&a.node, nd - 1))
+        .flatten()
+        .map(|r| r.into_vec().into_boxed_slice());
     let x = a.astype(dt);
     let spec = FftSpec {
         axes,
         inverse,
         kind: FftKind::C2C,
         hermitian: false,
+        support,
     };
     transform(
         x,
@@ -203,6 +210,7 @@ fn real_input(a: &Array, dt: DType, axes: &[usize], inverse: bool, scale: f64) -
         inverse: false,
         kind: FftKind::R2C,
         hermitian: false,
+        support: None,
     };
     let mut h = transform(x, spec, dt, shape, scale);
     if inverse {
@@ -443,6 +451,7 @@ pub(crate) fn real_of_inverse(y: &Array) -> Option<Array> {
         inverse: true,
         kind: FftKind::C2R,
         hermitian: true,
+        support: None,
     };
     let dev = y.device();
     Some(make(
@@ -500,6 +509,7 @@ fn r2c(op: &str, a: &Array, axes: &[isize], norm: Norm) -> Array {
         inverse: false,
         kind: FftKind::R2C,
         hermitian: false,
+        support: None,
     };
     transform(x, spec, rt.to_complex(), shape, norm.scale(n, false))
 }
@@ -539,6 +549,7 @@ fn c2r(op: &str, a: &Array, n: Option<usize>, axes: &[isize], norm: Norm) -> Arr
         inverse: true,
         kind: FftKind::C2R,
         hermitian: false,
+        support: None,
     };
     transform(x, spec, ct.real(), shape, norm.scale(total, true))
 }

@@ -528,6 +528,7 @@ fn fft_spec_placeholder() -> &'static crate::graph::FftSpec {
         inverse: false,
         kind: crate::graph::FftKind::C2C,
         hermitian: false,
+        support: None,
     })
 }
 

@@ -2,6 +2,7 @@
 //! buffer and drops its inputs, acting as a leaf from then on.
 
 mod display;
+pub(crate) mod support;
 
 use crate::runtime::Buffer;
 use crate::Device;
@@ -102,6 +103,11 @@ pub(crate) struct FftSpec {
     /// complex inverses along the other axes, then C2R with the imaginary parts of the zero
     /// and Nyquist frequencies ignored.
     pub(crate) hermitian: bool,
+    /// C2C only: the index ranges along the input's last axis outside which the input is
+    /// exactly zero (a zero padding, from its structure: `support::nonzero_ranges`), when
+    /// that axis and the one before it are transformed. A device may then skip the lines
+    /// that hold only zeros (cuFFT: the pruned first pass of `cuda::fft::plan`).
+    pub(crate) support: Option<Box<[(usize, usize)]>>,
 }
 
 impl FftSpec {

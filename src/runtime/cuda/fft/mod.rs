@@ -243,7 +243,14 @@ impl CudaDevice {
         if !cufft_present() {
             return Err(Error::NoCuda("cuFFT library not found".into()));
         }
-        let prog = program(spec, prec, in_shape, out_shape, clobber_input);
+        let prog = program(
+            spec,
+            prec,
+            in_shape,
+            out_shape,
+            clobber_input,
+            crate::config::pruned_fft_min_elements(),
+        );
         let work = match prog.work_len {
             0 => None,
             n => Some(self.alloc(&me, prec.complex_dtype(), n)?),
@@ -317,8 +324,20 @@ impl Runner<'_> {
                 loops,
                 istep,
                 ostep,
+                offset,
                 dir,
-            } => self.exec(key, p.of(src), p.of(dst), loops, istep, ostep, dir),
+            } => {
+                let bytes = (offset * self.prec.complex_size()) as u64;
+                let (src, dst) = (p.of(src) + bytes, p.of(dst) + bytes);
+                self.exec(key, src, dst, loops, istep, ostep, dir)
+            }
+            Step::Zero {
+                buf,
+                rows,
+                row_len,
+                lo,
+                hi,
+            } => self.zero(p.of(buf), rows, row_len, lo, hi),
             Step::Copy { src, dst, len } => {
                 self.copy(p.of(dst), p.of(src), len * self.prec.complex_size())
             }
@@ -531,6 +550,30 @@ impl Runner<'_> {
         // the copy is ordered on the stream like every other use of them.
         unsafe { drv::memcpy_dtod_async(dst, src, bytes, self.dev.work_stream().cu_stream()) }
             .map_err(driver_err("cuMemcpyDtoDAsync"))
+    }
+
+    /// Queues the clearing of columns `lo..hi` of `rows` rows of `row_len` complex elements
+    /// at `ptr` (one 2-D memset).
+    fn zero(&self, ptr: u64, rows: usize, row_len: usize, lo: usize, hi: usize) -> Result<()> {
+        let size = self.prec.complex_size();
+        if rows == 0 || lo >= hi {
+            return Ok(());
+        }
+        // SAFETY: rows `0..rows` of `row_len` elements lie inside the live buffer at `ptr`
+        // (sized by the program), and columns `lo..hi <= row_len` inside each row; the
+        // memset is ordered on the stream like every other use of the buffer.
+        unsafe {
+            cudarc::driver::sys::cuMemsetD2D32Async(
+                ptr + (lo * size) as u64,
+                row_len * size,
+                0,
+                (hi - lo) * size / 4,
+                rows,
+                self.dev.work_stream().cu_stream(),
+            )
+        }
+        .result()
+        .map_err(driver_err("cuMemsetD2D32Async"))
     }
 
     /// Launches the helper kernel `base` (of this precision) over `n` elements with `args`.

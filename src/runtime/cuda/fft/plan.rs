@@ -171,7 +171,8 @@ pub(super) enum Buf {
 #[derive(Clone, Debug, PartialEq)]
 pub(super) enum Step {
     /// `loops` executions of the plan `key`, execution `l` reading `src` from element
-    /// `l * istep` and writing `dst` from element `l * ostep` (`src == dst`: in place).
+    /// `offset + l * istep` and writing `dst` from element `offset + l * ostep` (`src ==
+    /// dst`: in place).
     Fft {
         key: PlanKey,
         src: Buf,
@@ -179,7 +180,16 @@ pub(super) enum Step {
         loops: usize,
         istep: usize,
         ostep: usize,
+        offset: usize,
         dir: c_int,
+    },
+    /// Clears columns `lo..hi` of every one of `rows` rows of `row_len` complex elements.
+    Zero {
+        buf: Buf,
+        rows: usize,
+        row_len: usize,
+        lo: usize,
+        hi: usize,
     },
     /// Copies `len` complex elements.
     Copy { src: Buf, dst: Buf, len: usize },
@@ -220,13 +230,16 @@ pub(super) struct Program {
 
 /// The program of the (checked) transform `spec` from `in_shape` to `out_shape`. With
 /// `clobber` the input is dead after the transform and may be overwritten: a C2R of an
-/// exactly Hermitian half spectrum then runs on it directly, without a working copy.
+/// exactly Hermitian half spectrum then runs on it directly, without a working copy, and a
+/// pruned C2C transforms its columns in place there. A C2C whose spec knows where its
+/// input is zero ([`FftSpec::support`]) runs pruned from images of `prune_min` elements.
 pub(super) fn program(
     spec: &FftSpec,
     prec: Precision,
     in_shape: &[usize],
     out_shape: &[usize],
     clobber: bool,
+    prune_min: usize,
 ) -> Program {
     let mut b = Builder {
         prec,
@@ -235,7 +248,12 @@ pub(super) fn program(
     match spec.kind {
         FftKind::C2C => {
             let dir = if spec.inverse { INVERSE } else { FORWARD };
-            b.c2c(in_shape, &spec.axes, Buf::Input, Buf::Output, dir);
+            let pruned = spec.support.as_deref().is_some_and(|s| {
+                b.c2c_pruned(in_shape, &spec.axes, s, clobber, prune_min, dir)
+            });
+            if !pruned {
+                b.c2c(in_shape, &spec.axes, Buf::Input, Buf::Output, dir);
+            }
         }
         FftKind::R2C => b.r2c(in_shape, out_shape, &spec.axes),
         FftKind::C2R if spec.hermitian => b.c2r_hermitian(in_shape, out_shape, &spec.axes, clobber),
@@ -493,8 +511,111 @@ impl Builder {
             loops,
             istep,
             ostep,
+            offset: 0,
             dir,
         });
+    }
+
+    /// The pruned C2C over `axes` of `shape` (which include the last two) of an input that
+    /// is zero outside the columns `support` (ranges along the last axis): 1-D transforms
+    /// of those columns only, then of every row, then the other axes. With `clobber` the
+    /// columns are transformed in place in the input; else into the output, whose other
+    /// columns are cleared. False (nothing queued) where this layout does not apply: more
+    /// than 4 executions of the column plan, a support of over 3/4 of the columns, or an
+    /// image (the last two axes) below `min_elements`.
+    pub(super) fn c2c_pruned(
+        &mut self,
+        shape: &[usize],
+        axes: &[usize],
+        support: &[(usize, usize)],
+        clobber: bool,
+        min_elements: usize,
+        dir: c_int,
+    ) -> bool {
+        let nd = shape.len();
+        if nd < 2 || !axes.contains(&(nd - 1)) || !axes.contains(&(nd - 2)) {
+            return false;
+        }
+        let (rows, cols) = (shape[nd - 2], shape[nd - 1]);
+        let outer: usize = shape[..nd - 2].iter().product();
+        let covered: usize = support.iter().map(|&(l, h)| h.saturating_sub(l)).sum();
+        let sorted = support.windows(2).all(|w| w[0].1 < w[1].0);
+        if rows < 2
+            || cols < 2
+            || rows.saturating_mul(cols) < min_elements
+            || support.is_empty()
+            || !sorted
+            || support.iter().any(|&(l, h)| l >= h || h > cols)
+            || covered * 4 > cols * 3
+            || outer * support.len() > 4
+        {
+            return false;
+        }
+        let image = rows * cols;
+        let to_i64 = |d: usize| SmallVec::from_slice(&[d as i64]);
+        let mid = if clobber { Buf::Input } else { Buf::Output };
+        for &(lo, hi) in support {
+            let key = PlanKey {
+                ty: self.prec.c2c(),
+                n: to_i64(rows),
+                inembed: to_i64(rows),
+                istride: cols as i64,
+                idist: 1,
+                onembed: to_i64(rows),
+                ostride: cols as i64,
+                odist: 1,
+                batch: (hi - lo) as i64,
+            };
+            self.push(Step::Fft {
+                key,
+                src: Buf::Input,
+                dst: mid,
+                loops: outer,
+                istep: image,
+                ostep: image,
+                offset: lo,
+                dir,
+            });
+        }
+        if !clobber {
+            let mut from = 0;
+            for &(lo, hi) in support.iter().chain([&(cols, cols)]) {
+                if from < lo {
+                    self.push(Step::Zero {
+                        buf: Buf::Output,
+                        rows: outer * rows,
+                        row_len: cols,
+                        lo: from,
+                        hi: lo,
+                    });
+                }
+                from = hi;
+            }
+        }
+        let key = PlanKey {
+            ty: self.prec.c2c(),
+            n: to_i64(cols),
+            inembed: to_i64(cols),
+            istride: 1,
+            idist: cols as i64,
+            onembed: to_i64(cols),
+            ostride: 1,
+            odist: cols as i64,
+            batch: (outer * rows) as i64,
+        };
+        self.push(Step::Fft {
+            key,
+            src: mid,
+            dst: Buf::Output,
+            loops: 1,
+            istep: 0,
+            ostep: 0,
+            offset: 0,
+            dir,
+        });
+        let others: Dims = axes.iter().copied().filter(|&a| a < nd - 2).collect();
+        self.c2c(shape, &others, Buf::Output, Buf::Output, dir);
+        true
     }
 }
 
@@ -667,10 +788,24 @@ mod tests {
                     loops,
                     istep,
                     ostep,
+                    offset,
                     dir,
                 } => {
                     for l in 0..loops {
-                        self.exec(key, src, dst, l * istep, l * ostep, dir);
+                        self.exec(key, src, dst, offset + l * istep, offset + l * ostep, dir);
+                    }
+                }
+                Step::Zero {
+                    buf,
+                    rows,
+                    row_len,
+                    lo,
+                    hi,
+                } => {
+                    for r in 0..rows {
+                        for c in lo..hi {
+                            self.write(buf, r * row_len + c, Z::new(0.0, 0.0));
+                        }
                     }
                 }
                 Step::Copy { src, dst, len } => {
@@ -896,21 +1031,31 @@ mod tests {
                 inverse: false,
                 hermitian: false,
                 axes: spec.axes.clone(),
+                support: None,
             };
             x = match cpu::fft::run(&r2c, &HostBuf::F64(r), out_shape, in_shape) {
                 Ok(HostBuf::C128(v)) => v,
                 other => return Err(format!("cpu R2C gave {other:?}")),
             };
         }
+        let dtype = if real { DType::F64 } else { DType::C128 };
+        let prec = check(spec, dtype, len, in_shape, out_shape).map_err(|e| e.to_string())?;
+        assert_eq!(prec, Precision::Double);
+        if let Some(support) = spec.support.as_deref() {
+            // zero outside the columns the spec names (pruned from any size)
+            let cols = in_shape[in_shape.len() - 1];
+            for (j, z) in x.iter_mut().enumerate() {
+                if !support.iter().any(|&(l, h)| (l..h).contains(&(j % cols))) {
+                    *z = Z::new(0.0, 0.0);
+                }
+            }
+        }
         let host = if real {
             HostBuf::F64(x.iter().map(|z| z.re).collect())
         } else {
             HostBuf::C128(x.clone())
         };
-        let dtype = host.dtype();
-        let prec = check(spec, dtype, len, in_shape, out_shape).map_err(|e| e.to_string())?;
-        assert_eq!(prec, Precision::Double);
-        let prog = program(spec, prec, in_shape, out_shape, clobber);
+        let prog = program(spec, prec, in_shape, out_shape, clobber, 0);
         let out_len: usize = out_shape.iter().product();
         let mut emu = Emu {
             bufs: [
@@ -991,6 +1136,7 @@ mod tests {
             inverse,
             kind,
             hermitian: false,
+            support: None,
         }
     }
 
@@ -1075,14 +1221,14 @@ mod tests {
         // the sim step's inverse: a copy and one rank-2 C2R, nothing else
         let mut sp = spec(&[0, 1], true, FftKind::C2R);
         sp.hermitian = true;
-        let p = program(&sp, Precision::Single, &[256, 129], &[256, 256], false);
+        let p = program(&sp, Precision::Single, &[256, 129], &[256, 256], false, 0);
         assert_eq!(p.steps.len(), 2, "{p:?}");
         let Step::Fft { key, .. } = &p.steps[1] else {
             panic!("{p:?}")
         };
         assert_eq!(key.n.as_slice(), &[256i64, 256][..]);
         // with a dead input: the C2R alone, on the input, no work buffer
-        let p = program(&sp, Precision::Single, &[256, 129], &[256, 256], true);
+        let p = program(&sp, Precision::Single, &[256, 129], &[256, 256], true, 0);
         assert_eq!(p.work_len, 0, "{p:?}");
         let [Step::Fft { key, src, dst, .. }] = p.steps.as_slice() else {
             panic!("{p:?}")
@@ -1094,6 +1240,78 @@ mod tests {
     }
 
     #[test]
+    fn emulated_pruned_c2c_programs_match_the_cpu() {
+        // inputs zero outside the columns of the support, the last two axes transformed
+        let cases: &[(&[usize], &[(usize, usize)])] = &[
+            (&[6, 8], &[(0, 2), (6, 8)]),
+            (&[5, 8], &[(2, 6)]),
+            (&[4, 7], &[(0, 1), (3, 4), (6, 7)]),
+            (&[3, 4, 6], &[(1, 3)]),
+            (&[2, 1, 5, 4], &[(0, 1), (3, 4)]),
+            (&[1, 9, 6], &[(0, 3)]),
+        ];
+        let mut fails = Vec::new();
+        for &(shape, support) in cases {
+            let nd = shape.len();
+            for first in 0..nd - 1 {
+                let axes: Vec<usize> = (first..nd).collect();
+                for inverse in [false, true] {
+                    let mut sp = spec(&axes, inverse, FftKind::C2C);
+                    sp.support = Some(support.into());
+                    let prog = program(&sp, Precision::Double, shape, shape, false, 0);
+                    let pruned = prog
+                        .steps
+                        .iter()
+                        .any(|s| matches!(s, Step::Fft { offset, .. } if *offset > 0))
+                        || prog.steps.iter().any(|s| matches!(s, Step::Zero { .. }));
+                    let outer: usize = shape[..nd - 2].iter().product();
+                    if pruned != (outer * support.len() <= 4) {
+                        fails.push(format!("{shape:?} {axes:?}: pruned {pruned}: {prog:?}"));
+                    }
+                    for clobber in [false, true] {
+                        if let Err(e) = emulate_with(&sp, shape, shape, nd as u64, clobber) {
+                            fails.push(format!(
+                                "pruned C2C {shape:?} {axes:?} inverse {inverse} support \
+                                 {support:?} (clobber {clobber}): {e}"
+                            ));
+                        }
+                    }
+                }
+            }
+        }
+        assert!(fails.is_empty(), "{}", fails.join("\n"));
+        // psf 2048's transform: two column passes of 1024 columns each in place in the dead
+        // input, then the 4096 rows into the output; below the size, one 2-D plan
+        let mut sp = spec(&[0, 1], false, FftKind::C2C);
+        sp.support = Some(vec![(0, 1024), (3072, 4096)].into());
+        let p = program(&sp, Precision::Single, &[4096, 4096], &[4096, 4096], true, 1 << 22);
+        let cols: Vec<_> = p
+            .steps
+            .iter()
+            .map(|s| match s {
+                Step::Fft {
+                    key, src, dst, offset, ..
+                } => (key.n[0], key.istride, key.batch, *offset, *src, *dst),
+                other => panic!("{other:?}"),
+            })
+            .collect();
+        assert_eq!(
+            cols,
+            [
+                (4096, 4096, 1024, 0, Buf::Input, Buf::Input),
+                (4096, 4096, 1024, 3072, Buf::Input, Buf::Input),
+                (4096, 1, 4096, 0, Buf::Input, Buf::Output),
+            ]
+        );
+        let p = program(&sp, Precision::Single, &[4096, 4096], &[4096, 4096], true, 1 << 25);
+        assert_eq!(p.steps.len(), 1, "{p:?}");
+        // a support of most columns is not worth the extra passes
+        sp.support = Some(vec![(0, 3500)].into());
+        let p = program(&sp, Precision::Single, &[4096, 4096], &[4096, 4096], true, 0);
+        assert_eq!(p.steps.len(), 1, "{p:?}");
+    }
+
+    #[test]
     fn plans_of_the_common_layouts() {
         // fft2 on [B, H, W]: one rank-2 plan, batch B, contiguous, one execution
         let p = program(
@@ -1102,6 +1320,7 @@ mod tests {
             &[3, 8, 16],
             &[3, 8, 16],
             false,
+            0,
         );
         assert_eq!(p.steps.len(), 1);
         let Step::Fft {
@@ -1126,6 +1345,7 @@ mod tests {
             &[3, 8, 16],
             &[3, 8, 9],
             false,
+            0,
         );
         assert_eq!(p.steps.len(), 1, "{p:?}");
         // axis 0 of [N, I]: strided, batched over I, one execution
@@ -1135,6 +1355,7 @@ mod tests {
             &[8, 5],
             &[8, 5],
             false,
+            0,
         );
         let Step::Fft { key, loops, .. } = &p.steps[0] else {
             panic!("{p:?}")
@@ -1147,6 +1368,7 @@ mod tests {
             &[4, 5],
             &[4, 8],
             false,
+            0,
         );
         assert_eq!(p.steps.len(), 2, "{p:?}");
         assert_eq!(p.work_len, 20);

@@ -136,20 +136,52 @@ pub fn real_fft_enabled_for(dev: &crate::Device, elements: usize) -> bool {
 /// (benches/NOTES.md, `benches/prune_probe.cu`).
 pub const CUDA_PRUNED_FFT_MIN_ELEMENTS: usize = 1 << 22;
 
-static PRUNED_FFT_MIN: AtomicUsize = AtomicUsize::new(CUDA_PRUNED_FFT_MIN_ELEMENTS);
+/// `PRUNED_FFT_MIN` before the environment was read.
+const UNREAD: usize = usize::MAX - 1;
+static PRUNED_FFT_MIN: AtomicUsize = AtomicUsize::new(UNREAD);
+
+/// `v`, with the sentinel (a transform of `usize::MAX - 1` elements: none) as off.
+fn not_unread(v: usize) -> usize {
+    if v == UNREAD {
+        usize::MAX
+    } else {
+        v
+    }
+}
 
 /// Sets the smallest transform that runs pruned on CUDA devices (see
 /// [`CUDA_PRUNED_FFT_MIN_ELEMENTS`], the default; `usize::MAX` turns pruning off, `0`
 /// prunes every eligible transform) and returns the previous value. It applies to the
 /// transforms queued afterwards: a recorded CUDA graph keeps what it recorded. The results
-/// agree with the unpruned plan within FFT rounding.
+/// agree with the unpruned plan within FFT rounding. `LAZYFUSE_PRUNED_FFT_MIN=N` (or
+/// `off`) sets it at start.
 pub fn set_pruned_fft_min_elements(elements: usize) -> usize {
-    PRUNED_FFT_MIN.swap(elements, Relaxed)
+    let before = pruned_fft_min_elements();
+    PRUNED_FFT_MIN.store(not_unread(elements), Relaxed);
+    before
 }
 
 /// The smallest transform that runs pruned on CUDA devices
 /// ([`set_pruned_fft_min_elements`]).
 pub fn pruned_fft_min_elements() -> usize {
+    let v = PRUNED_FFT_MIN.load(Relaxed);
+    if v != UNREAD {
+        return v;
+    }
+    let env = std::env::var("LAZYFUSE_PRUNED_FFT_MIN").ok();
+    let v = match env.as_deref().map(str::trim) {
+        Some("off") => usize::MAX,
+        Some(s) => s.parse().unwrap_or_else(|_| {
+            eprintln!(
+                "lazyfuse: LAZYFUSE_PRUNED_FFT_MIN={s:?} is neither a number nor `off`; \
+                 using {CUDA_PRUNED_FFT_MIN_ELEMENTS}"
+            );
+            CUDA_PRUNED_FFT_MIN_ELEMENTS
+        }),
+        None => CUDA_PRUNED_FFT_MIN_ELEMENTS,
+    };
+    // a concurrent `set_pruned_fft_min_elements` wins over the environment
+    let _ = PRUNED_FFT_MIN.compare_exchange(UNREAD, not_unread(v), Relaxed, Relaxed);
     PRUNED_FFT_MIN.load(Relaxed)
 }
 

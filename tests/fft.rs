@@ -1173,7 +1173,12 @@ fn psf_plans_two_kernels_and_one_fft_and_matches_the_host() {
 
 /// `x` zero-padded by `widths` (before, after) per axis.
 fn pad_nd(x: &Nd, widths: &[(usize, usize)]) -> Nd {
-    let shape: Vec<usize> = x.shape.iter().zip(widths).map(|(&n, &(b, a))| n + b + a).collect();
+    let shape: Vec<usize> = x
+        .shape
+        .iter()
+        .zip(widths)
+        .map(|(&n, &(b, a))| n + b + a)
+        .collect();
     let mut out = Nd::zeros(&shape);
     for (j, &v) in x.v.iter().enumerate() {
         let (mut rest, mut at, mut stride) = (j, 0, 1);
@@ -1200,7 +1205,8 @@ fn transforms_of_zero_padded_inputs_match_the_dft_pruned_and_not() {
         let mut c = Checks::default();
         for prune in [0, usize::MAX] {
             let before = lf::set_pruned_fft_min_elements(prune);
-            let cases: [(DType, &[usize], &[(usize, usize)], bool); 4] = [
+            type Case<'a> = (DType, &'a [usize], &'a [(usize, usize)], bool);
+            let cases: [Case; 4] = [
                 (DType::C64, &[5, 6], &[(3, 2), (3, 3)], true),
                 (DType::C128, &[3, 7], &[(1, 4), (0, 9)], false),
                 (DType::C64, &[2, 4, 3], &[(0, 0), (2, 2), (5, 0)], true),
@@ -1228,7 +1234,11 @@ fn transforms_of_zero_padded_inputs_match_the_dft_pruned_and_not() {
                     );
                     for _ in 0..3 {
                         let p = a.pad(widths, 0.0);
-                        let p = if shift { lf::fft::ifftshift(&p, None) } else { p };
+                        let p = if shift {
+                            lf::fft::ifftshift(&p, None)
+                        } else {
+                            p
+                        };
                         let y = if inverse {
                             lf::fft::ifft2(&p)
                         } else {
@@ -1236,7 +1246,8 @@ fn transforms_of_zero_padded_inputs_match_the_dft_pruned_and_not() {
                         };
                         let plan = lf::debug::plan(&[&y]).unwrap();
                         if !plan.contains("support: some([(") {
-                            c.fails.push(format!("{what}: no support in the plan:\n{plan}"));
+                            c.fails
+                                .push(format!("{what}: no support in the plan:\n{plan}"));
                         }
                         c.check(&what, &y, &want, dt);
                     }

@@ -49,7 +49,12 @@ fn ranges(node: &Arc<Node>, axis: usize, depth: usize, budget: &mut usize) -> Op
                 Some(r) => r,
                 None => SmallVec::from_slice(&[(0, n - before - after)]),
             };
-            Some(inner.iter().map(|&(l, h)| (l + before, h + before)).collect())
+            Some(
+                inner
+                    .iter()
+                    .map(|&(l, h)| (l + before, h + before))
+                    .collect(),
+            )
         }
         Op::Roll { axis: a, shift } if *a == axis => {
             let r = below(0, axis, budget)?;
@@ -77,7 +82,8 @@ fn ranges(node: &Arc<Node>, axis: usize, depth: usize, budget: &mut usize) -> Op
             let r = below(0, axis, budget)?;
             let (start, step) = (start as i64, step as i64);
             // output i reads input start + i * step: inside [l, h) for i in [il, ih)
-            let first = |x: i64| (x - start).div_euclid(step) + ((x - start).rem_euclid(step) != 0) as i64;
+            let first =
+                |x: i64| (x - start).div_euclid(step) + ((x - start).rem_euclid(step) != 0) as i64;
             let out: Ranges = r
                 .iter()
                 .map(|&(l, h)| {
@@ -102,9 +108,8 @@ fn ranges(node: &Arc<Node>, axis: usize, depth: usize, budget: &mut usize) -> Op
         Op::Reshape => {
             let x = inputs.first()?;
             let outer: usize = node.shape[..axis].iter().product();
-            let ax = (0..x.shape.len()).find(|&j| {
-                x.shape[j] == n && x.shape[..j].iter().product::<usize>() == outer
-            })?;
+            let ax = (0..x.shape.len())
+                .find(|&j| x.shape[j] == n && x.shape[..j].iter().product::<usize>() == outer)?;
             below(0, ax, budget)
         }
         Op::Binary(BinaryOp::Add | BinaryOp::Sub | BinaryOp::Mul | BinaryOp::Complex) => {
@@ -177,7 +182,10 @@ mod tests {
 
     #[test]
     fn ranges_merge_and_sort() {
-        assert_eq!(normalize(r(&[(5, 7), (0, 2), (2, 3), (6, 9), (4, 4)])), r(&[(0, 3), (5, 9)]));
+        assert_eq!(
+            normalize(r(&[(5, 7), (0, 2), (2, 3), (6, 9), (4, 4)])),
+            r(&[(0, 3), (5, 9)])
+        );
         assert_eq!(union(&r(&[(0, 1)]), &r(&[(3, 4)])), r(&[(0, 1), (3, 4)]));
     }
 
@@ -198,7 +206,10 @@ mod tests {
         assert_eq!(last(&shifted), Some(r(&[(0, 3), (9, 12)])));
         assert_eq!(last(&(-&shifted).conj()), Some(r(&[(0, 3), (9, 12)])));
         // along the other axis too
-        assert_eq!(nonzero_ranges(&shifted.node, 0), Some(r(&[(0, 3), (9, 12)])));
+        assert_eq!(
+            nonzero_ranges(&shifted.node, 0),
+            Some(r(&[(0, 3), (9, 12)]))
+        );
         // a slice keeps the columns it reads: columns 8..12 step 2 read 8, 10
         let sl = padded.slice(crate::s![.., 2..12;2]);
         assert_eq!(last(&sl), Some(r(&[(1, 4)])));
@@ -207,7 +218,10 @@ mod tests {
         assert_eq!(last(&(&padded * &other)), Some(r(&[(0, 9)])));
         // a transpose reads the other axis
         let tall = wave.pad(&[(0, 0), (2, 0)], 0.0); // 6 x 8, data in columns 2..8
-        assert_eq!(nonzero_ranges(&tall.transpose().node, 0), Some(r(&[(2, 8)])));
+        assert_eq!(
+            nonzero_ranges(&tall.transpose().node, 0),
+            Some(r(&[(2, 8)]))
+        );
         assert_eq!(nonzero_ranges(&tall.transpose().node, 1), None);
     }
 
@@ -222,7 +236,8 @@ mod tests {
         assert_eq!(last(&padded.cos()), None);
         assert_eq!(last(&(&padded + 1.0)), None);
         // a broadcast along the axis repeats one column everywhere
-        let col = crate::Array::ones_on(&[8, 1], DType::C64, &Device::Cpu).pad(&[(0, 0), (0, 0)], 0.0);
+        let col =
+            crate::Array::ones_on(&[8, 1], DType::C64, &Device::Cpu).pad(&[(0, 0), (0, 0)], 0.0);
         assert_eq!(last(&col.broadcast_to(&[8, 8])), None);
         // a full padding is no information
         let z = crate::Array::ones_on(&[0, 4], DType::C64, &Device::Cpu);

@@ -248,9 +248,10 @@ pub(super) fn program(
     match spec.kind {
         FftKind::C2C => {
             let dir = if spec.inverse { INVERSE } else { FORWARD };
-            let pruned = spec.support.as_deref().is_some_and(|s| {
-                b.c2c_pruned(in_shape, &spec.axes, s, clobber, prune_min, dir)
-            });
+            let pruned = spec
+                .support
+                .as_deref()
+                .is_some_and(|s| b.c2c_pruned(in_shape, &spec.axes, s, clobber, prune_min, dir));
             if !pruned {
                 b.c2c(in_shape, &spec.axes, Buf::Input, Buf::Output, dir);
             }
@@ -1242,7 +1243,8 @@ mod tests {
     #[test]
     fn emulated_pruned_c2c_programs_match_the_cpu() {
         // inputs zero outside the columns of the support, the last two axes transformed
-        let cases: &[(&[usize], &[(usize, usize)])] = &[
+        type Case<'a> = (&'a [usize], &'a [(usize, usize)]);
+        let cases: &[Case] = &[
             (&[6, 8], &[(0, 2), (6, 8)]),
             (&[5, 8], &[(2, 6)]),
             (&[4, 7], &[(0, 1), (3, 4), (6, 7)]),
@@ -1284,13 +1286,24 @@ mod tests {
         // input, then the 4096 rows into the output; below the size, one 2-D plan
         let mut sp = spec(&[0, 1], false, FftKind::C2C);
         sp.support = Some(vec![(0, 1024), (3072, 4096)].into());
-        let p = program(&sp, Precision::Single, &[4096, 4096], &[4096, 4096], true, 1 << 22);
+        let p = program(
+            &sp,
+            Precision::Single,
+            &[4096, 4096],
+            &[4096, 4096],
+            true,
+            1 << 22,
+        );
         let cols: Vec<_> = p
             .steps
             .iter()
             .map(|s| match s {
                 Step::Fft {
-                    key, src, dst, offset, ..
+                    key,
+                    src,
+                    dst,
+                    offset,
+                    ..
                 } => (key.n[0], key.istride, key.batch, *offset, *src, *dst),
                 other => panic!("{other:?}"),
             })
@@ -1303,11 +1316,25 @@ mod tests {
                 (4096, 1, 4096, 0, Buf::Input, Buf::Output),
             ]
         );
-        let p = program(&sp, Precision::Single, &[4096, 4096], &[4096, 4096], true, 1 << 25);
+        let p = program(
+            &sp,
+            Precision::Single,
+            &[4096, 4096],
+            &[4096, 4096],
+            true,
+            1 << 25,
+        );
         assert_eq!(p.steps.len(), 1, "{p:?}");
         // a support of most columns is not worth the extra passes
         sp.support = Some(vec![(0, 3500)].into());
-        let p = program(&sp, Precision::Single, &[4096, 4096], &[4096, 4096], true, 0);
+        let p = program(
+            &sp,
+            Precision::Single,
+            &[4096, 4096],
+            &[4096, 4096],
+            true,
+            0,
+        );
         assert_eq!(p.steps.len(), 1, "{p:?}");
     }
 

@@ -133,11 +133,13 @@ thread_local! {
 
 /// Grid size for `n` elements: enough blocks to cover every element once, capped at
 /// `BLOCKS_PER_SM` per SM (the kernels' grid-stride loop covers the rest), at least 1.
-pub(super) fn grid_size(n: usize, block: u32, per_thread: u32, sm_count: u32) -> u32 {
+#[cfg(test)]
+fn grid_size(n: usize, block: u32, per_thread: u32, sm_count: u32) -> u32 {
     grid_size_resident(n, block, per_thread, sm_count, None)
 }
 
-/// [`grid_size`] for a kernel of which `resident` blocks fit on one SM at once (the
+/// The grid size for `n` elements (enough blocks to cover every element once, at least 1)
+/// for a kernel of which `resident` blocks fit on one SM at once (the
 /// driver's occupancy figure from its register use): a large launch is capped at
 /// [`grid_waves`] full waves of resident blocks (whole waves, so that the last one fills
 /// every slot); without the figure, at [`BLOCKS_PER_SM`] blocks per SM.
@@ -475,6 +477,56 @@ impl CudaDevice {
         )?;
         self.launch(&p.loaded, blob, n)?;
         Ok(outputs)
+    }
+
+    /// Launches the elementwise `kernel` over raw device addresses of this context: input
+    /// `j` at `inputs[j].0` holding `inputs[j].1` elements of the kernel's dtype, and
+    /// outputs of `args.len()` elements each (which may be an input's address when the
+    /// kernel reads it only at the index it writes). For library steps that address parts
+    /// of buffers they own (the FFT helpers); compiled and cached like any kernel.
+    pub(super) fn launch_raw(
+        &self,
+        kernel: &Arc<Kernel>,
+        inputs: &[(u64, usize)],
+        outputs: &[u64],
+        args: &LaunchArgs,
+    ) -> Result<()> {
+        let n = kernel.out_len(args);
+        if kernel.reduce.is_some()
+            || inputs.len() != kernel.inputs.len()
+            || outputs.len() != kernel.outputs.len()
+        {
+            return Err(Error::internal(
+                "launch_raw",
+                format!(
+                    "{} inputs and {} outputs for a kernel of {} and {}",
+                    inputs.len(),
+                    outputs.len(),
+                    kernel.inputs.len(),
+                    kernel.outputs.len()
+                ),
+            ));
+        }
+        if n == 0 {
+            return Ok(());
+        }
+        let opts = render_options(
+            args.len().max(n),
+            inputs.iter().map(|&(_, len)| len),
+            self.sm_count,
+            true,
+        );
+        let p = self.kernels.prepared(&self.ctx, kernel, &opts)?;
+        let in_ptrs: SmallVec<[u64; 8]> = inputs.iter().map(|&(ptr, _)| ptr).collect();
+        let blob = p.pack(
+            kernel,
+            &opts,
+            &in_ptrs,
+            outputs,
+            args,
+            &ReduceLaunch::default(),
+        )?;
+        self.launch(&p.loaded, blob, n)
     }
 
     /// Checks `inputs` (device, dtype, count) and the reuse request against `kernel`, and

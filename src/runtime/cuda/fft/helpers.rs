@@ -1,172 +1,322 @@
 //! The FFT helper kernels (resizing the half spectrum, the Hermitian pass, real/complex
-//! conversions for length-1 real axes): one CUDA source compiled once per device.
+//! conversions for length-1 real axes) as kernel IR: compiled, cached on disk, profiled and
+//! launched like every fused kernel, and run on the CPU interpreter by the tests.
 
-use super::super::compile::{compile_for, nvrtc_present, Target};
-use super::super::device::CudaDevice;
-use super::super::driver_err;
-use crate::{Error, Result};
-use cudarc::driver::CudaFunction;
-use cudarc::nvrtc::Ptx;
-use lazyfuse_codegen::cuda::Rendered;
-use std::collections::HashMap;
+use super::plan::Precision;
+use lazyfuse_codegen::ir::{Builder, Inst};
+use lazyfuse_codegen::{BinaryOp, DType, Kernel, LaunchArgs, Scalar, UnaryOp};
+use smallvec::smallvec;
+use std::sync::{Arc, OnceLock};
 
-/// Threads per block of the helper kernels.
-pub(super) const HELPER_BLOCK: u32 = 256;
-
-/// Source of the helper kernels (self-contained: no headers). Grid-stride loops over
-/// 64-bit indices; one `extern "C"` entry per kernel and precision.
-pub(super) const HELPER_SOURCE: &str = r#"
-struct __align__(8) lf_c32 { float re, im; };
-struct __align__(16) lf_c64 { double re, im; };
-
-// dst[o, k, i] = k < n ? src[o, k, i] : 0 for k < h; with `sanitize`, the imaginary part
-// of entries k == 0 and k == nyq is cleared.
-template <typename C, typename R>
-__device__ __forceinline__ void resize_impl(const C* __restrict__ src, C* __restrict__ dst,
-    long long outer, long long n, long long h, long long inner, long long nyq, int sanitize) {
-    const long long total = outer * h * inner;
-    for (long long idx = (long long)blockIdx.x * blockDim.x + threadIdx.x; idx < total;
-         idx += (long long)gridDim.x * blockDim.x) {
-        const long long i = idx % inner;
-        const long long t = idx / inner;
-        const long long k = t % h;
-        const long long o = t / h;
-        C v;
-        if (k < n) {
-            v = src[(o * n + k) * inner + i];
-        } else {
-            v.re = (R)0;
-            v.im = (R)0;
-        }
-        if (sanitize && (k == 0 || k == nyq)) v.im = (R)0;
-        dst[idx] = v;
-    }
+/// One helper kernel with its launch arguments.
+pub(super) struct Launch {
+    pub(super) kernel: Arc<Kernel>,
+    pub(super) args: LaunchArgs,
 }
 
-// Clears the imaginary part of w[o, 0, i] and (nyq >= 0) of w[o, nyq, i].
-template <typename C, typename R>
-__device__ __forceinline__ void hermitian_impl(C* w, long long outer, long long h,
-    long long inner, long long nyq) {
-    const long long total = outer * inner;
-    for (long long idx = (long long)blockIdx.x * blockDim.x + threadIdx.x; idx < total;
-         idx += (long long)gridDim.x * blockDim.x) {
-        const long long i = idx % inner;
-        const long long o = idx / inner;
-        const long long base = o * h * inner + i;
-        w[base].im = (R)0;
-        if (nyq >= 0) w[base + nyq * inner].im = (R)0;
-    }
+/// The complex value `v` with its imaginary part cleared where `k` (I64) is 0 or `nyq`.
+fn sanitized(b: &mut Builder, v: u32, k: u32, nyq: u32, complex: DType) -> u32 {
+    let zero = b.const_i64(0);
+    let at_zero = b.binary(BinaryOp::Eq, k, zero);
+    let at_nyq = b.binary(BinaryOp::Eq, k, nyq);
+    let clear = b.binary(BinaryOp::Or, at_zero, at_nyq);
+    let re = b.unary(UnaryOp::Real, v);
+    let real = b.cast(re, complex);
+    b.select(clear, real, v)
 }
 
-template <typename C, typename R>
-__device__ __forceinline__ void to_complex_impl(const R* __restrict__ src, C* __restrict__ dst,
-    long long n) {
-    for (long long j = (long long)blockIdx.x * blockDim.x + threadIdx.x; j < n;
-         j += (long long)gridDim.x * blockDim.x) {
-        C v;
-        v.re = src[j];
-        v.im = (R)0;
-        dst[j] = v;
-    }
-}
-
-template <typename C, typename R>
-__device__ __forceinline__ void real_part_impl(const C* __restrict__ src, R* __restrict__ dst,
-    long long n) {
-    for (long long j = (long long)blockIdx.x * blockDim.x + threadIdx.x; j < n;
-         j += (long long)gridDim.x * blockDim.x) {
-        dst[j] = src[j].re;
-    }
-}
-
-#define LF_FFT_HELPERS(S, C, R)                                                              \
-extern "C" __global__ void __launch_bounds__(256) lf_fft_resize_##S(const C* src, C* dst,    \
-    long long outer, long long n, long long h, long long inner, long long nyq, int sanitize) { \
-    resize_impl<C, R>(src, dst, outer, n, h, inner, nyq, sanitize);                          \
-}                                                                                            \
-extern "C" __global__ void __launch_bounds__(256) lf_fft_hermitian_##S(C* w,                 \
-    long long outer, long long h, long long inner, long long nyq) {                          \
-    hermitian_impl<C, R>(w, outer, h, inner, nyq);                                           \
-}                                                                                            \
-extern "C" __global__ void __launch_bounds__(256) lf_fft_to_complex_##S(const R* src, C* dst, \
-    long long n) {                                                                           \
-    to_complex_impl<C, R>(src, dst, n);                                                      \
-}                                                                                            \
-extern "C" __global__ void __launch_bounds__(256) lf_fft_real_part_##S(const C* src, R* dst, \
-    long long n) {                                                                           \
-    real_part_impl<C, R>(src, dst, n);                                                       \
-}
-
-LF_FFT_HELPERS(f32, lf_c32, float)
-LF_FFT_HELPERS(f64, lf_c64, double)
-"#;
-
-/// Entry names of [`HELPER_SOURCE`].
-pub(super) const HELPER_ENTRIES: [&str; 8] = [
-    "lf_fft_resize_f32",
-    "lf_fft_hermitian_f32",
-    "lf_fft_to_complex_f32",
-    "lf_fft_real_part_f32",
-    "lf_fft_resize_f64",
-    "lf_fft_hermitian_f64",
-    "lf_fft_to_complex_f64",
-    "lf_fft_real_part_f64",
-];
-
-/// Compiles and loads the helper kernels for `dev`.
-pub(super) fn compile_helpers(dev: &CudaDevice) -> Result<HashMap<String, CudaFunction>> {
-    if !nvrtc_present() {
-        return Err(Error::NoCuda(
-            "NVRTC not found (the FFT helper kernels need it)".into(),
-        ));
-    }
-    let (major, minor) = dev.compute_capability();
-    let target = Target::for_device(major, minor);
-    let r = Rendered {
-        source: HELPER_SOURCE.into(),
-        entry: "lf_fft_helpers".into(),
-        block: HELPER_BLOCK,
-        per_thread: 1,
+/// `dst[o, k, i] = k < n ? src[o, k, i] : 0` over `[outer, h, inner]` (`src` is
+/// `[outer, n, inner]`); with `sanitize` the imaginary parts at `k == 0` and `k == nyq` are
+/// cleared. Params: `n`, `inner`, `nyq` (I64).
+fn resize_kernel(complex: DType, sanitize: bool) -> Kernel {
+    let mut b = Builder::new(3);
+    let src = b.input(complex);
+    let n = b.param(DType::I64);
+    let inner = b.param(DType::I64);
+    let nyq = b.param(DType::I64);
+    let o = b.push(Inst::Axis(0), DType::I64);
+    let k = b.push(Inst::Axis(1), DType::I64);
+    let i = b.push(Inst::Axis(2), DType::I64);
+    let row = b.binary(BinaryOp::Mul, o, n);
+    let row = b.binary(BinaryOp::Add, row, k);
+    let at = b.binary(BinaryOp::Mul, row, inner);
+    let at = b.binary(BinaryOp::Add, at, i);
+    let inside = b.binary(BinaryOp::Lt, k, n);
+    let v = b.push(
+        Inst::Load {
+            input: src,
+            index: at,
+            guard: Some(inside),
+        },
+        complex,
+    );
+    let v = if sanitize {
+        sanitized(&mut b, v, k, nyq, complex)
+    } else {
+        v
     };
-    let img = compile_for(&target, &r, &None)?;
-    let module = dev
-        .ctx
-        .load_module(Ptx::from_binary(img.bytes))
-        .map_err(driver_err("cuModuleLoadData"))?;
-    HELPER_ENTRIES
-        .iter()
-        .map(|&name| {
-            module
-                .load_function(name)
-                .map(|f| (name.to_string(), f))
-                .map_err(driver_err("cuModuleGetFunction"))
-        })
-        .collect()
+    b.store(v);
+    b.finish()
+}
+
+/// `w[o, k, i]` with the imaginary parts at `k == 0` and `k == nyq` cleared, over
+/// `[outer, h, inner]`: launched in place (each element reads only itself). Param: `nyq`.
+fn hermitian_kernel(complex: DType) -> Kernel {
+    let mut b = Builder::new(3);
+    let w = b.input(complex);
+    let nyq = b.param(DType::I64);
+    let k = b.push(Inst::Axis(1), DType::I64);
+    let at = b.push(Inst::Index, DType::I64);
+    let v = b.push(
+        Inst::Load {
+            input: w,
+            index: at,
+            guard: None,
+        },
+        complex,
+    );
+    let v = sanitized(&mut b, v, k, nyq, complex);
+    b.store(v);
+    b.finish()
+}
+
+/// Real elements to complex ones with zero imaginary parts (`real`), or the real parts of
+/// complex ones.
+fn convert_kernel(from: DType, to_complex: bool) -> Kernel {
+    let mut b = Builder::new(1);
+    let src = b.input(from);
+    let at = b.push(Inst::Index, DType::I64);
+    let v = b.push(
+        Inst::Load {
+            input: src,
+            index: at,
+            guard: None,
+        },
+        from,
+    );
+    let v = if to_complex {
+        b.cast(v, from.to_complex())
+    } else {
+        b.unary(UnaryOp::Real, v)
+    };
+    b.store(v);
+    b.finish()
+}
+
+/// The kernels of one precision, built once per process (shared `Arc`s, so that launches
+/// find their loaded kernel without hashing the IR).
+struct Kernels {
+    resize: Arc<Kernel>,
+    resize_sanitized: Arc<Kernel>,
+    hermitian: Arc<Kernel>,
+    to_complex: Arc<Kernel>,
+    real_part: Arc<Kernel>,
+}
+
+fn kernels(prec: Precision) -> &'static Kernels {
+    static SINGLE: OnceLock<Kernels> = OnceLock::new();
+    static DOUBLE: OnceLock<Kernels> = OnceLock::new();
+    let cell = match prec {
+        Precision::Single => &SINGLE,
+        Precision::Double => &DOUBLE,
+    };
+    cell.get_or_init(|| {
+        let (c, r) = (prec.complex_dtype(), prec.real_dtype());
+        Kernels {
+            resize: Arc::new(resize_kernel(c, false)),
+            resize_sanitized: Arc::new(resize_kernel(c, true)),
+            hermitian: Arc::new(hermitian_kernel(c)),
+            to_complex: Arc::new(convert_kernel(r, true)),
+            real_part: Arc::new(convert_kernel(c, false)),
+        }
+    })
+}
+
+fn i64s(v: &[i64]) -> smallvec::SmallVec<[Scalar; 4]> {
+    v.iter().map(|&x| Scalar::I64(x)).collect()
+}
+
+/// `Step::Resize` (reads `[outer, n, inner]`, writes `[outer, h, inner]`).
+pub(super) fn resize(
+    prec: Precision,
+    (outer, n, h, inner): (usize, usize, usize, usize),
+    nyq: i64,
+    sanitize: bool,
+) -> Launch {
+    let k = kernels(prec);
+    Launch {
+        kernel: if sanitize {
+            k.resize_sanitized.clone()
+        } else {
+            k.resize.clone()
+        },
+        args: LaunchArgs {
+            shape: smallvec![outer, h, inner],
+            params: i64s(&[n as i64, inner as i64, nyq]),
+        },
+    }
+}
+
+/// `Step::Hermitian` over `[outer, h, inner]`, in place.
+pub(super) fn hermitian(prec: Precision, outer: usize, h: usize, inner: usize, nyq: i64) -> Launch {
+    Launch {
+        kernel: kernels(prec).hermitian.clone(),
+        args: LaunchArgs {
+            shape: smallvec![outer, h, inner],
+            params: i64s(&[nyq]),
+        },
+    }
+}
+
+/// `Step::ToComplex` (`to_complex`) or `Step::RealPart` of `len` elements.
+pub(super) fn convert(prec: Precision, len: usize, to_complex: bool) -> Launch {
+    let k = kernels(prec);
+    Launch {
+        kernel: if to_complex {
+            k.to_complex.clone()
+        } else {
+            k.real_part.clone()
+        },
+        args: LaunchArgs {
+            shape: smallvec![len],
+            params: Default::default(),
+        },
+    }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use lazyfuse_codegen::{interp, HostBuf};
+    use num_complex::Complex64 as Z;
 
-    /// The helper kernels compile with NVRTC for the H200's sm_90 and define every entry
-    /// (skipped when libnvrtc cannot be loaded).
+    fn run(l: &Launch, input: &HostBuf) -> HostBuf {
+        let n = l.args.len();
+        let mut out = HostBuf::zeros(l.kernel.outputs[0], n);
+        interp::run(
+            &l.kernel,
+            &[input.as_slice()],
+            &mut [out.as_slice_mut()],
+            &l.args,
+            0,
+        )
+        .unwrap();
+        out
+    }
+
+    fn values(len: usize) -> Vec<Z> {
+        (0..len)
+            .map(|j| Z::new(j as f64 * 0.5 - 3.0, 1.0 + (j % 7) as f64))
+            .collect()
+    }
+
+    /// Each helper on the CPU interpreter against the step's definition, both precisions,
+    /// awkward sizes (a truncation, a zero padding, odd lengths without a Nyquist entry).
     #[test]
-    fn helper_kernels_compile() {
-        if !nvrtc_present() {
-            return;
+    fn helper_kernels_compute_their_steps() {
+        for prec in [Precision::Single, Precision::Double] {
+            let cast = |v: &[Z]| match prec {
+                Precision::Double => HostBuf::C128(v.to_vec()),
+                Precision::Single => HostBuf::C64(
+                    v.iter()
+                        .map(|z| num_complex::Complex32::new(z.re as f32, z.im as f32))
+                        .collect(),
+                ),
+            };
+            let back = |b: &HostBuf| -> Vec<Z> {
+                match b {
+                    HostBuf::C128(v) => v.clone(),
+                    HostBuf::C64(v) => v.iter().map(|z| Z::new(z.re as f64, z.im as f64)).collect(),
+                    HostBuf::F64(v) => v.iter().map(|&r| Z::new(r, 0.0)).collect(),
+                    HostBuf::F32(v) => v.iter().map(|&r| Z::new(r as f64, 0.0)).collect(),
+                    other => panic!("{}", other.dtype()),
+                }
+            };
+            for (outer, n, h, inner, nyq) in [(2, 5, 3, 3, 2), (1, 3, 5, 1, -1), (3, 4, 4, 2, 3)] {
+                let x = values(outer * n * inner);
+                for sanitize in [false, true] {
+                    let got = back(&run(
+                        &resize(prec, (outer, n, h, inner), nyq, sanitize),
+                        &cast(&x),
+                    ));
+                    let mut want = Vec::new();
+                    for o in 0..outer {
+                        for k in 0..h {
+                            for i in 0..inner {
+                                let mut z = if k < n {
+                                    x[(o * n + k) * inner + i]
+                                } else {
+                                    Z::new(0.0, 0.0)
+                                };
+                                if sanitize && (k == 0 || k as i64 == nyq) {
+                                    z.im = 0.0;
+                                }
+                                want.push(z);
+                            }
+                        }
+                    }
+                    assert_eq!(got, want, "resize {prec:?} {:?}", (outer, n, h, inner, nyq));
+                }
+                let w = values(outer * h * inner);
+                let got = back(&run(&hermitian(prec, outer, h, inner, nyq), &cast(&w)));
+                let want: Vec<Z> = w
+                    .iter()
+                    .enumerate()
+                    .map(|(j, &z)| {
+                        let k = (j / inner) % h;
+                        if k == 0 || k as i64 == nyq {
+                            Z::new(z.re, 0.0)
+                        } else {
+                            z
+                        }
+                    })
+                    .collect();
+                assert_eq!(got, want, "hermitian {prec:?}");
+            }
+            let x = values(7);
+            let re: Vec<Z> = x.iter().map(|z| Z::new(z.re, 0.0)).collect();
+            assert_eq!(back(&run(&convert(prec, 7, false), &cast(&x))), re);
+            let real_in = match prec {
+                Precision::Double => HostBuf::F64(x.iter().map(|z| z.re).collect()),
+                Precision::Single => HostBuf::F32(x.iter().map(|z| z.re as f32).collect()),
+            };
+            let got = run(&convert(prec, 7, true), &real_in);
+            assert_eq!(got.dtype(), prec.complex_dtype());
+            assert_eq!(back(&got), re);
         }
-        let r = Rendered {
-            source: HELPER_SOURCE.into(),
-            entry: "lf_fft_helpers".into(),
-            block: HELPER_BLOCK,
-            per_thread: 1,
-        };
-        let img = compile_for(&Target::for_device(9, 0), &r, &None).unwrap();
-        for name in HELPER_ENTRIES {
-            assert!(
-                img.bytes.windows(name.len()).any(|w| w == name.as_bytes()),
-                "{name} missing from the image"
-            );
+    }
+
+    /// Every helper kernel renders, and compiles with NVRTC for sm_90 where NVRTC is
+    /// installed (the GPU machine; `LAZYFUSE_REQUIRE_NVRTC=1` makes its absence a failure).
+    #[test]
+    fn helper_kernels_render_and_compile() {
+        let present = crate::runtime::cuda::nvrtc_check(&kernels(Precision::Single).resize)
+            .expect("nvrtc check");
+        assert!(
+            present || std::env::var("LAZYFUSE_REQUIRE_NVRTC").map_or(true, |v| v != "1"),
+            "LAZYFUSE_REQUIRE_NVRTC=1 but NVRTC cannot be loaded"
+        );
+        for prec in [Precision::Single, Precision::Double] {
+            let k = kernels(prec);
+            for kernel in [
+                &k.resize,
+                &k.resize_sanitized,
+                &k.hermitian,
+                &k.to_complex,
+                &k.real_part,
+            ] {
+                for index32 in [true, false] {
+                    let opts = lazyfuse_codegen::cuda::RenderOptions {
+                        index32,
+                        scalar: false,
+                    };
+                    lazyfuse_codegen::cuda::render(kernel, &opts).expect("render");
+                }
+                assert_eq!(
+                    crate::runtime::cuda::nvrtc_check(kernel).expect("nvrtc"),
+                    present
+                );
+            }
         }
     }
 }

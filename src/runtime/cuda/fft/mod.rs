@@ -29,7 +29,11 @@
 //! # Where the parts live
 //! [`plan`] turns a spec and shapes into a `Program` (plans, executions, helper launches)
 //! as plain data, tested on the CPU against an emulator of cuFFT's layouts; [`helpers`]
-//! holds the helper kernels' CUDA source; this module caches plans and runs programs.
+//! builds the helper kernels as kernel IR, compiled, disk-cached and launched like fused
+//! kernels (`CudaDevice::launch_raw`) and tested on the CPU interpreter; this module caches
+//! plans and runs programs. A 2-D transform of an input known to be zero outside some
+//! columns (`FftSpec::support`) transforms those columns, then the rows (`Step::Zero`
+//! clears the output's other columns when the input may not be overwritten).
 //!
 //! # Plans, work areas, ordering
 //! Plans live in a per-device cache of at most [`PLAN_CACHE_CAP`] entries keyed by type,
@@ -50,17 +54,15 @@ mod helpers;
 mod plan;
 
 use super::compile::lock;
-use super::device::{grid_size, CudaDevice};
+use super::device::CudaDevice;
 use super::driver_err;
 use super::memory::CudaBuffer;
 use crate::graph::{FftKind, FftSpec};
 use crate::{Error, Result};
 use cudarc::cufft::{result as cufft, sys as cufft_sys};
-use cudarc::driver::{result as drv, CudaFunction};
-use helpers::{compile_helpers, HELPER_BLOCK};
+use cudarc::driver::result as drv;
 use lazyfuse_codegen::DType;
 use plan::*;
-use smallvec::SmallVec;
 use std::collections::HashMap;
 use std::ffi::{c_int, c_void};
 use std::panic::{catch_unwind, AssertUnwindSafe};
@@ -138,13 +140,11 @@ pub(crate) fn take_pins() -> Vec<PinnedPlan> {
     PINS.with(|p| p.borrow_mut().take()).unwrap_or_default()
 }
 
-/// The FFT state of one device: its plans, (once needed) its helper kernels, and the work
-/// area every execution uses.
+/// The FFT state of one device: its plans and the work area every execution uses.
 #[derive(Default)]
 struct FftState {
     plans: HashMap<PlanKey, Arc<Plan>>,
     clock: u64,
-    helpers: HashMap<String, CudaFunction>,
     /// cuFFT's work area, shared by every execution on the device (they are ordered on its
     /// one stream) and grown to the largest need seen: no allocation per execution, and
     /// no memory nodes in recorded CUDA graphs.
@@ -162,13 +162,6 @@ fn state_of(ordinal: usize) -> Arc<Mutex<FftState>> {
     let s = Arc::new(Mutex::new(FftState::default()));
     states.push((ordinal, s.clone()));
     s
-}
-
-/// One helper-kernel argument, passed to `cuLaunchKernel` by address.
-enum Arg {
-    Ptr(u64),
-    I64(i64),
-    I32(i32),
 }
 
 // ---------------------------------------------------------------------------------------
@@ -315,7 +308,6 @@ struct Runner<'a> {
 impl Runner<'_> {
     /// Queues one step.
     fn step(&mut self, step: &Step, p: &Ptrs) -> Result<()> {
-        let i64_ = |v: usize| Arg::I64(v as i64);
         match *step {
             Step::Fft {
                 ref key,
@@ -350,47 +342,28 @@ impl Runner<'_> {
                 inner,
                 nyq,
                 sanitize,
-            } => self.launch(
-                "lf_fft_resize",
-                outer * h * inner,
-                &[
-                    Arg::Ptr(p.of(src)),
-                    Arg::Ptr(p.of(dst)),
-                    i64_(outer),
-                    i64_(n),
-                    i64_(h),
-                    i64_(inner),
-                    Arg::I64(nyq),
-                    Arg::I32(sanitize as i32),
-                ],
-            ),
+            } => {
+                let l = helpers::resize(self.prec, (outer, n, h, inner), nyq, sanitize);
+                self.launch(&l, &[(p.of(src), outer * n * inner)], p.of(dst))
+            }
             Step::Hermitian {
                 buf,
                 outer,
                 h,
                 inner,
                 nyq,
-            } => self.launch(
-                "lf_fft_hermitian",
-                outer * inner,
-                &[
-                    Arg::Ptr(p.of(buf)),
-                    i64_(outer),
-                    i64_(h),
-                    i64_(inner),
-                    Arg::I64(nyq),
-                ],
-            ),
-            Step::ToComplex { src, dst, len } => self.launch(
-                "lf_fft_to_complex",
-                len,
-                &[Arg::Ptr(p.of(src)), Arg::Ptr(p.of(dst)), i64_(len)],
-            ),
-            Step::RealPart { src, dst, len } => self.launch(
-                "lf_fft_real_part",
-                len,
-                &[Arg::Ptr(p.of(src)), Arg::Ptr(p.of(dst)), i64_(len)],
-            ),
+            } => {
+                let l = helpers::hermitian(self.prec, outer, h, inner, nyq);
+                self.launch(&l, &[(p.of(buf), outer * h * inner)], p.of(buf))
+            }
+            Step::ToComplex { src, dst, len } => {
+                let l = helpers::convert(self.prec, len, true);
+                self.launch(&l, &[(p.of(src), len)], p.of(dst))
+            }
+            Step::RealPart { src, dst, len } => {
+                let l = helpers::convert(self.prec, len, false);
+                self.launch(&l, &[(p.of(src), len)], p.of(dst))
+            }
         }
     }
 
@@ -576,53 +549,10 @@ impl Runner<'_> {
         .map_err(driver_err("cuMemsetD2D32Async"))
     }
 
-    /// Launches the helper kernel `base` (of this precision) over `n` elements with `args`.
-    fn launch(&mut self, base: &str, n: usize, args: &[Arg]) -> Result<()> {
-        if n == 0 {
-            return Ok(());
-        }
-        if self.st.helpers.is_empty() {
-            self.st.helpers = compile_helpers(self.dev)?;
-        }
-        let name = self.prec.helper(base);
-        let f = self
-            .st
-            .helpers
-            .get(&name)
-            .ok_or_else(|| Error::internal("cuda fft", format!("no helper kernel {name}")))?;
-        let mut values: SmallVec<[[u8; 8]; 8]> = args
-            .iter()
-            .map(|a| match *a {
-                Arg::Ptr(p) => p.to_ne_bytes(),
-                Arg::I64(v) => v.to_ne_bytes(),
-                Arg::I32(v) => {
-                    let mut b = [0u8; 8];
-                    b[..4].copy_from_slice(&v.to_ne_bytes());
-                    b
-                }
-            })
-            .collect();
-        let mut params: SmallVec<[*mut c_void; 8]> = values
-            .iter_mut()
-            .map(|v| v.as_mut_ptr() as *mut c_void)
-            .collect();
-        let grid = grid_size(n, HELPER_BLOCK, 1, self.dev.sm_count());
-        // SAFETY: `params` points at one value per kernel parameter, in order, each at
-        // least as large as the parameter (8-byte pointers and long longs; an int read from
-        // the first 4 bytes, native endianness); the driver copies them at this call. The
-        // pointers are live buffers of this context, sized for the elements the kernel's
-        // grid-stride loop touches, and freed only after it on the same stream.
-        unsafe {
-            drv::launch_kernel(
-                f.cu_function(),
-                (grid, 1, 1),
-                (HELPER_BLOCK, 1, 1),
-                0,
-                self.dev.work_stream().cu_stream(),
-                &mut params,
-            )
-        }
-        .map_err(driver_err("cuLaunchKernel"))
+    /// Launches the helper kernel of `l` reading `inputs` (addresses and lengths) and
+    /// writing its `l.args.len()` elements at `out`.
+    fn launch(&self, l: &helpers::Launch, inputs: &[(u64, usize)], out: u64) -> Result<()> {
+        self.dev.launch_raw(&l.kernel, inputs, &[out], &l.args)
     }
 }
 

@@ -63,13 +63,6 @@ impl Precision {
             Precision::Double => cufft_sys::cufftType::CUFFT_Z2D,
         }
     }
-    /// The helper kernel `base` for this precision.
-    pub(super) fn helper(self, base: &str) -> String {
-        match self {
-            Precision::Single => format!("{base}_f32"),
-            Precision::Double => format!("{base}_f64"),
-        }
-    }
 }
 
 /// Whether a cuFFT type reads real input / writes real output.

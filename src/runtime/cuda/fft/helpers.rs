@@ -1,5 +1,5 @@
-//! The FFT helper kernels (resizing the half spectrum, the Hermitian pass, real/complex
-//! conversions for length-1 real axes) as kernel IR: compiled, cached on disk, profiled and
+//! The FFT helper kernels (resizing the half spectrum, real/complex conversions for
+//! length-1 real axes) as kernel IR: compiled, cached on disk, profiled and
 //! launched like every fused kernel, and run on the CPU interpreter by the tests.
 
 use super::plan::Precision;
@@ -59,27 +59,6 @@ fn resize_kernel(complex: DType, sanitize: bool) -> Kernel {
     b.finish()
 }
 
-/// `w[o, k, i]` with the imaginary parts at `k == 0` and `k == nyq` cleared, over
-/// `[outer, h, inner]`: launched in place (each element reads only itself). Param: `nyq`.
-fn hermitian_kernel(complex: DType) -> Kernel {
-    let mut b = Builder::new(3);
-    let w = b.input(complex);
-    let nyq = b.param(DType::I64);
-    let k = b.push(Inst::Axis(1), DType::I64);
-    let at = b.push(Inst::Index, DType::I64);
-    let v = b.push(
-        Inst::Load {
-            input: w,
-            index: at,
-            guard: None,
-        },
-        complex,
-    );
-    let v = sanitized(&mut b, v, k, nyq, complex);
-    b.store(v);
-    b.finish()
-}
-
 /// Real elements to complex ones with zero imaginary parts (`real`), or the real parts of
 /// complex ones.
 fn convert_kernel(from: DType, to_complex: bool) -> Kernel {
@@ -108,7 +87,6 @@ fn convert_kernel(from: DType, to_complex: bool) -> Kernel {
 struct Kernels {
     resize: Arc<Kernel>,
     resize_sanitized: Arc<Kernel>,
-    hermitian: Arc<Kernel>,
     to_complex: Arc<Kernel>,
     real_part: Arc<Kernel>,
 }
@@ -125,7 +103,6 @@ fn kernels(prec: Precision) -> &'static Kernels {
         Kernels {
             resize: Arc::new(resize_kernel(c, false)),
             resize_sanitized: Arc::new(resize_kernel(c, true)),
-            hermitian: Arc::new(hermitian_kernel(c)),
             to_complex: Arc::new(convert_kernel(r, true)),
             real_part: Arc::new(convert_kernel(c, false)),
         }
@@ -153,17 +130,6 @@ pub(super) fn resize(
         args: LaunchArgs {
             shape: smallvec![outer, h, inner],
             params: i64s(&[n as i64, inner as i64, nyq]),
-        },
-    }
-}
-
-/// `Step::Hermitian` over `[outer, h, inner]`, in place.
-pub(super) fn hermitian(prec: Precision, outer: usize, h: usize, inner: usize, nyq: i64) -> Launch {
-    Launch {
-        kernel: kernels(prec).hermitian.clone(),
-        args: LaunchArgs {
-            shape: smallvec![outer, h, inner],
-            params: i64s(&[nyq]),
         },
     }
 }
@@ -257,21 +223,6 @@ mod tests {
                     }
                     assert_eq!(got, want, "resize {prec:?} {:?}", (outer, n, h, inner, nyq));
                 }
-                let w = values(outer * h * inner);
-                let got = back(&run(&hermitian(prec, outer, h, inner, nyq), &cast(&w)));
-                let want: Vec<Z> = w
-                    .iter()
-                    .enumerate()
-                    .map(|(j, &z)| {
-                        let k = (j / inner) % h;
-                        if k == 0 || k as i64 == nyq {
-                            Z::new(z.re, 0.0)
-                        } else {
-                            z
-                        }
-                    })
-                    .collect();
-                assert_eq!(got, want, "hermitian {prec:?}");
             }
             let x = values(7);
             let re: Vec<Z> = x.iter().map(|z| Z::new(z.re, 0.0)).collect();
@@ -298,13 +249,7 @@ mod tests {
         );
         for prec in [Precision::Single, Precision::Double] {
             let k = kernels(prec);
-            for kernel in [
-                &k.resize,
-                &k.resize_sanitized,
-                &k.hermitian,
-                &k.to_complex,
-                &k.real_part,
-            ] {
+            for kernel in [&k.resize, &k.resize_sanitized, &k.to_complex, &k.real_part] {
                 for index32 in [true, false] {
                     let opts = lazyfuse_codegen::cuda::RenderOptions {
                         index32,

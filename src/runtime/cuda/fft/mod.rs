@@ -353,8 +353,11 @@ impl Runner<'_> {
                 inner,
                 nyq,
             } => {
-                let l = helpers::hermitian(self.prec, outer, h, inner, nyq);
-                self.launch(&l, &[(p.of(buf), outer * h * inner)], p.of(buf))
+                self.clear_imag(p.of(buf), outer, h, inner, 0)?;
+                match usize::try_from(nyq) {
+                    Ok(k) => self.clear_imag(p.of(buf), outer, h, inner, k),
+                    Err(_) => Ok(()),
+                }
             }
             Step::ToComplex { src, dst, len } => {
                 let l = helpers::convert(self.prec, len, true);
@@ -547,6 +550,46 @@ impl Runner<'_> {
         }
         .result()
         .map_err(driver_err("cuMemsetD2D32Async"))
+    }
+
+    /// Queues the clearing of the imaginary parts of `buf[o, k, i]` for every `o < outer`,
+    /// `i < inner` of the complex `[outer, h, inner]` array at `ptr`: 2-D memsets of the
+    /// imaginary halves, one per `o` or one per `i` (whichever is fewer; one when either
+    /// is 1), so that nothing but those `outer * inner` values is touched.
+    fn clear_imag(&self, ptr: u64, outer: usize, h: usize, inner: usize, k: usize) -> Result<()> {
+        let size = self.prec.complex_size();
+        let words = size / 8; // 32-bit words of one imaginary part
+        let imag = ptr + (size / 2) as u64;
+        let stream = self.dev.work_stream().cu_stream();
+        // (first element, pitch between rows, rows) of each memset
+        let runs: Vec<(usize, usize, usize)> = if inner <= outer {
+            (0..inner)
+                .map(|i| (k * inner + i, h * inner, outer))
+                .collect()
+        } else {
+            (0..outer)
+                .map(|o| ((o * h + k) * inner, 1, inner))
+                .collect()
+        };
+        for (first, pitch, rows) in runs {
+            // SAFETY: element `first + r * pitch` for `r < rows` is `[o, k, i]` of the
+            // `outer * h * inner` elements of the live buffer at `ptr` (`k < h`), and its
+            // imaginary half is the `words` 32-bit words after its real half; the memset
+            // is ordered on the stream like every other use of the buffer.
+            unsafe {
+                cudarc::driver::sys::cuMemsetD2D32Async(
+                    imag + (first * size) as u64,
+                    pitch * size,
+                    0,
+                    words,
+                    rows,
+                    stream,
+                )
+            }
+            .result()
+            .map_err(driver_err("cuMemsetD2D32Async"))?;
+        }
+        Ok(())
     }
 
     /// Launches the helper kernel of `l` reading `inputs` (addresses and lengths) and

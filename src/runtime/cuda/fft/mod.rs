@@ -319,8 +319,14 @@ impl Runner<'_> {
                 offset,
                 dir,
             } => {
-                let bytes = (offset * self.prec.complex_size()) as u64;
-                let (src, dst) = (p.of(src) + bytes, p.of(dst) + bytes);
+                let size = |real: bool| match real {
+                    true => self.prec.real_size(),
+                    false => self.prec.complex_size(),
+                } as u64;
+                let (src, dst) = (
+                    p.of(src) + offset as u64 * size(real_in(key.ty)),
+                    p.of(dst) + offset as u64 * size(real_out(key.ty)),
+                );
                 self.exec(key, src, dst, loops, istep, ostep, dir)
             }
             Step::Zero {

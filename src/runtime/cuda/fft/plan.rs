@@ -1279,14 +1279,11 @@ mod tests {
         // input, then the 4096 rows into the output; below the size, one 2-D plan
         let mut sp = spec(&[0, 1], false, FftKind::C2C);
         sp.support = Some(vec![(0, 1024), (3072, 4096)].into());
-        let p = program(
-            &sp,
-            Precision::Single,
-            &[4096, 4096],
-            &[4096, 4096],
-            true,
-            1 << 22,
-        );
+        let psf = |sp: &FftSpec, min| {
+            let shape = [4096, 4096];
+            program(sp, Precision::Single, &shape, &shape, true, min)
+        };
+        let p = psf(&sp, 1 << 22);
         let cols: Vec<_> = p
             .steps
             .iter()
@@ -1309,25 +1306,11 @@ mod tests {
                 (4096, 1, 4096, 0, Buf::Input, Buf::Output),
             ]
         );
-        let p = program(
-            &sp,
-            Precision::Single,
-            &[4096, 4096],
-            &[4096, 4096],
-            true,
-            1 << 25,
-        );
+        let p = psf(&sp, 1 << 25);
         assert_eq!(p.steps.len(), 1, "{p:?}");
         // a support of most columns is not worth the extra passes
         sp.support = Some(vec![(0, 3500)].into());
-        let p = program(
-            &sp,
-            Precision::Single,
-            &[4096, 4096],
-            &[4096, 4096],
-            true,
-            0,
-        );
+        let p = psf(&sp, 0);
         assert_eq!(p.steps.len(), 1, "{p:?}");
     }
 

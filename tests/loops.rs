@@ -916,3 +916,49 @@ fn recorded_ffts_survive_plan_cache_eviction() {
         assert_eq!(call(), first, "call after a larger work area");
     });
 }
+
+/// What depends on captured arrays alone is computed once, at trace time: a call of
+/// `x * sum(exp(c)) + c * flip(c)` (`c` captured, 783 elements) launches one kernel, not the
+/// reduction and the product again, and matches the host. The eval of the same expression
+/// runs both kernels every time.
+#[test]
+fn a_function_computes_what_depends_only_on_captures_once() {
+    let _l = lock();
+    for_each_device(|dev| {
+        let n = 783;
+        let cv: Vec<f32> = (0..n)
+            .map(|i| ((i * 37) % 101) as f32 / 101.0 - 0.5)
+            .collect();
+        let xv: Vec<f32> = (0..n).map(|i| (i % 13) as f32 * 0.25).collect();
+        let c = Array::from_vec_on(cv.clone(), &[n], dev).unwrap();
+        let x = Array::from_vec_on(xv.clone(), &[n], dev).unwrap();
+        let body = |x: &Array, c: &Array| x * &c.exp().sum() + c * &c.flip(0);
+        let total: f64 = cv.iter().map(|&v| (v as f64).exp()).sum();
+        let want: Vec<f32> = (0..n)
+            .map(|i| (xv[i] as f64 * total + cv[i] as f64 * cv[n - 1 - i] as f64) as f32)
+            .collect();
+        lf::reset_stats();
+        let eval = body(&x, &c);
+        eval.eval().unwrap();
+        let per_eval = lf::stats().kernels_launched;
+        assert_eq!(
+            per_eval, 2,
+            "the eval: the reduction, then the elementwise kernel"
+        );
+        assert_close_f32(&eval.to_vec::<f32>().unwrap(), &want, 1e-5);
+        let cc = c.clone();
+        let f = lf::Function::trace(&[&x], move |a| vec![body(&a[0], &cc)]).unwrap();
+        for _ in 0..3 {
+            let before = lf::stats().kernels_launched;
+            let y = f.call(&[&x]).unwrap().remove(0);
+            let got = y.to_vec::<f32>().unwrap();
+            assert_eq!(
+                lf::stats().kernels_launched - before,
+                1,
+                "one kernel per call"
+            );
+            assert_eq!((y.shape(), y.dtype()), (&[n][..], DType::F32));
+            assert_close_f32(&got, &want, 1e-5);
+        }
+    });
+}

@@ -130,7 +130,12 @@ struct Shared<'f> {
 /// the interpreter.
 ///
 /// Everything the closure captures (arrays such as an FFT multiplier, Rust scalars) is fixed
-/// at trace time; a value that changes from call to call must be an input (a 0-d or 1-element
+/// at trace time, so what depends on captured arrays alone is computed once, then: a trace
+/// evaluates and keeps each such computation that the inputs' computation reads (the
+/// symmetrized half of a captured filter in the real-FFT sim step, a reduction or a
+/// transform of a captured array), when it is no larger than the captured buffers it reads;
+/// calls read it instead of computing it again. A value that changes from call to call must
+/// be an input (a 0-d or 1-element
 /// array, a [`crate::random::Key`]'s array for random numbers). The closure must be a pure
 /// function of its inputs and captures: it may run again for a new signature.
 ///
@@ -363,6 +368,11 @@ fn trace_one(f: &Closure<'_>, examples: &[&Array], device: &Device) -> Result<Tr
         same_device("Function::trace", device, &o.device())?;
     }
     let roots: Vec<Arc<Node>> = outputs.iter().map(|o| o.node.clone()).collect();
+    let ids: HashSet<u64> = placeholders.iter().map(|p| p.node.id).collect();
+    let hoisted = invariants(&roots, &ids);
+    if !hoisted.is_empty() {
+        crate::exec::evaluate(&hoisted)?;
+    }
     let planning = crate::nvtx::range(c"lazyfuse.plan");
     let (template, nodes) = schedule::template_for(&roots)?;
     drop(planning);
@@ -430,6 +440,86 @@ fn trace_one(f: &Closure<'_>, examples: &[&Array], device: &Device) -> Result<Tr
         graph,
         inplace_one_kernel,
     })
+}
+
+/// The subexpressions under `roots` that a trace evaluates once and keeps: computations of
+/// captured arrays alone (no input in `inputs` below them) read by a node that depends on an
+/// input, no larger than the largest captured buffer they read (a symmetrized filter, a
+/// transform or a reduction of a captured array; not a broadcast of one to a larger shape,
+/// nor a view, nor anything made only of constants, random numbers or ranges, which cost
+/// more to read back than to compute). Captured arrays are fixed at trace time, so the
+/// results are the same; each call then reads them instead of computing them again.
+/// Iterative: any depth.
+fn invariants(roots: &[Arc<Node>], inputs: &HashSet<u64>) -> Vec<Arc<Node>> {
+    /// Per node: depends on an input; the largest captured buffer below it (elements);
+    /// computes something (not only views of buffers and constants).
+    #[derive(Clone, Copy)]
+    struct Info {
+        variant: bool,
+        largest: usize,
+        computes: bool,
+    }
+    let mut info: HashMap<u64, Info> = HashMap::new();
+    let mut order: Vec<(Arc<Node>, crate::graph::Inputs)> = Vec::new();
+    let mut stack: Vec<(Arc<Node>, bool)> = roots.iter().map(|r| (r.clone(), false)).collect();
+    let mut seen: HashSet<u64> = HashSet::new();
+    while let Some((n, done)) = stack.pop() {
+        if done {
+            let ins = n.inputs();
+            let mut i = Info {
+                variant: inputs.contains(&n.id),
+                largest: 0,
+                computes: n.op.is_elementwise()
+                    || n.op.is_library()
+                    || matches!(n.op, Op::Reduce(..) | Op::Gather { .. }),
+            };
+            if ins.is_empty() {
+                i.computes = false;
+                if n.buffer().is_some() && !i.variant {
+                    i.largest = n.shape.iter().product();
+                }
+            }
+            for x in &ins {
+                let xi = info[&x.id];
+                i.variant |= xi.variant;
+                i.largest = i.largest.max(xi.largest);
+                i.computes |= xi.computes;
+            }
+            info.insert(n.id, i);
+            order.push((n, ins));
+            continue;
+        }
+        if !seen.insert(n.id) {
+            continue;
+        }
+        stack.push((n.clone(), true));
+        for x in n.inputs() {
+            if !seen.contains(&x.id) {
+                stack.push((x, false));
+            }
+        }
+    }
+    let mut out: Vec<Arc<Node>> = Vec::new();
+    let mut chosen: HashSet<u64> = HashSet::new();
+    for (n, ins) in &order {
+        if !info[&n.id].variant {
+            continue;
+        }
+        for x in ins {
+            let xi = info[&x.id];
+            let size: usize = x.shape.iter().product();
+            if !xi.variant
+                && xi.computes
+                && xi.largest > 0
+                && size <= xi.largest
+                && x.buffer().is_none()
+                && chosen.insert(x.id)
+            {
+                out.push(x.clone());
+            }
+        }
+    }
+    out
 }
 
 impl Traced {

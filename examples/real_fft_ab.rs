@@ -2,7 +2,10 @@
 //! (C2C), alternating in one run: per round, 100 steps with each plan (the order swapped
 //! every round), then the median of the per-round time ratios C2C / R2C.
 //!
-//!   cargo run --release --example real_fft_ab [N [ROUNDS]] [cpu|cuda]
+//!   cargo run --release --example real_fft_ab [N [ROUNDS]] [cpu|cuda] [fn]
+//!
+//! With `fn` each plan runs as a traced `lf::Function` (traced with its plan's setting)
+//! instead of an eval loop.
 
 #[path = "common/mod.rs"]
 mod common;
@@ -20,13 +23,26 @@ fn main() -> lf::Result<()> {
     let u0 = lf::random::normal_on(&[n, n], lf::DType::F32, 0, &dev) * 0.1;
     u0.eval()?;
     let before = lf::real_fft_mode();
+    let traced = args.iter().any(|a| a == "fn");
+    let mut fns = Vec::new();
+    for real in [true, false] {
+        lf::set_real_fft(real);
+        let m = mult.clone();
+        fns.push(lf::Function::trace(&[&u0], move |x| {
+            vec![common::sim_step(&x[0], &m, 0.1)]
+        })?);
+    }
     let run = |real: bool| -> lf::Result<f64> {
         lf::set_real_fft(real);
         let t = Instant::now();
         let mut u = u0.clone();
         for _ in 0..100 {
-            u = common::sim_step(&u, &mult, 0.1);
-            u.eval()?;
+            if traced {
+                u = fns[usize::from(!real)].call(&[&u])?.remove(0);
+            } else {
+                u = common::sim_step(&u, &mult, 0.1);
+                u.eval()?;
+            }
         }
         dev.synchronize()?;
         drop(u);
@@ -61,8 +77,9 @@ fn main() -> lf::Result<()> {
         v[v.len() / 2]
     };
     println!(
-        "sim100 {n}^2 on {dev}: R2C/C2R {:.2} ms, C2C {:.2} ms (medians of {rounds} rounds); \
+        "sim100 {n}^2 on {dev}{}: R2C/C2R {:.2} ms, C2C {:.2} ms (medians of {rounds} rounds); \
          C2C / R2C {:.2} (median of the per-round ratios)",
+        if traced { " (traced functions)" } else { "" },
         med(&mut real) * 1e3,
         med(&mut complex) * 1e3,
         med(&mut ratio)

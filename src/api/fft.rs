@@ -430,7 +430,7 @@ pub(crate) fn real_of_inverse(y: &Array) -> Option<Array> {
                 // scalars applied once
                 match real_valued(&c, 16) {
                     Some((Some(r), s)) => {
-                        let hr = (&r + &mirrored(&r, &spec.axes)).slice_axis(last, 0, half);
+                        let hr = symmetrized_half(&r, &spec.axes, half);
                         &h * &(hr * (0.5 * s))
                     }
                     Some((None, s)) => &h * s,
@@ -461,6 +461,57 @@ pub(crate) fn real_of_inverse(y: &Array) -> Option<Array> {
         &dev,
         &[&herm],
     ))
+}
+
+/// `(r + r[-k]).slice(0..half)` along the last of `axes` (mirrored over all of them): the
+/// doubled Hermitian part of the real factor `r` on the half spectrum. When `r` is
+/// evaluated (a captured filter, as in a simulation loop that rebuilds its step every
+/// time), the result depends on nothing that changes, so it is evaluated once and kept
+/// while `r` lives (a few per process): every later step reads it instead of gathering
+/// `r` at mirrored indices again. An evaluation error leaves it lazy.
+fn symmetrized_half(r: &Array, axes: &[usize], half: usize) -> Array {
+    use std::sync::{Mutex, Weak};
+    type Entry = (
+        Weak<crate::graph::Node>,
+        u64,
+        SmallVec<[usize; 4]>,
+        usize,
+        Array,
+    );
+    static KEPT: Mutex<Vec<Entry>> = Mutex::new(Vec::new());
+    const MAX_KEPT: usize = 8;
+    let last = axes[axes.len() - 1];
+    let build = || (r + &mirrored(r, axes)).slice_axis(last, 0, half);
+    if !r.is_evaluated() {
+        return build();
+    }
+    let key = |e: &Entry| e.1 == r.node.id && e.2.as_slice() == axes && e.3 == half;
+    {
+        let mut kept = KEPT.lock().unwrap_or_else(|e| e.into_inner());
+        kept.retain(|e| e.0.strong_count() > 0);
+        if let Some(e) = kept.iter().find(|e| key(e)) {
+            return e.4.clone();
+        }
+    }
+    let hr = build();
+    if hr.eval().is_err() {
+        return hr;
+    }
+    let mut kept = KEPT.lock().unwrap_or_else(|e| e.into_inner());
+    if !kept.iter().any(key) {
+        if kept.len() >= MAX_KEPT {
+            drop(kept.remove(0));
+        }
+        let weak = std::sync::Arc::downgrade(&r.node);
+        kept.push((
+            weak,
+            r.node.id,
+            SmallVec::from_slice(axes),
+            half,
+            hr.clone(),
+        ));
+    }
+    hr
 }
 
 /// Whether an axis is named more than once.

@@ -467,51 +467,53 @@ pub(crate) fn real_of_inverse(y: &Array) -> Option<Array> {
 /// doubled Hermitian part of the real factor `r` on the half spectrum. When `r` is
 /// evaluated (a captured filter, as in a simulation loop that rebuilds its step every
 /// time), the result depends on nothing that changes, so it is evaluated once and kept
-/// while `r` lives (a few per process): every later step reads it instead of gathering
-/// `r` at mirrored indices again. An evaluation error leaves it lazy.
+/// while `r` lives (at most 8 per process; an entry whose filter died goes at the next
+/// lookup): every later step reads it instead of gathering `r` at mirrored indices again.
+/// An evaluation error leaves it lazy.
 fn symmetrized_half(r: &Array, axes: &[usize], half: usize) -> Array {
     use std::sync::{Mutex, Weak};
-    type Entry = (
-        Weak<crate::graph::Node>,
-        u64,
-        SmallVec<[usize; 4]>,
-        usize,
-        Array,
-    );
-    static KEPT: Mutex<Vec<Entry>> = Mutex::new(Vec::new());
+    /// One kept result: for the filter (alive while `filter` upgrades) with this id, axes
+    /// and half length.
+    struct Kept {
+        filter: Weak<crate::graph::Node>,
+        id: u64,
+        axes: SmallVec<[usize; 4]>,
+        half: usize,
+        value: Array,
+    }
+    static KEPT: Mutex<Vec<Kept>> = Mutex::new(Vec::new());
     const MAX_KEPT: usize = 8;
     let last = axes[axes.len() - 1];
     let build = || (r + &mirrored(r, axes)).slice_axis(last, 0, half);
     if !r.is_evaluated() {
         return build();
     }
-    let key = |e: &Entry| e.1 == r.node.id && e.2.as_slice() == axes && e.3 == half;
+    let same = |k: &Kept| k.id == r.node.id && k.axes.as_slice() == axes && k.half == half;
     {
         let mut kept = KEPT.lock().unwrap_or_else(|e| e.into_inner());
-        kept.retain(|e| e.0.strong_count() > 0);
-        if let Some(e) = kept.iter().find(|e| key(e)) {
-            return e.4.clone();
+        kept.retain(|k| k.filter.strong_count() > 0);
+        if let Some(k) = kept.iter().find(|k| same(k)) {
+            return k.value.clone();
         }
     }
-    let hr = build();
-    if hr.eval().is_err() {
-        return hr;
+    let value = build();
+    if value.eval().is_err() {
+        return value;
     }
     let mut kept = KEPT.lock().unwrap_or_else(|e| e.into_inner());
-    if !kept.iter().any(key) {
+    if !kept.iter().any(same) {
         if kept.len() >= MAX_KEPT {
             drop(kept.remove(0));
         }
-        let weak = std::sync::Arc::downgrade(&r.node);
-        kept.push((
-            weak,
-            r.node.id,
-            SmallVec::from_slice(axes),
+        kept.push(Kept {
+            filter: std::sync::Arc::downgrade(&r.node),
+            id: r.node.id,
+            axes: SmallVec::from_slice(axes),
             half,
-            hr.clone(),
-        ));
+            value: value.clone(),
+        });
     }
-    hr
+    value
 }
 
 /// Whether an axis is named more than once.

@@ -135,9 +135,9 @@ struct Shared<'f> {
 /// symmetrized half of a captured filter in the real-FFT sim step, a reduction or a
 /// transform of a captured array), when it is no larger than the captured buffers it reads;
 /// calls read it instead of computing it again. A value that changes from call to call must
-/// be an input (a 0-d or 1-element
-/// array, a [`crate::random::Key`]'s array for random numbers). The closure must be a pure
-/// function of its inputs and captures: it may run again for a new signature.
+/// be an input (a 0-d or 1-element array, a [`crate::random::Key`]'s array for random
+/// numbers). The closure must be a pure function of its inputs and captures: it may run
+/// again for a new signature.
 ///
 /// ```
 /// use lazyfuse as lf;

@@ -471,12 +471,11 @@ pub(crate) fn real_of_inverse(y: &Array) -> Option<Array> {
 /// lookup): every later step reads it instead of gathering `r` at mirrored indices again.
 /// An evaluation error leaves it lazy.
 fn symmetrized_half(r: &Array, axes: &[usize], half: usize) -> Array {
-    use std::sync::{Mutex, Weak};
-    /// One kept result: for the filter (alive while `filter` upgrades) with this id, axes
-    /// and half length.
+    use std::sync::{Arc, Mutex, Weak};
+    /// One kept result: for the filter `filter` (its `Weak` keeps the node's allocation,
+    /// so the address names that node alone), axes and half length.
     struct Kept {
         filter: Weak<crate::graph::Node>,
-        id: u64,
         axes: SmallVec<[usize; 4]>,
         half: usize,
         value: Array,
@@ -488,7 +487,11 @@ fn symmetrized_half(r: &Array, axes: &[usize], half: usize) -> Array {
     if !r.is_evaluated() {
         return build();
     }
-    let same = |k: &Kept| k.id == r.node.id && k.axes.as_slice() == axes && k.half == half;
+    let same = |k: &Kept| {
+        std::ptr::eq(k.filter.as_ptr(), Arc::as_ptr(&r.node))
+            && k.axes.as_slice() == axes
+            && k.half == half
+    };
     {
         let mut kept = KEPT.lock().unwrap_or_else(|e| e.into_inner());
         kept.retain(|k| k.filter.strong_count() > 0);
@@ -501,13 +504,13 @@ fn symmetrized_half(r: &Array, axes: &[usize], half: usize) -> Array {
         return value;
     }
     let mut kept = KEPT.lock().unwrap_or_else(|e| e.into_inner());
+    kept.retain(|k| k.filter.strong_count() > 0);
     if !kept.iter().any(same) {
         if kept.len() >= MAX_KEPT {
             drop(kept.remove(0));
         }
         kept.push(Kept {
-            filter: std::sync::Arc::downgrade(&r.node),
-            id: r.node.id,
+            filter: Arc::downgrade(&r.node),
             axes: SmallVec::from_slice(axes),
             half,
             value: value.clone(),

@@ -165,7 +165,9 @@ impl GraphState {
             .map(|(i, s)| match s {
                 TStep::Fft { src, .. } => {
                     matches!(slot_of[*src], Some(Slot::Arena(_)))
-                        && !steps[i + 1..].iter().any(|later| reads(later, *src))
+                        && !steps[i + 1..]
+                            .iter()
+                            .any(|later| later.reads().contains(src))
                 }
                 _ => false,
             })
@@ -530,13 +532,4 @@ fn fft_spec_placeholder() -> &'static crate::graph::FftSpec {
         hermitian: false,
         support: None,
     })
-}
-
-/// Whether template step `s` reads position `p`.
-fn reads(s: &TStep, p: usize) -> bool {
-    match s {
-        TStep::Kernel { inputs, .. } => inputs.contains(&p),
-        TStep::Copy { src, .. } | TStep::Fft { src, .. } | TStep::Alias { src, .. } => *src == p,
-        TStep::MatMul { a, b, .. } => *a == p || *b == p,
-    }
 }

@@ -461,43 +461,43 @@ fn invariants(roots: &[Arc<Node>], inputs: &HashSet<u64>) -> Vec<Arc<Node>> {
     }
     let mut info: HashMap<u64, Info> = HashMap::new();
     let mut order: Vec<(Arc<Node>, crate::graph::Inputs)> = Vec::new();
-    let mut stack: Vec<(Arc<Node>, bool)> = roots.iter().map(|r| (r.clone(), false)).collect();
+    // (node, its inputs once visited: the node is done when popped with them)
+    let mut stack: Vec<(Arc<Node>, Option<crate::graph::Inputs>)> =
+        roots.iter().map(|r| (r.clone(), None)).collect();
     let mut seen: HashSet<u64> = HashSet::new();
-    while let Some((n, done)) = stack.pop() {
-        if done {
-            let ins = n.inputs();
-            let mut i = Info {
-                variant: inputs.contains(&n.id),
-                largest: 0,
-                computes: n.op.is_elementwise()
+    while let Some((n, visited)) = stack.pop() {
+        let Some(ins) = visited else {
+            if seen.insert(n.id) {
+                let ins = n.inputs();
+                let below: Vec<Arc<Node>> = ins
+                    .iter()
+                    .filter(|x| !seen.contains(&x.id))
+                    .cloned()
+                    .collect();
+                stack.push((n, Some(ins)));
+                stack.extend(below.into_iter().map(|x| (x, None)));
+            }
+            continue;
+        };
+        let mut i = Info {
+            variant: inputs.contains(&n.id),
+            largest: 0,
+            computes: !ins.is_empty()
+                && (n.op.is_elementwise()
                     || n.op.is_library()
-                    || matches!(n.op, Op::Reduce(..) | Op::Gather { .. }),
-            };
-            if ins.is_empty() {
-                i.computes = false;
-                if n.buffer().is_some() && !i.variant {
-                    i.largest = n.shape.iter().product();
-                }
-            }
-            for x in &ins {
-                let xi = info[&x.id];
-                i.variant |= xi.variant;
-                i.largest = i.largest.max(xi.largest);
-                i.computes |= xi.computes;
-            }
-            info.insert(n.id, i);
-            order.push((n, ins));
-            continue;
+                    || matches!(n.op, Op::Reduce(..) | Op::Gather { .. })),
+        };
+        if ins.is_empty() && n.buffer().is_some() && !i.variant {
+            i.largest = n.shape.iter().product();
         }
-        if !seen.insert(n.id) {
-            continue;
+        for x in &ins {
+            let xi = info[&x.id];
+            i.variant |= xi.variant;
+            i.largest = i.largest.max(xi.largest);
+            i.computes |= xi.computes;
         }
-        stack.push((n.clone(), true));
-        for x in n.inputs() {
-            if !seen.contains(&x.id) {
-                stack.push((x, false));
-            }
-        }
+        info.insert(n.id, i);
+        order.push((n, ins));
     }
     let mut out: Vec<Arc<Node>> = Vec::new();
     let mut chosen: HashSet<u64> = HashSet::new();

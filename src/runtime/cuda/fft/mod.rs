@@ -538,24 +538,16 @@ impl Runner<'_> {
     /// at `ptr` (one 2-D memset).
     fn zero(&self, ptr: u64, rows: usize, row_len: usize, lo: usize, hi: usize) -> Result<()> {
         let size = self.prec.complex_size();
-        if rows == 0 || lo >= hi {
+        if lo >= hi {
             return Ok(());
         }
-        // SAFETY: rows `0..rows` of `row_len` elements lie inside the live buffer at `ptr`
-        // (sized by the program), and columns `lo..hi <= row_len` inside each row; the
-        // memset is ordered on the stream like every other use of the buffer.
-        unsafe {
-            cudarc::driver::sys::cuMemsetD2D32Async(
-                ptr + (lo * size) as u64,
-                row_len * size,
-                0,
-                (hi - lo) * size / 4,
-                rows,
-                self.dev.work_stream().cu_stream(),
-            )
-        }
-        .result()
-        .map_err(driver_err("cuMemsetD2D32Async"))
+        // columns lo..hi of every row lie inside the buffer at `ptr` (hi <= row_len)
+        self.memset_2d(
+            ptr + (lo * size) as u64,
+            row_len * size,
+            (hi - lo) * size / 4,
+            rows,
+        )
     }
 
     /// Queues the clearing of the imaginary parts of `buf[o, k, i]` for every `o < outer`,
@@ -566,8 +558,9 @@ impl Runner<'_> {
         let size = self.prec.complex_size();
         let words = size / 8; // 32-bit words of one imaginary part
         let imag = ptr + (size / 2) as u64;
-        let stream = self.dev.work_stream().cu_stream();
-        // (first element, pitch between rows, rows) of each memset
+        // (first element, pitch between rows, rows) of each memset: element
+        // `first + r * pitch` is `[o, k, i]` (`k < h`), whose imaginary half follows its
+        // real half
         let runs: Vec<(usize, usize, usize)> = if inner <= outer {
             (0..inner)
                 .map(|i| (k * inner + i, h * inner, outer))
@@ -578,24 +571,32 @@ impl Runner<'_> {
                 .collect()
         };
         for (first, pitch, rows) in runs {
-            // SAFETY: element `first + r * pitch` for `r < rows` is `[o, k, i]` of the
-            // `outer * h * inner` elements of the live buffer at `ptr` (`k < h`), and its
-            // imaginary half is the `words` 32-bit words after its real half; the memset
-            // is ordered on the stream like every other use of the buffer.
-            unsafe {
-                cudarc::driver::sys::cuMemsetD2D32Async(
-                    imag + (first * size) as u64,
-                    pitch * size,
-                    0,
-                    words,
-                    rows,
-                    stream,
-                )
-            }
-            .result()
-            .map_err(driver_err("cuMemsetD2D32Async"))?;
+            self.memset_2d(imag + (first * size) as u64, pitch * size, words, rows)?;
         }
         Ok(())
+    }
+
+    /// Queues a 2-D memset to zero of `rows` rows of `words` 32-bit words, `pitch` bytes
+    /// apart, from `ptr`. The callers pass ranges inside one live buffer of this device.
+    fn memset_2d(&self, ptr: u64, pitch: usize, words: usize, rows: usize) -> Result<()> {
+        if rows == 0 || words == 0 {
+            return Ok(());
+        }
+        // SAFETY: the rows lie inside a live buffer of this device's context (the callers'
+        // ranges, sized by the program); the memset is ordered on the stream like every
+        // other use of the buffer.
+        unsafe {
+            cudarc::driver::sys::cuMemsetD2D32Async(
+                ptr,
+                pitch,
+                0,
+                words,
+                rows,
+                self.dev.work_stream().cu_stream(),
+            )
+        }
+        .result()
+        .map_err(driver_err("cuMemsetD2D32Async"))
     }
 
     /// Launches the helper kernel of `l` reading `inputs` (addresses and lengths) and

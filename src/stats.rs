@@ -4,26 +4,48 @@
 use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
 use std::time::Duration;
 
+/// Counters are striped: each thread bumps the stripe it was given at its first bump (one
+/// cache line pair each), and a read sums the stripes, so threads evaluating at once never
+/// write one shared cache line.
+const STRIPES: usize = 32;
+
+/// This thread's stripe.
+fn stripe() -> usize {
+    use std::sync::atomic::AtomicUsize;
+    static NEXT: AtomicUsize = AtomicUsize::new(0);
+    thread_local! {
+        static MINE: usize = NEXT.fetch_add(1, Relaxed) % STRIPES;
+    }
+    MINE.try_with(|m| *m).unwrap_or(0)
+}
+
 macro_rules! counters {
     ($($name:ident: $doc:literal),* $(,)?) => {
+        #[repr(align(128))]
         struct Counters { $($name: AtomicU64,)* }
-        static COUNTERS: Counters = Counters { $($name: AtomicU64::new(0),)* };
+        static COUNTERS: [Counters; STRIPES] =
+            [const { Counters { $($name: AtomicU64::new(0),)* } }; STRIPES];
 
-        /// A snapshot of the counters (since start or the last [`reset_stats`]).
+        /// A snapshot of the counters (see [`stats`]).
         #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
         pub struct Stats {
             $(#[doc = $doc] pub $name: u64,)*
         }
 
-        /// Reads every counter.
+        /// The counters since the start of the process or the last [`reset_stats`].
         pub fn stats() -> Stats {
-            Stats { $($name: COUNTERS.$name.load(Relaxed),)* }
+            let mut s = Stats::default();
+            for c in &COUNTERS {
+                $(s.$name += c.$name.load(Relaxed);)*
+            }
+            s
         }
 
-        /// Sets every counter to zero and restarts the memory high-water marks of
-        /// [`memory_stats`] from the current levels.
+        /// Sets every counter to zero and every memory peak to its current level.
         pub fn reset_stats() {
-            $(COUNTERS.$name.store(0, Relaxed);)*
+            for c in &COUNTERS {
+                $(c.$name.store(0, Relaxed);)*
+            }
             DEVICE_BYTES.reset_peak();
             HOST_BYTES.reset_peak();
         }
@@ -31,7 +53,7 @@ macro_rules! counters {
         #[allow(dead_code)]
         pub(crate) mod bump {
             use super::*;
-            $(#[doc = $doc] pub fn $name(n: u64) { COUNTERS.$name.fetch_add(n, Relaxed); })*
+            $(#[doc = $doc] pub fn $name(n: u64) { COUNTERS[stripe()].$name.fetch_add(n, Relaxed); })*
         }
     };
 }

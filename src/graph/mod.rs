@@ -183,6 +183,14 @@ pub(crate) struct Node {
     /// Hash of the structure of this node alone (op without constant values or seeds,
     /// dtype, shape, device): the per-node part of plan-cache keys.
     pub(crate) shash: u64,
+    /// Structural key of the expression under this node, built incrementally at creation
+    /// from `shash` and the inputs' keys (an input realized by then counts as a leaf): the
+    /// hint by which an eval finds its cached plan without walking the DAG. Only a hint:
+    /// the plan found is verified against the DAG structurally (`schedule::Skeleton`).
+    skey: u64,
+    /// Set once the node holds a buffer (never cleared): lets [`Node::use_key`] read
+    /// realized-ness without the state lock.
+    has_buffer: AtomicBool,
     pub(crate) op: Op,
     pub(crate) dtype: DType,
     pub(crate) shape: Shape,
@@ -261,6 +269,43 @@ fn shard(hash: u64) -> MutexGuard<'static, Bucket> {
 }
 
 static NEXT_ID: AtomicU64 = AtomicU64::new(1);
+
+/// Ids are handed to threads in blocks, so that threads building nodes at once do not
+/// contend on one counter's cache line.
+const ID_BLOCK: u64 = 1024;
+
+thread_local! {
+    static IDS: std::cell::Cell<(u64, u64)> = const { std::cell::Cell::new((0, 0)) };
+}
+
+/// A process-unique node id.
+fn next_id() -> u64 {
+    IDS.try_with(|c| {
+        let (next, end) = c.get();
+        if next < end {
+            c.set((next + 1, end));
+            next
+        } else {
+            let start = NEXT_ID.fetch_add(ID_BLOCK, Relaxed);
+            c.set((start + 1, start + ID_BLOCK));
+            start
+        }
+    })
+    .unwrap_or_else(|_| NEXT_ID.fetch_add(1, Relaxed))
+}
+
+/// Mixes a 64-bit value into a structural key (the finalizer of splitmix64).
+pub(crate) fn mix(h: u64, x: u64) -> u64 {
+    let mut z = (h ^ x.rotate_left(23)).wrapping_add(0x9e37_79b9_7f4a_7c15);
+    z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+    z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+    z ^ (z >> 31)
+}
+
+/// The structural key of a realized node of structure `shash` used as an input.
+fn leaf_key(shash: u64) -> u64 {
+    mix(shash, 0x6c65_6166)
+}
 
 /// Constants built recently on this thread: the scalars of an expression rebuilt every
 /// step (`x * 2.0 - 1.0`) come back as the same nodes instead of a new node each (an
@@ -421,9 +466,15 @@ impl Node {
             drop(table);
             drop(rejected);
         }
+        let mut skey = mix(shash, inputs.len() as u64);
+        for n in &inputs {
+            skey = mix(skey, n.use_key());
+        }
         let node = Arc::new(Node {
-            id: NEXT_ID.fetch_add(1, Relaxed),
+            id: next_id(),
             shash,
+            skey,
+            has_buffer: AtomicBool::new(false),
             op,
             dtype,
             shape,
@@ -470,9 +521,13 @@ impl Node {
         device: Device,
         buffer: Option<Arc<Buffer>>,
     ) -> Arc<Node> {
+        let shash = structure_hash(&op, dtype, &shape, &device);
         Arc::new(Node {
-            id: NEXT_ID.fetch_add(1, Relaxed),
-            shash: structure_hash(&op, dtype, &shape, &device),
+            id: next_id(),
+            shash,
+            // a fresh node has no inputs: its own structure is its key
+            skey: mix(shash, 0),
+            has_buffer: AtomicBool::new(buffer.is_some()),
             op,
             dtype,
             shape,
@@ -487,6 +542,16 @@ impl Node {
             consumed: AtomicBool::new(false),
             pending: AtomicBool::new(false),
         })
+    }
+
+    /// This node's part of the structural key of an expression that reads it: a leaf's
+    /// key once it holds a buffer, else the key of the expression under it.
+    pub(crate) fn use_key(&self) -> u64 {
+        if self.has_buffer.load(Relaxed) {
+            leaf_key(self.shash)
+        } else {
+            self.skey
+        }
     }
 
     pub(crate) fn state(&self) -> MutexGuard<'_, NodeState> {
@@ -525,6 +590,7 @@ impl Node {
         let old = {
             let mut s = self.state();
             s.buffer = Some(buffer);
+            self.has_buffer.store(true, Relaxed);
             std::mem::take(&mut s.inputs)
         };
         if matches!(self.op, Op::Const(_)) {

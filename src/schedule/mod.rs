@@ -13,6 +13,7 @@
 pub(crate) mod inplace;
 mod lower;
 mod matmul;
+mod skeleton;
 
 use crate::graph::{FxBuild, FxHasher, Inputs, Node, Op};
 use crate::runtime::matmul::GemmSpec;
@@ -67,6 +68,9 @@ pub(crate) struct Template {
     steps: Vec<TStep>,
     /// In-place opportunities (`inplace`), checked at each execution.
     reuse: Vec<inplace::Cand>,
+    /// The structure of the DAG the plan was made for: verifies a cache hit found by the
+    /// roots' structural keys.
+    skeleton: skeleton::Skeleton,
 }
 
 /// Scratch space of [`walk`], kept per thread so that a cached eval allocates nothing to
@@ -239,13 +243,19 @@ thread_local! {
 /// block each other; the key is built in a per-thread buffer.
 pub(crate) fn template_for_hit(roots: &[Arc<Node>]) -> Result<(Arc<Template>, NodeOrder, bool)> {
     let fuse = config::fusion_enabled(); // read once: the key and the plan agree
-    KEY.with(|k| match k.try_borrow_mut() {
+    if let Some((t, nodes)) = skeleton::lookup(roots, fuse) {
+        crate::stats::bump::plan_cache_hits(1);
+        return Ok((t, nodes, true));
+    }
+    let (t, nodes, hit) = KEY.with(|k| match k.try_borrow_mut() {
         Ok(mut w) => {
             let Walked { key, dag } = &mut *w;
             template_with_key(roots, fuse, key, dag)
         }
         Err(_) => template_with_key(roots, fuse, &mut Vec::new(), &mut Dag::default()),
-    })
+    })?;
+    skeleton::remember(roots, fuse, &t);
+    Ok((t, nodes, hit))
 }
 
 fn template_with_key(
@@ -425,7 +435,12 @@ fn make_template(
             crate::stats::bump::plans(1);
             steps.append(&mut aliases);
             let reuse = inplace::candidates(&steps, nodes, dag, root_pos);
-            return Ok(Template { steps, reuse });
+            let skeleton = skeleton::Skeleton::new(nodes, dag, root_pos);
+            return Ok(Template {
+                steps,
+                reuse,
+                skeleton,
+            });
         }
         // Materialize only the outermost of the reported nodes: the ones below them may be
         // read in a single context once these are buffers.

@@ -123,6 +123,7 @@ impl Array {
     /// is too big`), and [`Error::OutOfMemory`] when a buffer that could exist cannot be
     /// allocated.
     pub fn eval(&self) -> Result<()> {
+        crate::api::gather::known_failure(&self.node)?;
         crate::exec::evaluate(std::slice::from_ref(&self.node))
     }
 
@@ -150,7 +151,7 @@ impl Array {
 
     fn host_data<T: Element>(&self, op: &'static str) -> Result<Vec<T>> {
         self.check_dtype::<T>(op)?;
-        crate::api::gather::check_indices()?;
+        crate::api::gather::check_node(&self.node)?;
         let _scope = crate::profile::scope(false);
         let buf = self.buffer()?;
         let host = runtime::download(&buf, 0, buf.len())?;
@@ -192,7 +193,7 @@ impl Array {
             out.copy_from_slice(&self.host_data::<T>("copy_to_slice")?);
             return Ok(());
         }
-        crate::api::gather::check_indices()?;
+        crate::api::gather::check_node(&self.node)?;
         let _scope = crate::profile::scope(false);
         let buf = self.buffer()?;
         // SAFETY: `T` is a plain old data element type other than bool (checked above), so
@@ -219,7 +220,7 @@ impl Array {
                 ),
             });
         }
-        crate::api::gather::check_indices()?;
+        crate::api::gather::check_node(&self.node)?;
         let _scope = crate::profile::scope(false);
         let (buf, offset) = match single_element(&self.node) {
             Some(found) => found,
@@ -320,6 +321,9 @@ fn single_element(node: &Arc<Node>) -> Option<(Arc<Buffer>, usize)> {
 
 /// Materializes several arrays in one plan; shared subexpressions are computed once.
 pub fn eval(arrays: &[&Array]) -> Result<()> {
+    for a in arrays {
+        crate::api::gather::known_failure(&a.node)?;
+    }
     let nodes: Vec<Arc<Node>> = arrays.iter().map(|a| a.node.clone()).collect();
     crate::exec::evaluate(&nodes)
 }

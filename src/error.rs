@@ -30,7 +30,8 @@ pub enum Error {
         msg: String,
     },
     /// An index out of range, found on the device after the operation ran (a gather's
-    /// indices are checked where they are computed and reported by the next readback).
+    /// indices are checked where they are computed and reported by every readback of the
+    /// result and of everything computed from it).
     #[error("{op}: {msg}")]
     Index {
         /// The operation.

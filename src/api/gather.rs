@@ -1,142 +1,115 @@
 //! Gathers with integer index arrays (`take`, `take_along_axis`) and the deferred check of
 //! their indices: a gather reads through computed indices inside the consumer's kernel,
-//! and whether every index was in range is computed on the device and reported as an
-//! error by the next readback on the same thread.
+//! and whether every index was in range is computed on the device as a flag that the
+//! result, and everything computed from it, carries (`graph::Checks`): every readback of
+//! every dependent reports the same error.
 
-use super::make;
+use super::make_checked;
 use super::movement::axis_of;
-use crate::graph::{Op, Shape};
-use crate::{Array, DType, Device, Error, Result};
-use std::cell::RefCell;
+use crate::graph::{Checks, Node, Op, Shape};
+use crate::{Array, DType, Error, Result};
+use std::sync::Arc;
 
-/// Index checks queued on this thread and not yet read: per device, the unevaluated
-/// checks (Bool 0-d, true when an index was out of range) with their messages, and the
-/// evaluated union of earlier ones.
-#[derive(Default)]
-struct Pending {
-    checks: Vec<(Array, String)>,
-    folded: Option<(Array, Vec<String>)>,
-}
-
-thread_local! {
-    static PENDING: RefCell<Vec<(Device, Pending)>> = const { RefCell::new(Vec::new()) };
-}
-
-/// Unevaluated checks kept before they are folded into one evaluated flag (each keeps
-/// its index array alive until then).
+/// More checks than this on one node are folded into one flag (a chain of gathers in a
+/// loop would otherwise carry every earlier step's check).
 const FOLD_AT: usize = 16;
 
-/// Distinct messages kept per device.
+/// Distinct messages kept per folded check.
 const MESSAGES: usize = 4;
 
-fn register(bad: Array, msg: String) {
-    let dev = bad.device();
-    let fold = PENDING.with(|p| {
-        let mut p = p.borrow_mut();
-        let i = match p.iter().position(|(d, _)| *d == dev) {
-            Some(i) => i,
-            None => {
-                p.push((dev.clone(), Pending::default()));
-                p.len() - 1
-            }
-        };
-        let q = &mut p[i].1;
-        q.checks.push((bad, msg));
-        (q.checks.len() >= FOLD_AT).then(|| std::mem::take(&mut p[i].1))
-    });
-    if let Some(q) = fold {
-        // queued, not waited for: the union of the checks becomes one tiny buffer and the
-        // index arrays they held are released
-        let (flag, msgs) = union(q);
-        let _ = flag.eval();
-        PENDING.with(|p| {
-            let mut p = p.borrow_mut();
-            if let Some((_, slot)) = p.iter_mut().find(|(d, _)| *d == dev) {
-                let (flag, msgs) = match slot.folded.take() {
-                    Some((old, mut m)) => {
-                        merge(&mut m, msgs);
-                        (old.logical_or(&flag), m)
-                    }
-                    None => (flag, msgs),
-                };
-                let _ = flag.eval();
-                slot.folded = Some((flag, msgs));
-            }
-        });
-    }
-}
-
-fn merge(into: &mut Vec<String>, more: Vec<String>) {
-    for m in more {
-        if into.len() < MESSAGES && !into.contains(&m) {
-            into.push(m);
-        }
-    }
-}
-
-/// One flag for every check of `q` and their distinct messages.
-fn union(q: Pending) -> (Array, Vec<String>) {
-    let mut msgs = Vec::new();
-    let mut flags: Vec<Array> = Vec::new();
-    if let Some((f, m)) = q.folded {
-        flags.push(f);
-        merge(&mut msgs, m);
-    }
-    for (f, m) in q.checks {
-        flags.push(f);
-        merge(&mut msgs, vec![m]);
-    }
-    let refs: Vec<&Array> = flags.iter().collect();
-    let flag = if refs.len() == 1 {
-        refs[0].clone()
-    } else {
-        crate::stack(&refs, 0).any()
+/// The checks of a node built from `inputs`, with `own` added (a gather's own check),
+/// folded into one flag when there are many.
+pub(crate) fn checks_of(inputs: &[&Array], own: Option<(Array, String)>) -> Option<Arc<Checks>> {
+    let union = Checks::union(inputs.iter().map(|a| &a.node));
+    let Some((flag, msg)) = own else {
+        return fold(union);
     };
-    (flag, msgs)
+    let mut items = union.map(|c| c.items.clone()).unwrap_or_default();
+    items.push((flag.node.clone(), msg.into()));
+    fold(Some(Arc::new(Checks::new(items))))
 }
 
-/// Reads the index checks queued on this thread: an error naming the gathers when an
-/// index was out of range. Called by every readback before it copies.
-pub(crate) fn check_indices() -> Result<()> {
-    let pending = PENDING.with(|p| {
-        let mut p = p.borrow_mut();
-        if p.is_empty() {
-            None
-        } else {
-            Some(std::mem::take(&mut *p))
+/// `checks` with more than [`FOLD_AT`] flags replaced by one flag for all of them.
+pub(crate) fn fold(checks: Option<Arc<Checks>>) -> Option<Arc<Checks>> {
+    let c = checks?;
+    if c.items.len() <= FOLD_AT {
+        return Some(c);
+    }
+    let flags: Vec<Array> = c
+        .items
+        .iter()
+        .map(|(f, _)| Array::from_node(f.clone()))
+        .collect();
+    let refs: Vec<&Array> = flags.iter().collect();
+    let flag = crate::stack(&refs, 0).any();
+    let mut msgs: Vec<&str> = Vec::new();
+    for (_, m) in &c.items {
+        if msgs.len() < MESSAGES && !msgs.contains(&&**m) {
+            msgs.push(m);
         }
-    });
-    let Some(pending) = pending else {
+    }
+    let msg: Arc<str> = msgs.join("; ").into();
+    Some(Arc::new(Checks::new(vec![(flag.node.clone(), msg)])))
+}
+
+/// The outcome of the checks `node`'s value depends on: an error naming the gathers whose
+/// indices were out of range. Evaluated (and waited for) once per set of checks, then
+/// remembered, so every later readback of every dependent returns the same error.
+pub(crate) fn check_node(node: &Arc<Node>) -> Result<()> {
+    let Some(c) = node.checks() else {
         return Ok(());
     };
-    let mut msgs = Vec::new();
-    for (_, q) in pending {
-        let (flag, m) = union(q);
-        if flag.item::<bool>()? {
-            merge(&mut msgs, m);
+    let verdict = match c.verdict.get() {
+        Some(v) => v.clone(),
+        None => {
+            let flags: Vec<Array> = c
+                .items
+                .iter()
+                .map(|(f, _)| Array::from_node(f.clone()))
+                .collect();
+            let refs: Vec<&Array> = flags.iter().collect();
+            crate::eval(&refs)?;
+            let mut msgs: Vec<&str> = Vec::new();
+            for ((_, m), f) in c.items.iter().zip(&flags) {
+                if f.item::<bool>()? && !msgs.contains(&&**m) {
+                    msgs.push(m);
+                }
+            }
+            let v = (!msgs.is_empty()).then(|| Arc::<str>::from(msgs.join("; ")));
+            c.verdict.get_or_init(|| v).clone()
         }
-    }
-    if msgs.is_empty() {
-        Ok(())
-    } else {
-        Err(Error::Index {
+    };
+    match verdict {
+        None => Ok(()),
+        Some(msg) => Err(Error::Index {
             op: "take",
-            msg: msgs.join("; "),
-        })
+            msg: msg.to_string(),
+        }),
     }
 }
 
-/// Queues the check that every index of `idx` lies in `-n..n`.
-fn check(op: &str, idx: &Array, n: usize, axis: usize) {
+/// The error of `node`'s checks when it is already known (no evaluation, no wait).
+pub(crate) fn known_failure(node: &Arc<Node>) -> Result<()> {
+    match node.checks().and_then(|c| c.verdict.get()) {
+        Some(Some(msg)) => Err(Error::Index {
+            op: "take",
+            msg: msg.to_string(),
+        }),
+        _ => Ok(()),
+    }
+}
+
+/// The check that every index of `idx` lies in `-n..n` (none for no indices).
+fn check(op: &str, idx: &Array, n: usize, axis: usize) -> Option<(Array, String)> {
     if idx.size() == 0 {
-        return;
+        return None;
     }
     let n = n as i64;
     let bad = idx.lt(-n).logical_or(idx.ge(n)).any();
-    register(
+    Some((
         bad,
         format!("{op}: an index is out of range for axis {axis} of length {n}"),
-    );
+    ))
 }
 
 #[track_caller]
@@ -151,8 +124,8 @@ fn index_array(op: &str, indices: &Array) -> Array {
 impl Array {
     /// The elements at `indices` along `axis` (NumPy's `take`): the result's shape is
     /// `shape[..axis] + indices.shape + shape[axis + 1..]`. Negative indices count from
-    /// the end. An index out of range is an error ([`Error::Index`]) at the next readback
-    /// on this thread (inside a traced [`Function`](crate::Function) it reads zero).
+    /// the end. An index out of range is an error ([`Error::Index`]) at every readback of
+    /// the result and of everything computed from it (inside a traced [`Function`](crate::Function) it reads zero).
     ///
     /// # Panics
     /// When `indices` is not of an integer dtype or `axis` is out of range.
@@ -165,26 +138,28 @@ impl Array {
         let mut out: Shape = Shape::from_slice(&shape[..a]);
         out.extend_from_slice(idx.shape());
         out.extend_from_slice(&shape[a + 1..]);
-        check("take", &idx, shape[a], a);
+        let own = check("take", &idx, shape[a], a);
         let mut view: Vec<isize> = vec![1; out.len()];
         for (k, &d) in idx.shape().iter().enumerate() {
             view[a + k] = d as isize;
         }
         let idx = idx.reshape(&view).broadcast_to(&out);
-        make(
+        let checks = checks_of(&[self, &idx], own);
+        make_checked(
             Op::Gather { axis: a, span: m },
             self.dtype(),
             out,
             &dev,
             &[self, &idx],
+            checks,
         )
     }
 }
 
 /// `out[.., i, ..] = a[.., indices[.., i, ..], ..]` along `axis` (NumPy's
 /// `take_along_axis`): `indices` has `a`'s rank; the other axes broadcast. Negative
-/// indices count from the end; an index out of range is an error at the next readback
-/// on this thread.
+/// indices count from the end; an index out of range is an error at every readback
+/// of the result and of everything computed from it.
 ///
 /// # Panics
 /// When the ranks differ, the other axes do not broadcast, `indices` is not of an
@@ -217,14 +192,16 @@ pub fn take_along_axis(a: &Array, indices: &Array, axis: isize) -> Array {
     let mut src = out.clone();
     src[ax] = a.shape()[ax];
     out[ax] = idx.shape()[ax];
-    check(op, &idx, a.shape()[ax], ax);
+    let own = check(op, &idx, a.shape()[ax], ax);
     let source = a.broadcast_to(&src);
     let idx = idx.broadcast_to(&out);
-    make(
+    let checks = checks_of(&[&source, &idx], own);
+    make_checked(
         Op::Gather { axis: ax, span: 1 },
         a.dtype(),
         out,
         &dev,
         &[&source, &idx],
+        checks,
     )
 }

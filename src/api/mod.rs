@@ -47,7 +47,43 @@ pub(crate) fn make(
         ins.push(a.node.clone());
     }
     let inputs = ins;
-    Array::from_node(Node::new(op, dtype, shape, device.clone(), inputs))
+    let checks = crate::api::gather::fold(crate::graph::Checks::union(inputs.iter()));
+    Array::from_node(Node::with_checks(
+        op,
+        dtype,
+        shape,
+        device.clone(),
+        inputs,
+        checks,
+    ))
+}
+
+/// [`make`] with the deferred checks given (a gather's: its inputs' and its own).
+#[track_caller]
+pub(crate) fn make_checked(
+    op: Op,
+    dtype: DType,
+    shape: Shape,
+    device: &Device,
+    inputs: &[&Array],
+    checks: Option<std::sync::Arc<crate::graph::Checks>>,
+) -> Array {
+    if crate::shape::checked_size(&shape).is_none() {
+        panic!(
+            "{}: shape {:?} has more elements than usize can count",
+            op.name(),
+            shape.as_slice()
+        );
+    }
+    let ins: crate::graph::Inputs = inputs.iter().map(|a| a.node.clone()).collect();
+    Array::from_node(Node::with_checks(
+        op,
+        dtype,
+        shape,
+        device.clone(),
+        ins,
+        checks,
+    ))
 }
 
 /// Panics at the caller's line unless all arrays share one device.

@@ -170,6 +170,51 @@ pub(crate) struct NodeState {
     pub(crate) buffer: Option<Arc<Buffer>>,
 }
 
+/// Deferred checks of an expression (the index-range checks of gathers): flags (Bool 0-d
+/// nodes, true when the check failed) with their messages. A node carries the checks of
+/// everything it was computed from, and keeps them once realized, so every readback of
+/// every dependent of a failed check fails, every time.
+pub(crate) struct Checks {
+    pub(crate) items: Vec<(Arc<Node>, Arc<str>)>,
+    /// The outcome, once read: the failed checks' messages, or `None` when all passed.
+    pub(crate) verdict: OnceLock<Option<Arc<str>>>,
+}
+
+impl Checks {
+    /// Checks not read yet.
+    pub(crate) fn new(items: Vec<(Arc<Node>, Arc<str>)>) -> Checks {
+        Checks {
+            items,
+            verdict: OnceLock::new(),
+        }
+    }
+
+    /// The union of the checks of `inputs` (shared when only one input has any).
+    pub(crate) fn union<'a>(inputs: impl Iterator<Item = &'a Arc<Node>>) -> Option<Arc<Checks>> {
+        let mut found: Option<Arc<Checks>> = None;
+        let mut merged: Option<Vec<(Arc<Node>, Arc<str>)>> = None;
+        for n in inputs {
+            let Some(c) = &n.checks else { continue };
+            match (&found, &mut merged) {
+                (None, _) => found = Some(c.clone()),
+                (Some(f), None) if Arc::ptr_eq(f, c) => {}
+                (Some(f), m) => {
+                    let items = m.get_or_insert_with(|| f.items.clone());
+                    for it in &c.items {
+                        if !items.iter().any(|(x, _)| Arc::ptr_eq(x, &it.0)) {
+                            items.push(it.clone());
+                        }
+                    }
+                }
+            }
+        }
+        match merged {
+            Some(items) => Some(Arc::new(Checks::new(items))),
+            None => found,
+        }
+    }
+}
+
 /// One node of the DAG.
 ///
 /// Hash-consing is lazy: building looks for an equal *realized* node (so that a live
@@ -204,6 +249,8 @@ pub(crate) struct Node {
     /// Set once the realized node is in the hash-consing table (it removes itself on drop).
     in_table: AtomicBool,
     state: Mutex<NodeState>,
+    /// The deferred checks this node's value depends on (see [`Checks`]).
+    checks: Option<Arc<Checks>>,
     /// Set when an evaluation took this node's buffer to write in place; hash-consing never
     /// hands the node out again (see [`consume_buffer`]).
     consumed: AtomicBool,
@@ -426,6 +473,20 @@ impl Node {
         device: Device,
         inputs: Inputs,
     ) -> Arc<Node> {
+        let checks = Checks::union(inputs.iter());
+        Node::with_checks(op, dtype, shape, device, inputs, checks)
+    }
+
+    /// [`Node::new`] with the deferred checks given (instead of the inputs' union). A node
+    /// handed back by hash-consing keeps its own checks, made from equal inputs.
+    pub(crate) fn with_checks(
+        op: Op,
+        dtype: DType,
+        shape: Shape,
+        device: Device,
+        inputs: Inputs,
+        checks: Option<Arc<Checks>>,
+    ) -> Arc<Node> {
         let is_const = matches!(op, Op::Const(_)) && inputs.is_empty();
         if is_const {
             if let Some(n) = recent_const(&op, dtype, &shape, &device) {
@@ -481,6 +542,7 @@ impl Node {
             device,
             input_ids,
             interned: Some(kh),
+            checks,
             in_table: AtomicBool::new(false),
             state: Mutex::new(NodeState {
                 inputs,
@@ -534,6 +596,7 @@ impl Node {
             device,
             input_ids: SmallVec::new(),
             interned: None,
+            checks: None,
             in_table: AtomicBool::new(false),
             state: Mutex::new(NodeState {
                 inputs: Inputs::new(),
@@ -542,6 +605,11 @@ impl Node {
             consumed: AtomicBool::new(false),
             pending: AtomicBool::new(false),
         })
+    }
+
+    /// The deferred checks this node's value depends on.
+    pub(crate) fn checks(&self) -> Option<&Arc<Checks>> {
+        self.checks.as_ref()
     }
 
     /// This node's part of the structural key of an expression that reads it: a leaf's

@@ -92,3 +92,15 @@ fn failure_survives_a_chain_of_gathers() {
         assert_eq!(got, want);
     });
 }
+
+#[test]
+fn the_error_names_the_gather_once() {
+    common::for_each_device(|dev| {
+        let a = Array::from_vec_on(vec![10f32, 11., 12., 13., 14.], &[5], dev).unwrap();
+        let t = a.take(&idx(vec![0, 9], dev), 0);
+        let e = t.to_vec::<f32>().unwrap_err().to_string();
+        assert_eq!(e.matches("take").count(), 1, "{e}");
+        let printed = format!("{t}");
+        assert_eq!(printed.matches("take").count(), 1, "{printed}");
+    });
+}

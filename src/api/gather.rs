@@ -81,20 +81,40 @@ pub(crate) fn check_node(node: &Arc<Node>) -> Result<()> {
     };
     match verdict {
         None => Ok(()),
-        Some(msg) => Err(Error::Index {
-            op: "take",
-            msg: msg.to_string(),
-        }),
+        Some(msg) => Err(index_error(&msg)),
     }
+}
+
+/// The error of failed checks' messages (`op: what`, joined by `; `): the gather named
+/// once, as the error's op, where every message comes from one kind of gather.
+fn index_error(msgs: &str) -> Error {
+    let parts: Vec<(&str, &str)> = msgs
+        .split("; ")
+        .map(|m| m.split_once(": ").unwrap_or(("take", m)))
+        .collect();
+    let op = match parts.first() {
+        Some(&(first, _)) if parts.iter().all(|(o, _)| *o == first) => first,
+        _ => "gather",
+    };
+    let op = if op == "take_along_axis" {
+        "take_along_axis"
+    } else if op == "take" {
+        "take"
+    } else {
+        "gather"
+    };
+    let msg = if op == "gather" {
+        msgs.to_string()
+    } else {
+        parts.iter().map(|(_, m)| *m).collect::<Vec<_>>().join("; ")
+    };
+    Error::Index { op, msg }
 }
 
 /// The error of `node`'s checks when it is already known (no evaluation, no wait).
 pub(crate) fn known_failure(node: &Arc<Node>) -> Result<()> {
     match node.checks().and_then(|c| c.verdict.get()) {
-        Some(Some(msg)) => Err(Error::Index {
-            op: "take",
-            msg: msg.to_string(),
-        }),
+        Some(Some(msg)) => Err(index_error(msg)),
         _ => Ok(()),
     }
 }

@@ -231,6 +231,31 @@ impl Array {
         Ok(v[0])
     }
 
+    /// Evaluates `self.astype(T::DTYPE)` and copies it to the host as a flat vector in C
+    /// order: a readback that converts with NumPy's `astype` rules, where [`Array::to_vec`]
+    /// needs `T` to match the dtype. The conversion fuses into the kernel that computes the
+    /// array. Floats to integers truncate toward zero, anything to `bool` is `x != 0`, and
+    /// complex to real keeps the real part (NumPy's `astype` does the same, with a
+    /// `ComplexWarning`).
+    pub fn to_vec_as<T: Element>(&self) -> Result<Vec<T>> {
+        self.astype(T::DTYPE).host_data::<T>("to_vec_as")
+    }
+
+    /// The single element of a size-1 array converted to `T` with NumPy's `astype` rules
+    /// (see [`Array::to_vec_as`]).
+    pub fn item_as<T: Element>(&self) -> Result<T> {
+        if self.size() != 1 {
+            return Err(Error::Shape {
+                op: "item_as",
+                msg: format!(
+                    "item_as() needs exactly one element, shape is {:?}",
+                    self.shape()
+                ),
+            });
+        }
+        self.astype(T::DTYPE).item::<T>()
+    }
+
     /// A lazy copy of this array on `dev`.
     #[track_caller]
     pub fn to_device(&self, dev: &Device) -> Array {

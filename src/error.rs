@@ -11,8 +11,15 @@ pub type Result<T> = std::result::Result<T, Error>;
 #[non_exhaustive]
 pub enum Error {
     // --- user input ---
-    /// A host element type that does not match the array's dtype.
-    #[error("{op}: dtype mismatch: array is {expected}, requested {got}")]
+    /// A host element type that does not match the array's dtype. The message names both
+    /// dtypes and their host types (`array is complex64 (lf::c32); requested lf::c64
+    /// (complex128)`).
+    #[error(
+        "{op}: dtype mismatch: array is {expected} ({}); requested {} ({got}){}",
+        host_type(*expected),
+        host_type(*got),
+        convert_hint(op)
+    )]
     DType {
         /// The operation.
         op: &'static str,
@@ -57,6 +64,21 @@ pub enum Error {
         op: &'static str,
         /// What is not supported, with the device, dtype or layout involved.
         msg: String,
+    },
+    /// A file that could not be read or written, or whose contents the operation cannot use:
+    /// a malformed or truncated `.npy` header, a dtype lazyfuse does not have, data shorter
+    /// or longer than the header says.
+    #[error("{op}: {path}: {msg}")]
+    Io {
+        /// The operation.
+        op: &'static str,
+        /// The file (for an archive's member, the archive's path joined with its name).
+        path: String,
+        /// What is wrong.
+        msg: String,
+        /// The I/O error, when one caused this.
+        #[source]
+        source: Option<std::io::Error>,
     },
     /// An invalid setting (environment variable, argument).
     #[error("{0}")]
@@ -107,6 +129,36 @@ pub enum Error {
         /// What happened.
         msg: String,
     },
+}
+
+/// The Rust host type of `d`'s elements, as a program names it.
+fn host_type(d: DType) -> &'static str {
+    match d {
+        DType::Bool => "bool",
+        DType::I8 => "i8",
+        DType::I16 => "i16",
+        DType::I32 => "i32",
+        DType::I64 => "i64",
+        DType::U8 => "u8",
+        DType::U16 => "u16",
+        DType::U32 => "u32",
+        DType::U64 => "u64",
+        DType::F16 => "lf::f16",
+        DType::BF16 => "lf::bf16",
+        DType::F32 => "f32",
+        DType::F64 => "f64",
+        DType::C64 => "lf::c32",
+        DType::C128 => "lf::c64",
+    }
+}
+
+/// For the readbacks, where to find the converting ones.
+fn convert_hint(op: &str) -> &'static str {
+    match op {
+        "to_vec" | "to_host" | "copy_to_slice" => "; to_vec_as converts",
+        "item" => "; item_as converts",
+        _ => "",
+    }
 }
 
 impl Error {

@@ -132,6 +132,7 @@ mod explain;
 mod function;
 mod graph;
 mod interop;
+mod npy;
 mod nvtx;
 mod profile;
 mod promote;
@@ -171,6 +172,7 @@ pub use lazyfuse_codegen::DType;
 /// [`Array::to_host`]), so that a program can name exactly these types.
 pub use ndarray;
 pub use ndarray::{s, NewAxis};
+pub use npy::{load_npy, load_npy_on, loadz, loadz_on, savez};
 pub use profile::{profile, CompileSource, Entry, EntryKind, Report, Timing};
 pub use promote::result_type;
 pub use shard::{Mesh, Placement, Sharded};

@@ -14,9 +14,13 @@ use std::cell::RefCell;
 /// evaluated union of earlier ones.
 #[derive(Default)]
 struct Pending {
-    checks: Vec<(Array, String)>,
-    folded: Option<(Array, Vec<String>)>,
+    checks: Vec<(Array, Message)>,
+    folded: Option<(Array, Vec<Message>)>,
 }
+
+/// What a check reports when its flag is set: the gather (`take`, `take_along_axis`) and
+/// what is wrong, without the gather's name.
+type Message = (&'static str, String);
 
 thread_local! {
     static PENDING: RefCell<Vec<(Device, Pending)>> = const { RefCell::new(Vec::new()) };
@@ -29,7 +33,7 @@ const FOLD_AT: usize = 16;
 /// Distinct messages kept per device.
 const MESSAGES: usize = 4;
 
-fn register(bad: Array, msg: String) {
+fn register(bad: Array, msg: Message) {
     let dev = bad.device();
     let fold = PENDING.with(|p| {
         let mut p = p.borrow_mut();
@@ -66,7 +70,7 @@ fn register(bad: Array, msg: String) {
     }
 }
 
-fn merge(into: &mut Vec<String>, more: Vec<String>) {
+fn merge(into: &mut Vec<Message>, more: Vec<Message>) {
     for m in more {
         if into.len() < MESSAGES && !into.contains(&m) {
             into.push(m);
@@ -75,7 +79,7 @@ fn merge(into: &mut Vec<String>, more: Vec<String>) {
 }
 
 /// One flag for every check of `q` and their distinct messages.
-fn union(q: Pending) -> (Array, Vec<String>) {
+fn union(q: Pending) -> (Array, Vec<Message>) {
     let mut msgs = Vec::new();
     let mut flags: Vec<Array> = Vec::new();
     if let Some((f, m)) = q.folded {
@@ -116,18 +120,28 @@ pub(crate) fn check_indices() -> Result<()> {
             merge(&mut msgs, m);
         }
     }
-    if msgs.is_empty() {
-        Ok(())
-    } else {
+    let Some(&(first, _)) = msgs.first() else {
+        return Ok(());
+    };
+    // the error names the gather once: as its `op` where every message comes from one
+    // kind of gather, else in front of each message
+    if msgs.iter().all(|(op, _)| *op == first) {
+        let msg: Vec<String> = msgs.into_iter().map(|(_, m)| m).collect();
         Err(Error::Index {
-            op: "take",
-            msg: msgs.join("; "),
+            op: first,
+            msg: msg.join("; "),
+        })
+    } else {
+        let msg: Vec<String> = msgs.iter().map(|(op, m)| format!("{op}: {m}")).collect();
+        Err(Error::Index {
+            op: "gather",
+            msg: msg.join("; "),
         })
     }
 }
 
 /// Queues the check that every index of `idx` lies in `-n..n`.
-fn check(op: &str, idx: &Array, n: usize, axis: usize) {
+fn check(op: &'static str, idx: &Array, n: usize, axis: usize) {
     if idx.size() == 0 {
         return;
     }
@@ -135,7 +149,10 @@ fn check(op: &str, idx: &Array, n: usize, axis: usize) {
     let bad = idx.lt(-n).logical_or(idx.ge(n)).any();
     register(
         bad,
-        format!("{op}: an index is out of range for axis {axis} of length {n}"),
+        (
+            op,
+            format!("an index is out of range for axis {axis} of length {n}"),
+        ),
     );
 }
 

@@ -49,7 +49,7 @@ impl Array {
 
     /// An array holding `data` (C order) with `shape`, on the default device
     /// ([`default_device`](crate::default_device)); an error, too, when the default device
-    /// comes from a `LAZYFUSE_DEVICE` that cannot be opened.
+    /// comes from a `LAZYFUSE_DEVICE` that names no usable device.
     pub fn from_vec<T: Element>(data: Vec<T>, shape: &[usize]) -> Result<Array> {
         Array::from_vec_on(data, shape, &crate::device::try_default_device()?)
     }
@@ -91,8 +91,9 @@ impl Array {
     /// the default device.
     ///
     /// # Panics
-    /// When the default device cannot take the data (a failed host-to-device copy); use
-    /// [`Array::from_ndarray_on`] to get the error.
+    /// When the default device cannot be had (a `LAZYFUSE_DEVICE` that names no usable
+    /// device, see [`crate::default_device`]) or cannot take the data (a failed
+    /// host-to-device copy); use [`Array::from_ndarray_on`] to get the error.
     #[track_caller]
     pub fn from_ndarray<T: Element, D: ndarray::Dimension>(a: &ndarray::ArrayRef<T, D>) -> Array {
         match Array::from_ndarray_on(a, &crate::default_device()) {

@@ -186,9 +186,14 @@ pub fn pruned_fft_min_elements() -> usize {
 }
 
 /// Whether the real-FFT rewrites are on for arrays on the default device
-/// ([`crate::Device::default`]).
+/// ([`crate::default_device`]).
+///
+/// # Panics
+/// As [`crate::default_device`] does: when the default device comes from a
+/// `LAZYFUSE_DEVICE` that names no usable device.
+#[track_caller]
 pub fn real_fft_enabled() -> bool {
-    real_fft_enabled_on(&crate::Device::default())
+    real_fft_enabled_on(&crate::default_device())
 }
 
 /// The `LAZYFUSE_DEBUG` level (0 when unset).

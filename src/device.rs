@@ -5,6 +5,23 @@ use crate::{Error, Result};
 use std::fmt;
 use std::sync::{Arc, OnceLock, RwLock};
 
+/// The environment variable that forces the default device.
+const ENV: &str = "LAZYFUSE_DEVICE";
+
+/// The CUDA devices of a machine with `n >= 1` of them, as an error message lists them:
+/// "cuda:0 (1 device)", "cuda:0, cuda:1 (2 devices)", "cuda:0 to cuda:7 (8 devices)".
+fn cuda_devices(n: usize) -> String {
+    let names = match n {
+        0..=4 => (0..n)
+            .map(|i| format!("cuda:{i}"))
+            .collect::<Vec<_>>()
+            .join(", "),
+        _ => format!("cuda:0 to cuda:{}", n - 1),
+    };
+    let s = if n == 1 { "" } else { "s" };
+    format!("{names} ({n} device{s})")
+}
+
 /// Where arrays live and kernels run.
 #[derive(Clone)]
 pub enum Device {
@@ -26,46 +43,55 @@ impl Device {
         Ok(Device::Cuda(CudaDevice::open(ordinal)?))
     }
 
-    /// What [`Device::default`] picks, as a `Result`: `LAZYFUSE_DEVICE=cpu|cuda|cuda:N`
-    /// (surrounding spaces and case ignored) forces a device: forcing CUDA where none is
-    /// usable is an error, and so is any other value; unset or blank, CUDA device 0 when
-    /// usable, else the CPU.
+    /// What [`Device::default`] picks, as a `Result`. `LAZYFUSE_DEVICE` unset (or blank):
+    /// CUDA device 0 when a usable driver and GPU exist, else the CPU. Set to `cpu`, `cuda`
+    /// or `cuda:N` (surrounding spaces and case ignored), it forces that device, and a
+    /// forced device that cannot be used is an [`Error::Config`] naming the variable and its
+    /// value, never a quiet CPU run: `cuda:7` on a machine with one GPU says which devices
+    /// exist, `cuda` without a usable driver or GPU says why CUDA is unusable. Any other
+    /// value is an error too.
     pub fn try_default() -> Result<Device> {
-        let raw = match std::env::var("LAZYFUSE_DEVICE") {
+        let raw = match std::env::var(ENV) {
             Ok(v) => v,
             Err(std::env::VarError::NotPresent) => String::new(),
             Err(std::env::VarError::NotUnicode(v)) => {
                 return Err(Error::Config(format!(
-                    "LAZYFUSE_DEVICE={v:?}: not UTF-8; expected cpu, cuda or cuda:N"
+                    "{ENV}={v:?}: not UTF-8; expected cpu, cuda or cuda:N"
                 )))
             }
         };
-        let v = raw.trim().to_ascii_lowercase();
-        // a forced device that cannot be opened names the setting that forced it
-        let forced = |r: Result<Device>| {
-            r.map_err(|e| match e {
-                Error::NoCuda(m) => Error::NoCuda(format!("{m} (LAZYFUSE_DEVICE={raw:?})")),
-                e => e,
-            })
-        };
-        match v.as_str() {
+        let bad = |why: String| Error::Config(format!("{ENV}={raw:?}: {why}"));
+        let ordinal = match raw.trim().to_ascii_lowercase().as_str() {
             "" => {
                 if CudaDevice::available() {
                     if let Ok(d) = Device::cuda(0) {
                         return Ok(d);
                     }
                 }
-                Ok(Device::Cpu)
+                return Ok(Device::Cpu);
             }
-            "cpu" => Ok(Device::Cpu),
-            "cuda" => forced(Device::cuda(0)),
+            "cpu" => return Ok(Device::Cpu),
+            "cuda" => 0,
             s => match s.strip_prefix("cuda:").and_then(|n| n.trim().parse().ok()) {
-                Some(n) => forced(Device::cuda(n)),
-                None => Err(Error::Config(format!(
-                    "LAZYFUSE_DEVICE={raw:?}: expected cpu, cuda or cuda:N"
-                ))),
+                Some(n) => n,
+                None => {
+                    return Err(bad(
+                        "not a device; expected cpu, cuda or cuda:N, or unset for the GPU \
+                         when one works, else the CPU"
+                            .into(),
+                    ))
+                }
             },
+        };
+        let count =
+            CudaDevice::probe().map_err(|why| bad(format!("no CUDA device is usable: {why}")))?;
+        if ordinal >= count {
+            return Err(bad(format!(
+                "no such device; this machine has {}",
+                cuda_devices(count)
+            )));
         }
+        Device::cuda(ordinal).map_err(|e| bad(format!("cuda:{ordinal} cannot be opened: {e}")))
     }
 
     /// The number of CUDA devices this process can open (`Device::cuda(0..n)`): 0 without
@@ -119,26 +145,26 @@ impl Device {
 }
 
 impl Default for Device {
-    /// See [`Device::try_default`]. Where that is an error (`LAZYFUSE_DEVICE` forces a
-    /// device that cannot be opened, or holds no device name), the CPU, after one warning
-    /// on stderr per process: the `Default` trait cannot report the error, and a
-    /// misconfigured environment should not abort a program. Use [`Device::try_default`]
-    /// to get the error.
+    /// See [`Device::try_default`].
+    ///
+    /// # Panics
+    /// Where that is an error: `LAZYFUSE_DEVICE` is set to a device that cannot be used, or
+    /// to no device name. The message names the variable and its value. A misconfigured
+    /// device never turns into a quiet run on another one; use [`Device::try_default`] to
+    /// get the error as a value.
+    #[track_caller]
     fn default() -> Device {
         match Device::try_default() {
             Ok(d) => d,
-            Err(e) => cpu_fallback(&e),
+            Err(e) => no_default(&e),
         }
     }
 }
 
-/// The CPU in place of a default device that cannot be had, after one warning per process.
-fn cpu_fallback(e: &Error) -> Device {
-    static WARNED: std::sync::Once = std::sync::Once::new();
-    WARNED.call_once(|| {
-        eprintln!("lazyfuse: warning: no default device ({e}); using the CPU instead");
-    });
-    Device::Cpu
+/// The panic of an infallible call that needs a default device that cannot be had.
+#[track_caller]
+fn no_default(e: &Error) -> ! {
+    panic!("lazyfuse: no default device: {e}")
 }
 
 impl PartialEq for Device {
@@ -182,7 +208,8 @@ static DEFAULT: RwLock<Option<Device>> = RwLock::new(None);
 /// device, or failing to, happens once; the error is kept to be reported again).
 static ENV_DEFAULT: OnceLock<Result<Device>> = OnceLock::new();
 
-/// Makes `dev` the device creation functions use.
+/// Makes `dev` the device creation functions use, whatever `LAZYFUSE_DEVICE` says (a bad
+/// value of it is then never read by them; [`Device::default`] still reads it).
 pub fn set_default_device(dev: &Device) {
     *DEFAULT.write().unwrap_or_else(|e| e.into_inner()) = Some(dev.clone());
 }
@@ -209,14 +236,18 @@ pub fn with_default_device<R>(dev: &Device, f: impl FnOnce() -> R) -> R {
 /// thread, else the one [`set_default_device`] set, else [`Device::try_default`] (resolved
 /// once per process).
 ///
-/// Where that last one is an error (`LAZYFUSE_DEVICE` forces a device that cannot be
-/// opened, or holds no device name), the infallible builders (`zeros`, `scalar`, `arange`,
-/// `random::normal`, ...) use the CPU, after one warning on stderr per process, while the
-/// fallible ones (`Array::from_vec`, `from_slice`) return the error.
+/// # Panics
+/// When it comes to that last one and it is an error (`LAZYFUSE_DEVICE` is set to a device
+/// that cannot be used, or to no device name), with a message naming the variable and its
+/// value. So do the infallible builders on the default device (`zeros`, `scalar`,
+/// `arange`, `random::normal`, ...), while the fallible ones (`Array::from_vec`,
+/// `from_slice`) return the error. An explicit [`set_default_device`] or
+/// [`with_default_device`] overrides the variable.
+#[track_caller]
 pub fn default_device() -> Device {
     match try_default_device() {
         Ok(d) => d,
-        Err(e) => cpu_fallback(&e),
+        Err(e) => no_default(&e),
     }
 }
 

@@ -175,7 +175,9 @@ impl Entry {
 }
 
 /// What a profiled stretch of work did, step by step. `Display` prints the table that
-/// `LAZYFUSE_PROFILE=1` writes to stderr.
+/// `LAZYFUSE_PROFILE=1` writes to stderr. Where some rows are device time from CUDA
+/// events, host wall times carry a `*`; a report without any (every row of a CPU run) says
+/// in its last line that all times are host wall time.
 #[derive(Clone, Debug, Default)]
 pub struct Report {
     /// The measured steps, in the order they were issued.
@@ -397,6 +399,11 @@ impl fmt::Display for Report {
             "{:>4}  {:<7}  {:<24}  {:<20}  {:>10}  {:>10}  {:>8}  detail",
             "eval", "step", "name", "compile", "time", "bytes", "GB/s"
         )?;
+        // `*` marks wall-time rows only where some row holds device time to tell apart
+        let mixed = self
+            .entries
+            .iter()
+            .any(|e| e.timing == Timing::DeviceEvents);
         for e in &self.entries {
             let eval = e.eval.map_or_else(|| "-".to_string(), |i| i.to_string());
             let compile = match (e.compile, e.plan_cache_hit) {
@@ -414,7 +421,8 @@ impl fmt::Display for Report {
             };
             let time = match e.timing {
                 Timing::DeviceEvents => fmt_time(e.time),
-                Timing::Wall => format!("{}*", fmt_time(e.time)),
+                Timing::Wall if mixed => format!("{}*", fmt_time(e.time)),
+                Timing::Wall => fmt_time(e.time),
             };
             let bytes = if e.bytes > 0 {
                 fmt_bytes(e.bytes)
@@ -457,10 +465,17 @@ impl fmt::Display for Report {
             fmt_time(self.total_time(EntryKind::DeviceToHost)),
             fmt_time(self.total_time(EntryKind::Wait)),
         )?;
-        write!(
-            f,
-            "(times without * are device time from CUDA events; * = host wall time)"
-        )?;
+        if mixed {
+            write!(
+                f,
+                "(times without * are device time from CUDA events; * = host wall time)"
+            )?;
+        } else {
+            write!(
+                f,
+                "(all times are host wall time; no step was timed by CUDA events)"
+            )?;
+        }
         for n in &self.notes {
             write!(f, "\nnote: {n}")?;
         }

@@ -1,7 +1,7 @@
 //! Misuse and bad environments: integer scalars that do not fit the array's dtype, panics
 //! that name the caller's line (not a line inside lazyfuse), and a `LAZYFUSE_DEVICE` that
-//! names no usable device (checked in child processes, as the default device is resolved
-//! once per process).
+//! names no usable device, which fails every creation (checked in child processes, as the
+//! default device is resolved once per process).
 
 mod common;
 
@@ -540,48 +540,102 @@ fn huge_fft_and_matmul_results_are_out_of_memory_errors() {
 
 // --- LAZYFUSE_DEVICE, in child processes ---
 
-/// Set in the child process that runs [`env_device_child`].
+/// Set in the child process that runs [`env_device_child`]: `1` to try every creation call
+/// (catching panics), `uncaught` to make one infallible call and let its panic end the test.
 const CHILD: &str = "LAZYFUSE_TEST_ENV_CHILD";
 
+/// The infallible calls on the default device that [`env_device_child`] tries.
+const INFALLIBLE: [&str; 7] = [
+    "zeros",
+    "scalar",
+    "arange",
+    "uniform",
+    "normal",
+    "default_device",
+    "device_default",
+];
+
 /// The default device's behaviour under the child's `LAZYFUSE_DEVICE`, printed as
-/// `CHILD key value` lines for [`bad_device_environment_is_an_error_or_the_cpu`].
+/// `CHILD key outcome` lines for [`device_environment_is_used_or_fails_loudly`]: `ok DEVICE`,
+/// `err MESSAGE` (a fallible call) or `panic MESSAGE` (an infallible one).
 #[test]
-#[ignore = "run in a child process by bad_device_environment_is_an_error_or_the_cpu"]
+#[ignore = "run in a child process by device_environment_is_used_or_fails_loudly"]
 fn env_device_child() {
-    if std::env::var_os(CHILD).is_none() {
+    let Some(mode) = std::env::var_os(CHILD) else {
+        return;
+    };
+    if mode == "uncaught" {
+        let r = lf::random::uniform(&[4], DType::F32, 0);
+        println!("CHILD uncaught ok {}", r.device());
         return;
     }
     // deliberately outside `for_each_device`: that sets the default device, and this reads
     // the one the environment gives
-    let show = |r: lf::Result<Array>| match r {
-        Ok(a) => format!("ok {}", a.device()),
-        Err(e) => format!("err {e}"),
+    let fallible = |k: &str, f: &dyn Fn() -> lf::Result<Device>| match f() {
+        Ok(d) => println!("CHILD {k} ok {d}"),
+        Err(e) => println!("CHILD {k} err {e}"),
     };
-    println!(
-        "CHILD from_vec {}",
-        show(Array::from_vec(vec![1.0f32, 2.0], &[2]))
-    );
-    println!(
-        "CHILD from_slice {}",
-        show(Array::from_slice(&[3i32], &[1]))
-    );
-    let z = Array::zeros(&[3], DType::F32);
-    println!("CHILD zeros {}", z.device());
-    println!("CHILD zeros_sum {}", z.sum().item::<f32>().unwrap());
-    let s = Array::scalar(2.5f64);
-    println!("CHILD scalar {}", s.device());
-    println!("CHILD scalar_item {}", (&s * 2.0).item::<f64>().unwrap());
-    println!(
-        "CHILD normal {}",
-        lf::random::normal(&[2], DType::F32, 1).device()
-    );
-    println!("CHILD default_device {}", lf::default_device());
-    println!("CHILD device_default {}", Device::default());
-    let t = match Device::try_default() {
-        Ok(d) => format!("ok {d}"),
-        Err(e) => format!("err {e}"),
+    let infallible = |k: &str, f: &dyn Fn() -> Device| match catch_unwind(AssertUnwindSafe(f)) {
+        Ok(d) => println!("CHILD {k} ok {d}"),
+        Err(p) => {
+            let msg = p
+                .downcast_ref::<String>()
+                .cloned()
+                .or_else(|| p.downcast_ref::<&str>().map(|s| s.to_string()))
+                .unwrap_or_default();
+            println!("CHILD {k} panic {msg}");
+        }
     };
-    println!("CHILD try_default {t}");
+    fallible("from_vec", &|| {
+        let a = Array::from_vec(vec![1.0f32, 2.0], &[2])?;
+        assert_eq!(a.sum().item::<f32>()?, 3.0);
+        Ok(a.device())
+    });
+    fallible("from_slice", &|| {
+        Ok(Array::from_slice(&[3i32], &[1])?.device())
+    });
+    fallible("try_default", &Device::try_default);
+    let calls: [&dyn Fn() -> Device; 7] = [
+        &|| {
+            let z = Array::zeros(&[3], DType::F32);
+            assert_eq!(z.sum().item::<f32>().unwrap(), 0.0);
+            z.device()
+        },
+        &|| {
+            let s = Array::scalar(2.5f64);
+            assert_eq!((&s * 2.0).item::<f64>().unwrap(), 5.0);
+            s.device()
+        },
+        &|| Array::arange(0.0, 3.0, 1.0, DType::F64).device(),
+        &|| lf::random::uniform(&[2], DType::F32, 1).device(),
+        &|| lf::random::normal(&[2], DType::F32, 1).device(),
+        // closures, not the functions themselves: a call through a function pointer
+        // reports a location inside `core`
+        #[allow(clippy::redundant_closure)]
+        &|| lf::default_device(),
+        #[allow(clippy::redundant_closure)]
+        &|| Device::default(),
+    ];
+    for (k, f) in INFALLIBLE.iter().zip(calls) {
+        infallible(k, f);
+    }
+    // an explicit default overrides the variable, however bad it is
+    lf::with_default_device(&Device::cpu(), || {
+        infallible("scoped_zeros", &|| Array::zeros(&[2], DType::F32).device());
+    });
+    lf::set_default_device(&Device::cpu());
+    infallible("set_zeros", &|| {
+        let u = lf::random::uniform(&[2], DType::F32, 1);
+        assert!(u
+            .to_vec::<f32>()
+            .unwrap()
+            .iter()
+            .all(|x| (0.0..1.0).contains(x)));
+        u.device()
+    });
+    fallible("set_from_vec", &|| {
+        Ok(Array::from_vec(vec![1i64], &[1])?.device())
+    });
 }
 
 /// What the child printed, its stderr, and whether it succeeded.
@@ -591,12 +645,13 @@ struct Child {
     ok: bool,
 }
 
-fn run_child(device_env: &str) -> Child {
+/// Runs [`env_device_child`] in `mode` (see [`CHILD`]) with `LAZYFUSE_DEVICE=device_env`.
+fn run_child_in(mode: &str, device_env: &str) -> Child {
     let exe = std::env::current_exe().expect("test binary path");
     let r = std::process::Command::new(exe)
         .args(["env_device_child", "--exact", "--ignored", "--nocapture"])
         .args(["--test-threads", "1"])
-        .env(CHILD, "1")
+        .env(CHILD, mode)
         .env("LAZYFUSE_DEVICE", device_env)
         .output()
         .expect("spawn the test binary");
@@ -615,6 +670,10 @@ fn run_child(device_env: &str) -> Child {
     }
 }
 
+fn run_child(device_env: &str) -> Child {
+    run_child_in("1", device_env)
+}
+
 impl Child {
     fn get(&self, k: &str) -> &str {
         self.out
@@ -622,92 +681,116 @@ impl Child {
             .unwrap_or_else(|| panic!("child printed no {k}; stderr:\n{}", self.stderr))
     }
 
-    fn warnings(&self) -> usize {
-        self.stderr.matches("lazyfuse: warning").count()
-    }
-
-    /// Every creation call on `dev`, no warning.
-    fn expect_device(&self, env: &str, dev: &str) {
+    /// The child ran to its end; nothing warned.
+    fn expect_clean_exit(&self, env: &str) {
         assert!(
             self.ok,
             "LAZYFUSE_DEVICE={env:?}: child failed:\n{}",
             self.stderr
         );
-        for k in ["from_vec", "from_slice", "try_default"] {
+        assert!(!self.stderr.contains("warning"), "{env:?}: {}", self.stderr);
+        // the explicit defaults win in every case
+        for k in ["scoped_zeros", "set_zeros", "set_from_vec"] {
+            assert_eq!(self.get(k), "ok cpu", "{env:?}: {k}");
+        }
+    }
+
+    /// Every creation call on `dev`.
+    fn expect_device(&self, env: &str, dev: &str) {
+        self.expect_clean_exit(env);
+        for k in ["from_vec", "from_slice", "try_default"]
+            .into_iter()
+            .chain(INFALLIBLE)
+        {
             assert_eq!(self.get(k), format!("ok {dev}"), "{env:?}: {k}");
         }
-        for k in [
-            "zeros",
-            "scalar",
-            "normal",
-            "default_device",
-            "device_default",
-        ] {
-            assert_eq!(self.get(k), dev, "{env:?}: {k}");
-        }
-        assert_eq!(self.get("zeros_sum"), "0");
-        assert_eq!(self.get("scalar_item"), "5");
-        assert_eq!(self.warnings(), 0, "{env:?}: {}", self.stderr);
     }
 
-    /// The fallible calls return an error naming `needle`; the infallible ones use the
-    /// CPU after exactly one warning.
-    fn expect_fallback(&self, env: &str, needle: &str) {
-        assert!(
-            self.ok,
-            "LAZYFUSE_DEVICE={env:?}: child failed:\n{}",
-            self.stderr
-        );
+    /// Every creation call fails: the fallible ones with an error, the infallible ones
+    /// with a panic at the caller's line; each message names the variable, its value and
+    /// `why`.
+    fn expect_failure(&self, env: &str, why: &str) {
+        self.expect_clean_exit(env);
+        let setting = format!("LAZYFUSE_DEVICE={env:?}: ");
         for k in ["from_vec", "from_slice", "try_default"] {
             let v = self.get(k);
             assert!(
-                v.starts_with("err ") && v.contains(needle),
+                v.starts_with(&format!("err {setting}")) && v.contains(why),
                 "{env:?}: {k}: {v}"
             );
         }
-        for k in [
-            "zeros",
-            "scalar",
-            "normal",
-            "default_device",
-            "device_default",
-        ] {
-            assert_eq!(self.get(k), "cpu", "{env:?}: {k}");
+        for k in INFALLIBLE {
+            let v = self.get(k);
+            assert!(
+                v.starts_with(&format!("panic lazyfuse: no default device: {setting}"))
+                    && v.contains(why),
+                "{env:?}: {k}: {v}"
+            );
         }
-        assert_eq!(self.get("zeros_sum"), "0");
-        assert_eq!(self.get("scalar_item"), "5");
-        assert_eq!(self.warnings(), 1, "{env:?}: stderr:\n{}", self.stderr);
-        assert!(self.stderr.contains("using the CPU"), "{}", self.stderr);
+        assert_eq!(
+            self.stderr.matches("panicked at tests/errors.rs:").count(),
+            INFALLIBLE.len(),
+            "{env:?}: every panic names the caller's line:\n{}",
+            self.stderr
+        );
     }
 }
 
 #[test]
-fn bad_device_environment_is_an_error_or_the_cpu() {
-    let cuda_usable = Device::cuda(0).is_ok();
+fn device_environment_is_used_or_fails_loudly() {
+    let cuda = Device::cuda_count();
     common::for_each_device(|d| {
         // this device, spelled loosely
         let env = if d.is_cuda() { " CUDA:0 " } else { " CPU\t" };
         run_child(env).expect_device(env, &d.to_string());
     });
     for env in ["cpu", "CPU", " cpu ", "Cpu", ""] {
-        run_child(env).expect_device(
-            env,
-            if env.is_empty() && cuda_usable {
-                "cuda:0"
-            } else {
-                "cpu"
-            },
-        );
-    }
-    for env in ["garbage", "cuda:x", "gpu", "cuda:-1"] {
-        run_child(env).expect_fallback(env, "LAZYFUSE_DEVICE");
-    }
-    for env in ["cuda", " Cuda "] {
-        let c = run_child(env);
-        if cuda_usable {
-            c.expect_device(env, "cuda:0");
+        let auto = if env.is_empty() && cuda > 0 {
+            "cuda:0"
         } else {
-            c.expect_fallback(env, "CUDA");
+            "cpu"
+        };
+        run_child(env).expect_device(env, auto);
+    }
+    for env in ["bogus", "garbage", "cuda:x", "gpu", "cuda:-1", "cpu:0"] {
+        run_child(env).expect_failure(env, "not a device; expected cpu, cuda or cuda:N");
+    }
+    // an ordinal past the last device
+    let missing = format!("cuda:{}", cuda.max(7));
+    for env in ["cuda", " Cuda ", "cuda:0", missing.as_str()] {
+        let c = run_child(env);
+        if cuda == 0 {
+            c.expect_failure(env, "no CUDA device is usable: ");
+        } else if env == missing {
+            let has = if cuda == 1 {
+                "cuda:0 (1 device)".to_string()
+            } else {
+                format!("({cuda} devices)")
+            };
+            c.expect_failure(env, "no such device; this machine has cuda:0");
+            c.expect_failure(env, &has);
+        } else {
+            c.expect_device(env, "cuda:0");
         }
     }
+}
+
+/// An infallible builder under a bad `LAZYFUSE_DEVICE` ends the program with a panic that
+/// names the setting: a GPU benchmark cannot run on the CPU by accident and exit 0.
+#[test]
+fn bad_device_environment_ends_an_uncaught_program() {
+    for env in ["bogus", "cuda:7"] {
+        if env == "cuda:7" && Device::cuda_count() > 7 {
+            continue;
+        }
+        let c = run_child_in("uncaught", env);
+        assert!(!c.ok, "{env:?}: the child succeeded:\n{}", c.stderr);
+        assert!(!c.out.contains_key("uncaught"), "{env:?}: {:?}", c.out);
+        let msg = format!("lazyfuse: no default device: LAZYFUSE_DEVICE={env:?}: ");
+        assert!(c.stderr.contains(&msg), "{env:?}: stderr:\n{}", c.stderr);
+    }
+    // the same program with a good setting succeeds
+    let c = run_child_in("uncaught", "cpu");
+    assert!(c.ok, "{}", c.stderr);
+    assert_eq!(c.out.get("uncaught").map(String::as_str), Some("ok cpu"));
 }

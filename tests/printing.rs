@@ -125,3 +125,41 @@ fn debug_is_metadata_and_print_reads_only_what_it_shows() {
         assert!(lf::stats().bytes_d2h <= 64, "{}", lf::stats().bytes_d2h);
     });
 }
+
+/// An array whose evaluation fails prints the error in place of its values, naming the
+/// failing gather once.
+#[test]
+fn failed_eval_prints_the_error_naming_the_op_once() {
+    let _g = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    common::for_each_device(|dev| {
+        let a = Array::from_vec(vec![10f32, 11., 12., 13., 14.], &[5]).unwrap();
+        let idx = Array::from_vec(vec![0i64, 9], &[2]).unwrap();
+        let t = a.take(&idx, 0);
+        assert_eq!(
+            format!("{t}"),
+            "<array not printable: take: an index is out of range for axis 0 of length 5>",
+            "{dev}"
+        );
+        // the same error from a readback names its op in the variant, once in the text
+        let t = a.take(&idx, 0);
+        match t.to_vec::<f32>() {
+            Err(e @ lf::Error::Index { op: "take", .. }) => assert_eq!(
+                e.to_string(),
+                "take: an index is out of range for axis 0 of length 5"
+            ),
+            other => panic!("expected a take index error, got {other:?}"),
+        }
+        // a result of two kinds of gather out of range: each named once
+        let m = Array::from_vec(vec![1f32, 2., 3., 4., 5., 6.], &[2, 3]).unwrap();
+        let bad = Array::from_vec(vec![0i64, 7], &[1, 2]).unwrap();
+        let u = lf::take_along_axis(&m, &bad, 1);
+        let both = a.take(&idx, 0).sum() + u.sum();
+        let text = format!("{both}");
+        assert_eq!(
+            text,
+            "<array not printable: gather: take: an index is out of range for axis 0 of \
+             length 5; take_along_axis: an index is out of range for axis 1 of length 3>",
+            "{dev}"
+        );
+    });
+}

@@ -177,6 +177,53 @@ fn display_lists_the_steps() {
     });
 }
 
+/// The footer says how the times were measured: on the CPU every row is host wall time
+/// (no `*` marks, no mention of CUDA events); on CUDA kernel rows are device time and the
+/// host rows carry a `*`.
+#[test]
+fn footer_says_how_times_were_measured() {
+    for_each_device(|d| {
+        let x = Array::linspace(0.0, 1.0, 64, DType::F32);
+        let (_, r) = lf::profile(|| (&x * 2.0).sin().to_vec::<f32>().unwrap());
+        let text = r.to_string();
+        let footer = text
+            .lines()
+            .find(|l| l.starts_with('('))
+            .unwrap_or_else(|| panic!("no footer:\n{text}"));
+        let device_timed = r
+            .entries
+            .iter()
+            .filter(|e| e.timing == lf::Timing::DeviceEvents)
+            .count();
+        let starred = text
+            .lines()
+            .filter(|l| {
+                l.split_whitespace()
+                    .any(|w| w.len() > 1 && w.ends_with('*'))
+            })
+            .count();
+        if d.is_cuda() {
+            assert!(device_timed > 0, "{text}");
+            assert_eq!(
+                footer,
+                "(times without * are device time from CUDA events; * = host wall time)"
+            );
+            assert!(starred > 0, "the plan row is host wall time:\n{text}");
+        } else {
+            assert_eq!(device_timed, 0, "{text}");
+            assert!(r.kernels().iter().all(|e| e.timing == lf::Timing::Wall));
+            assert_eq!(
+                footer,
+                "(all times are host wall time; no step was timed by CUDA events)"
+            );
+            assert_eq!(
+                starred, 0,
+                "no `*` marks on an all-wall-time table:\n{text}"
+            );
+        }
+    });
+}
+
 #[test]
 fn only_work_inside_the_closure_is_reported() {
     for_each_device(|_| {

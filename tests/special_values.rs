@@ -271,6 +271,78 @@ fn maximum_minimum_propagate_nan() {
     });
 }
 
+/// NumPy's answers from `tests/data/gen_minmax.py`.
+const MINMAX_ZEROS: &str = include_str!("data/minmax_zeros.txt");
+
+/// The numbers of one `|`-separated field of `minmax_zeros.txt` (`-0.0`, `nan` included).
+fn numbers(field: &str) -> Vec<f64> {
+    field
+        .split_whitespace()
+        .map(|v| v.parse().unwrap_or_else(|_| panic!("bad number {v:?}")))
+        .collect()
+}
+
+/// `maximum`/`minimum` of ±0 return the second operand, as NumPy does (`maximum(-0.0, 0.0)
+/// = 0.0`, `maximum(0.0, -0.0) = -0.0`), and NaN wins; so do `max`/`min` of two elements
+/// (NumPy's `max([0.0, -0.0])` is -0.0). Checked bit for bit against NumPy's answers in
+/// every layout.
+#[test]
+fn maximum_minimum_signed_zeros_match_numpy() {
+    common::for_each_device(|_| {
+        let mut cases = 0;
+        for line in MINMAX_ZEROS.lines().filter(|l| !l.starts_with('#')) {
+            let f: Vec<&str> = line.split('|').map(str::trim).collect();
+            let (op, dt) = f[0].split_once(' ').expect("OP DTYPE");
+            let dtype = match dt {
+                "f32" => DType::F32,
+                "f64" => DType::F64,
+                d => panic!("dtype {d}"),
+            };
+            let x = numbers(f[1]);
+            let exp = numbers(f[f.len() - 1]);
+            let what = format!("{op} {dt} of {x:?}");
+            let mut check = |out: Array, tag: String| {
+                assert_eq!(out.dtype(), dtype, "{what}: dtype");
+                assert_same(&values(&out), &exp, &format!("{what} ({tag})"));
+                cases += 1;
+            };
+            for kx in 0..3 {
+                let a = layout(&x, dtype, kx);
+                match op {
+                    "maximum" | "minimum" => {
+                        let y = numbers(f[2]);
+                        for ky in [0, 2] {
+                            let b = layout(&y, dtype, ky);
+                            let out = if op == "maximum" {
+                                a.maximum(&b)
+                            } else {
+                                a.minimum(&b)
+                            };
+                            check(out, format!("layouts {kx}/{ky}"));
+                        }
+                    }
+                    "maximum_scalar" => check(a.maximum(numbers(f[2])[0]), format!("{kx}")),
+                    "minimum_scalar" => check(a.minimum(numbers(f[2])[0]), format!("{kx}")),
+                    "max" => check(a.max(), format!("layout {kx}")),
+                    "min" => check(a.min(), format!("layout {kx}")),
+                    "max_rows" | "min_rows" if kx == 0 => {
+                        let rows = a.reshape(&[-1, 2]);
+                        let out = if op == "max_rows" {
+                            rows.max_axes(&[1], false)
+                        } else {
+                            rows.min_axes(&[1], false)
+                        };
+                        check(out, "rows".into());
+                    }
+                    "max_rows" | "min_rows" => {}
+                    o => panic!("op {o}"),
+                }
+            }
+        }
+        assert_eq!(cases, 136, "cases checked");
+    });
+}
+
 #[test]
 fn clip_with_nan_bounds() {
     common::for_each_device(|_| {

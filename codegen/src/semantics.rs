@@ -309,10 +309,12 @@ macro_rules! float_helpers {
         }
 
         #[doc = concat!("NumPy `maximum` on `", stringify!($t), "`: NaN-propagating ")]
-        #[doc = "(`a >= b || isnan(a) ? a : b`), unlike C `fmax`."]
+        #[doc = "(`a > b || isnan(a) ? a : b`), unlike C `fmax`; on ties the second operand"]
+        #[doc = "(`maximum(-0.0, 0.0) = 0.0`, `maximum(0.0, -0.0) = -0.0`), as NumPy and the"]
+        #[doc = "CUDA renderer give."]
         #[inline]
         pub fn $max(a: $t, b: $t) -> $t {
-            if a >= b || a.is_nan() {
+            if a > b || a.is_nan() {
                 a
             } else {
                 b
@@ -320,10 +322,11 @@ macro_rules! float_helpers {
         }
 
         #[doc = concat!("NumPy `minimum` on `", stringify!($t), "`: NaN-propagating ")]
-        #[doc = "(`a <= b || isnan(a) ? a : b`), unlike C `fmin`."]
+        #[doc = "(`a < b || isnan(a) ? a : b`), unlike C `fmin`; on ties the second operand"]
+        #[doc = "(`minimum(-0.0, 0.0) = 0.0`, `minimum(0.0, -0.0) = -0.0`)."]
         #[inline]
         pub fn $min(a: $t, b: $t) -> $t {
-            if a <= b || a.is_nan() {
+            if a < b || a.is_nan() {
                 a
             } else {
                 b

@@ -16,8 +16,12 @@ pub enum Indexing {
 }
 
 impl Array {
-    /// A 0-d array holding `v`, on the default device ([`crate::default_device`]: the CPU,
-    /// with a warning, when `LAZYFUSE_DEVICE` names a device that cannot be opened).
+    /// A 0-d array holding `v`, on the default device ([`crate::default_device`]).
+    ///
+    /// # Panics
+    /// Like every infallible builder on the default device, when that device comes from a
+    /// `LAZYFUSE_DEVICE` that names no usable device (the message names the variable and
+    /// its value); the `_on` forms take the device instead.
     #[track_caller]
     pub fn scalar<T: Element>(v: T) -> Array {
         Array::scalar_on(v, &crate::default_device())
@@ -46,8 +50,8 @@ impl Array {
         }
         Array::const_at(s.cast(dtype), shape, dev)
     }
-    /// Zeros, on the default device (see [`Array::scalar`] for a default that cannot be
-    /// opened).
+    /// Zeros, on the default device (panics when that cannot be had: see
+    /// [`Array::scalar`]).
     #[track_caller]
     pub fn zeros(shape: &[usize], dtype: DType) -> Array {
         Array::zeros_on(shape, dtype, &crate::default_device())

@@ -72,6 +72,10 @@ impl CudaDevice {
     pub fn count() -> usize {
         0
     }
+    /// Always why CUDA cannot be used: the feature is off.
+    pub fn probe() -> std::result::Result<usize, String> {
+        Err("lazyfuse was built without the `cuda` feature".into())
+    }
     /// Always an error.
     pub fn open(_ordinal: usize) -> Result<Arc<CudaDevice>> {
         off()

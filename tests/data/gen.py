@@ -284,11 +284,10 @@ def gen_binary():
         s = arr(SPECIAL[dt], dt)
         a, b = s.reshape(-1, 1), s.reshape(1, -1)
         for op in BIN_ALL:
-            # maximum(+0, -0) may be either zero: NumPy's SIMD loops return the second
-            # operand, its scalar loop the first; the array API leaves it unspecified
-            sz = "" if op in ("maximum", "minimum") else "sz"
+            # maximum(+0, -0) and minimum(+0, -0) are the second operand, in NumPy's
+            # scalar and SIMD loops alike (NumPy 2.4), so the sign of zero is checked too
             add(f"binary/{op}_{dt}_specials", f"b:{op}", [], [a, b], BINARY_NP[op](a, b),
-                flags=sz)
+                flags="sz")
     for dt in INTS:
         s = arr(ISPECIAL[dt], dt)
         a, b = s.reshape(-1, 1), s.reshape(1, -1)

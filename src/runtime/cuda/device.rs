@@ -204,6 +204,12 @@ impl CudaDevice {
         device_count().unwrap_or(0)
     }
 
+    /// The number of CUDA devices (at least 1), or why CUDA is unusable. Never panics; the
+    /// answer is computed once per process.
+    pub fn probe() -> std::result::Result<usize, String> {
+        device_count()
+    }
+
     /// Opens device `ordinal` (once per process: later calls return the same `Arc`).
     /// `Error::NoCuda` when there is no driver or no such device, `Error::Cuda` when the
     /// driver fails to set it up.

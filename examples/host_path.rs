@@ -1,6 +1,7 @@
 //! Host-path probe: the cached 10-op expression on one element, evaluated in a loop
 //! (`host_path N eval|build|function|add [cpu|cuda]`), for `perf stat`, `perf record` and
-//! valgrind's instruction counts; on CUDA the loop ends with a synchronize.
+//! valgrind's instruction counts; on CUDA the loop ends with a synchronize. Prints the
+//! driver calls (`lf::debug::driver_calls`) of one warm call of each kind first.
 use lazyfuse as lf;
 use lf::Array;
 use std::alloc::{GlobalAlloc, Layout, System};
@@ -77,6 +78,17 @@ fn main() -> lf::Result<()> {
         c2 - c1,
         c3 - c2
     );
+    // driver calls of one warm call of each kind (results dropped inside, as in the loops)
+    for (what, calls) in [
+        ("eval", lf::debug::driver_calls(|| ten(&a, &b).eval()).1),
+        ("add", lf::debug::driver_calls(|| (&a + &b).eval()).1),
+        (
+            "function",
+            lf::debug::driver_calls(|| f.call(&[&a, &b]).map(drop)).1,
+        ),
+    ] {
+        print!("{what}: {calls}");
+    }
     let per = |t: std::time::Instant| -> lf::Result<f64> {
         dev.synchronize()?;
         Ok(t.elapsed().as_secs_f64() * 1e6 / n as f64)

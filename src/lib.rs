@@ -122,6 +122,7 @@
 
 mod api;
 mod array;
+mod calls;
 mod config;
 mod device;
 pub mod doc;
@@ -188,6 +189,30 @@ pub type c64 = num_complex::Complex64;
 /// Introspection for tests and tools: the plan an evaluation would run.
 pub mod debug {
     use crate::Array;
+
+    pub use crate::calls::DriverCalls;
+
+    /// Runs `f` and returns, with its result, the CUDA driver, cuFFT and cuBLAS calls this
+    /// thread made meanwhile: per entry point, how many and the host time spent inside
+    /// them. Work queued by a plain `eval` of a cached one-kernel expression costs one
+    /// `cuLaunchKernel` and one context check (`cuCtxGetCurrent`), plus an allocation and
+    /// a free when the device's free list cannot serve them. Calls on the CPU device: none.
+    ///
+    /// ```
+    /// use lazyfuse as lf;
+    /// # fn main() -> lf::Result<()> {
+    /// let x = lf::Array::linspace(0.0, 1.0, 8, lf::DType::F32);
+    /// x.eval()?;
+    /// let (r, calls) = lf::debug::driver_calls(|| (&x * 2.0).eval());
+    /// r?;
+    /// println!("{calls}");
+    /// assert!(calls.total() <= 8);
+    /// # Ok(())
+    /// # }
+    /// ```
+    pub fn driver_calls<R>(f: impl FnOnce() -> R) -> (R, DriverCalls) {
+        crate::calls::count(f)
+    }
 
     /// The number of library calls (FFTs, matmuls) evaluating `arrays` would make now.
     pub fn library_count(arrays: &[&Array]) -> crate::Result<usize> {

@@ -54,6 +54,7 @@ fn cublas_present() -> bool {
 
 /// Wraps a cuBLAS status into the crate's error, naming the call and the product.
 fn check(status: blas_sys::cublasStatus_t, op: &'static str, spec: &GemmSpec) -> Result<()> {
+    crate::calls::note(op);
     if status == blas_sys::cublasStatus_t::CUBLAS_STATUS_SUCCESS {
         Ok(())
     } else {
@@ -182,7 +183,7 @@ impl CudaDevice {
         }
         self.ctx
             .bind_to_thread()
-            .map_err(driver_err("cuCtxSetCurrent"))?;
+            .map_err(driver_err("cuCtxGetCurrent"))?;
         if spec.k == 0 {
             // an empty sum: zeros
             // SAFETY: the output buffer holds `out_len * size` bytes, written here on the

@@ -670,7 +670,7 @@ impl CudaDevice {
         let states = self.alloc(me, DType::I64, tiles + 1)?;
         self.ctx
             .bind_to_thread()
-            .map_err(driver_err("cuCtxSetCurrent"))?;
+            .map_err(driver_err("cuCtxGetCurrent"))?;
         // SAFETY: `states` holds `tiles + 1` I64 values, zeroed here on the stream the
         // launch below runs on.
         unsafe {
@@ -734,7 +734,7 @@ impl CudaDevice {
         let _range = crate::nvtx::range_with(|| k.rendered.entry.clone());
         self.ctx
             .bind_to_thread()
-            .map_err(driver_err("cuCtxSetCurrent"))?;
+            .map_err(driver_err("cuCtxGetCurrent"))?;
         let mut params = [blob.as_mut_ptr() as *mut c_void];
         // SAFETY: the function takes exactly one by-value parameter whose layout pack_args
         // wrote (its size checked against the driver's when reported, else the blob is
@@ -743,16 +743,17 @@ impl CudaDevice {
         // in it belongs to a live buffer of this context: inputs are borrowed by the caller
         // and any later free of them is ordered after this launch on the same stream;
         // outputs hold `n` elements, which the kernel's grid-stride loop writes exactly.
-        unsafe {
+        let stream = self.work_stream();
+        crate::calls::clock("cuLaunchKernel", || unsafe {
             drv::launch_kernel(
                 k.func.cu_function(),
                 (grid.0, grid.1, 1),
                 (block, 1, 1),
                 0,
-                self.work_stream().cu_stream(),
+                stream.cu_stream(),
                 &mut params,
             )
-        }
+        })
         .map_err(driver_err("cuLaunchKernel"))
     }
 

@@ -28,8 +28,8 @@
 
 use super::compile::LoadedKernel;
 use super::device::{CudaDevice, CAPTURE};
-use super::driver_err;
 use super::memory::CudaBuffer;
+use super::{driver_err, driver_error};
 use crate::config::debug_log;
 use crate::graph::FftSpec;
 use crate::stats::bump;
@@ -394,7 +394,7 @@ impl GraphPlan {
         let dev = &self.dev;
         dev.ctx
             .bind_to_thread()
-            .map_err(driver_err("cuCtxSetCurrent"))?;
+            .map_err(driver_err("cuCtxGetCurrent"))?;
         let stream: Arc<CudaStream> = dev.ctx.new_stream().map_err(driver_err("cuStreamCreate"))?;
         stream
             .begin_capture(drv_sys::CUstreamCaptureMode::CU_STREAM_CAPTURE_MODE_THREAD_LOCAL)
@@ -436,7 +436,7 @@ impl GraphPlan {
                 }
                 return Err(match (r, ended) {
                     (Err(e), _) => e,
-                    (Ok(()), Err(e)) => driver_err("cuStreamEndCapture")(e),
+                    (Ok(()), Err(e)) => driver_error("cuStreamEndCapture", e),
                     (Ok(()), Ok(_)) => Error::Cuda {
                         op: "cuStreamEndCapture",
                         msg: "the capture produced no graph".into(),
@@ -451,7 +451,7 @@ impl GraphPlan {
                 Err(e) => {
                     // SAFETY: the graph is ours and not instantiated.
                     let _ = unsafe { drv::graph::destroy(graph) };
-                    return Err(driver_err("cuGraphInstantiate")(e));
+                    return Err(driver_error("cuGraphInstantiate", e));
                 }
             };
         Ok(Recorded {
@@ -493,7 +493,7 @@ impl GraphPlan {
         self.dev
             .ctx
             .bind_to_thread()
-            .map_err(driver_err("cuCtxSetCurrent"))?;
+            .map_err(driver_err("cuCtxGetCurrent"))?;
         let mut n_kernels = 0;
         for (kn, mut blob) in rec.kernels.iter_mut().zip(blobs) {
             n_kernels += 1;
@@ -533,8 +533,10 @@ impl GraphPlan {
         }
         // SAFETY: a live instantiated graph of this context, launched on the device stream
         // (ordered after the work that wrote its inputs).
-        unsafe { drv::graph::launch(rec.exec, self.dev.stream.cu_stream()) }
-            .map_err(driver_err("cuGraphLaunch"))?;
+        crate::calls::clock("cuGraphLaunch", || unsafe {
+            drv::graph::launch(rec.exec, self.dev.stream.cu_stream())
+        })
+        .map_err(driver_err("cuGraphLaunch"))?;
         bump::graph_launches(1);
         bump::kernels_launched(n_kernels);
         bump::library_calls(

@@ -3,7 +3,7 @@
 
 use super::compile::lock;
 use super::device::CudaDevice;
-use super::driver_err;
+use super::{driver_err, driver_error};
 use crate::stats::bump;
 use crate::{Error, Result};
 use cudarc::driver::{
@@ -192,22 +192,34 @@ impl FreeList {
     }
 
     /// Keeps `slice` for reuse when it was allocated on `stream` and fits the limits;
-    /// otherwise it is freed here.
+    /// otherwise it is freed here (`cuMemFreeAsync` on its stream).
     fn put(&self, slice: CudaSlice<u8>, stream: &Arc<cudarc::driver::CudaStream>) {
+        if let Some(declined) = self.keep(slice, stream) {
+            crate::calls::timed("cuMemFreeAsync", || drop(declined));
+        }
+    }
+
+    /// `put` without the free: the slice back when it is not kept.
+    fn keep(
+        &self,
+        slice: CudaSlice<u8>,
+        stream: &Arc<cudarc::driver::CudaStream>,
+    ) -> Option<CudaSlice<u8>> {
         let bytes = slice.len();
         if bytes > FREE_MAX_BUFFER || !Arc::ptr_eq(slice.stream(), stream) {
-            return;
+            return Some(slice);
         }
         let mut inner = lock(&self.0);
         if inner.bytes + bytes > FREE_MAX_BYTES {
-            return;
+            return Some(slice);
         }
         let list = inner.by_size.entry(bytes).or_default();
         if list.len() >= FREE_MAX_PER_SIZE {
-            return;
+            return Some(slice);
         }
         list.push(slice);
         inner.bytes += bytes;
+        None
     }
 
     /// Frees every kept buffer (into the stream-ordered pool).
@@ -317,7 +329,11 @@ impl CudaDevice {
         // SAFETY: the bytes are uninitialized; u8 has no invalid values, and every buffer is
         // fully written before it is read (uploads copy all bytes, kernels store every
         // output element).
-        let alloc = || unsafe { stream.alloc::<u8>(size) };
+        let alloc = || {
+            // cudarc binds the context (cuCtxGetCurrent) before allocating
+            crate::calls::note("cuCtxGetCurrent");
+            crate::calls::timed("cuMemAllocAsync", || unsafe { stream.alloc::<u8>(size) })
+        };
         let slice = match kept.map(Ok).unwrap_or_else(alloc) {
             Err(e) if is_oom(&e) => {
                 // Kept buffers go back to the pool; frees queued on the stream may not have
@@ -336,7 +352,7 @@ impl CudaDevice {
                     what: format!("{len} {dtype} elements on the device"),
                 }
             } else {
-                driver_err("cuMemAllocAsync")(e)
+                driver_error("cuMemAllocAsync", e)
             }
         })?;
         bump::buffers_allocated(1);
@@ -419,7 +435,7 @@ impl CudaDevice {
             self.synchronize()?;
             self.ctx
                 .bind_to_thread()
-                .map_err(driver_err("cuCtxSetCurrent"))?;
+                .map_err(driver_err("cuCtxGetCurrent"))?;
             // SAFETY: `base + half` holds the `part.len()` bytes copied above, which stay
             // untouched until the next synchronization.
             let stage = unsafe { std::slice::from_raw_parts(base.add(half), part.len()) };
@@ -497,7 +513,7 @@ impl CudaDevice {
     fn check_range(&self, ptr: u64, bytes: usize) -> Result<()> {
         self.ctx
             .bind_to_thread()
-            .map_err(driver_err("cuCtxSetCurrent"))?;
+            .map_err(driver_err("cuCtxGetCurrent"))?;
         let not_cuda = |e: DriverError| Error::Shape {
             op: "from_cuda_ptr",
             msg: format!("{ptr:#x} is not CUDA device memory of this process ({e:?})"),
@@ -550,7 +566,7 @@ impl CudaDevice {
         if bytes > 0 {
             self.ctx
                 .bind_to_thread()
-                .map_err(driver_err("cuCtxSetCurrent"))?;
+                .map_err(driver_err("cuCtxGetCurrent"))?;
             // SAFETY: both ranges hold `bytes` bytes of live buffers of this context; the
             // copy is queued on the stream, before any later free of either.
             unsafe {
@@ -644,7 +660,7 @@ impl CudaDevice {
     fn page_locked(&self, ptr: *const u8, len: usize) -> Result<bool> {
         self.ctx
             .bind_to_thread()
-            .map_err(driver_err("cuCtxSetCurrent"))?;
+            .map_err(driver_err("cuCtxGetCurrent"))?;
         let attr = |p: *const u8, a: drv_sys::CUpointer_attribute, out: *mut std::ffi::c_void| {
             // SAFETY: `out` points to a local of the attribute's type (a 32-bit memory
             // type or a 64-bit buffer id); the driver only inspects the address.
@@ -736,7 +752,7 @@ impl CudaDevice {
         let enqueue = |w: usize| -> Result<()> {
             self.ctx
                 .bind_to_thread()
-                .map_err(driver_err("cuCtxSetCurrent"))?;
+                .map_err(driver_err("cuCtxGetCurrent"))?;
             for i in window(w) {
                 // SAFETY: slot `slot(i)` is `chunk >= part(i)` pinned bytes inside the
                 // staging buffer (`slots * chunk` bytes), owned by this thread through the
@@ -786,7 +802,7 @@ impl CudaDevice {
                     chunks.into_par_iter().try_for_each(|i| {
                         self.ctx
                             .bind_to_thread()
-                            .map_err(driver_err("cuCtxSetCurrent"))?;
+                            .map_err(driver_err("cuCtxGetCurrent"))?;
                         copy_out(i)
                     })
                 })?;

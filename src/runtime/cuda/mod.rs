@@ -43,9 +43,17 @@ pub use memory::{CudaBuffer, PinnedHost};
 use crate::Error;
 use cudarc::driver::DriverError;
 
-/// Wraps a driver error into the crate's error, naming the call.
+/// Wraps a driver error into the crate's error, naming the call. Every driver call of this
+/// backend maps its result through one of these, built right after the call returns, so
+/// building it also counts the call (`crate::calls`, for `lf::debug::driver_calls`).
 fn driver_err(op: &'static str) -> impl Fn(DriverError) -> Error {
-    move |e| Error::Cuda {
+    crate::calls::note(op);
+    move |e| driver_error(op, e)
+}
+
+/// The crate's error for a failed driver call `op` (not counted: see [`driver_err`]).
+fn driver_error(op: &'static str, e: DriverError) -> Error {
+    Error::Cuda {
         op,
         msg: format!("{e:?}"),
     }

@@ -72,7 +72,9 @@ use std::sync::{Arc, Mutex, OnceLock};
 const PLAN_CACHE_CAP: usize = 64;
 
 /// Wraps a cuFFT error into the crate's error, naming the call.
+/// Like `driver_err`: built right after each cuFFT call returns, so it counts the call.
 fn cufft_err(op: &'static str) -> impl Fn(cufft::CufftError) -> Error {
+    crate::calls::note(op);
     move |e| Error::Cuda {
         op,
         msg: format!("{:?}", e.0),
@@ -255,7 +257,7 @@ impl CudaDevice {
         };
         self.ctx
             .bind_to_thread()
-            .map_err(driver_err("cuCtxSetCurrent"))?;
+            .map_err(driver_err("cuCtxGetCurrent"))?;
         let state = state_of(self.ordinal());
         let mut st = lock(&state);
         let mut run = Runner {
@@ -422,7 +424,8 @@ impl Runner<'_> {
             // (written), which are sized by the transform's shapes; with these offsets every
             // execution stays inside them (checked by the emulator tests). The buffers
             // outlive the queued work (their frees are ordered after it on this stream).
-            unsafe { exec(key.ty, handle, i, o, dir) }.map_err(cufft_err("cufftExec"))?;
+            crate::calls::clock("cufftExec", || unsafe { exec(key.ty, handle, i, o, dir) })
+                .map_err(cufft_err("cufftExec"))?;
         }
         Ok(())
     }

@@ -1,0 +1,160 @@
+//! Counting and timing of the driver and library calls a thread makes (CUDA driver, cuFFT,
+//! cuBLAS), for [`crate::debug::driver_calls`]: what a cached eval costs in calls, and how
+//! much of its time the driver took. Off (one thread-local read per call) unless a
+//! `driver_calls` closure runs on the thread.
+
+use std::cell::{Cell, RefCell};
+use std::fmt;
+use std::time::{Duration, Instant};
+
+thread_local! {
+    /// Depth of `driver_calls` closures running on this thread (counting is on when > 0).
+    static DEPTH: Cell<u32> = const { Cell::new(0) };
+    /// Per call name: how many, and the host time inside them.
+    static TALLY: RefCell<Vec<(&'static str, u64, Duration)>> = const { RefCell::new(Vec::new()) };
+}
+
+/// Whether this thread counts its calls now.
+#[inline]
+pub(crate) fn on() -> bool {
+    DEPTH.with(|d| d.get() > 0)
+}
+
+fn add(name: &'static str, count: u64, time: Duration) {
+    TALLY.with(|t| {
+        let mut t = t.borrow_mut();
+        match t.iter_mut().find(|(n, ..)| *n == name) {
+            Some(e) => {
+                e.1 += count;
+                e.2 += time;
+            }
+            None => t.push((name, count, time)),
+        }
+    });
+}
+
+/// Counts one call of `name` (made without a timer: its time is not known).
+#[inline]
+pub(crate) fn note(name: &'static str) {
+    if on() {
+        add(name, 1, Duration::ZERO);
+    }
+}
+
+/// Runs the call `f`, counting it as `name` and timing it while counting is on.
+#[inline]
+pub(crate) fn timed<T>(name: &'static str, f: impl FnOnce() -> T) -> T {
+    if !on() {
+        return f();
+    }
+    let t = Instant::now();
+    let r = f();
+    add(name, 1, t.elapsed());
+    r
+}
+
+/// Runs the call `f`, timing it as `name` while counting is on, without counting it (for
+/// calls counted where their result is mapped, as `driver_err` does).
+#[inline]
+pub(crate) fn clock<T>(name: &'static str, f: impl FnOnce() -> T) -> T {
+    if !on() {
+        return f();
+    }
+    let t = Instant::now();
+    let r = f();
+    add(name, 0, t.elapsed());
+    r
+}
+
+/// The driver and library calls one thread made while a closure ran (see
+/// [`crate::debug::driver_calls`]).
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct DriverCalls {
+    /// Per call, in order of first use: its name (the CUDA driver, cuFFT or cuBLAS entry
+    /// point), how many times it was called, and the host time spent inside those calls
+    /// (zero for calls made inside other libraries' code, which are counted but not timed).
+    pub calls: Vec<(&'static str, u64, Duration)>,
+}
+
+impl DriverCalls {
+    /// All calls together.
+    pub fn total(&self) -> u64 {
+        self.calls.iter().map(|c| c.1).sum()
+    }
+    /// How many times `name` was called.
+    pub fn count(&self, name: &str) -> u64 {
+        self.calls.iter().filter(|c| c.0 == name).map(|c| c.1).sum()
+    }
+    /// The host time spent inside the timed calls.
+    pub fn time(&self) -> Duration {
+        self.calls.iter().map(|c| c.2).sum()
+    }
+}
+
+impl fmt::Display for DriverCalls {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        writeln!(
+            f,
+            "driver calls: {} in {:.1} us",
+            self.total(),
+            self.time().as_secs_f64() * 1e6
+        )?;
+        for (name, n, t) in &self.calls {
+            writeln!(f, "  {name:<32} {n:>8} {:>12.1} us", t.as_secs_f64() * 1e6)?;
+        }
+        Ok(())
+    }
+}
+
+/// Runs `f` counting the calls this thread makes meanwhile.
+pub(crate) fn count<R>(f: impl FnOnce() -> R) -> (R, DriverCalls) {
+    struct Restore(Vec<(&'static str, u64, Duration)>);
+    impl Drop for Restore {
+        fn drop(&mut self) {
+            DEPTH.with(|d| d.set(d.get() - 1));
+            let mut outer = std::mem::take(&mut self.0);
+            // an enclosing closure counts the inner one's calls too
+            let inner = TALLY.with(|t| std::mem::take(&mut *t.borrow_mut()));
+            for (name, n, time) in inner {
+                match outer.iter_mut().find(|(m, ..)| *m == name) {
+                    Some(e) => {
+                        e.1 += n;
+                        e.2 += time;
+                    }
+                    None => outer.push((name, n, time)),
+                }
+            }
+            TALLY.with(|t| *t.borrow_mut() = outer);
+        }
+    }
+    let outer = TALLY.with(|t| std::mem::take(&mut *t.borrow_mut()));
+    DEPTH.with(|d| d.set(d.get() + 1));
+    let guard = Restore(outer);
+    let r = f();
+    let calls = TALLY.with(|t| t.borrow().clone());
+    drop(guard);
+    (r, DriverCalls { calls })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn counts_only_inside_the_closure_and_nests() {
+        note("outside");
+        let ((), outer) = count(|| {
+            note("a");
+            let (v, inner) = count(|| timed("b", || 7));
+            assert_eq!(v, 7);
+            assert_eq!(inner.total(), 1);
+            assert_eq!(inner.count("b"), 1);
+            note("a");
+        });
+        assert_eq!(outer.count("a"), 2);
+        assert_eq!(outer.count("b"), 1);
+        assert_eq!(outer.count("outside"), 0);
+        assert_eq!(outer.total(), 3);
+        assert!(!on());
+    }
+}

@@ -2,6 +2,8 @@
 //! cuBLAS), for [`crate::debug::driver_calls`]: what a cached eval costs in calls, and how
 //! much of its time the driver took. Off (one thread-local read per call) unless a
 //! `driver_calls` closure runs on the thread.
+// without the `cuda` feature nothing makes driver calls
+#![cfg_attr(not(feature = "cuda"), allow(dead_code))]
 
 use std::cell::{Cell, RefCell};
 use std::fmt;

@@ -144,6 +144,82 @@ impl Device {
     }
 }
 
+impl Device {
+    /// A new stream of this device (CuPy's `cupy.cuda.Stream()`): work that
+    /// [`with_stream`] runs on it queues there, in order, concurrently with other streams.
+    /// Without it, each thread queues its work on a stream of its own, taken from the
+    /// device's pool at its first use. On the CPU the stream is a no-op handle.
+    pub fn new_stream(&self) -> Result<Stream> {
+        Ok(Stream {
+            device: self.clone(),
+            lane: match self {
+                Device::Cpu => None,
+                Device::Cuda(d) => Some(d.new_lane()?),
+            },
+        })
+    }
+}
+
+/// A stream of one device ([`Device::new_stream`]), chosen for a block of code with
+/// [`with_stream`]. Work on different streams may run concurrently; an array produced on
+/// one stream and read on another is ordered by an event (the host does not wait), and
+/// its memory is freed only after every stream that used it is done with it.
+#[derive(Clone)]
+pub struct Stream {
+    device: Device,
+    lane: Option<Arc<crate::runtime::cuda::lane::Lane>>,
+}
+
+impl Stream {
+    /// The stream's device.
+    pub fn device(&self) -> &Device {
+        &self.device
+    }
+    /// Waits for the work queued on this stream.
+    pub fn synchronize(&self) -> Result<()> {
+        match &self.lane {
+            None => Ok(()),
+            Some(l) => l.synchronize(),
+        }
+    }
+    /// The raw `CUstream` handle as an integer (0 on the CPU), for other CUDA code.
+    pub fn raw(&self) -> u64 {
+        self.lane.as_ref().map_or(0, |l| l.raw())
+    }
+}
+
+impl fmt::Debug for Stream {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match &self.lane {
+            None => write!(f, "Stream(cpu)"),
+            Some(l) => write!(f, "Stream({l:?})"),
+        }
+    }
+}
+
+/// Runs `f` with its work on `stream`'s device queued on `stream` (CuPy's `with stream:`),
+/// instead of the calling thread's own stream; work on other devices is unaffected. Nests;
+/// the previous choice returns when `f` returns or panics.
+///
+/// ```
+/// use lazyfuse as lf;
+/// # fn main() -> lf::Result<()> {
+/// let dev = lf::default_device();
+/// let s = dev.new_stream()?;
+/// let x = lf::Array::linspace_on(0.0, 1.0, 1000, lf::DType::F32, &dev);
+/// let y = lf::with_stream(&s, || (&x * 2.0).sin().eval().map(|_| ()));
+/// y?;
+/// s.synchronize()?;
+/// # Ok(())
+/// # }
+/// ```
+pub fn with_stream<R>(stream: &Stream, f: impl FnOnce() -> R) -> R {
+    match &stream.lane {
+        None => f(),
+        Some(l) => crate::runtime::cuda::lane::with_lane(l.clone(), f),
+    }
+}
+
 impl Default for Device {
     /// See [`Device::try_default`].
     ///

@@ -158,7 +158,9 @@ pub use config::{
     real_fft_enabled_on, real_fft_mode, set_fusion, set_pruned_fft_min_elements, set_real_fft,
     set_real_fft_mode, with_fusion, CUDA_PRUNED_FFT_MIN_ELEMENTS, CUDA_REAL_FFT_MIN_ELEMENTS,
 };
-pub use device::{default_device, set_default_device, with_default_device, Device};
+pub use device::{
+    default_device, set_default_device, with_default_device, with_stream, Device, Stream,
+};
 /// The DLPack crate lazyfuse's [`Array::to_dlpack`] and [`Array::from_dlpack`] speak
 /// (`dlpark`), so that a program can name exactly these types.
 pub use dlpark;

@@ -144,9 +144,11 @@ impl Array {
                 ),
             ));
         }
+        // the stream handed out (this thread's) is ordered after the buffer's producer
+        d.order_read(c)?;
         Ok(CudaPtr {
             ptr: c.device_ptr(),
-            stream: d.raw_stream(),
+            stream: d.raw_stream()?,
             shape: self.shape().to_vec(),
             strides: c_strides(self.shape()),
             dtype: self.dtype(),
@@ -248,11 +250,12 @@ impl Array {
 }
 
 impl Device {
-    /// The raw `CUstream` handle, as an integer, that lazyfuse queues this device's work on
-    /// (kernels, copies, stream-ordered frees). An error on the CPU.
+    /// The raw `CUstream` handle, as an integer, that lazyfuse queues the calling thread's
+    /// work of this device on (kernels, copies, stream-ordered frees): its own stream, or
+    /// the one [`crate::with_stream`] chose. An error on the CPU.
     pub fn cuda_stream(&self) -> Result<u64> {
         match self {
-            Device::Cuda(d) => Ok(d.raw_stream()),
+            Device::Cuda(d) => d.raw_stream(),
             Device::Cpu => Err(Error::Unsupported {
                 op: "cuda_stream",
                 msg: "the cpu device has no CUDA stream".into(),

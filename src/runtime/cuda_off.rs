@@ -93,7 +93,15 @@ impl CudaDevice {
         match self._never {}
     }
     /// Unreachable.
-    pub fn raw_stream(&self) -> u64 {
+    pub fn raw_stream(&self) -> Result<u64> {
+        match self._never {}
+    }
+    /// Unreachable.
+    pub(crate) fn order_read(&self, _buf: &CudaBuffer) -> Result<()> {
+        match self._never {}
+    }
+    /// Unreachable.
+    pub(crate) fn new_lane(&self) -> Result<Arc<lane::Lane>> {
         match self._never {}
     }
     /// Unreachable.
@@ -188,4 +196,31 @@ pub(crate) fn event_elapsed(a: &TimingEvent, _b: &TimingEvent) -> Result<std::ti
 /// NVRTC is never present without the `cuda` feature.
 pub fn nvrtc_check(_kernel: &Kernel) -> Result<bool> {
     Ok(false)
+}
+
+/// Streams per thread (none without the `cuda` feature).
+pub(crate) mod lane {
+    use std::sync::Arc;
+
+    /// A stream (never constructed without the `cuda` feature).
+    #[derive(Debug)]
+    pub(crate) struct Lane {
+        _never: std::convert::Infallible,
+    }
+
+    impl Lane {
+        /// Unreachable.
+        pub(crate) fn synchronize(&self) -> crate::Result<()> {
+            match self._never {}
+        }
+        /// Unreachable.
+        pub(crate) fn raw(&self) -> u64 {
+            match self._never {}
+        }
+    }
+
+    /// Unreachable with a lane; runs `f`.
+    pub(crate) fn with_lane<R>(lane: Arc<Lane>, _f: impl FnOnce() -> R) -> R {
+        match lane._never {}
+    }
 }

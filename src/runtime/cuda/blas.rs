@@ -19,6 +19,7 @@
 use super::compile::lock;
 use super::device::CudaDevice;
 use super::driver_err;
+use super::lane::{order_after, Lane};
 use super::memory::CudaBuffer;
 use crate::runtime::matmul::{Batches, GemmSpec};
 use crate::{Error, Result};
@@ -27,13 +28,13 @@ use cudarc::driver::result as drv;
 use lazyfuse_codegen::DType;
 use std::ffi::{c_int, c_longlong};
 use std::panic::{catch_unwind, AssertUnwindSafe};
-use std::sync::{Arc, Mutex, OnceLock};
+use std::sync::{Arc, OnceLock};
 
-/// An owned cuBLAS handle bound to a device's stream, destroyed on drop.
+/// An owned cuBLAS handle of a device, destroyed on drop.
 struct Handle(blas_sys::cublasHandle_t);
 
 // SAFETY: a cuBLAS handle may be used from any thread as long as calls do not overlap;
-// every use goes through the per-device mutex of `handle_of`.
+// every use goes through the device's mutex around its `BlasState`.
 unsafe impl Send for Handle {}
 
 impl Drop for Handle {
@@ -65,38 +66,34 @@ fn check(status: blas_sys::cublasStatus_t, op: &'static str, spec: &GemmSpec) ->
     }
 }
 
-/// The cuBLAS handle of `dev` (created on first use, bound to its stream, kept for the
-/// process like the device itself).
-fn handle_of(dev: &CudaDevice) -> Result<Arc<Mutex<Handle>>> {
-    type Handles = Vec<(usize, Arc<Mutex<Handle>>)>;
-    static HANDLES: Mutex<Handles> = Mutex::new(Vec::new());
-    let mut handles = lock(&HANDLES);
-    if let Some((_, h)) = handles.iter().find(|(o, _)| *o == dev.ordinal()) {
-        return Ok(h.clone());
+/// A device's cuBLAS state (a field of the device, behind its mutex): the handle, made
+/// at the first product, and the stream of its last use (its workspace is used in stream
+/// order, see `lane::order_after`).
+#[derive(Default)]
+pub(super) struct BlasState {
+    handle: Option<Handle>,
+    last: Option<Arc<Lane>>,
+}
+
+impl BlasState {
+    /// The handle (created on first use; the device's context is current on this thread).
+    fn handle(&mut self) -> Result<blas_sys::cublasHandle_t> {
+        if let Some(h) = &self.handle {
+            return Ok(h.0);
+        }
+        let mut raw: blas_sys::cublasHandle_t = std::ptr::null_mut();
+        // SAFETY: `raw` is a valid place for the new handle; the device's context is
+        // current on this thread (bound by the caller).
+        let status = unsafe { blas_sys::cublasCreate_v2(&mut raw) };
+        crate::calls::note("cublasCreate");
+        if status != blas_sys::cublasStatus_t::CUBLAS_STATUS_SUCCESS {
+            return Err(Error::Cuda {
+                op: "cublasCreate",
+                msg: format!("{status:?}"),
+            });
+        }
+        Ok(self.handle.insert(Handle(raw)).0)
     }
-    let mut raw: blas_sys::cublasHandle_t = std::ptr::null_mut();
-    // SAFETY: `raw` is a valid place for the new handle; the device's context is current
-    // on this thread (bound by the caller).
-    let status = unsafe { blas_sys::cublasCreate_v2(&mut raw) };
-    if status != blas_sys::cublasStatus_t::CUBLAS_STATUS_SUCCESS {
-        return Err(Error::Cuda {
-            op: "cublasCreate",
-            msg: format!("{status:?}"),
-        });
-    }
-    let handle = Handle(raw);
-    // SAFETY: the handle is live and the stream belongs to this device and outlives the
-    // handle (both are kept for the process).
-    let status = unsafe { blas_sys::cublasSetStream_v2(handle.0, dev.stream.cu_stream() as _) };
-    if status != blas_sys::cublasStatus_t::CUBLAS_STATUS_SUCCESS {
-        return Err(Error::Cuda {
-            op: "cublasSetStream",
-            msg: format!("{status:?}"),
-        });
-    }
-    let h = Arc::new(Mutex::new(handle));
-    handles.push((dev.ordinal(), h.clone()));
-    Ok(h)
 }
 
 /// A size as cuBLAS's `int`, or a shape error naming the product.
@@ -181,6 +178,7 @@ impl CudaDevice {
         if out.is_empty() {
             return Ok(out);
         }
+        let lane = self.order(&[a, b], &[])?;
         self.ctx
             .bind_to_thread()
             .map_err(driver_err("cuCtxGetCurrent"))?;
@@ -193,7 +191,7 @@ impl CudaDevice {
                     out.device_ptr(),
                     0,
                     spec.out_len() * spec.dtype.size(),
-                    self.stream.cu_stream(),
+                    lane.stream.cu_stream(),
                 )
             }
             .map_err(driver_err("cuMemsetD8Async"))?;
@@ -208,8 +206,15 @@ impl CudaDevice {
         let (pa, pb, pc) = (a.device_ptr(), b.device_ptr(), out.device_ptr());
         // cudarc panics when a symbol is missing from the loaded library: report it instead.
         catch_unwind(AssertUnwindSafe(|| {
-            let handle = handle_of(self)?;
-            let h = lock(&handle);
+            let mut st = lock(&self.blas);
+            let h = st.handle()?;
+            // the handle's workspace is used in stream order: after its last use on another
+            // stream, then on this thread's
+            order_after(&mut st.last, &lane)?;
+            // SAFETY: a live handle (guarded by the device's mutex) and a live stream of
+            // this device.
+            let status = unsafe { blas_sys::cublasSetStream_v2(h, lane.stream.cu_stream() as _) };
+            check(status, "cublasSetStream", spec)?;
             batches.outer.iter().try_for_each(|&[oa, ob, oc]| {
                 let x = pb + ob as u64 * size;
                 let y = pa + oa as u64 * size;
@@ -218,7 +223,7 @@ impl CudaDevice {
                 // the operand buffers, and the output holds every entry; the buffers stay
                 // allocated until after the queued calls (stream-ordered frees); the handle
                 // is bound to this device's stream and guarded by its mutex.
-                unsafe { gemm(h.0, spec, &call, x, y, z) }
+                unsafe { gemm(h, spec, &call, x, y, z) }
             })
         }))
         .unwrap_or_else(|_| {

@@ -4,13 +4,14 @@
 use super::compile::{lock, KernelCache, LoadedKernel, Prepared, Target};
 use super::disk_cache::DiskCache;
 use super::driver_err;
+use super::lane::{Lane, Lanes};
 use super::memory::{CudaBuffer, Staging};
 use crate::config::debug_log;
 use crate::profile;
 use crate::{Error, Result};
-use cudarc::driver::{result as drv, sys as drv_sys, CudaContext, CudaStream};
+use cudarc::driver::{result as drv, sys as drv_sys, CudaContext, CudaStream, DevicePtr};
 use lazyfuse_codegen::cuda::{ReduceLaunch, RenderOptions, BLOCK};
-use lazyfuse_codegen::{DType, HostBuf, Kernel, LaunchArgs, ReduceLayout};
+use lazyfuse_codegen::{DType, Kernel, LaunchArgs, ReduceLayout};
 use smallvec::SmallVec;
 use std::ffi::c_void;
 use std::fmt;
@@ -37,14 +38,15 @@ pub struct CudaDevice {
     compute_capability: (i32, i32),
     sm_count: u32,
     pub(super) ctx: Arc<CudaContext>,
-    /// The only stream work of this device goes to (see the module docs).
+    /// The stream the device opened with: the first lane, and where buffers that outlive
+    /// any one recording are allocated (see the module docs).
     pub(super) stream: Arc<CudaStream>,
     pub(super) kernels: KernelCache,
     pub(super) staging: Staging,
-    /// Freed buffers kept for reuse.
-    pub(super) free: super::memory::FreeList,
-    /// Zeroed completion counters of multi-block reductions (kernels leave them zeroed).
-    counters: OnceLock<CudaBuffer>,
+    /// The streams threads queue work on (`lane`).
+    pub(super) lanes: Mutex<Lanes>,
+    /// cuBLAS's handle and the stream of its last use.
+    pub(super) blas: Mutex<super::blas::BlasState>,
 }
 
 /// Completion counters available to one reduction launch (one per row block).
@@ -237,9 +239,9 @@ impl CudaDevice {
 
     fn init(ordinal: usize) -> Result<Arc<CudaDevice>> {
         let ctx = CudaContext::new(ordinal).map_err(driver_err("cuDevicePrimaryCtxRetain"))?;
-        // SAFETY: no buffer exists on this context object yet, and every buffer and launch
-        // of this device goes to the one stream created next, whose order makes the
-        // per-buffer events redundant (module docs); frees are stream-ordered on it too.
+        // SAFETY: no buffer exists on this context object yet; buffers order their uses
+        // across this device's streams themselves (`lane::Tracking`), which makes cudarc's
+        // per-buffer events redundant (module docs); frees are stream-ordered.
         unsafe { ctx.disable_event_tracking() };
         let stream = ctx.new_stream().map_err(driver_err("cuStreamCreate"))?;
         if ctx.has_async_alloc() {
@@ -269,25 +271,47 @@ impl CudaDevice {
             compute_capability,
             sm_count,
             ctx,
+            lanes: Mutex::new(Lanes::new(Arc::new(Lane::new(0, ordinal, stream.clone())))),
             stream,
             kernels,
             staging: Staging::default(),
-            free: Default::default(),
-            counters: OnceLock::new(),
+            blas: Mutex::default(),
         }))
     }
 
-    /// The stream this thread queues work of this device on: the device's stream, or the
-    /// capture stream while this thread records a CUDA graph for this device.
-    pub(super) fn work_stream(&self) -> Arc<CudaStream> {
-        CAPTURE
-            .with(|c| {
-                c.borrow()
-                    .as_ref()
-                    .filter(|(o, _)| *o == self.ordinal)
-                    .map(|(_, s)| s.clone())
-            })
-            .unwrap_or_else(|| self.stream.clone())
+    /// The stream this thread queues work of this device on: its lane's, or the capture
+    /// stream while this thread records a CUDA graph for this device.
+    pub(super) fn work_stream(&self) -> Result<Arc<CudaStream>> {
+        match self.capture_stream() {
+            Some(s) => Ok(s),
+            None => Ok(self.lane()?.stream.clone()),
+        }
+    }
+
+    /// The capture stream while this thread records a CUDA graph for this device.
+    pub(super) fn capture_stream(&self) -> Option<Arc<CudaStream>> {
+        CAPTURE.with(|c| {
+            c.borrow()
+                .as_ref()
+                .filter(|(o, _)| *o == self.ordinal)
+                .map(|(_, s)| s.clone())
+        })
+    }
+
+    /// This thread's lane, with the buffers it is about to read and write ordered on it
+    /// (see `lane::Tracking`; nothing to order while a graph is being recorded: recording
+    /// runs nothing).
+    pub(super) fn order(&self, reads: &[&CudaBuffer], writes: &[&CudaBuffer]) -> Result<Arc<Lane>> {
+        let lane = self.lane()?;
+        if CAPTURE.with(|c| c.borrow().is_none()) {
+            for b in reads {
+                b.use_on(&lane, false)?;
+            }
+            for b in writes {
+                b.use_on(&lane, true)?;
+            }
+        }
+        Ok(lane)
     }
 
     /// An owning handle of this device.
@@ -329,17 +353,36 @@ impl CudaDevice {
         self.kernels.clear();
     }
 
-    /// Waits for all work queued on the device; reports errors of earlier asynchronous work.
+    /// Waits for all work queued on the device, by every thread (each of its streams);
+    /// reports errors of earlier asynchronous work.
     pub fn synchronize(&self) -> Result<()> {
-        self.stream
+        for lane in self.all_lanes() {
+            lane.stream
+                .synchronize()
+                .map_err(driver_err("cuStreamSynchronize"))?;
+        }
+        Ok(())
+    }
+
+    /// Orders this thread's stream after the work that wrote `buf` (for handing the buffer
+    /// to other code on that stream).
+    pub(crate) fn order_read(&self, buf: &CudaBuffer) -> Result<()> {
+        self.order(&[buf], &[]).map(drop)
+    }
+
+    /// Waits for the work this thread queued on the device (its stream).
+    pub(crate) fn synchronize_lane(&self) -> Result<()> {
+        self.lane()?
+            .stream
             .synchronize()
             .map_err(driver_err("cuStreamSynchronize"))
     }
 
-    /// The raw `CUstream` handle (as an integer) every kernel, copy and stream-ordered
-    /// free of this device is queued on.
-    pub fn raw_stream(&self) -> u64 {
-        self.stream.cu_stream() as u64
+    /// The raw `CUstream` handle (as an integer) this thread's kernels, copies and
+    /// stream-ordered frees of this device are queued on (its stream, or the one
+    /// `lf::with_stream` chose).
+    pub fn raw_stream(&self) -> Result<u64> {
+        Ok(self.lane()?.stream.cu_stream() as u64)
     }
 
     /// Queues on this device's stream a wait for all work queued so far on `stream` (a raw
@@ -358,10 +401,11 @@ impl CudaDevice {
         // caller's contract.
         unsafe { drv::event::record(event.cu_event(), stream as drv_sys::CUstream) }
             .map_err(driver_err("cuEventRecord"))?;
-        // SAFETY: the device's stream and the event recorded above are live.
+        let lane = self.lane()?;
+        // SAFETY: this thread's stream and the event recorded above are live.
         unsafe {
             drv::stream::wait_event(
-                self.stream.cu_stream(),
+                lane.stream.cu_stream(),
                 event.cu_event(),
                 drv_sys::CUevent_wait_flags::CU_EVENT_WAIT_DEFAULT,
             )
@@ -376,6 +420,7 @@ impl CudaDevice {
     /// As [`CudaDevice::wait_for_stream`].
     pub(crate) unsafe fn order_stream_after(&self, stream: u64) -> Result<()> {
         let event = self
+            .lane()?
             .stream
             .record_event(None)
             .map_err(driver_err("cuEventRecord"))?;
@@ -398,9 +443,9 @@ impl CudaDevice {
             .map_err(driver_err("cuCtxSynchronize"))
     }
 
-    /// A timing event recorded on this device's stream now (for the profiler).
+    /// A timing event recorded on this thread's stream now (for the profiler).
     pub(crate) fn timing_event(&self) -> Result<TimingEvent> {
-        self.stream
+        self.work_stream()?
             .record_event(Some(drv_sys::CUevent_flags::CU_EVENT_DEFAULT))
             .map_err(driver_err("cuEventRecord"))
     }
@@ -446,6 +491,22 @@ impl CudaDevice {
     ) -> Result<SmallVec<[Option<CudaBuffer>; 2]>> {
         let prepared = self.check_and_load(kernel, inputs, args, reuse)?;
         let me = self.arc()?;
+        // inputs are read on this thread's stream, an input written in place is written
+        match reuse {
+            None => self.order(inputs, &[])?,
+            Some((slot, _)) => {
+                let mut r: SmallVec<[&CudaBuffer; 4]> = SmallVec::new();
+                let mut w: SmallVec<[&CudaBuffer; 1]> = SmallVec::new();
+                for (i, b) in inputs.iter().enumerate() {
+                    if i == slot {
+                        w.push(b)
+                    } else {
+                        r.push(b)
+                    }
+                }
+                self.order(&r, &w)?
+            }
+        };
         let n = kernel.out_len(args);
         let outputs: SmallVec<[Option<CudaBuffer>; 2]> = kernel
             .outputs
@@ -678,7 +739,7 @@ impl CudaDevice {
                 states.device_ptr(),
                 0,
                 (tiles + 1) * 8,
-                self.work_stream().cu_stream(),
+                self.work_stream()?.cu_stream(),
             )
         }
         .map_err(driver_err("cuMemsetD8Async"))?;
@@ -697,14 +758,23 @@ impl CudaDevice {
         Ok(())
     }
 
-    /// The device pointer of the zeroed reduction counters (allocated on first use).
+    /// The device pointer of this thread's stream's zeroed reduction counters (allocated
+    /// on first use; reductions on one stream run in order, so they share them).
     fn reduce_counters(&self) -> Result<u64> {
-        if let Some(c) = self.counters.get() {
-            return Ok(c.device_ptr());
+        let lane = self.lane()?;
+        if let Some(c) = lane.counters.get() {
+            let (ptr, _sync) = c.device_ptr(&lane.stream);
+            return Ok(ptr);
         }
-        let zeros = HostBuf::I32(vec![0; REDUCE_COUNTERS]);
-        let buf = self.upload(&zeros)?;
-        Ok(self.counters.get_or_init(|| buf).device_ptr())
+        self.ctx
+            .bind_to_thread()
+            .map_err(driver_err("cuCtxGetCurrent"))?;
+        let zeros = lane
+            .stream
+            .alloc_zeros::<i32>(REDUCE_COUNTERS)
+            .map_err(driver_err("cuMemsetD8Async"))?;
+        let (ptr, _sync) = lane.counters.get_or_init(|| zeros).device_ptr(&lane.stream);
+        Ok(ptr)
     }
 
     /// Launches `k` over `n` elements with the packed argument struct `blob`.
@@ -743,7 +813,7 @@ impl CudaDevice {
         // in it belongs to a live buffer of this context: inputs are borrowed by the caller
         // and any later free of them is ordered after this launch on the same stream;
         // outputs hold `n` elements, which the kernel's grid-stride loop writes exactly.
-        let stream = self.work_stream();
+        let stream = self.work_stream()?;
         crate::calls::clock("cuLaunchKernel", || unsafe {
             drv::launch_kernel(
                 k.func.cu_function(),

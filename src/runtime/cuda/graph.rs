@@ -28,6 +28,7 @@
 
 use super::compile::LoadedKernel;
 use super::device::{CudaDevice, CAPTURE};
+use super::lane::{order_after, Lane};
 use super::memory::CudaBuffer;
 use super::{driver_err, driver_error};
 use crate::config::debug_log;
@@ -132,6 +133,9 @@ pub(crate) struct GraphPlan {
     /// Graphs are off for this plan (ineligible, disabled, or a failure).
     off: bool,
     runs: u64,
+    /// The stream of the last run: a run on another stream first waits for it (the arena
+    /// and the recorded FFT addresses are reused run after run).
+    last_lane: Option<Arc<Lane>>,
 }
 
 impl CudaDevice {
@@ -196,6 +200,7 @@ impl GraphPlan {
             recorded: Vec::new(),
             off,
             runs: 0,
+            last_lane: None,
         }
     }
 
@@ -216,6 +221,26 @@ impl GraphPlan {
     /// [`MAX_RECORDINGS`]; runs on further sets go plainly). Asynchronous like every
     /// launch.
     pub(crate) fn run(&mut self, steps: &[GraphStep<'_>], ext: &[&CudaBuffer]) -> Result<()> {
+        // this thread's stream, after the previous run's and the writers of the inputs
+        let lane = self.dev.lane()?;
+        order_after(&mut self.last_lane, &lane)?;
+        let mut written: SmallVec<[bool; 8]> = SmallVec::from_elem(false, ext.len());
+        for s in steps {
+            let mut mark = |slot: &Slot| {
+                if let Slot::Ext(i) | Slot::Fixed(i) = *slot {
+                    if let Some(w) = written.get_mut(i) {
+                        *w = true;
+                    }
+                }
+            };
+            match s {
+                GraphStep::Kernel { outputs, .. } => outputs.iter().for_each(&mut mark),
+                GraphStep::Fft { dst, .. } => mark(dst),
+            }
+        }
+        for (b, w) in ext.iter().zip(&written) {
+            b.use_on(&lane, *w)?;
+        }
         if self.arena.len() != self.arena_spec.len() {
             let me = self.dev.arc()?;
             self.arena = self
@@ -531,12 +556,23 @@ impl GraphPlan {
             r.map_err(driver_err("cuGraphExecKernelNodeSetParams"))?;
             kn.blob = blob;
         }
-        // SAFETY: a live instantiated graph of this context, launched on the device stream
-        // (ordered after the work that wrote its inputs).
-        crate::calls::clock("cuGraphLaunch", || unsafe {
-            drv::graph::launch(rec.exec, self.dev.stream.cu_stream())
-        })
-        .map_err(driver_err("cuGraphLaunch"))?;
+        let lane = self.dev.lane()?;
+        // the graph's FFT nodes use the device's cuFFT plans and work area, in stream order
+        // with every other execution (held until the launch is queued)
+        // SAFETY: a live instantiated graph of this context, launched on this thread's
+        // stream (ordered after the work that wrote its inputs and after the plan's last run,
+        // by `run`).
+        let launch = || {
+            crate::calls::clock("cuGraphLaunch", || unsafe {
+                drv::graph::launch(rec.exec, lane.stream.cu_stream())
+            })
+            .map_err(driver_err("cuGraphLaunch"))
+        };
+        if steps.iter().any(|s| matches!(s, GraphStep::Fft { .. })) {
+            super::fft::fenced(&self.dev, &lane, launch)?;
+        } else {
+            launch()?;
+        }
         bump::graph_launches(1);
         bump::kernels_launched(n_kernels);
         bump::library_calls(

@@ -3,6 +3,7 @@
 
 use super::compile::lock;
 use super::device::CudaDevice;
+use super::lane::{Lane, Tracking};
 use super::{driver_err, driver_error};
 use crate::stats::bump;
 use crate::{Error, Result};
@@ -108,6 +109,10 @@ pub struct CudaBuffer {
     dtype: DType,
     len: usize,
     device: Arc<CudaDevice>,
+    /// The stream it was allocated on (or imported from), where it is freed.
+    home: Arc<Lane>,
+    /// The other streams that used it (see `lane::Tracking`).
+    tracking: Tracking,
 }
 
 /// Where a buffer's bytes come from.
@@ -143,8 +148,15 @@ impl Drop for CudaBuffer {
                 bump_live_sub(slice.len());
                 // SAFETY: `slice` is never used again: this is the buffer's drop.
                 let slice = unsafe { ManuallyDrop::take(slice) };
+                // the free is ordered after the other streams' uses
+                if let Err(e) = self.tracking.before_free(&self.home) {
+                    crate::config::debug_log!(1, "buffer drop: {e}");
+                    if let Err(e) = self.device.synchronize() {
+                        crate::config::debug_log!(1, "buffer drop: {e}");
+                    }
+                }
                 // kept for reuse, or freed (stream-ordered) when the free list declines it
-                self.device.free.put(slice, &self.device.stream);
+                self.home.free.put(slice, &self.home.stream);
             }
             Memory::External { owner, .. } => {
                 // Kernels queued before this drop may still read the memory; its owner may
@@ -255,7 +267,7 @@ impl CudaBuffer {
         match &self.mem {
             Memory::Pool(slice) => {
                 // Event tracking is off (module docs), so the returned guard records nothing.
-                let (ptr, _guard) = slice.device_ptr(&self.device.stream);
+                let (ptr, _guard) = slice.device_ptr(&self.home.stream);
                 ptr
             }
             Memory::External { ptr, .. } => *ptr,
@@ -265,6 +277,12 @@ impl CudaBuffer {
     /// never freed by lazyfuse.
     pub fn is_external(&self) -> bool {
         matches!(self.mem, Memory::External { .. })
+    }
+
+    /// Orders a read (or a write) of this buffer on `lane` after the other streams' uses
+    /// (see `lane::Tracking`).
+    pub(super) fn use_on(&self, lane: &Arc<Lane>, write: bool) -> Result<()> {
+        self.tracking.use_on(&self.home, lane, write)
     }
 }
 
@@ -293,9 +311,11 @@ impl CudaDevice {
         dtype: DType,
         len: usize,
     ) -> Result<CudaBuffer> {
-        // The work stream: the device's stream, or the capture stream while this thread
-        // records a CUDA graph (then the allocation is part of the recording).
-        self.alloc_on(me, dtype, len, self.work_stream())
+        // This thread's stream, or the capture stream while this thread records a CUDA
+        // graph (then the allocation is part of the recording).
+        let lane = self.lane()?;
+        let stream = self.capture_stream().unwrap_or_else(|| lane.stream.clone());
+        self.alloc_on(me, dtype, len, stream, lane)
     }
 
     /// [`CudaDevice::alloc`] on the device's own stream, also while this thread records a
@@ -306,7 +326,8 @@ impl CudaDevice {
         dtype: DType,
         len: usize,
     ) -> Result<CudaBuffer> {
-        self.alloc_on(me, dtype, len, self.stream.clone())
+        let first = self.first_lane();
+        self.alloc_on(me, dtype, len, first.stream.clone(), first)
     }
 
     fn alloc_on(
@@ -315,14 +336,15 @@ impl CudaDevice {
         dtype: DType,
         len: usize,
         stream: Arc<cudarc::driver::CudaStream>,
+        home: Arc<Lane>,
     ) -> Result<CudaBuffer> {
         let bytes = len.checked_mul(dtype.size()).ok_or_else(|| Error::Shape {
             op: "cuda alloc",
             msg: format!("{len} elements of {dtype} overflow the address space"),
         })?;
         let size = bytes.max(1);
-        let kept = if Arc::ptr_eq(&stream, &self.stream) {
-            self.free.take(size)
+        let kept = if Arc::ptr_eq(&stream, &home.stream) {
+            home.free.take(size)
         } else {
             None
         };
@@ -338,7 +360,9 @@ impl CudaDevice {
             Err(e) if is_oom(&e) => {
                 // Kept buffers go back to the pool; frees queued on the stream may not have
                 // reached it yet.
-                self.free.clear();
+                for lane in self.all_lanes() {
+                    lane.free.clear();
+                }
                 self.synchronize()?;
                 alloc()
             }
@@ -362,6 +386,8 @@ impl CudaDevice {
             dtype,
             len,
             device: me.clone(),
+            home,
+            tracking: Tracking::default(),
         };
         // Vectorized kernels access whole 16-byte vectors; pool allocations are 256-aligned.
         if !buf.device_ptr().is_multiple_of(16) {
@@ -403,12 +429,14 @@ impl CudaDevice {
                 let Memory::Pool(slice) = &mut buf.mem else {
                     return Err(Error::internal("upload", "fresh buffer is external"));
                 };
-                self.stream
+                buf.home
+                    .stream
                     .memcpy_htod(bytes, &mut **slice)
                     .map_err(driver_err("cuMemcpyHtoDAsync"))?;
             }
             if locked {
-                self.stream
+                buf.home
+                    .stream
                     .synchronize()
                     .map_err(driver_err("cuStreamSynchronize"))?;
             }
@@ -432,7 +460,7 @@ impl CudaDevice {
             };
             // chunk i - 1, from the other half, is done before this half's copy is queued
             // (and before the next iteration overwrites that other half)
-            self.synchronize()?;
+            self.synchronize_lane()?;
             self.ctx
                 .bind_to_thread()
                 .map_err(driver_err("cuCtxGetCurrent"))?;
@@ -442,12 +470,12 @@ impl CudaDevice {
             // SAFETY: the copy writes `part.len()` bytes at `dst + i * chunk`, inside the
             // new buffer of `bytes.len()` bytes.
             unsafe {
-                drv::memcpy_htod_async(dst + (i * chunk) as u64, stage, self.stream.cu_stream())
+                drv::memcpy_htod_async(dst + (i * chunk) as u64, stage, buf.home.stream.cu_stream())
             }
             .map_err(driver_err("cuMemcpyHtoDAsync"))?;
         }
         // the staging buffer is free again only when the last copy has read it
-        self.synchronize()?;
+        self.synchronize_lane()?;
         Ok(buf)
     }
 
@@ -505,6 +533,8 @@ impl CudaDevice {
             dtype,
             len,
             device: me,
+            home: self.lane()?,
+            tracking: Tracking::default(),
         })
     }
 
@@ -562,6 +592,7 @@ impl CudaDevice {
     pub(crate) fn copy_into_pool(&self, src: CudaBuffer) -> Result<CudaBuffer> {
         let me = self.arc()?;
         let dst = self.alloc(&me, src.dtype, src.len)?;
+        self.order(&[&src], &[])?;
         let bytes = src.len * src.dtype.size();
         if bytes > 0 {
             self.ctx
@@ -574,7 +605,7 @@ impl CudaDevice {
                     dst.device_ptr(),
                     src.device_ptr(),
                     bytes,
-                    self.work_stream().cu_stream(),
+                    self.work_stream()?.cu_stream(),
                 )
             }
             .map_err(driver_err("cuMemcpyDtoDAsync"))?;
@@ -594,8 +625,8 @@ impl CudaDevice {
         Ok(())
     }
 
-    /// Copies elements `start..start + len` of `buf` to the host, waiting for all queued
-    /// work first. Only those elements move, through the pinned staging buffer.
+    /// Copies elements `start..start + len` of `buf` to the host, after the work that wrote
+    /// it. Only those elements move, through the pinned staging buffer.
     pub fn download(&self, buf: &CudaBuffer, start: usize, len: usize) -> Result<HostBuf> {
         self.check_own(buf, "download")?;
         if start.checked_add(len).is_none_or(|end| end > buf.len) {
@@ -604,6 +635,7 @@ impl CudaDevice {
                 msg: format!("elements {start}..{start}+{len} of a buffer of {}", buf.len),
             });
         }
+        self.order(&[buf], &[])?;
         let size = buf.dtype.size();
         let src = buf.device_ptr() + (start * size) as u64;
         if buf.dtype == DType::Bool {
@@ -627,8 +659,8 @@ impl CudaDevice {
         })?
     }
 
-    /// Copies all of `buf` into `dst`, which holds exactly its bytes, waiting for all
-    /// queued work first. A destination in page-locked memory ([`PinnedHost`], or memory
+    /// Copies all of `buf` into `dst`, which holds exactly its bytes, after the work that
+    /// wrote it. A destination in page-locked memory ([`PinnedHost`], or memory
     /// another library allocated or registered with the driver) receives one DMA copy
     /// directly; any other goes through the staging buffer.
     pub fn download_into(&self, buf: &CudaBuffer, dst: &mut [u8]) -> Result<()> {
@@ -639,12 +671,13 @@ impl CudaDevice {
                 format!("{} bytes for {} {} elements", dst.len(), buf.len, buf.dtype),
             ));
         }
+        let lane = self.order(&[buf], &[])?;
         if !dst.is_empty() && self.page_locked(dst.as_ptr(), dst.len())? {
             // SAFETY: `dst` is writable for its length, borrowed mutably until the stream
             // has finished the copy (synchronized below before returning).
-            unsafe { drv::memcpy_dtoh_async(dst, buf.device_ptr(), self.stream.cu_stream()) }
+            unsafe { drv::memcpy_dtoh_async(dst, buf.device_ptr(), lane.stream.cu_stream()) }
                 .map_err(driver_err("cuMemcpyDtoHAsync"))?;
-            return self
+            return lane
                 .stream
                 .synchronize()
                 .map_err(driver_err("cuStreamSynchronize"));
@@ -714,7 +747,7 @@ impl CudaDevice {
     }
 
     /// Copies `len` bytes from device address `src` to host address `dst` through the
-    /// staging buffer, after all queued work. `dst` may be uninitialized; on `Ok` all `len`
+    /// staging buffer, after the work queued on this thread's stream. `dst` may be uninitialized; on `Ok` all `len`
     /// bytes are written.
     ///
     /// The copy goes in chunks ([`readback_chunk`]), each followed by an event; the host
@@ -729,8 +762,9 @@ impl CudaDevice {
     /// `dst` is writable for `len` bytes and not accessed elsewhere during the call.
     unsafe fn copy_to_host(&self, src: u64, dst: *mut u8, len: usize) -> Result<()> {
         if len == 0 {
-            return self.synchronize();
+            return self.synchronize_lane();
         }
+        let lane = self.lane()?;
         let mut staging = lock(&self.staging.0);
         let chunk = readback_chunk(len);
         let n = len.div_ceil(chunk);
@@ -764,11 +798,11 @@ impl CudaDevice {
                 };
                 // SAFETY: as above; `stage` is read only after this chunk's event.
                 unsafe {
-                    drv::memcpy_dtoh_async(stage, src + (i * chunk) as u64, self.stream.cu_stream())
+                    drv::memcpy_dtoh_async(stage, src + (i * chunk) as u64, lane.stream.cu_stream())
                 }
                 .map_err(driver_err("cuMemcpyDtoHAsync"))?;
                 events[slot(i)]
-                    .record(&self.stream)
+                    .record(&lane.stream)
                     .map_err(driver_err("cuEventRecord"))?;
             }
             Ok(())

@@ -33,6 +33,7 @@ mod device;
 mod disk_cache;
 mod fft;
 pub(crate) mod graph;
+pub(crate) mod lane;
 mod memory;
 
 pub use compile::nvrtc_check;

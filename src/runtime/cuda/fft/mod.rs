@@ -56,6 +56,7 @@ mod plan;
 use super::compile::lock;
 use super::device::CudaDevice;
 use super::driver_err;
+use super::lane::{order_after, Lane};
 use super::memory::CudaBuffer;
 use crate::graph::{FftKind, FftSpec};
 use crate::{Error, Result};
@@ -151,6 +152,9 @@ struct FftState {
     /// one stream) and grown to the largest need seen: no allocation per execution, and
     /// no memory nodes in recorded CUDA graphs.
     scratch: Option<Arc<CudaBuffer>>,
+    /// The stream of the last execution: plans and work area are used in stream order, and
+    /// an execution on another stream first waits for it (`lane::order_after`).
+    last_lane: Option<Arc<Lane>>,
 }
 
 /// The FFT state of device `ordinal` (created on first use, kept for the process like the
@@ -164,6 +168,20 @@ fn state_of(ordinal: usize) -> Arc<Mutex<FftState>> {
     let s = Arc::new(Mutex::new(FftState::default()));
     states.push((ordinal, s.clone()));
     s
+}
+
+/// Runs `f`, which queues work on `lane` that uses the device's cuFFT plans and work area
+/// (a replay of a recorded graph with FFT nodes), after every cuFFT execution on the
+/// device's other streams, keeping other executions out until it has returned.
+pub(crate) fn fenced<R>(
+    dev: &CudaDevice,
+    lane: &Arc<Lane>,
+    f: impl FnOnce() -> Result<R>,
+) -> Result<R> {
+    let state = state_of(dev.ordinal());
+    let mut st = lock(&state);
+    order_after(&mut st.last_lane, lane)?;
+    f()
 }
 
 // ---------------------------------------------------------------------------------------
@@ -260,6 +278,16 @@ impl CudaDevice {
             .map_err(driver_err("cuCtxGetCurrent"))?;
         let state = state_of(self.ordinal());
         let mut st = lock(&state);
+        if self.capture_stream().is_none() {
+            // the buffers on this thread's stream; the plans and the work area after their
+            // last use on another stream
+            let lane = if clobber_input {
+                self.order(&[], &[input, out])?
+            } else {
+                self.order(&[input], &[out])?
+            };
+            order_after(&mut st.last_lane, &lane)?;
+        }
         let mut run = Runner {
             dev: self,
             me: &me,
@@ -391,7 +419,7 @@ impl Runner<'_> {
         dir: c_int,
     ) -> Result<()> {
         let (handle, work_size) = self.plan(key)?;
-        let stream = self.dev.work_stream();
+        let stream = self.dev.work_stream()?;
         // Plans are shared and the work stream differs while a graph is being captured:
         // bind the plan to it for these executions (the state lock is held throughout).
         // SAFETY: a live plan and a live stream of this device's context.
@@ -439,6 +467,10 @@ impl Runner<'_> {
             let len = bytes.next_power_of_two().max(1 << 16);
             let buf = self.dev.alloc_outside_capture(self.me, DType::U8, len)?;
             // the old area (if any) is freed in stream order, after the work queued on it
+            // (on the last executing stream, which the fence ordered after every earlier one)
+            if let (Some(old), Some(last)) = (&self.st.scratch, &self.st.last_lane) {
+                old.use_on(last, true)?;
+            }
             self.st.scratch = Some(Arc::new(buf));
         }
         let buf = self.st.scratch.as_ref().expect("allocated above");
@@ -533,7 +565,7 @@ impl Runner<'_> {
     fn copy(&self, dst: u64, src: u64, bytes: usize) -> Result<()> {
         // SAFETY: both ranges lie inside live buffers of this device (sized by the program);
         // the copy is ordered on the stream like every other use of them.
-        unsafe { drv::memcpy_dtod_async(dst, src, bytes, self.dev.work_stream().cu_stream()) }
+        unsafe { drv::memcpy_dtod_async(dst, src, bytes, self.dev.work_stream()?.cu_stream()) }
             .map_err(driver_err("cuMemcpyDtoDAsync"))
     }
 
@@ -595,7 +627,7 @@ impl Runner<'_> {
                 0,
                 words,
                 rows,
-                self.dev.work_stream().cu_stream(),
+                self.dev.work_stream()?.cu_stream(),
             )
         }
         .result()

@@ -28,7 +28,8 @@ const INDEX32_LIMIT: usize = 1 << 31;
 /// report is zero-padded to this so that the driver never reads past it.
 const CLASSIC_PARAM_LIMIT: usize = 4096;
 
-/// One CUDA GPU: its context, its single stream, its kernel caches and staging memory.
+/// One CUDA GPU: its context, its streams (one per thread, `lane`), its kernel caches,
+/// cuBLAS handle and staging memory.
 /// Opened once per ordinal and shared ([`CudaDevice::open`]).
 pub struct CudaDevice {
     /// This device itself, so `&self` methods can hand out buffers owning an `Arc` of it.

@@ -1,7 +1,7 @@
 //! CUDA graphs for repeated plans: the first run launches normally (compiling kernels,
 //! making cuFFT plans), the second records the plan once on a private capture stream, and
 //! every later run updates the recorded kernel nodes' arguments and replays the whole plan
-//! with one `cuGraphLaunch` on the device's stream.
+//! with one `cuGraphLaunch` on the calling thread's stream.
 //!
 //! # What may change between replays
 //! Only the arguments of the plan's own fused kernels: their by-value argument structs hold

@@ -177,9 +177,10 @@ const FREE_MAX_BYTES: usize = 256 << 20;
 /// Most buffers of one size the free list holds.
 const FREE_MAX_PER_SIZE: usize = 8;
 
-/// Freed device buffers by size, handed out again without a driver call. Reuse is safe
-/// without events because every buffer kept here was allocated on (and is only used on)
-/// the device's single stream: work queued after the reuse runs after the work queued
+/// Freed device buffers of one stream by size, handed out again without a driver call.
+/// Reuse is safe without events because every buffer kept here was allocated on this
+/// stream and its drop ordered the stream after every other stream that used it
+/// (`lane::Tracking::before_free`): work queued after the reuse runs after the work queued
 /// before the drop. Buffers recorded into CUDA graphs are never kept (they are allocated
 /// on the capture stream).
 #[derive(Default)]

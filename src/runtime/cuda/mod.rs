@@ -1,19 +1,21 @@
-//! CUDA backend through cudarc: one context and one non-blocking stream per device, NVRTC
+//! CUDA backend through cudarc: one context per device and a stream per thread, NVRTC
 //! compilation with in-memory and on-disk kernel caches, stream-ordered memory, pinned
 //! staging for readback, and launches of the generated grid-stride kernels.
 //!
 //! # Design
-//! - **One stream, event tracking off.** Every call of a device (allocation, copy, launch,
-//!   free) goes to its single non-blocking stream, so the stream's order is the dependency
-//!   order. cudarc's per-buffer event tracking (two `CUevent`s per allocation, waits and
-//!   records around every launch) is therefore switched off on the context before the stream
-//!   or any buffer exists; it would cost driver calls on every launch and must be off for
-//!   CUDA-graph capture anyway. Use after free cannot happen: a `CudaSlice` frees with
-//!   `cuMemFreeAsync` on the stream it was allocated on, which is this same stream, so the
-//!   free is ordered after every launch or copy submitted before the drop (a buffer can only
-//!   be dropped after the calls borrowing it returned, i.e. after their work was queued).
-//!   Code that adds another stream (cuFFT, cuBLAS, graphs) must use [`CudaDevice`]'s stream
-//!   or order itself against it explicitly.
+//! - **A stream per thread, event tracking off.** Every call a thread makes on a device
+//!   (allocation, copy, launch, free) goes to that thread's non-blocking stream (`lane`), so
+//!   within a thread the stream's order is the dependency order; across streams, buffers
+//!   order their own uses by events recorded when another stream first touches them
+//!   (`lane::Tracking`), and shared per-device state by its last user's stream
+//!   (`lane::order_after`). cudarc's per-buffer event tracking (two `CUevent`s per
+//!   allocation, waits and records around every launch) is therefore switched off on the
+//!   context before any stream or buffer exists; it would cost driver calls on every launch
+//!   and must be off for CUDA-graph capture anyway. Use after free cannot happen: a
+//!   `CudaSlice` frees with `cuMemFreeAsync` on the stream it was allocated on, after that
+//!   stream waited for every other stream that used the buffer, so the free is ordered after
+//!   every launch or copy submitted before the drop (a buffer can only be dropped after the
+//!   calls borrowing it returned, i.e. after their work was queued).
 //! - **Memory** comes from the device's default stream-ordered pool (`cuMemAllocAsync`,
 //!   256-byte aligned) whose release threshold is raised to `u64::MAX`, so freed blocks stay
 //!   in the pool instead of going back to the driver at each synchronization.

@@ -41,13 +41,14 @@
 //! plan's executions keeps that plan alive until the graph is dropped (its nodes use the
 //! plan's device tables), so eviction only drops the cache's reference. cuFFT plans are not
 //! thread-safe, so one mutex per device guards the cache and is held through every
-//! execution. Plans are bound to the device's stream (`cufftSetStream`) and made without
-//! automatic work areas: every execution uses one scratch area per device, grown to the
-//! largest need (all executions are ordered on the device's stream; a recorded graph keeps
-//! the area it was recorded with), so cached plans hold no work memory and a recorded
-//! graph holds no memory nodes for work areas. Every call
-//! (helper kernels, copies, cuFFT kernels, frees) is queued on the device's one stream, so
-//! the transform is ordered after the kernels that wrote its input and before those that
+//! execution. Plans are bound to the calling thread's stream at each execution
+//! (`cufftSetStream`) and made without automatic work areas: every execution uses one
+//! scratch area per device, grown to the largest need (executions on different streams are
+//! ordered by the state's last-user stream, `lane::order_after`; a recorded graph keeps the
+//! area it was recorded with), so cached plans hold no work memory and a recorded graph
+//! holds no memory nodes for work areas. Every call (helper kernels, copies, cuFFT kernels,
+//! frees) is queued on the thread's stream, after the input's writer (`CudaDevice::order`),
+//! so the transform is ordered after the kernels that wrote its input and before those that
 //! read its output; nothing here synchronizes except a plan eviction.
 
 mod helpers;

@@ -48,6 +48,8 @@ pub struct CudaDevice {
     pub(super) lanes: Mutex<Lanes>,
     /// cuBLAS's handle and the stream of its last use.
     pub(super) blas: Mutex<super::blas::BlasState>,
+    /// cuFFT's plans and work area, and the stream of their last use.
+    pub(super) fft: Mutex<super::fft::FftState>,
 }
 
 /// Completion counters available to one reduction launch (one per row block).
@@ -277,6 +279,7 @@ impl CudaDevice {
             kernels,
             staging: Staging::default(),
             blas: Mutex::default(),
+            fft: Mutex::default(),
         }))
     }
 

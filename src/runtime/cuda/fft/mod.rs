@@ -68,7 +68,7 @@ use plan::*;
 use std::collections::HashMap;
 use std::ffi::{c_int, c_void};
 use std::panic::{catch_unwind, AssertUnwindSafe};
-use std::sync::{Arc, Mutex, OnceLock};
+use std::sync::{Arc, OnceLock};
 
 /// Most plans kept per device.
 const PLAN_CACHE_CAP: usize = 64;
@@ -144,9 +144,10 @@ pub(crate) fn take_pins() -> Vec<PinnedPlan> {
     PINS.with(|p| p.borrow_mut().take()).unwrap_or_default()
 }
 
-/// The FFT state of one device: its plans and the work area every execution uses.
+/// The FFT state of one device (a field of the device, behind its mutex): its plans and the
+/// work area every execution uses.
 #[derive(Default)]
-struct FftState {
+pub(crate) struct FftState {
     plans: HashMap<PlanKey, Arc<Plan>>,
     clock: u64,
     /// cuFFT's work area, shared by every execution on the device (they are ordered on its
@@ -158,19 +159,6 @@ struct FftState {
     last_lane: Option<Arc<Lane>>,
 }
 
-/// The FFT state of device `ordinal` (created on first use, kept for the process like the
-/// device itself).
-fn state_of(ordinal: usize) -> Arc<Mutex<FftState>> {
-    static STATES: Mutex<Vec<(usize, Arc<Mutex<FftState>>)>> = Mutex::new(Vec::new());
-    let mut states = lock(&STATES);
-    if let Some((_, s)) = states.iter().find(|(o, _)| *o == ordinal) {
-        return s.clone();
-    }
-    let s = Arc::new(Mutex::new(FftState::default()));
-    states.push((ordinal, s.clone()));
-    s
-}
-
 /// Runs `f`, which queues work on `lane` that uses the device's cuFFT plans and work area
 /// (a replay of a recorded graph with FFT nodes), after every cuFFT execution on the
 /// device's other streams, keeping other executions out until it has returned.
@@ -179,8 +167,7 @@ pub(crate) fn fenced<R>(
     lane: &Arc<Lane>,
     f: impl FnOnce() -> Result<R>,
 ) -> Result<R> {
-    let state = state_of(dev.ordinal());
-    let mut st = lock(&state);
+    let mut st = lock(&dev.fft);
     order_after(&mut st.last_lane, lane)?;
     f()
 }
@@ -277,8 +264,7 @@ impl CudaDevice {
         self.ctx
             .bind_to_thread()
             .map_err(driver_err("cuCtxGetCurrent"))?;
-        let state = state_of(self.ordinal());
-        let mut st = lock(&state);
+        let mut st = lock(&self.fft);
         if self.capture_stream().is_none() {
             // the buffers on this thread's stream; the plans and the work area after their
             // last use on another stream

@@ -39,9 +39,6 @@ pub struct CudaDevice {
     compute_capability: (i32, i32),
     sm_count: u32,
     pub(super) ctx: Arc<CudaContext>,
-    /// The stream the device opened with: the first lane, and where buffers that outlive
-    /// any one recording are allocated (see the module docs).
-    pub(super) stream: Arc<CudaStream>,
     pub(super) kernels: KernelCache,
     pub(super) staging: Staging,
     /// The streams threads queue work on (`lane`).
@@ -274,8 +271,7 @@ impl CudaDevice {
             compute_capability,
             sm_count,
             ctx,
-            lanes: Mutex::new(Lanes::new(Arc::new(Lane::new(0, ordinal, stream.clone())))),
-            stream,
+            lanes: Mutex::new(Lanes::new(Arc::new(Lane::new(0, ordinal, stream)))),
             kernels,
             staging: Staging::default(),
             blas: Mutex::default(),

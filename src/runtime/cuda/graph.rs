@@ -568,11 +568,11 @@ impl GraphPlan {
             })
             .map_err(driver_err("cuGraphLaunch"))
         };
-        if steps.iter().any(|s| matches!(s, GraphStep::Fft { .. })) {
-            super::fft::fenced(&self.dev, &lane, launch)?;
-        } else {
-            launch()?;
+        // the FFT nodes' work areas, after their uses on other streams
+        for pin in &rec.pins {
+            pin.order_on(&lane)?;
         }
+        launch()?;
         bump::graph_launches(1);
         bump::kernels_launched(n_kernels);
         bump::library_calls(

@@ -187,11 +187,6 @@ impl CudaDevice {
     pub(super) fn all_lanes(&self) -> Vec<Arc<Lane>> {
         lock(&self.lanes).all.clone()
     }
-
-    /// The device's first lane (its opening stream).
-    pub(super) fn first_lane(&self) -> Arc<Lane> {
-        lock(&self.lanes).all[0].clone()
-    }
 }
 
 /// Runs `f` with `lane` as this thread's lane of its device.

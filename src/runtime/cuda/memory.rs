@@ -319,16 +319,16 @@ impl CudaDevice {
         self.alloc_on(me, dtype, len, stream, lane)
     }
 
-    /// [`CudaDevice::alloc`] on the device's own stream, also while this thread records a
-    /// CUDA graph: for buffers that outlive any one recording (FFT scratch areas).
-    pub(super) fn alloc_outside_capture(
+    /// [`CudaDevice::alloc`] on `lane`'s stream, also while this thread records a CUDA
+    /// graph: for buffers that outlive any one recording (FFT work areas).
+    pub(super) fn alloc_on_lane(
         &self,
         me: &Arc<CudaDevice>,
         dtype: DType,
         len: usize,
+        lane: &Arc<Lane>,
     ) -> Result<CudaBuffer> {
-        let first = self.first_lane();
-        self.alloc_on(me, dtype, len, first.stream.clone(), first)
+        self.alloc_on(me, dtype, len, lane.stream.clone(), lane.clone())
     }
 
     fn alloc_on(

@@ -57,7 +57,7 @@ mod plan;
 use super::compile::lock;
 use super::device::CudaDevice;
 use super::driver_err;
-use super::lane::{order_after, Lane};
+use super::lane::Lane;
 use super::memory::CudaBuffer;
 use crate::graph::{FftKind, FftSpec};
 use crate::{Error, Result};
@@ -120,6 +120,17 @@ impl Drop for Plan {
 /// the scratch area its executions ran in.
 pub(crate) struct PinnedPlan(#[allow(dead_code)] Pin);
 
+impl PinnedPlan {
+    /// Orders a replay on `lane` of the graph that pins this after the other streams' uses
+    /// of the work area it pins (a plan is only read by its executions).
+    pub(crate) fn order_on(&self, lane: &Arc<Lane>) -> Result<()> {
+        match &self.0 {
+            Pin::Scratch(b) => b.use_on(lane, true),
+            Pin::Plan(_) => Ok(()),
+        }
+    }
+}
+
 /// What a [`PinnedPlan`] holds.
 enum Pin {
     /// A plan the cache may evict.
@@ -148,28 +159,15 @@ pub(crate) fn take_pins() -> Vec<PinnedPlan> {
 /// work area every execution uses.
 #[derive(Default)]
 pub(crate) struct FftState {
-    plans: HashMap<PlanKey, Arc<Plan>>,
+    /// Plans by the stream they run on (its lane id) and layout: a plan's executions on one
+    /// stream are ordered, and streams never share a plan.
+    plans: HashMap<(usize, PlanKey), Arc<Plan>>,
     clock: u64,
-    /// cuFFT's work area, shared by every execution on the device (they are ordered on its
-    /// one stream) and grown to the largest need seen: no allocation per execution, and
-    /// no memory nodes in recorded CUDA graphs.
-    scratch: Option<Arc<CudaBuffer>>,
-    /// The stream of the last execution: plans and work area are used in stream order, and
-    /// an execution on another stream first waits for it (`lane::order_after`).
-    last_lane: Option<Arc<Lane>>,
-}
-
-/// Runs `f`, which queues work on `lane` that uses the device's cuFFT plans and work area
-/// (a replay of a recorded graph with FFT nodes), after every cuFFT execution on the
-/// device's other streams, keeping other executions out until it has returned.
-pub(crate) fn fenced<R>(
-    dev: &CudaDevice,
-    lane: &Arc<Lane>,
-    f: impl FnOnce() -> Result<R>,
-) -> Result<R> {
-    let mut st = lock(&dev.fft);
-    order_after(&mut st.last_lane, lane)?;
-    f()
+    /// cuFFT's work area of each stream (by lane id), allocated on that stream and grown to
+    /// the largest need seen: no allocation per execution, and no memory nodes in recorded
+    /// CUDA graphs. A graph replayed on another stream than the one it was recorded on
+    /// orders itself after the area's other users (`PinnedPlan::order_on`).
+    scratch: HashMap<usize, Arc<CudaBuffer>>,
 }
 
 // ---------------------------------------------------------------------------------------
@@ -264,22 +262,19 @@ impl CudaDevice {
         self.ctx
             .bind_to_thread()
             .map_err(driver_err("cuCtxGetCurrent"))?;
+        // the buffers on this thread's stream, after their writers
+        let lane = if clobber_input {
+            self.order(&[], &[input, out])?
+        } else {
+            self.order(&[input], &[out])?
+        };
         let mut st = lock(&self.fft);
-        if self.capture_stream().is_none() {
-            // the buffers on this thread's stream; the plans and the work area after their
-            // last use on another stream
-            let lane = if clobber_input {
-                self.order(&[], &[input, out])?
-            } else {
-                self.order(&[input], &[out])?
-            };
-            order_after(&mut st.last_lane, &lane)?;
-        }
         let mut run = Runner {
             dev: self,
             me: &me,
             st: &mut st,
             prec,
+            lane,
         };
         // cudarc panics when a symbol is missing from the loaded library: report it instead.
         catch_unwind(AssertUnwindSafe(|| {
@@ -320,6 +315,8 @@ struct Runner<'a> {
     me: &'a Arc<CudaDevice>,
     st: &'a mut FftState,
     prec: Precision,
+    /// The stream of this thread (the plans and work area of this stream are used).
+    lane: Arc<Lane>,
 }
 
 impl Runner<'_> {
@@ -448,19 +445,23 @@ impl Runner<'_> {
     /// The device address of the shared work area, grown to at least `bytes` (allocated
     /// on the device's stream, outside any recording) and pinned by a graph being recorded.
     fn scratch(&mut self, bytes: usize) -> Result<u64> {
-        let fits = self.st.scratch.as_ref().is_some_and(|b| b.len() >= bytes);
+        let id = self.lane.id;
+        let fits = self.st.scratch.get(&id).is_some_and(|b| b.len() >= bytes);
         if !fits {
             // Rounded up so that a series of slightly larger needs allocates rarely.
             let len = bytes.next_power_of_two().max(1 << 16);
-            let buf = self.dev.alloc_outside_capture(self.me, DType::U8, len)?;
+            let buf = self
+                .dev
+                .alloc_on_lane(self.me, DType::U8, len, &self.lane)?;
             // the old area (if any) is freed in stream order, after the work queued on it
-            // (on the last executing stream, which the fence ordered after every earlier one)
-            if let (Some(old), Some(last)) = (&self.st.scratch, &self.st.last_lane) {
-                old.use_on(last, true)?;
-            }
-            self.st.scratch = Some(Arc::new(buf));
+            // on every stream (its tracking)
+            self.st.scratch.insert(id, Arc::new(buf));
         }
-        let buf = self.st.scratch.as_ref().expect("allocated above");
+        let buf = self.st.scratch.get(&id).expect("allocated above");
+        if self.dev.capture_stream().is_none() {
+            // after a replay on another stream of a graph recorded with this area
+            buf.use_on(&self.lane, true)?;
+        }
         PINS.with(|pins| {
             if let Some(v) = pins.borrow_mut().as_mut() {
                 let pinned = v
@@ -495,7 +496,8 @@ impl Runner<'_> {
     fn plan_arc(&mut self, key: &PlanKey) -> Result<Arc<Plan>> {
         self.st.clock += 1;
         let now = self.st.clock;
-        if let Some(p) = self.st.plans.get_mut(key) {
+        let lkey = (self.lane.id, key.clone());
+        if let Some(p) = self.st.plans.get_mut(&lkey) {
             p.last_used.store(now, std::sync::atomic::Ordering::Relaxed);
             return Ok(p.clone());
         }
@@ -540,11 +542,11 @@ impl Runner<'_> {
             )
         }
         .map_err(cufft_err("cufftMakePlanMany64"))?;
-        let stream = self.dev.stream.cu_stream() as cufft_sys::cudaStream_t;
-        // SAFETY: a live plan and this device's live stream (same context).
+        let stream = self.lane.stream.cu_stream() as cufft_sys::cudaStream_t;
+        // SAFETY: a live plan and this thread's live stream of the device (same context).
         unsafe { cufft::set_stream(handle, stream) }.map_err(cufft_err("cufftSetStream"))?;
         let plan = Arc::new(plan);
-        self.st.plans.insert(key.clone(), plan.clone());
+        self.st.plans.insert(lkey, plan.clone());
         Ok(plan)
     }
 

@@ -268,3 +268,48 @@ fn a_cached_one_kernel_eval_makes_one_launch_and_no_memory_calls() {
         }
     });
 }
+
+#[test]
+fn a_thread_that_panics_mid_eval_leaves_the_device_usable() {
+    common::for_each_device(|dev| {
+        let n = 100_003;
+        let host = host_input(n);
+        let x = Array::from_slice_on(&host, &[n], dev).unwrap();
+        let s = dev.new_stream().unwrap();
+        // a thread queues work on its own stream and on an explicit one, then panics
+        // before reading anything back
+        let r = std::thread::scope(|sc| {
+            sc.spawn(|| {
+                let a = slow_chain(&x, 8);
+                a.eval().unwrap();
+                lf::with_stream(&s, || {
+                    let b = &a * 2.0;
+                    b.eval().unwrap();
+                    panic!("deliberate panic with work in flight");
+                })
+            })
+            .join()
+        });
+        assert!(r.is_err(), "the thread should have panicked");
+        // every other thread, and the explicit stream, still work
+        let got: Vec<Vec<f64>> = std::thread::scope(|sc| {
+            let hs: Vec<_> = (0..4)
+                .map(|k| {
+                    let x = &x;
+                    sc.spawn(move || (slow_chain(x, 8) + k as f64).to_vec::<f64>().unwrap())
+                })
+                .collect();
+            hs.into_iter().map(|h| h.join().unwrap()).collect()
+        });
+        for (k, g) in got.iter().enumerate() {
+            assert_close(
+                g,
+                host.iter().map(|&v| slow_chain_host(v, 8) + k as f64),
+                "after the panic",
+            );
+        }
+        let c = lf::with_stream(&s, || (&x + 1.0).to_vec::<f64>().unwrap());
+        assert_close(&c, host.iter().map(|&v| v + 1.0), "explicit stream");
+        dev.synchronize().unwrap();
+    });
+}

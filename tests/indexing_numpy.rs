@@ -156,10 +156,9 @@ fn values(a: &Array) -> Vals {
 
 #[test]
 fn updates_gathers_and_scans_match_numpy() {
-    let text = std::fs::read_to_string(
-        std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/data/indexing_cases.txt"),
-    )
-    .expect("tests/data/indexing_cases.txt (python3 tests/data/gen_indexing.py)");
+    // embedded, so that the test binary runs anywhere (python3 tests/data/gen_indexing.py
+    // writes the file)
+    let text = include_str!("data/indexing_cases.txt");
     let cases: Vec<(&str, Vec<Fixture>, Fixture)> = text
         .lines()
         .filter(|l| !l.starts_with('#') && !l.is_empty())

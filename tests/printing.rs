@@ -20,10 +20,9 @@ struct Case {
 }
 
 fn cases() -> Vec<Case> {
-    let text = std::fs::read_to_string(
-        std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/data/print_cases.txt"),
-    )
-    .expect("tests/data/print_cases.txt (python3 tests/data/gen_print.py)");
+    // embedded, so that the test binary runs anywhere (python3 tests/data/gen_print.py writes
+    // the file)
+    let text = include_str!("data/print_cases.txt");
     text.lines()
         .filter(|l| !l.starts_with('#') && !l.is_empty())
         .map(|l| {

@@ -200,6 +200,16 @@ fn run_latency(dev: &Device) -> lf::Result<()> {
     // the host path alone: building the expression (hash-consed nodes), nothing evaluated
     let t = bench(dev, 1000, 7, |_| drop(ten_ops(&a, &b)));
     row("latency", 1, "lazyfuse 10-op expr (rebuild only)", t, "");
+    // the expression makes 11 nodes (its 11 operations; the three constants come back from
+    // the per-thread cache of recent constants)
+    let per_node = t / 11.0;
+    row(
+        "latency",
+        1,
+        "lazyfuse node creation (per node)",
+        per_node,
+        &format!("{:.0} ns", per_node * 1e9),
+    );
     // a cached 10-op expression, rebuilt every call: graph build + plan lookup + bind + launch
     let t = bench(dev, 1000, 7, |_| ten_ops(&a, &b).eval().expect("eval"));
     row("latency", 1, "lazyfuse 10-op expr (eval, async)", t, "");

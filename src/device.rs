@@ -28,7 +28,7 @@ pub enum Device {
     /// The host: fused kernels run through the IR interpreter on all cores.
     Cpu,
     /// One CUDA GPU.
-    Cuda(&'static CudaDevice),
+    Cuda(Arc<CudaDevice>),
 }
 
 impl Device {

@@ -201,7 +201,7 @@ impl CudaDevice {
             _ => prec.complex_dtype(),
         };
         let out_len: usize = out_shape.iter().product();
-        let out = self.alloc(me, out_dtype, out_len)?;
+        let out = self.alloc(&me, out_dtype, out_len)?;
         self.fft_into(spec, input, &out, in_shape, out_shape, false)?;
         Ok(out)
     }
@@ -252,7 +252,7 @@ impl CudaDevice {
         );
         let work = match prog.work_len {
             0 => None,
-            n => Some(self.alloc(me, prec.complex_dtype(), n)?),
+            n => Some(self.alloc(&me, prec.complex_dtype(), n)?),
         };
         let ptrs = Ptrs {
             input: input.device_ptr(),
@@ -271,7 +271,7 @@ impl CudaDevice {
         let mut st = lock(&self.fft);
         let mut run = Runner {
             dev: self,
-            me,
+            me: &me,
             st: &mut st,
             prec,
             lane,
@@ -312,7 +312,7 @@ impl Ptrs {
 /// precision.
 struct Runner<'a> {
     dev: &'a CudaDevice,
-    me: &'static CudaDevice,
+    me: &'a Arc<CudaDevice>,
     st: &'a mut FftState,
     prec: Precision,
     /// The stream of this thread (the plans and work area of this stream are used).

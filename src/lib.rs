@@ -188,7 +188,13 @@ pub type c32 = num_complex::Complex32;
 #[allow(non_camel_case_types)]
 pub type c64 = num_complex::Complex64;
 
-/// Introspection for tests and tools: the plan an evaluation would run.
+/// The README's code blocks, compiled and run as doctests so that they cannot rot.
+#[doc = include_str!("../README.md")]
+#[cfg(doctest)]
+pub struct ReadmeDoctests;
+
+/// Introspection for tests and tools: the plan an evaluation would run, the driver calls an
+/// evaluation makes.
 pub mod debug {
     use crate::Array;
 

@@ -46,25 +46,25 @@ pub(crate) fn note(name: &'static str) {
 /// Runs the call `f`, counting it as `name` and timing it while counting is on.
 #[inline]
 pub(crate) fn timed<T>(name: &'static str, f: impl FnOnce() -> T) -> T {
-    if !on() {
-        return f();
-    }
-    let t = Instant::now();
-    let r = f();
-    add(name, 1, t.elapsed());
-    r
+    measure(name, 1, f)
 }
 
 /// Runs the call `f`, timing it as `name` while counting is on, without counting it (for
 /// calls counted where their result is mapped, as `driver_err` does).
 #[inline]
 pub(crate) fn clock<T>(name: &'static str, f: impl FnOnce() -> T) -> T {
+    measure(name, 0, f)
+}
+
+/// Runs `f`, adding `count` calls and its time to `name` while counting is on.
+#[inline]
+fn measure<T>(name: &'static str, count: u64, f: impl FnOnce() -> T) -> T {
     if !on() {
         return f();
     }
     let t = Instant::now();
     let r = f();
-    add(name, 0, t.elapsed());
+    add(name, count, t.elapsed());
     r
 }
 

@@ -142,6 +142,7 @@ mod schedule;
 mod shape;
 pub mod shard;
 mod stats;
+mod summary;
 
 pub use api::creation::{meshgrid, random, Indexing};
 pub use api::elementwise::{complex, where_, Operand};
@@ -180,6 +181,7 @@ pub use profile::{profile, CompileSource, Entry, EntryKind, Report, Timing};
 pub use promote::result_type;
 pub use shard::{Mesh, Placement, Sharded};
 pub use stats::{memory_stats, reset_stats, stats, MemoryStats, Stats};
+pub use summary::{profile_summary, Summary, SummaryRow};
 
 /// `num_complex::Complex32`, the host type of `DType::C64`.
 #[allow(non_camel_case_types)]

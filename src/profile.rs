@@ -17,20 +17,30 @@ use std::fmt;
 use std::sync::atomic::{AtomicU8, AtomicUsize, Ordering::Relaxed};
 use std::time::{Duration, Instant};
 
-/// `LAZYFUSE_PROFILE`: 0 not read yet, 1 off, 2 on.
+/// `LAZYFUSE_PROFILE`: 0 not read yet, 1 off, 2 on (a table per call), 3 `summary` (folded
+/// per thread, `crate::summary`).
 static ENV: AtomicU8 = AtomicU8::new(0);
 /// Number of [`profile`] calls running (in any thread).
 static SCOPES: AtomicUsize = AtomicUsize::new(0);
 
-fn env_on() -> bool {
+fn env_mode() -> u8 {
     match ENV.load(Relaxed) {
         0 => {
-            let on = std::env::var("LAZYFUSE_PROFILE").is_ok_and(|v| !v.is_empty() && v != "0");
-            ENV.store(if on { 2 } else { 1 }, Relaxed);
-            on
+            let v = std::env::var("LAZYFUSE_PROFILE").unwrap_or_default();
+            let mode = match v.trim() {
+                "" | "0" => 1,
+                s if s.eq_ignore_ascii_case("summary") => 3,
+                _ => 2,
+            };
+            ENV.store(mode, Relaxed);
+            mode
         }
-        v => v == 2,
+        v => v,
     }
+}
+
+fn env_on() -> bool {
+    env_mode() >= 2
 }
 
 /// True when some profiling is active (`LAZYFUSE_PROFILE=1` or a running [`profile`]).
@@ -362,7 +372,7 @@ fn json_str(s: &str) -> String {
     out
 }
 
-fn fmt_time(d: Duration) -> String {
+pub(crate) fn fmt_time(d: Duration) -> String {
     let us = d.as_secs_f64() * 1e6;
     if us >= 10_000.0 {
         format!("{:.1} ms", us / 1e3)
@@ -638,7 +648,8 @@ pub fn profile<R>(f: impl FnOnce() -> R) -> (R, Report) {
 }
 
 /// Guard of one public call (eval, readback, upload, synchronize). With `LAZYFUSE_PROFILE=1`
-/// the outermost one opens a recording and prints its table when dropped.
+/// the outermost one opens a recording and prints its table when dropped; with
+/// `LAZYFUSE_PROFILE=summary` it folds the table into the thread's summary instead.
 pub(crate) struct Scope {
     active: bool,
 }
@@ -686,7 +697,12 @@ impl Drop for Scope {
         });
         if let Some(rec) = done {
             let report = rec.finish();
-            if !report.entries.is_empty() {
+            if report.entries.is_empty() {
+                return;
+            }
+            if env_mode() == 3 {
+                crate::summary::fold(&report);
+            } else {
                 eprintln!("{report}");
             }
         }

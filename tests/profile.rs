@@ -556,3 +556,109 @@ fn nested_profiles_place_inner_entries_in_the_outer_stretch() {
         assert!(first.start <= copied[0].start);
     });
 }
+
+#[test]
+fn a_summary_folds_repeated_evals_into_one_row_per_step() {
+    for_each_device(|dev| {
+        let x = Array::linspace_on(0.0, 1.0, 10_007, DType::F32, dev);
+        x.eval().unwrap();
+        let ((), report) = lf::profile(|| {
+            for k in 1..=20 {
+                ((&x * (k as f64 + 0.5)).sin() + 1.0).eval().unwrap();
+            }
+        });
+        let s = report.summary();
+        assert_eq!(s.evals, report.evals);
+        // every entry lands in exactly one row
+        let entries = report.entries.len();
+        assert_eq!(s.rows.iter().map(|r| r.count).sum::<usize>(), entries);
+        let kernels = report.kernels();
+        assert_eq!(kernels.len(), 20);
+        let row = s
+            .rows
+            .iter()
+            .find(|r| r.kind == EntryKind::Kernel)
+            .expect("a kernel row");
+        assert_eq!(row.count, 20, "{s}");
+        assert_eq!(row.name, kernels[0].name);
+        let total: std::time::Duration = kernels.iter().map(|e| e.time).sum();
+        assert_eq!(row.total, total);
+        assert_eq!(row.min, kernels.iter().map(|e| e.time).min().unwrap());
+        assert_eq!(row.max, kernels.iter().map(|e| e.time).max().unwrap());
+        assert!(row.min <= row.mean() && row.mean() <= row.max);
+        assert_eq!(row.bytes, kernels.iter().map(|e| e.bytes).sum::<u64>());
+        // plans fold by their cache outcome
+        let plans: usize = s
+            .rows
+            .iter()
+            .filter(|r| r.kind == EntryKind::Plan)
+            .map(|r| r.count)
+            .sum();
+        assert_eq!(plans, report.of_kind(EntryKind::Plan).count());
+        let hits = report
+            .of_kind(EntryKind::Plan)
+            .filter(|e| e.plan_cache_hit == Some(true))
+            .count();
+        if hits > 0 {
+            let hit_row = s.rows.iter().find(|r| r.name == "plan (hit)").unwrap();
+            assert_eq!(hit_row.count, hits);
+        }
+        // longest total first
+        assert!(s.rows.windows(2).all(|w| w[0].total >= w[1].total));
+        let text = s.to_string();
+        assert!(
+            text.contains("lazyfuse profile summary: 20 eval(s)"),
+            "{text}"
+        );
+        assert!(text.contains(&row.name), "{text}");
+    });
+}
+
+/// The child of [`the_summary_mode_prints_one_folded_table_per_thread`].
+#[test]
+#[ignore = "run as a child process by the_summary_mode_prints_one_folded_table_per_thread"]
+fn summary_mode_child() {
+    if std::env::var("LAZYFUSE_SUMMARY_CHILD").is_err() {
+        return;
+    }
+    let x = Array::linspace(0.0, 1.0, 4099, DType::F32);
+    for k in 0..30 {
+        let v: Vec<f32> = ((&x + k as f64) * 2.0).to_vec().unwrap();
+        assert_eq!(v.len(), 4099);
+    }
+    // taken on demand: the calls so far, then folding starts over
+    let s = lf::profile_summary().expect("a summary under LAZYFUSE_PROFILE=summary");
+    println!("CHILD evals {}", s.evals);
+    for k in 0..7 {
+        (&x * k as f64).eval().unwrap();
+    }
+    // the rest is printed to stderr when this thread ends
+}
+
+#[test]
+fn the_summary_mode_prints_one_folded_table_per_thread() {
+    let exe = std::env::current_exe().expect("test binary path");
+    let r = std::process::Command::new(exe)
+        .args(["summary_mode_child", "--exact", "--ignored", "--nocapture"])
+        .args(["--test-threads", "1"])
+        .env("LAZYFUSE_SUMMARY_CHILD", "1")
+        .env("LAZYFUSE_PROFILE", "summary")
+        .output()
+        .expect("spawn the test binary");
+    let stdout = String::from_utf8_lossy(&r.stdout);
+    let stderr = String::from_utf8_lossy(&r.stderr);
+    assert!(r.status.success(), "{stdout}\n{stderr}");
+    // 30 readbacks: each evaluates once
+    assert!(stdout.contains("CHILD evals 30"), "{stdout}");
+    // no per-call tables, one summary of the 7 later evaluations
+    assert!(!stderr.contains("lazyfuse profile:"), "{stderr}");
+    assert_eq!(
+        stderr.matches("lazyfuse profile summary:").count(),
+        1,
+        "{stderr}"
+    );
+    assert!(
+        stderr.contains("lazyfuse profile summary: 7 eval(s)"),
+        "{stderr}"
+    );
+}

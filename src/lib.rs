@@ -142,7 +142,6 @@ mod schedule;
 mod shape;
 pub mod shard;
 mod stats;
-mod summary;
 
 pub use api::creation::{meshgrid, random, Indexing};
 pub use api::elementwise::{complex, where_, Operand};
@@ -177,11 +176,11 @@ pub use lazyfuse_codegen::DType;
 pub use ndarray;
 pub use ndarray::{s, NewAxis};
 pub use npy::{load_npy, load_npy_on, loadz, loadz_on, savez};
+pub use profile::summary::{profile_summary, Summary, SummaryRow};
 pub use profile::{profile, CompileSource, Entry, EntryKind, Report, Timing};
 pub use promote::result_type;
 pub use shard::{Mesh, Placement, Sharded};
 pub use stats::{memory_stats, reset_stats, stats, MemoryStats, Stats};
-pub use summary::{profile_summary, Summary, SummaryRow};
 
 /// `num_complex::Complex32`, the host type of `DType::C64`.
 #[allow(non_camel_case_types)]

@@ -3,7 +3,7 @@
 //! `LAZYFUSE_PROFILE=summary`, printed when the thread ends (at exit for the main thread)
 //! or taken on demand with [`profile_summary`].
 
-use crate::profile::{fmt_time, EntryKind, Report, Timing};
+use super::{fmt_time, EntryKind, Report, Timing};
 use std::cell::RefCell;
 use std::fmt;
 use std::time::Duration;

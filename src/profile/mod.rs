@@ -5,9 +5,11 @@
 //! Recording is per thread: the hooks in planning, execution and the runtime append to the
 //! calling thread's recorder when one is open. Everything is behind [`on`], two relaxed
 //! atomic loads, so a process that never profiles pays nothing else. On CUDA each step is
-//! bracketed by two timing events on the device's stream and the elapsed times are read when
+//! bracketed by two timing events on the thread's stream and the elapsed times are read when
 //! the report is finished (which waits for the device); on the CPU a step's time is its wall
 //! time.
+
+pub(crate) mod summary;
 
 use crate::runtime::{self, Buffer, Mark};
 use crate::Device;
@@ -18,7 +20,7 @@ use std::sync::atomic::{AtomicU8, AtomicUsize, Ordering::Relaxed};
 use std::time::{Duration, Instant};
 
 /// `LAZYFUSE_PROFILE`: 0 not read yet, 1 off, 2 on (a table per call), 3 `summary` (folded
-/// per thread, `crate::summary`).
+/// per thread, `summary`).
 static ENV: AtomicU8 = AtomicU8::new(0);
 /// Number of [`profile`] calls running (in any thread).
 static SCOPES: AtomicUsize = AtomicUsize::new(0);
@@ -701,7 +703,7 @@ impl Drop for Scope {
                 return;
             }
             if env_mode() == 3 {
-                crate::summary::fold(&report);
+                summary::fold(&report);
             } else {
                 eprintln!("{report}");
             }

@@ -5,32 +5,40 @@
 // without the `cuda` feature nothing makes driver calls
 #![cfg_attr(not(feature = "cuda"), allow(dead_code))]
 
-use std::cell::{Cell, RefCell};
+use std::cell::RefCell;
 use std::fmt;
 use std::time::{Duration, Instant};
 
+/// Per call name: how many, and the host time inside them.
+type Tally = Vec<(&'static str, u64, Duration)>;
+
 thread_local! {
-    /// Depth of `driver_calls` closures running on this thread (counting is on when > 0).
-    static DEPTH: Cell<u32> = const { Cell::new(0) };
-    /// Per call name: how many, and the host time inside them.
-    static TALLY: RefCell<Vec<(&'static str, u64, Duration)>> = const { RefCell::new(Vec::new()) };
+    /// The tally of the innermost `driver_calls` closure running on this thread; `None`
+    /// when none runs (counting is off).
+    static TALLY: RefCell<Option<Tally>> = const { RefCell::new(None) };
 }
 
 /// Whether this thread counts its calls now.
 #[inline]
 pub(crate) fn on() -> bool {
-    DEPTH.with(|d| d.get() > 0)
+    TALLY.with(|t| t.borrow().is_some())
+}
+
+/// Adds `count` calls of `name` taking `time` to `tally`.
+fn merge(tally: &mut Tally, name: &'static str, count: u64, time: Duration) {
+    match tally.iter_mut().find(|(n, ..)| *n == name) {
+        Some(e) => {
+            e.1 += count;
+            e.2 += time;
+        }
+        None => tally.push((name, count, time)),
+    }
 }
 
 fn add(name: &'static str, count: u64, time: Duration) {
     TALLY.with(|t| {
-        let mut t = t.borrow_mut();
-        match t.iter_mut().find(|(n, ..)| *n == name) {
-            Some(e) => {
-                e.1 += count;
-                e.2 += time;
-            }
-            None => t.push((name, count, time)),
+        if let Some(t) = t.borrow_mut().as_mut() {
+            merge(t, name, count, time);
         }
     });
 }
@@ -110,30 +118,25 @@ impl fmt::Display for DriverCalls {
 
 /// Runs `f` counting the calls this thread makes meanwhile.
 pub(crate) fn count<R>(f: impl FnOnce() -> R) -> (R, DriverCalls) {
-    struct Restore(Vec<(&'static str, u64, Duration)>);
+    /// Puts the enclosing closure's tally back (also when `f` panics); an enclosing closure
+    /// counts the inner one's calls too.
+    struct Restore(Option<Tally>);
     impl Drop for Restore {
         fn drop(&mut self) {
-            DEPTH.with(|d| d.set(d.get() - 1));
-            let mut outer = std::mem::take(&mut self.0);
-            // an enclosing closure counts the inner one's calls too
-            let inner = TALLY.with(|t| std::mem::take(&mut *t.borrow_mut()));
-            for (name, n, time) in inner {
-                match outer.iter_mut().find(|(m, ..)| *m == name) {
-                    Some(e) => {
-                        e.1 += n;
-                        e.2 += time;
-                    }
-                    None => outer.push((name, n, time)),
+            let mut outer = self.0.take();
+            let inner = TALLY.with(|t| t.borrow_mut().take()).unwrap_or_default();
+            if let Some(o) = outer.as_mut() {
+                for (name, n, time) in inner {
+                    merge(o, name, n, time);
                 }
             }
             TALLY.with(|t| *t.borrow_mut() = outer);
         }
     }
-    let outer = TALLY.with(|t| std::mem::take(&mut *t.borrow_mut()));
-    DEPTH.with(|d| d.set(d.get() + 1));
+    let outer = TALLY.with(|t| t.borrow_mut().replace(Tally::new()));
     let guard = Restore(outer);
     let r = f();
-    let calls = TALLY.with(|t| t.borrow().clone());
+    let calls = TALLY.with(|t| t.borrow().clone()).unwrap_or_default();
     drop(guard);
     (r, DriverCalls { calls })
 }

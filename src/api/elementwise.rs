@@ -165,10 +165,57 @@ fn broadcast_all(op: &str, ops: &[&Operand]) -> Shape {
     shape
 }
 
+/// The common case of [`binary`] without its general machinery: arithmetic, min/max or a
+/// comparison of two arrays of one dtype, shape and device, or of an array and a weak scalar
+/// that its dtype takes as it is (`x * 2.0` on float arrays). Promotion, broadcasting and
+/// conversions are then all identities, so the node is built directly from the operands
+/// (moved in: a chained expression's temporaries touch no reference count); every other
+/// case (and every error) goes back to the general path with its operands.
+fn binary_plain(op: BinaryOp, a: Operand, b: Operand) -> Result<Array, (Operand, Operand)> {
+    use BinaryOp::*;
+    let arr = match (&a, &b) {
+        (Operand::Array(x), _) => x,
+        (Operand::Scalar(_), Operand::Array(y)) => y,
+        _ => return Err((a, b)),
+    };
+    let t = arr.dtype();
+    let fits = match op {
+        Add | Sub | Mul => !t.is_bool(),
+        Div => t.is_inexact(),
+        Eq | Ne => !t.is_bool(),
+        Maximum | Minimum | Lt | Le | Gt | Ge => !t.is_bool() && !t.is_complex(),
+        _ => false,
+    };
+    let same = |o: &Operand| match o {
+        Operand::Array(x) => {
+            x.dtype() == t && x.shape() == arr.shape() && x.node.device == arr.node.device
+        }
+        Operand::Scalar(s) => {
+            promote::weak_result(t, weak_kind(s)) == t && promote::weak_int_overflow(s, t).is_none()
+        }
+    };
+    let out = match op.result_dtype(t, t) {
+        Some(out) if fits && same(&a) && same(&b) => out,
+        _ => return Err((a, b)),
+    };
+    let shape = Shape::from_slice(arr.shape());
+    let dev = arr.node.device.clone();
+    let node = |o: Operand| match o {
+        Operand::Array(x) => x.node,
+        Operand::Scalar(s) => Array::const_at(s.cast(t), &shape, &dev).node,
+    };
+    let inputs: crate::graph::Inputs = smallvec::smallvec![node(a), node(b)];
+    Ok(super::make_owned(Op::Binary(op), out, shape, dev, inputs))
+}
+
 /// A binary elementwise op with NumPy promotion and broadcasting.
 #[track_caller]
 pub(crate) fn binary(op: BinaryOp, a: Operand, b: Operand) -> Array {
     use BinaryOp::*;
+    let (a, b) = match binary_plain(op, a, b) {
+        Ok(out) => return out,
+        Err(operands) => operands,
+    };
     let name = op.name();
     let t = common_dtype(&[&a, &b]);
     let (op, mut t) = match op {
@@ -328,8 +375,11 @@ impl Array {
 
     #[track_caller]
     fn float_unary(&self, op: UnaryOp) -> Array {
-        self.astype(promote::float_dtype(self.dtype()))
-            .unary_node(op)
+        let t = promote::float_dtype(self.dtype());
+        if t == self.dtype() {
+            return self.unary_node(op);
+        }
+        self.astype(t).unary_node(op)
     }
 
     /// A 0-d constant of the scalar's own dtype on `dev`.

@@ -46,16 +46,21 @@ pub(crate) fn make(
     for a in inputs {
         ins.push(a.node.clone());
     }
-    let inputs = ins;
+    make_owned(op, dtype, shape, device.clone(), ins)
+}
+
+/// [`make`] taking its inputs' nodes by value: a caller that owns its operands (the
+/// temporaries of a chained expression) moves them in, with no reference count touched.
+/// The caller has checked the shape's size.
+pub(crate) fn make_owned(
+    op: Op,
+    dtype: DType,
+    shape: Shape,
+    device: Device,
+    inputs: crate::graph::Inputs,
+) -> Array {
     let checks = crate::api::gather::fold(crate::graph::Checks::union(inputs.iter()));
-    Array::from_node(Node::with_checks(
-        op,
-        dtype,
-        shape,
-        device.clone(),
-        inputs,
-        checks,
-    ))
+    Array::from_node(Node::with_checks(op, dtype, shape, device, inputs, checks))
 }
 
 /// [`make`] with the deferred checks given (a gather's: its inputs' and its own).

@@ -428,19 +428,40 @@ fn remember_const(node: &Arc<Node>) {
 
 fn structure_hash(op: &Op, dtype: DType, shape: &Shape, device: &Device) -> u64 {
     use std::hash::{Hash, Hasher};
-    let mut h = FxHasher::default();
-    match op {
-        Op::Const(_) => 1u8.hash(&mut h),
-        Op::Random(kind, _) => (2u8, kind).hash(&mut h),
-        op => (3u8, op).hash(&mut h),
-    }
-    dtype.hash(&mut h);
-    h.write_usize(shape.len());
+    // the ops of nearly every node as small codes: no hasher walk over the enum
+    let code = match op {
+        Op::Const(_) => 1,
+        Op::Unary(u) => 0x100 | *u as u64,
+        Op::Binary(b) => 0x200 | *b as u64,
+        Op::Buffer => 2,
+        Op::Iota => 3,
+        Op::Where => 4,
+        Op::Cast => 5,
+        Op::Reshape => 6,
+        Op::Broadcast => 7,
+        Op::Random(kind, _) => {
+            let mut h = FxHasher::default();
+            (2u8, kind).hash(&mut h);
+            h.finish() | 1 << 63
+        }
+        op => {
+            let mut h = FxHasher::default();
+            (3u8, op).hash(&mut h);
+            h.finish() | 1 << 63
+        }
+    };
+    let dev = match device {
+        Device::Cpu => 0,
+        Device::Cuda(d) => 1 + d.ordinal() as u64,
+    };
+    // word-wise multiply-rotate mixing, one avalanche at the end
+    const K: u64 = 0x517c_c1b7_2722_0a95;
+    let step = |h: u64, x: u64| (h.rotate_left(5) ^ x).wrapping_mul(K);
+    let mut h = step(step(code, dtype as u64 | dev << 8), shape.len() as u64);
     for &d in shape {
-        h.write_usize(d);
+        h = step(h, d as u64);
     }
-    device.hash(&mut h);
-    h.finish()
+    mix(h, 0)
 }
 
 /// The hash-consing key hash: the structure hash, constant values and seeds, and inputs.
@@ -461,6 +482,26 @@ fn key_hash(shash: u64, op: &Op, inputs: &[u64]) -> u64 {
     x = x.wrapping_mul(0xff51_afd7_ed55_8ccd);
     x ^= x >> 33;
     x
+}
+
+/// A new node, written straight into its allocation: `Arc::new(Node { .. })` builds the
+/// node on the stack first and copies it across the allocator call (a 264-byte copy whose
+/// loads of freshly stored bytes stall store forwarding, on every node built). The
+/// allocation comes first here, so the fields are stored once, in place.
+macro_rules! place_node {
+    ($($field:ident : $value:expr),* $(,)?) => {{
+        $(#[allow(clippy::redundant_locals)]
+        let $field = $value;)*
+        let slot = Arc::<Node>::new_uninit();
+        let ptr = Arc::as_ptr(&slot) as *mut std::mem::MaybeUninit<Node>;
+        // SAFETY: `slot` was just allocated and is the only reference to it, so writing
+        // through its pointer races with nothing; the value is whole before
+        // `assume_init`.
+        unsafe {
+            (*ptr).write(Node { $($field),* });
+            slot.assume_init()
+        }
+    }};
 }
 
 impl Node {
@@ -531,18 +572,18 @@ impl Node {
         for n in &inputs {
             skey = mix(skey, n.use_key());
         }
-        let node = Arc::new(Node {
+        let node = place_node! {
             id: next_id(),
-            shash,
-            skey,
+            shash: shash,
+            skey: skey,
             has_buffer: AtomicBool::new(false),
-            op,
-            dtype,
-            shape,
-            device,
-            input_ids,
+            op: op,
+            dtype: dtype,
+            shape: shape,
+            device: device,
+            input_ids: input_ids,
             interned: Some(kh),
-            checks,
+            checks: checks,
             in_table: AtomicBool::new(false),
             state: Mutex::new(NodeState {
                 inputs,
@@ -550,7 +591,7 @@ impl Node {
             }),
             consumed: AtomicBool::new(false),
             pending: AtomicBool::new(false),
-        });
+        };
         if is_const {
             remember_const(&node);
         }
@@ -584,16 +625,16 @@ impl Node {
         buffer: Option<Arc<Buffer>>,
     ) -> Arc<Node> {
         let shash = structure_hash(&op, dtype, &shape, &device);
-        Arc::new(Node {
+        place_node! {
             id: next_id(),
-            shash,
+            shash: shash,
             // a fresh node has no inputs: its own structure is its key
             skey: mix(shash, 0),
             has_buffer: AtomicBool::new(buffer.is_some()),
-            op,
-            dtype,
-            shape,
-            device,
+            op: op,
+            dtype: dtype,
+            shape: shape,
+            device: device,
             input_ids: SmallVec::new(),
             interned: None,
             checks: None,
@@ -604,7 +645,7 @@ impl Node {
             }),
             consumed: AtomicBool::new(false),
             pending: AtomicBool::new(false),
-        })
+        }
     }
 
     /// The deferred checks this node's value depends on.

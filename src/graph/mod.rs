@@ -291,16 +291,33 @@ struct Shard {
     len: AtomicUsize,
 }
 
+impl Shard {
+    const fn new() -> Shard {
+        Shard {
+            table: Mutex::new(HashMap::with_hasher(std::hash::BuildHasherDefault::new())),
+            len: AtomicUsize::new(0),
+        }
+    }
+}
+
+/// The graph's process-wide state: nodes of every device and thread meet here.
+struct Graph {
+    /// The hash-consing table of realized nodes.
+    shards: [Shard; SHARDS],
+    /// Start of the next block of node ids ([`ID_BLOCK`] ids each).
+    next_id: AtomicU64,
+    /// Waiters on pending nodes (see [`Node::settled_state`]).
+    settled: (Mutex<()>, Condvar),
+}
+
+static GRAPH: Graph = Graph {
+    shards: [const { Shard::new() }; SHARDS],
+    next_id: AtomicU64::new(1),
+    settled: (Mutex::new(()), Condvar::new()),
+};
+
 fn shards() -> &'static [Shard] {
-    static TABLE: OnceLock<Vec<Shard>> = OnceLock::new();
-    TABLE.get_or_init(|| {
-        (0..SHARDS)
-            .map(|_| Shard {
-                table: Mutex::new(Bucket::default()),
-                len: AtomicUsize::new(0),
-            })
-            .collect()
-    })
+    &GRAPH.shards
 }
 
 fn shard_index(hash: u64) -> usize {
@@ -315,30 +332,45 @@ fn shard(hash: u64) -> MutexGuard<'static, Bucket> {
     lock_shard(&shards()[shard_index(hash)])
 }
 
-static NEXT_ID: AtomicU64 = AtomicU64::new(1);
-
 /// Ids are handed to threads in blocks, so that threads building nodes at once do not
 /// contend on one counter's cache line.
 const ID_BLOCK: u64 = 1024;
 
+/// This thread's part of the graph: its block of node ids and its recent constants.
+struct ThreadGraph {
+    /// The next id of this thread's block and the block's end.
+    ids: std::cell::Cell<(u64, u64)>,
+    /// Constants built lately on this thread (see [`RecentConsts`]).
+    recent: std::cell::RefCell<RecentConsts>,
+}
+
 thread_local! {
-    static IDS: std::cell::Cell<(u64, u64)> = const { std::cell::Cell::new((0, 0)) };
+    static THREAD: ThreadGraph = const {
+        ThreadGraph {
+            ids: std::cell::Cell::new((0, 0)),
+            recent: std::cell::RefCell::new(RecentConsts {
+                nodes: [const { None }; CONSTS],
+                next: 0,
+            }),
+        }
+    };
 }
 
 /// A process-unique node id.
 fn next_id() -> u64 {
-    IDS.try_with(|c| {
-        let (next, end) = c.get();
-        if next < end {
-            c.set((next + 1, end));
-            next
-        } else {
-            let start = NEXT_ID.fetch_add(ID_BLOCK, Relaxed);
-            c.set((start + 1, start + ID_BLOCK));
-            start
-        }
-    })
-    .unwrap_or_else(|_| NEXT_ID.fetch_add(1, Relaxed))
+    THREAD
+        .try_with(|t| {
+            let (next, end) = t.ids.get();
+            if next < end {
+                t.ids.set((next + 1, end));
+                next
+            } else {
+                let start = GRAPH.next_id.fetch_add(ID_BLOCK, Relaxed);
+                t.ids.set((start + 1, start + ID_BLOCK));
+                start
+            }
+        })
+        .unwrap_or_else(|_| GRAPH.next_id.fetch_add(1, Relaxed))
 }
 
 /// Mixes a 64-bit value into a structural key (the finalizer of splitmix64).
@@ -365,19 +397,10 @@ struct RecentConsts {
     next: usize,
 }
 
-thread_local! {
-    static RECENT: std::cell::RefCell<RecentConsts> = const {
-        std::cell::RefCell::new(RecentConsts {
-            nodes: [const { None }; CONSTS],
-            next: 0,
-        })
-    };
-}
-
 fn recent_const(op: &Op, dtype: DType, shape: &Shape, device: &Device) -> Option<Arc<Node>> {
-    RECENT
-        .try_with(|r| {
-            let r = r.try_borrow().ok()?;
+    THREAD
+        .try_with(|t| {
+            let r = t.recent.try_borrow().ok()?;
             r.nodes
                 .iter()
                 .flatten()
@@ -398,8 +421,8 @@ fn recent_const(op: &Op, dtype: DType, shape: &Shape, device: &Device) -> Option
 /// Drops `node` from this thread's recent constants (it was realized: a cache entry must
 /// not keep its buffer alive or block reusing that buffer in place).
 fn forget_const(node: &Node) {
-    let _ = RECENT.try_with(|r| {
-        if let Ok(mut r) = r.try_borrow_mut() {
+    let _ = THREAD.try_with(|t| {
+        if let Ok(mut r) = t.recent.try_borrow_mut() {
             let mut old = None;
             for slot in r.nodes.iter_mut() {
                 if slot.as_ref().is_some_and(|n| std::ptr::eq(&**n, node)) {
@@ -413,8 +436,8 @@ fn forget_const(node: &Node) {
 }
 
 fn remember_const(node: &Arc<Node>) {
-    let _ = RECENT.try_with(|r| {
-        if let Ok(mut r) = r.try_borrow_mut() {
+    let _ = THREAD.try_with(|t| {
+        if let Ok(mut r) = t.recent.try_borrow_mut() {
             let i = r.next;
             // the replaced node drops after the borrow ends (a drop never re-enters here:
             // a constant has no inputs)
@@ -677,9 +700,9 @@ impl Node {
                 return st;
             }
             drop(st);
-            let mut g = SETTLED.0.lock().unwrap_or_else(|e| e.into_inner());
+            let mut g = GRAPH.settled.0.lock().unwrap_or_else(|e| e.into_inner());
             while self.pending.load(SeqCst) {
-                g = SETTLED.1.wait(g).unwrap_or_else(|e| e.into_inner());
+                g = GRAPH.settled.1.wait(g).unwrap_or_else(|e| e.into_inner());
             }
         }
     }
@@ -818,11 +841,9 @@ impl Drop for Detached {
 }
 
 /// Waiters for pending nodes (see [`Node::settled_state`]).
-static SETTLED: (Mutex<()>, Condvar) = (Mutex::new(()), Condvar::new());
-
 fn notify_settled() {
-    let _g = SETTLED.0.lock().unwrap_or_else(|e| e.into_inner());
-    SETTLED.1.notify_all();
+    let _g = GRAPH.settled.0.lock().unwrap_or_else(|e| e.into_inner());
+    GRAPH.settled.1.notify_all();
 }
 
 impl Drop for Node {

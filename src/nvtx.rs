@@ -196,7 +196,7 @@ fn attach_once() -> bool {
 /// Loads and initializes the tool named by the environment; `None` when none is named or
 /// it cannot be attached (said at `LAZYFUSE_DEBUG>=1`).
 fn load() -> Option<libloading::Library> {
-    let path = std::env::var_os(INJECTION_PATH).filter(|p| !p.is_empty())?;
+    let path = crate::config::nvtx_injection_path(INJECTION_PATH)?;
     match attach(&path) {
         Ok(lib) => {
             debug_log!(2, "nvtx: ranges go to {}", path.to_string_lossy());

@@ -16,29 +16,16 @@ use crate::Device;
 use lazyfuse_codegen::Kernel;
 use std::cell::{Cell, RefCell};
 use std::fmt;
-use std::sync::atomic::{AtomicU8, AtomicUsize, Ordering::Relaxed};
+use std::sync::atomic::{AtomicUsize, Ordering::Relaxed};
 use std::time::{Duration, Instant};
 
-/// `LAZYFUSE_PROFILE`: 0 not read yet, 1 off, 2 on (a table per call), 3 `summary` (folded
-/// per thread, `summary`).
-static ENV: AtomicU8 = AtomicU8::new(0);
 /// Number of [`profile`] calls running (in any thread).
 static SCOPES: AtomicUsize = AtomicUsize::new(0);
 
+/// `LAZYFUSE_PROFILE`: 1 off, 2 on (a table per call), 3 `summary` (folded per thread,
+/// `summary`).
 fn env_mode() -> u8 {
-    match ENV.load(Relaxed) {
-        0 => {
-            let v = std::env::var("LAZYFUSE_PROFILE").unwrap_or_default();
-            let mode = match v.trim() {
-                "" | "0" => 1,
-                s if s.eq_ignore_ascii_case("summary") => 3,
-                _ => 2,
-            };
-            ENV.store(mode, Relaxed);
-            mode
-        }
-        v => v,
-    }
+    crate::config::CONFIG.profile_mode()
 }
 
 fn env_on() -> bool {

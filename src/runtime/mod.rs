@@ -408,8 +408,7 @@ pub(crate) fn run_kernel_reuse(
 /// `LAZYFUSE_NVRTC_CHECK=1`: compile every kernel the CPU runs with NVRTC too (for sm_90),
 /// so a codegen error fails the CPU test suite on a machine without a GPU.
 fn nvrtc_check_enabled() -> bool {
-    static ON: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
-    *ON.get_or_init(|| std::env::var("LAZYFUSE_NVRTC_CHECK").is_ok_and(|v| v == "1"))
+    crate::config::CONFIG.nvrtc_check()
 }
 
 /// The unnormalized FFT `spec` of `input` (shape `in_shape`) as a new buffer of

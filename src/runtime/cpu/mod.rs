@@ -25,9 +25,7 @@ const MIN_CHUNK: usize = 1 << 14;
 fn pool() -> Option<&'static rayon::ThreadPool> {
     static POOL: std::sync::OnceLock<Option<rayon::ThreadPool>> = std::sync::OnceLock::new();
     POOL.get_or_init(|| {
-        let n: usize = std::env::var("LAZYFUSE_CPU_THREADS")
-            .ok()
-            .and_then(|v| v.trim().parse().ok())?;
+        let n = crate::config::CONFIG.cpu_threads()?;
         rayon::ThreadPoolBuilder::new()
             .num_threads(n.max(1))
             .thread_name(|i| format!("lazyfuse-cpu-{i}"))

@@ -254,13 +254,7 @@ impl Target {
 
 /// `LAZYFUSE_DUMP_DIR`, read once.
 fn dump_dir() -> Option<&'static PathBuf> {
-    static DIR: OnceLock<Option<PathBuf>> = OnceLock::new();
-    DIR.get_or_init(|| {
-        std::env::var_os("LAZYFUSE_DUMP_DIR")
-            .filter(|v| !v.is_empty())
-            .map(PathBuf::from)
-    })
-    .as_ref()
+    crate::config::CONFIG.dump_dir()
 }
 
 /// Writes the source to `LAZYFUSE_DUMP_DIR/<entry>.cu` when that is set.

@@ -166,14 +166,7 @@ pub(super) fn grid_size_resident(
 /// 1 to 64; default 4: more blocks than slots let SMs whose blocks finish early take new
 /// ones, which measured faster than one wave on the H200).
 fn grid_waves() -> u64 {
-    static W: OnceLock<u64> = OnceLock::new();
-    *W.get_or_init(|| {
-        std::env::var("LAZYFUSE_GRID_WAVES")
-            .ok()
-            .and_then(|v| v.parse::<u64>().ok())
-            .filter(|w| (1..=64).contains(w))
-            .unwrap_or(4)
-    })
+    crate::config::CONFIG.grid_waves()
 }
 
 /// The render options a launch over `n` elements reading `input_lens` uses.

@@ -33,19 +33,9 @@ impl DiskCache {
     /// disk cache off), else `$XDG_CACHE_HOME/lazyfuse`, else `$HOME/.cache/lazyfuse`. `None`
     /// (logged at debug level 1) when no candidate directory can be created.
     pub(super) fn from_env() -> Option<DiskCache> {
-        let candidates: Vec<PathBuf> = match std::env::var_os("LAZYFUSE_CACHE_DIR") {
-            Some(v) if v.is_empty() => {
-                debug_log!(2, "disk kernel cache off (LAZYFUSE_CACHE_DIR is empty)");
-                return None;
-            }
-            Some(v) => vec![PathBuf::from(v)],
-            None => {
-                let nonempty = |k: &str| std::env::var_os(k).filter(|v| !v.is_empty());
-                let xdg = nonempty("XDG_CACHE_HOME").map(|x| PathBuf::from(x).join("lazyfuse"));
-                let home =
-                    nonempty("HOME").map(|h| PathBuf::from(h).join(".cache").join("lazyfuse"));
-                xdg.into_iter().chain(home).collect()
-            }
+        let Some(candidates) = crate::config::kernel_cache_dirs() else {
+            debug_log!(2, "disk kernel cache off (LAZYFUSE_CACHE_DIR is empty)");
+            return None;
         };
         for dir in candidates {
             if let Some(c) = DiskCache::at(dir) {

@@ -79,7 +79,10 @@ mod recycle {
     const MAX_BYTES: usize = 128 << 20;
     const MAX_BUFFERS: usize = 16;
 
-    static KEPT: Mutex<Vec<HostBuf>> = Mutex::new(Vec::new());
+    /// The buffers kept: the CPU device's.
+    fn kept() -> &'static Mutex<Vec<HostBuf>> {
+        &super::cpu::CPU.kept_buffers
+    }
 
     /// Keeps `h` for reuse when it is large enough (else it is freed here).
     pub(super) fn give(h: HostBuf) {
@@ -87,7 +90,7 @@ mod recycle {
         if !(MIN_BYTES..=MAX_BYTES).contains(&bytes) {
             return;
         }
-        let Ok(mut kept) = KEPT.lock() else { return };
+        let Ok(mut kept) = kept().lock() else { return };
         kept.push(h);
         let mut total: usize = kept.iter().map(|b| b.as_bytes().len()).sum();
         while kept.len() > MAX_BUFFERS || total > MAX_BYTES {
@@ -101,7 +104,7 @@ mod recycle {
         if len.saturating_mul(dtype.size()) < MIN_BYTES {
             return None;
         }
-        let mut kept = KEPT.lock().ok()?;
+        let mut kept = kept().lock().ok()?;
         let i = kept
             .iter()
             .rposition(|b| b.dtype() == dtype && b.len() == len)?;

@@ -7,7 +7,7 @@ use crate::config::debug_log;
 use lazyfuse_codegen::ir::fnv1a;
 use std::io::Write as _;
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
+use std::sync::atomic::Ordering::Relaxed;
 
 /// First bytes of every cache file.
 const MAGIC: &[u8; 8] = b"LFKCACHE";
@@ -91,7 +91,6 @@ impl DiskCache {
     /// logged: the cache is an optimization.
     pub(super) fn store(&self, key: &str, img: &Image) {
         let path = self.path_for(key);
-        static SEQ: AtomicU64 = AtomicU64::new(0);
         let nanos = std::time::SystemTime::now()
             .duration_since(std::time::UNIX_EPOCH)
             .map(|d| d.as_nanos() as u64)
@@ -103,7 +102,7 @@ impl DiskCache {
                 .and_then(|n| n.to_str())
                 .unwrap_or("kernel"),
             std::process::id(),
-            SEQ.fetch_add(1, Relaxed),
+            super::CUDA.disk_seq.fetch_add(1, Relaxed),
         ));
         let write = || -> std::io::Result<()> {
             let mut f = std::fs::File::create(&tmp)?;

@@ -25,7 +25,7 @@ pub(crate) enum Buffer {
 impl Buffer {
     /// A host buffer, counted in the host memory gauge until dropped.
     pub(crate) fn host(h: HostBuf) -> Buffer {
-        crate::stats::HOST_BYTES.add(h.as_bytes().len() as u64);
+        crate::stats::host_bytes().add(h.as_bytes().len() as u64);
         Buffer::Host(h)
     }
     pub(crate) fn dtype(&self) -> DType {
@@ -55,7 +55,7 @@ impl Drop for Buffer {
         // CUDA buffers count themselves (`cuda::CudaBuffer`); host ones were counted by
         // `Buffer::host`.
         if let Buffer::Host(h) = self {
-            crate::stats::HOST_BYTES.sub(h.as_bytes().len() as u64);
+            crate::stats::host_bytes().sub(h.as_bytes().len() as u64);
             recycle::give(std::mem::replace(h, HostBuf::Bool(Vec::new())));
         }
     }

@@ -132,12 +132,13 @@ fn device_count() -> std::result::Result<usize, String> {
         .clone()
 }
 
-thread_local! {
-    /// The stream a CUDA graph is being captured on by this thread, with its device
-    /// ordinal (`graph::capture`); work of that device queued by this thread goes there.
-    pub(super) static CAPTURE: std::cell::RefCell<Option<(usize, Arc<CudaStream>)>> =
-        const { std::cell::RefCell::new(None) };
-}
+/// The stream a CUDA graph is being captured on by this thread, with its device ordinal
+/// (`graph::capture`); work of that device queued by this thread goes there.
+#[allow(clippy::type_complexity)]
+pub(super) const CAPTURE: crate::thread_field::Field<
+    super::ThreadCuda,
+    std::cell::RefCell<Option<(usize, Arc<CudaStream>)>>,
+> = crate::thread_field::Field::new(&super::THREAD, |t| &t.capture);
 
 /// Grid size for `n` elements: enough blocks to cover every element once, capped at
 /// `BLOCKS_PER_SM` per SM (the kernels' grid-stride loop covers the rest), at least 1.

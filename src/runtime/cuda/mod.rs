@@ -77,6 +77,33 @@ struct CudaProcess {
     disk_seq: AtomicU64,
 }
 
+/// This thread on CUDA: per thread, as a capture, a lane lease and a `with_stream` scope
+/// belong to one thread (the lane pools themselves are device fields; a per-device map
+/// keyed by thread would take a lock on every launch).
+struct ThreadCuda {
+    /// The stream (and device ordinal) this thread captures a CUDA graph on.
+    capture: std::cell::RefCell<Option<(usize, Arc<cudarc::driver::CudaStream>)>>,
+    /// This thread's lane on each device it used, returned to the device when the thread
+    /// ends.
+    leases: std::cell::RefCell<smallvec::SmallVec<[lane::Lease; 1]>>,
+    /// Lanes `with_stream` chose, innermost last.
+    chosen: std::cell::RefCell<smallvec::SmallVec<[Arc<lane::Lane>; 1]>>,
+    /// cuFFT plans and work areas used during this thread's capture.
+    pins: std::cell::RefCell<Option<Vec<fft::PinnedPlan>>>,
+}
+
+thread_local! {
+    /// This thread's CUDA state.
+    static THREAD: ThreadCuda = const {
+        ThreadCuda {
+            capture: std::cell::RefCell::new(None),
+            leases: std::cell::RefCell::new(smallvec::SmallVec::new_const()),
+            chosen: std::cell::RefCell::new(smallvec::SmallVec::new_const()),
+            pins: std::cell::RefCell::new(None),
+        }
+    };
+}
+
 /// The CUDA libraries and devices of this process.
 static CUDA: CudaProcess = CudaProcess {
     count: OnceLock::new(),

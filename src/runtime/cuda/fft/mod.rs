@@ -139,11 +139,12 @@ enum Pin {
     Scratch(Arc<CudaBuffer>),
 }
 
-thread_local! {
-    /// While this thread records a CUDA graph: the plans its FFTs executed.
-    static PINS: std::cell::RefCell<Option<Vec<PinnedPlan>>> =
-        const { std::cell::RefCell::new(None) };
-}
+/// While this thread records a CUDA graph: the plans its FFTs executed (goes with the
+/// capture, `ThreadCuda`).
+const PINS: crate::thread_field::Field<
+    super::ThreadCuda,
+    std::cell::RefCell<Option<Vec<PinnedPlan>>>,
+> = crate::thread_field::Field::new(&super::THREAD, |t| &t.pins);
 
 /// Starts collecting the plans this thread's FFTs execute (a graph capture begins).
 pub(crate) fn begin_pins() {

@@ -1,33 +1,201 @@
-//! Settings read from the environment (documented in docs/env_vars.md) and runtime switches.
+//! Settings read from the environment (documented in docs/env_vars.md) and runtime switches:
+//! the one place that reads the environment, into the one process-wide [`Config`], and the
+//! calling thread's scoped settings ([`with_fusion`], `with_default_device`).
+//!
+//! Each setting is read when first used (a child process started with a variable sees it,
+//! and a variable set before that first use counts), then kept; the setters change it
+//! afterwards.
 
+use crate::api::print::PrintOptions;
+use crate::{Device, Result};
+use std::cell::{Cell, RefCell};
+use std::ffi::OsString;
+use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, AtomicU8, AtomicUsize, Ordering::Relaxed};
-use std::sync::OnceLock;
+use std::sync::{OnceLock, RwLock};
 
-static FUSION_OFF: AtomicBool = AtomicBool::new(false);
-static FUSION_INIT: OnceLock<()> = OnceLock::new();
-static DEBUG: AtomicU8 = AtomicU8::new(u8::MAX);
-/// 0 unread, 1 on, 2 off.
-static REAL_FFT: AtomicU8 = AtomicU8::new(0);
+/// Every process-wide setting: read from the environment on first use, changed afterwards
+/// only through its setter.
+#[cfg_attr(not(feature = "cuda"), allow(dead_code))] // CUDA settings
+pub(crate) struct Config {
+    /// Fusion off (`set_fusion`, `LAZYFUSE_NOFUSE`).
+    fusion_off: OnceLock<AtomicBool>,
+    /// `LAZYFUSE_DEBUG` level, `u8::MAX` before it is read.
+    debug: AtomicU8,
+    /// Real-FFT rewrites: 0 unread, 1 on, 2 off, 3 default (`set_real_fft_mode`,
+    /// `LAZYFUSE_REAL_FFT`).
+    real_fft: AtomicU8,
+    /// Smallest CUDA transform run pruned ([`UNREAD`] before `LAZYFUSE_PRUNED_FFT_MIN` is
+    /// read).
+    pruned_fft_min: AtomicUsize,
+    /// `LAZYFUSE_PROFILE`: 0 not read yet, 1 off, 2 on (a table per call), 3 `summary`.
+    profile: AtomicU8,
+    /// `LAZYFUSE_GRID_WAVES`.
+    grid_waves: OnceLock<u64>,
+    /// `LAZYFUSE_DUMP_DIR`.
+    dump_dir: OnceLock<Option<PathBuf>>,
+    /// `LAZYFUSE_GRAPHS`.
+    graphs: OnceLock<bool>,
+    /// `LAZYFUSE_NVRTC_CHECK`.
+    nvrtc_check: OnceLock<bool>,
+    /// `LAZYFUSE_CPU_THREADS`.
+    cpu_threads: OnceLock<Option<usize>>,
+    /// Print options (`set_printoptions`); `None`: NumPy's defaults.
+    pub(crate) print: RwLock<Option<PrintOptions>>,
+    /// The device `set_default_device` set.
+    pub(crate) default_device: RwLock<Option<Device>>,
+    /// `Device::try_default` (from `LAZYFUSE_DEVICE`) as resolved on first use, for the
+    /// rest of the process (opening a device, or failing to, happens once; the error is
+    /// kept to be reported again).
+    pub(crate) env_device: OnceLock<Result<Device>>,
+}
 
-fn init_fusion() {
-    FUSION_INIT.get_or_init(|| {
-        if std::env::var("LAZYFUSE_NOFUSE").is_ok_and(|v| v == "1") {
-            FUSION_OFF.store(true, Relaxed);
+/// The process's settings.
+pub(crate) static CONFIG: Config = Config {
+    fusion_off: OnceLock::new(),
+    debug: AtomicU8::new(u8::MAX),
+    real_fft: AtomicU8::new(0),
+    pruned_fft_min: AtomicUsize::new(UNREAD),
+    profile: AtomicU8::new(0),
+    grid_waves: OnceLock::new(),
+    dump_dir: OnceLock::new(),
+    graphs: OnceLock::new(),
+    nvrtc_check: OnceLock::new(),
+    cpu_threads: OnceLock::new(),
+    print: RwLock::new(None),
+    default_device: RwLock::new(None),
+    env_device: OnceLock::new(),
+};
+
+/// The calling thread's scoped settings.
+pub(crate) struct Scopes {
+    /// The innermost [`with_fusion`] setting of this thread, if any.
+    fusion: Cell<Option<bool>>,
+    /// Stack of `with_default_device` devices, innermost last.
+    pub(crate) devices: RefCell<Vec<Device>>,
+}
+
+thread_local! {
+    /// This thread's scoped settings.
+    pub(crate) static SCOPES: Scopes = const {
+        Scopes {
+            fusion: Cell::new(None),
+            devices: RefCell::new(Vec::new()),
         }
-    });
+    };
+}
+
+/// The variable `name` when it is set to valid Unicode.
+fn var(name: &str) -> Option<String> {
+    std::env::var(name).ok()
+}
+
+impl Config {
+    fn fusion_off(&self) -> &AtomicBool {
+        self.fusion_off
+            .get_or_init(|| AtomicBool::new(var("LAZYFUSE_NOFUSE").is_some_and(|v| v == "1")))
+    }
+
+    /// `LAZYFUSE_PROFILE`: 1 off, 2 on (a table per call), 3 `summary`.
+    pub(crate) fn profile_mode(&self) -> u8 {
+        match self.profile.load(Relaxed) {
+            0 => {
+                let v = var("LAZYFUSE_PROFILE").unwrap_or_default();
+                let mode = match v.trim() {
+                    "" | "0" => 1,
+                    s if s.eq_ignore_ascii_case("summary") => 3,
+                    _ => 2,
+                };
+                self.profile.store(mode, Relaxed);
+                mode
+            }
+            v => v,
+        }
+    }
+
+    /// Full waves of resident blocks a large grid-stride CUDA launch gets
+    /// (`LAZYFUSE_GRID_WAVES`, 1 to 64; default 4).
+    #[cfg_attr(not(feature = "cuda"), allow(dead_code))]
+    pub(crate) fn grid_waves(&self) -> u64 {
+        *self.grid_waves.get_or_init(|| {
+            var("LAZYFUSE_GRID_WAVES")
+                .and_then(|v| v.parse::<u64>().ok())
+                .filter(|w| (1..=64).contains(w))
+                .unwrap_or(4)
+        })
+    }
+
+    /// `LAZYFUSE_DUMP_DIR`: where generated CUDA kernels are written, if anywhere.
+    #[cfg_attr(not(feature = "cuda"), allow(dead_code))]
+    pub(crate) fn dump_dir(&self) -> Option<&PathBuf> {
+        self.dump_dir
+            .get_or_init(|| {
+                std::env::var_os("LAZYFUSE_DUMP_DIR")
+                    .filter(|v| !v.is_empty())
+                    .map(PathBuf::from)
+            })
+            .as_ref()
+    }
+
+    /// `LAZYFUSE_GRAPHS`: CUDA graphs on (the default) unless it is `0`.
+    #[cfg_attr(not(feature = "cuda"), allow(dead_code))]
+    pub(crate) fn graphs(&self) -> bool {
+        *self
+            .graphs
+            .get_or_init(|| var("LAZYFUSE_GRAPHS").is_none_or(|v| v.trim() != "0"))
+    }
+
+    /// `LAZYFUSE_NVRTC_CHECK=1`: the CPU backend compile-checks its kernels with NVRTC too.
+    pub(crate) fn nvrtc_check(&self) -> bool {
+        *self
+            .nvrtc_check
+            .get_or_init(|| var("LAZYFUSE_NVRTC_CHECK").is_some_and(|v| v == "1"))
+    }
+
+    /// `LAZYFUSE_CPU_THREADS`: the size of the CPU backend's own pool, if it has one.
+    pub(crate) fn cpu_threads(&self) -> Option<usize> {
+        *self
+            .cpu_threads
+            .get_or_init(|| var("LAZYFUSE_CPU_THREADS").and_then(|v| v.trim().parse().ok()))
+    }
+}
+
+/// `LAZYFUSE_DEVICE` as it is now: empty when unset, the raw value when it is not Unicode.
+pub(crate) fn device_var() -> std::result::Result<String, OsString> {
+    match std::env::var("LAZYFUSE_DEVICE") {
+        Ok(v) => Ok(v),
+        Err(std::env::VarError::NotPresent) => Ok(String::new()),
+        Err(std::env::VarError::NotUnicode(v)) => Err(v),
+    }
+}
+
+/// Where the kernel cache asks to live, read now: `Some(dirs)` with the candidates in
+/// order (`LAZYFUSE_CACHE_DIR`, else `$XDG_CACHE_HOME/lazyfuse`, then
+/// `$HOME/.cache/lazyfuse`), `None` when `LAZYFUSE_CACHE_DIR` is empty (cache off).
+#[cfg_attr(not(feature = "cuda"), allow(dead_code))]
+pub(crate) fn kernel_cache_dirs() -> Option<Vec<PathBuf>> {
+    match std::env::var_os("LAZYFUSE_CACHE_DIR") {
+        Some(v) if v.is_empty() => None,
+        Some(v) => Some(vec![PathBuf::from(v)]),
+        None => {
+            let nonempty = |k: &str| std::env::var_os(k).filter(|v| !v.is_empty());
+            let xdg = nonempty("XDG_CACHE_HOME").map(|x| PathBuf::from(x).join("lazyfuse"));
+            let home = nonempty("HOME").map(|h| PathBuf::from(h).join(".cache").join("lazyfuse"));
+            Some(xdg.into_iter().chain(home).collect())
+        }
+    }
+}
+
+/// The NVTX tool's library named by `name` (`NVTX_INJECTION64_PATH`), read now.
+pub(crate) fn nvtx_injection_path(name: &str) -> Option<OsString> {
+    std::env::var_os(name).filter(|p| !p.is_empty())
 }
 
 /// Turns fusion on (default) or off. With fusion off every operation is its own kernel:
 /// the honest baseline for fused-vs-unfused comparisons. `LAZYFUSE_NOFUSE=1` sets it off
 /// at start.
 pub fn set_fusion(on: bool) {
-    init_fusion();
-    FUSION_OFF.store(!on, Relaxed);
-}
-
-thread_local! {
-    /// The innermost [`with_fusion`] setting of this thread, if any.
-    static FUSION_SCOPE: std::cell::Cell<Option<bool>> = const { std::cell::Cell::new(None) };
+    CONFIG.fusion_off().store(!on, Relaxed);
 }
 
 /// Runs `f` with fusion on or off for the evaluations this thread plans inside it (nested
@@ -38,21 +206,20 @@ pub fn with_fusion<R>(on: bool, f: impl FnOnce() -> R) -> R {
     struct Restore(Option<bool>);
     impl Drop for Restore {
         fn drop(&mut self) {
-            FUSION_SCOPE.with(|s| s.set(self.0));
+            SCOPES.with(|s| s.fusion.set(self.0));
         }
     }
-    let _restore = Restore(FUSION_SCOPE.with(|s| s.replace(Some(on))));
+    let _restore = Restore(SCOPES.with(|s| s.fusion.replace(Some(on))));
     f()
 }
 
 /// Whether fusion is on for this thread: its innermost [`with_fusion`], else the
 /// process-wide [`set_fusion`] setting.
 pub fn fusion_enabled() -> bool {
-    if let Some(on) = FUSION_SCOPE.with(|s| s.get()) {
+    if let Some(on) = SCOPES.with(|s| s.fusion.get()) {
         return on;
     }
-    init_fusion();
-    !FUSION_OFF.load(Relaxed)
+    !CONFIG.fusion_off().load(Relaxed)
 }
 
 /// Turns the real-FFT rewrites on or off on every device, in place of the default (see
@@ -73,7 +240,7 @@ pub fn set_real_fft(on: bool) {
 /// 1024^2 as a traced function takes 3011 us with them against 3908 us with C2C
 /// (benches/NOTES.md). `LAZYFUSE_REAL_FFT=1` (or `0`) sets them on (off) at start.
 pub fn set_real_fft_mode(mode: Option<bool>) {
-    REAL_FFT.store(
+    CONFIG.real_fft.store(
         match mode {
             Some(true) => 1,
             Some(false) => 2,
@@ -85,16 +252,17 @@ pub fn set_real_fft_mode(mode: Option<bool>) {
 
 /// The real-FFT setting: `Some(on)` when set for every device, `None` for the default.
 pub fn real_fft_mode() -> Option<bool> {
-    let m = match REAL_FFT.load(Relaxed) {
+    let real_fft = &CONFIG.real_fft;
+    let m = match real_fft.load(Relaxed) {
         0 => {
-            let m = match std::env::var("LAZYFUSE_REAL_FFT").as_deref().map(str::trim) {
-                Ok("1") => 1,
-                Ok("0") => 2,
+            let m = match var("LAZYFUSE_REAL_FFT").as_deref().map(str::trim) {
+                Some("1") => 1,
+                Some("0") => 2,
                 _ => 3,
             };
             // a concurrent `set_real_fft_mode` wins over the environment
-            let _ = REAL_FFT.compare_exchange(0, m, Relaxed, Relaxed);
-            REAL_FFT.load(Relaxed)
+            let _ = real_fft.compare_exchange(0, m, Relaxed, Relaxed);
+            real_fft.load(Relaxed)
         }
         m => m,
     };
@@ -136,9 +304,8 @@ pub fn real_fft_enabled_for(dev: &crate::Device, elements: usize) -> bool {
 /// (benches/NOTES.md, `benches/prune_probe.cu`).
 pub const CUDA_PRUNED_FFT_MIN_ELEMENTS: usize = 1 << 22;
 
-/// `PRUNED_FFT_MIN` before the environment was read.
+/// `Config::pruned_fft_min` before the environment was read.
 const UNREAD: usize = usize::MAX - 1;
-static PRUNED_FFT_MIN: AtomicUsize = AtomicUsize::new(UNREAD);
 
 /// `v`, with the sentinel (a transform of `usize::MAX - 1` elements: none) as off.
 fn not_unread(v: usize) -> usize {
@@ -157,18 +324,19 @@ fn not_unread(v: usize) -> usize {
 /// `off`) sets it at start.
 pub fn set_pruned_fft_min_elements(elements: usize) -> usize {
     let before = pruned_fft_min_elements();
-    PRUNED_FFT_MIN.store(not_unread(elements), Relaxed);
+    CONFIG.pruned_fft_min.store(not_unread(elements), Relaxed);
     before
 }
 
 /// The smallest transform that runs pruned on CUDA devices
 /// ([`set_pruned_fft_min_elements`]).
 pub fn pruned_fft_min_elements() -> usize {
-    let v = PRUNED_FFT_MIN.load(Relaxed);
+    let pruned = &CONFIG.pruned_fft_min;
+    let v = pruned.load(Relaxed);
     if v != UNREAD {
         return v;
     }
-    let env = std::env::var("LAZYFUSE_PRUNED_FFT_MIN").ok();
+    let env = var("LAZYFUSE_PRUNED_FFT_MIN");
     let v = match env.as_deref().map(str::trim) {
         Some("off") => usize::MAX,
         Some(s) => s.parse().unwrap_or_else(|_| {
@@ -181,8 +349,8 @@ pub fn pruned_fft_min_elements() -> usize {
         None => CUDA_PRUNED_FFT_MIN_ELEMENTS,
     };
     // a concurrent `set_pruned_fft_min_elements` wins over the environment
-    let _ = PRUNED_FFT_MIN.compare_exchange(UNREAD, not_unread(v), Relaxed, Relaxed);
-    PRUNED_FFT_MIN.load(Relaxed)
+    let _ = pruned.compare_exchange(UNREAD, not_unread(v), Relaxed, Relaxed);
+    pruned.load(Relaxed)
 }
 
 /// Whether the real-FFT rewrites are on for arrays on the default device
@@ -198,15 +366,14 @@ pub fn real_fft_enabled() -> bool {
 
 /// The `LAZYFUSE_DEBUG` level (0 when unset).
 pub(crate) fn debug_level() -> u8 {
-    let l = DEBUG.load(Relaxed);
+    let l = CONFIG.debug.load(Relaxed);
     if l != u8::MAX {
         return l;
     }
-    let l = std::env::var("LAZYFUSE_DEBUG")
-        .ok()
+    let l = var("LAZYFUSE_DEBUG")
         .and_then(|v| v.parse().ok())
         .unwrap_or(0);
-    DEBUG.store(l, Relaxed);
+    CONFIG.debug.store(l, Relaxed);
     l
 }
 

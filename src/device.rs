@@ -1,9 +1,11 @@
-//! Devices: the closed `Device` enum (CPU or one CUDA GPU) and the process-wide default.
+//! Devices: the closed `Device` enum (CPU or one CUDA GPU) and the default device (kept in
+//! the process's `Config` and the calling thread's scopes).
 
+use crate::config::{CONFIG, SCOPES};
 use crate::runtime::cuda::CudaDevice;
 use crate::{Error, Result};
 use std::fmt;
-use std::sync::{Arc, OnceLock, RwLock};
+use std::sync::Arc;
 
 /// The environment variable that forces the default device.
 const ENV: &str = "LAZYFUSE_DEVICE";
@@ -51,10 +53,9 @@ impl Device {
     /// exist, `cuda` without a usable driver or GPU says why CUDA is unusable. Any other
     /// value is an error too.
     pub fn try_default() -> Result<Device> {
-        let raw = match std::env::var(ENV) {
+        let raw = match crate::config::device_var() {
             Ok(v) => v,
-            Err(std::env::VarError::NotPresent) => String::new(),
-            Err(std::env::VarError::NotUnicode(v)) => {
+            Err(v) => {
                 return Err(Error::Config(format!(
                     "{ENV}={v:?}: not UTF-8; expected cpu, cuda or cuda:N"
                 )))
@@ -277,21 +278,13 @@ impl fmt::Display for Device {
     }
 }
 
-/// The process-wide default set by [`set_default_device`].
-static DEFAULT: RwLock<Option<Device>> = RwLock::new(None);
-
-/// [`Device::try_default`] as resolved on first use, for the rest of the process (opening a
-/// device, or failing to, happens once; the error is kept to be reported again).
-static ENV_DEFAULT: OnceLock<Result<Device>> = OnceLock::new();
-
 /// Makes `dev` the device creation functions use, whatever `LAZYFUSE_DEVICE` says (a bad
 /// value of it is then never read by them; [`Device::default`] still reads it).
 pub fn set_default_device(dev: &Device) {
-    *DEFAULT.write().unwrap_or_else(|e| e.into_inner()) = Some(dev.clone());
-}
-
-thread_local! {
-    static SCOPED: std::cell::RefCell<Vec<Device>> = const { std::cell::RefCell::new(Vec::new()) };
+    *CONFIG
+        .default_device
+        .write()
+        .unwrap_or_else(|e| e.into_inner()) = Some(dev.clone());
 }
 
 /// Runs `f` with `dev` as the default device of the current thread (other threads keep
@@ -300,10 +293,10 @@ pub fn with_default_device<R>(dev: &Device, f: impl FnOnce() -> R) -> R {
     struct Pop;
     impl Drop for Pop {
         fn drop(&mut self) {
-            SCOPED.with(|s| s.borrow_mut().pop());
+            SCOPES.with(|s| s.devices.borrow_mut().pop());
         }
     }
-    SCOPED.with(|s| s.borrow_mut().push(dev.clone()));
+    SCOPES.with(|s| s.devices.borrow_mut().push(dev.clone()));
     let _pop = Pop;
     f()
 }
@@ -329,13 +322,18 @@ pub fn default_device() -> Device {
 
 /// [`default_device`] with a default from the environment that cannot be had as the error.
 pub(crate) fn try_default_device() -> Result<Device> {
-    if let Some(d) = SCOPED.with(|s| s.borrow().last().cloned()) {
+    if let Some(d) = SCOPES.with(|s| s.devices.borrow().last().cloned()) {
         return Ok(d);
     }
-    if let Some(d) = DEFAULT.read().unwrap_or_else(|e| e.into_inner()).as_ref() {
+    if let Some(d) = CONFIG
+        .default_device
+        .read()
+        .unwrap_or_else(|e| e.into_inner())
+        .as_ref()
+    {
         return Ok(d.clone());
     }
-    match ENV_DEFAULT.get_or_init(Device::try_default) {
+    match CONFIG.env_device.get_or_init(Device::try_default) {
         Ok(d) => Ok(d.clone()),
         Err(e) => Err(replay(e)),
     }

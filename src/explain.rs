@@ -205,9 +205,11 @@ pub(crate) fn kernel_miss<'a>(
 // Plans
 // ---------------------------------------------------------------------------------------
 
-/// Descriptions of the nodes of recently planned structures, recorded only at debug level
-/// 2 and above so that a miss can say what changed.
-static PLAN_NODES: Mutex<Option<HashMap<Vec<u64>, Vec<String>>>> = Mutex::new(None);
+/// Descriptions of the nodes of recently planned structures (`schedule::Plans::nodes`),
+/// recorded only at debug level 2 and above so that a miss can say what changed.
+fn plan_nodes() -> &'static Mutex<Option<HashMap<Vec<u64>, Vec<String>>>> {
+    &crate::schedule::PLANS.nodes
+}
 const REMEMBER_MAX: usize = 1024;
 
 fn describe(n: &Node) -> String {
@@ -230,7 +232,7 @@ fn describe(n: &Node) -> String {
 
 /// Records the node descriptions of a new plan's structure `key`.
 pub(crate) fn remember_plan(key: &[u64], nodes: &[Arc<Node>]) {
-    let mut g = PLAN_NODES.lock().unwrap_or_else(|e| e.into_inner());
+    let mut g = plan_nodes().lock().unwrap_or_else(|e| e.into_inner());
     let map = g.get_or_insert_with(HashMap::new);
     if map.len() >= REMEMBER_MAX {
         map.clear();
@@ -277,7 +279,7 @@ pub(crate) fn plan_miss<'a>(
             if key[0] == 1 { "off" } else { "on" }
         );
     }
-    let remembered = PLAN_NODES
+    let remembered = plan_nodes()
         .lock()
         .unwrap_or_else(|e| e.into_inner())
         .as_ref()

@@ -142,6 +142,7 @@ mod schedule;
 mod shape;
 pub mod shard;
 mod stats;
+mod thread_field;
 
 pub use api::creation::{meshgrid, random, Indexing};
 pub use api::elementwise::{complex, where_, Operand};

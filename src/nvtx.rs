@@ -72,17 +72,13 @@ const fn module_offsets() -> (usize, [usize; MODULES.len()]) {
 #[repr(transparent)]
 struct Slot(AtomicPtr<c_void>);
 
-static SLOTS: [Slot; SLOT_COUNT] = [const { Slot(AtomicPtr::new(ptr::null_mut())) }; SLOT_COUNT];
-
 /// The tables handed to the tool, all modules' in a row: for each module, entry 0 (the
 /// invalid id) null, entry `id` the address of slot `id`, then a null terminator.
 struct Tables([*const Slot; TABLE_LEN]);
 
-// SAFETY: the addresses point at `SLOTS`, a static of atomics, and the array itself is never
-// written after its constant initialization.
+// SAFETY: the addresses point at `NVTX.slots`, atomics in a static, and the array itself is
+// never written after its constant initialization.
 unsafe impl Sync for Tables {}
-
-static TABLES: Tables = Tables(tables());
 
 const fn tables() -> [*const Slot; TABLE_LEN] {
     let mut t = [ptr::null(); TABLE_LEN];
@@ -91,7 +87,7 @@ const fn tables() -> [*const Slot; TABLE_LEN] {
     while m < MODULES.len() {
         let mut id = 1;
         while id < MODULES[m].1 {
-            t[first[m] + m + id] = &SLOTS[first[m] + id];
+            t[first[m] + m + id] = &NVTX.slots[first[m] + id];
             id += 1;
         }
         m += 1;
@@ -116,23 +112,45 @@ struct VersionInfoTable {
     set_injection_nvtx_version: extern "system" fn(u32),
 }
 
-static CALLBACKS: CallbacksTable = CallbacksTable {
-    struct_size: std::mem::size_of::<CallbacksTable>(),
-    get_module_function_table,
-};
+/// The client's side of NVTX in this process: the slots a tool fills, the tables handed to
+/// it (which point at the slots, so they live in one place for good), and the tool itself.
+struct Nvtx {
+    /// The function pointers a tool writes (push, pop, mark, ...).
+    slots: [Slot; SLOT_COUNT],
+    /// The module tables, pointing at `slots`.
+    tables: Tables,
+    callbacks: CallbacksTable,
+    version_info: VersionInfoTable,
+    /// True once it is known that no tool is attached: every call then returns at once.
+    off: AtomicBool,
+    /// The attached tool's library (kept loaded for the life of the process), once looked
+    /// for.
+    tool: OnceLock<Option<libloading::Library>>,
+}
 
-static VERSION_INFO: VersionInfoTable = VersionInfoTable {
-    struct_size: std::mem::size_of::<VersionInfoTable>(),
-    version: NVTX_VERSION,
-    reserved0: 0,
-    set_injection_nvtx_version,
+/// NVTX in this process: the tool is loaded into the process.
+static NVTX: Nvtx = Nvtx {
+    slots: [const { Slot(AtomicPtr::new(ptr::null_mut())) }; SLOT_COUNT],
+    tables: Tables(tables()),
+    callbacks: CallbacksTable {
+        struct_size: std::mem::size_of::<CallbacksTable>(),
+        get_module_function_table,
+    },
+    version_info: VersionInfoTable {
+        struct_size: std::mem::size_of::<VersionInfoTable>(),
+        version: NVTX_VERSION,
+        reserved0: 0,
+        set_injection_nvtx_version,
+    },
+    off: AtomicBool::new(false),
+    tool: OnceLock::new(),
 };
 
 /// `NvtxGetExportTableFunc_t`: the export table of id `id`, null for an unknown id.
 extern "system" fn get_export_table(id: u32) -> *const c_void {
     match id {
-        ETID_CALLBACKS => ptr::addr_of!(CALLBACKS).cast(),
-        ETID_VERSIONINFO => ptr::addr_of!(VERSION_INFO).cast(),
+        ETID_CALLBACKS => ptr::addr_of!(NVTX.callbacks).cast(),
+        ETID_VERSIONINFO => ptr::addr_of!(NVTX.version_info).cast(),
         _ => ptr::null(),
     }
 }
@@ -155,8 +173,8 @@ unsafe extern "system" fn get_module_function_table(
     }
     if !out_table.is_null() {
         // SAFETY: the tool passes a writable `NvtxFunctionTable` or null (checked); `start`
-        // is inside `TABLES`, whose entries from there run to this module's terminator.
-        unsafe { *out_table = TABLES.0.as_ptr().add(start) };
+        // is inside `NVTX.tables`, whose entries from there run to this module's terminator.
+        unsafe { *out_table = NVTX.tables.0.as_ptr().add(start) };
     }
     1
 }
@@ -173,22 +191,17 @@ type MarkFn = unsafe extern "system" fn(*const c_char);
 /// `nvtxRangePop_impl_fntype`.
 type PopFn = unsafe extern "system" fn() -> c_int;
 
-/// True once it is known that no tool is attached: every call then returns at once.
-static OFF: AtomicBool = AtomicBool::new(false);
-/// The attached tool's library (kept loaded for the life of the process), once looked for.
-static TOOL: OnceLock<Option<libloading::Library>> = OnceLock::new();
-
 /// Whether a tool is attached (looked for on the first call).
 #[inline]
 fn attached() -> bool {
-    !OFF.load(Relaxed) && attach_once()
+    !NVTX.off.load(Relaxed) && attach_once()
 }
 
 #[cold]
 fn attach_once() -> bool {
-    let on = TOOL.get_or_init(load).is_some();
+    let on = NVTX.tool.get_or_init(load).is_some();
     if !on {
-        OFF.store(true, Relaxed);
+        NVTX.off.store(true, Relaxed);
     }
     on
 }
@@ -196,7 +209,7 @@ fn attach_once() -> bool {
 /// Loads and initializes the tool named by the environment; `None` when none is named or
 /// it cannot be attached (said at `LAZYFUSE_DEBUG>=1`).
 fn load() -> Option<libloading::Library> {
-    let path = std::env::var_os(INJECTION_PATH).filter(|p| !p.is_empty())?;
+    let path = crate::config::nvtx_injection_path(INJECTION_PATH)?;
     match attach(&path) {
         Ok(lib) => {
             debug_log!(2, "nvtx: ranges go to {}", path.to_string_lossy());
@@ -204,7 +217,7 @@ fn load() -> Option<libloading::Library> {
         }
         Err(why) => {
             // a failed tool leaves nothing behind (`nvtxInit.h`: all pointers set to no-ops)
-            for s in &SLOTS {
+            for s in &NVTX.slots {
                 s.0.store(ptr::null_mut(), Relaxed);
             }
             debug_log!(
@@ -236,7 +249,7 @@ fn attach(path: &std::ffi::OsStr) -> Result<libloading::Library, String> {
 /// The function in CORE slot `id`, if the tool filled it.
 #[inline]
 fn slot(id: usize) -> Option<*mut c_void> {
-    let f = SLOTS[id].0.load(Relaxed);
+    let f = NVTX.slots[id].0.load(Relaxed);
     (!f.is_null()).then_some(f)
 }
 
@@ -348,11 +361,11 @@ mod tests {
             1
         );
         assert_eq!(size, 16);
-        assert_eq!(table, TABLES.0.as_ptr());
-        assert!(TABLES.0[0].is_null() && TABLES.0[16].is_null());
+        assert_eq!(table, NVTX.tables.0.as_ptr());
+        assert!(NVTX.tables.0[0].is_null() && NVTX.tables.0[16].is_null());
         assert_eq!(
-            TABLES.0[CORE_RANGE_PUSH_A],
-            &SLOTS[CORE_RANGE_PUSH_A] as *const Slot
+            NVTX.tables.0[CORE_RANGE_PUSH_A],
+            &NVTX.slots[CORE_RANGE_PUSH_A] as *const Slot
         );
         // SAFETY: valid out-pointers.
         assert_eq!(
@@ -363,10 +376,10 @@ mod tests {
         // SAFETY: CUDA's table has 10 entries from `table`.
         let cuda = unsafe { std::slice::from_raw_parts(table, 10) };
         assert!(cuda[0].is_null() && cuda[9].is_null());
-        assert_eq!(cuda[1], &SLOTS[17] as *const Slot);
+        assert_eq!(cuda[1], &NVTX.slots[17] as *const Slot);
         // the last module's terminator is the last entry
-        assert!(TABLES.0[TABLE_LEN - 1].is_null());
-        assert_eq!(TABLES.0.iter().filter(|p| p.is_null()).count(), 12);
+        assert!(NVTX.tables.0[TABLE_LEN - 1].is_null());
+        assert_eq!(NVTX.tables.0.iter().filter(|p| p.is_null()).count(), 12);
         // SAFETY: null out-pointers are allowed.
         assert_eq!(
             unsafe { get_module_function_table(0, ptr::null_mut(), ptr::null_mut()) },

@@ -1,7 +1,7 @@
 //! Global counters of what the engine did: kernels launched and compiled, cache hits,
 //! bytes moved, evaluations. Tests assert fusion structure with them.
 
-use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering::Relaxed};
 use std::time::Duration;
 
 /// Counters are striped: each thread bumps the stripe it was given at its first bump (one
@@ -11,10 +11,8 @@ const STRIPES: usize = 32;
 
 /// This thread's stripe.
 fn stripe() -> usize {
-    use std::sync::atomic::AtomicUsize;
-    static NEXT: AtomicUsize = AtomicUsize::new(0);
     thread_local! {
-        static MINE: usize = NEXT.fetch_add(1, Relaxed) % STRIPES;
+        static MINE: usize = GLOBAL.next.fetch_add(1, Relaxed) % STRIPES;
     }
     MINE.try_with(|m| *m).unwrap_or(0)
 }
@@ -23,8 +21,29 @@ macro_rules! counters {
     ($($name:ident: $doc:literal),* $(,)?) => {
         #[repr(align(128))]
         struct Counters { $($name: AtomicU64,)* }
-        static COUNTERS: [Counters; STRIPES] =
-            [const { Counters { $($name: AtomicU64::new(0),)* } }; STRIPES];
+
+        /// What `lf::stats` and `lf::memory_stats` count, for the process (one total across
+        /// devices and threads; a sum's peak is not the sum of peaks), and the profiling
+        /// gate.
+        struct Global {
+            /// The next counter stripe to give a thread.
+            next: AtomicUsize,
+            counters: [Counters; STRIPES],
+            /// Bytes of live CUDA buffers (all devices).
+            device: Gauge,
+            /// Bytes of live host buffers of arrays on the CPU device.
+            host: Gauge,
+            /// Number of `lf::profile` calls running (in any thread).
+            profiling: AtomicUsize,
+        }
+
+        static GLOBAL: Global = Global {
+            next: AtomicUsize::new(0),
+            counters: [const { Counters { $($name: AtomicU64::new(0),)* } }; STRIPES],
+            device: Gauge::new(),
+            host: Gauge::new(),
+            profiling: AtomicUsize::new(0),
+        };
 
         /// A snapshot of the counters (see [`stats`]).
         #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -35,7 +54,7 @@ macro_rules! counters {
         /// The counters since the start of the process or the last [`reset_stats`].
         pub fn stats() -> Stats {
             let mut s = Stats::default();
-            for c in &COUNTERS {
+            for c in &GLOBAL.counters {
                 $(s.$name += c.$name.load(Relaxed);)*
             }
             s
@@ -43,17 +62,17 @@ macro_rules! counters {
 
         /// Sets every counter to zero and every memory peak to its current level.
         pub fn reset_stats() {
-            for c in &COUNTERS {
+            for c in &GLOBAL.counters {
                 $(c.$name.store(0, Relaxed);)*
             }
-            DEVICE_BYTES.reset_peak();
-            HOST_BYTES.reset_peak();
+            GLOBAL.device.reset_peak();
+            GLOBAL.host.reset_peak();
         }
 
         #[allow(dead_code)]
         pub(crate) mod bump {
             use super::*;
-            $(#[doc = $doc] pub fn $name(n: u64) { COUNTERS[stripe()].$name.fetch_add(n, Relaxed); })*
+            $(#[doc = $doc] pub fn $name(n: u64) { GLOBAL.counters[stripe()].$name.fetch_add(n, Relaxed); })*
         }
     };
 }
@@ -118,13 +137,24 @@ mod gauges {
             self.peak.store(self.live.load(Relaxed), Relaxed);
         }
     }
-
-    /// Bytes of live CUDA buffers (all devices).
-    pub(crate) static DEVICE: Gauge = Gauge::new();
-    /// Bytes of live host buffers of arrays on the CPU device.
-    pub(crate) static HOST: Gauge = Gauge::new();
 }
-pub(crate) use gauges::{DEVICE as DEVICE_BYTES, HOST as HOST_BYTES};
+use gauges::Gauge;
+
+/// Bytes of live CUDA buffers (all devices).
+#[cfg_attr(not(feature = "cuda"), allow(dead_code))]
+pub(crate) fn device_bytes() -> &'static Gauge {
+    &GLOBAL.device
+}
+
+/// Bytes of live host buffers of arrays on the CPU device.
+pub(crate) fn host_bytes() -> &'static Gauge {
+    &GLOBAL.host
+}
+
+/// Number of [`crate::profile`] calls running (in any thread).
+pub(crate) fn profiling() -> &'static AtomicUsize {
+    &GLOBAL.profiling
+}
 
 /// Memory held by array buffers, in bytes: current levels and high-water marks since start
 /// or the last [`reset_stats`] (which restarts each mark from the current level).
@@ -143,10 +173,10 @@ pub struct MemoryStats {
 /// The current memory levels (see [`MemoryStats`]).
 pub fn memory_stats() -> MemoryStats {
     MemoryStats {
-        device_bytes_live: DEVICE_BYTES.live(),
-        device_bytes_peak: DEVICE_BYTES.peak(),
-        host_bytes_live: HOST_BYTES.live(),
-        host_bytes_peak: HOST_BYTES.peak(),
+        device_bytes_live: GLOBAL.device.live(),
+        device_bytes_peak: GLOBAL.device.peak(),
+        host_bytes_live: GLOBAL.host.live(),
+        host_bytes_peak: GLOBAL.host.peak(),
     }
 }
 

@@ -463,37 +463,55 @@ pub(crate) fn real_of_inverse(y: &Array) -> Option<Array> {
     ))
 }
 
+/// One kept symmetrized half spectrum ([`symmetrized_half`]): for the filter `filter` (its
+/// `Weak` keeps the node's allocation, so the address names that node alone), axes and
+/// half length.
+struct Kept {
+    filter: std::sync::Weak<crate::graph::Node>,
+    axes: SmallVec<[usize; 4]>,
+    half: usize,
+    value: Array,
+}
+
+/// The symmetrized half spectra of evaluated real filters kept on one device (a field of
+/// the device, the CPU's included: at most 8 each).
+#[derive(Default)]
+pub(crate) struct KeptSpectra(std::sync::Mutex<Vec<Kept>>);
+
+impl KeptSpectra {
+    /// None kept.
+    pub(crate) const fn new() -> KeptSpectra {
+        KeptSpectra(std::sync::Mutex::new(Vec::new()))
+    }
+}
+
 /// `(r + r[-k]).slice(0..half)` along the last of `axes` (mirrored over all of them): the
 /// doubled Hermitian part of the real factor `r` on the half spectrum. When `r` is
 /// evaluated (a captured filter, as in a simulation loop that rebuilds its step every
 /// time), the result depends on nothing that changes, so it is evaluated once and kept
-/// while `r` lives (at most 8 per process; an entry whose filter died goes at the next
+/// while `r` lives (at most 8 per device; an entry whose filter died goes at the next
 /// lookup): every later step reads it instead of gathering `r` at mirrored indices again.
 /// An evaluation error leaves it lazy.
 fn symmetrized_half(r: &Array, axes: &[usize], half: usize) -> Array {
-    use std::sync::{Arc, Mutex, Weak};
-    /// One kept result: for the filter `filter` (its `Weak` keeps the node's allocation,
-    /// so the address names that node alone), axes and half length.
-    struct Kept {
-        filter: Weak<crate::graph::Node>,
-        axes: SmallVec<[usize; 4]>,
-        half: usize,
-        value: Array,
-    }
-    static KEPT: Mutex<Vec<Kept>> = Mutex::new(Vec::new());
+    use std::sync::Arc;
     const MAX_KEPT: usize = 8;
     let last = axes[axes.len() - 1];
     let build = || (r + &mirrored(r, axes)).slice_axis(last, 0, half);
     if !r.is_evaluated() {
         return build();
     }
+    let dev = r.device();
+    let kept_on = match &dev {
+        crate::Device::Cpu => &crate::runtime::cpu::CPU.kept_spectra,
+        crate::Device::Cuda(d) => d.kept_spectra(),
+    };
     let same = |k: &Kept| {
         std::ptr::eq(k.filter.as_ptr(), Arc::as_ptr(&r.node))
             && k.axes.as_slice() == axes
             && k.half == half
     };
     {
-        let mut kept = KEPT.lock().unwrap_or_else(|e| e.into_inner());
+        let mut kept = kept_on.0.lock().unwrap_or_else(|e| e.into_inner());
         kept.retain(|k| k.filter.strong_count() > 0);
         if let Some(k) = kept.iter().find(|k| same(k)) {
             return k.value.clone();
@@ -503,7 +521,7 @@ fn symmetrized_half(r: &Array, axes: &[usize], half: usize) -> Array {
     if value.eval().is_err() {
         return value;
     }
-    let mut kept = KEPT.lock().unwrap_or_else(|e| e.into_inner());
+    let mut kept = kept_on.0.lock().unwrap_or_else(|e| e.into_inner());
     kept.retain(|k| k.filter.strong_count() > 0);
     if !kept.iter().any(same) {
         if kept.len() >= MAX_KEPT {

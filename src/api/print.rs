@@ -4,7 +4,6 @@
 
 use crate::{c32, c64, Array, DType, Result};
 use std::fmt::{self, Write as _};
-use std::sync::RwLock;
 
 /// How arrays print (NumPy's `np.set_printoptions` names and defaults).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -35,16 +34,18 @@ impl Default for PrintOptions {
     }
 }
 
-static OPTIONS: RwLock<Option<PrintOptions>> = RwLock::new(None);
-
 /// Sets how arrays print from now on, for every thread (NumPy's `np.set_printoptions`).
 pub fn set_printoptions(options: PrintOptions) {
-    *OPTIONS.write().unwrap_or_else(|e| e.into_inner()) = Some(options);
+    *crate::config::CONFIG
+        .print
+        .write()
+        .unwrap_or_else(|e| e.into_inner()) = Some(options);
 }
 
 /// The current print options.
 pub fn printoptions() -> PrintOptions {
-    OPTIONS
+    crate::config::CONFIG
+        .print
         .read()
         .unwrap_or_else(|e| e.into_inner())
         .unwrap_or_default()

@@ -208,10 +208,7 @@ impl GraphState {
 
     /// The steps with empty arguments (for the eligibility check).
     fn steps_without_args<'a>(&'a self, t: &'a Template) -> Result<Vec<GraphStep<'a>>> {
-        static NO_ARGS: std::sync::OnceLock<lazyfuse_codegen::LaunchArgs> =
-            std::sync::OnceLock::new();
-        let no_args = NO_ARGS.get_or_init(Default::default);
-        self.steps(t, &vec![no_args; t.steps().len()], &[], &self.staged)
+        self.steps(t, &vec![NO_ARGS; t.steps().len()], &[], &self.staged)
     }
 
     /// The graph steps of `t` with each kernel step's arguments from `args` and FFT
@@ -289,9 +286,7 @@ impl GraphState {
         // kernel arguments (from the bound schedule) and FFT shapes, in step order
         let mut args = Vec::with_capacity(sched.steps.len());
         let mut ffts = Vec::new();
-        static NO_ARGS: std::sync::OnceLock<lazyfuse_codegen::LaunchArgs> =
-            std::sync::OnceLock::new();
-        let no_args = NO_ARGS.get_or_init(Default::default);
+        let no_args = NO_ARGS;
         for s in &sched.steps {
             match s {
                 super::Step::Kernel { args: a, .. } => args.push(a),
@@ -412,26 +407,27 @@ enum SlotState {
     Ready(Box<GraphState>),
 }
 
-type PlanGraphs = HashMap<usize, Arc<PlanGraph>, FxBuild>;
-/// Graph states of plain evaluations, by the address of their template.
-static PLAN_GRAPHS: RwLock<Option<PlanGraphs>> = RwLock::new(None);
+/// Graph states of plain evaluations on one CUDA device, by the address of their template
+/// (a field of the device: each state records on it).
+#[derive(Default)]
+pub(crate) struct PlanGraphs(RwLock<HashMap<usize, Arc<PlanGraph>, FxBuild>>);
 /// Most plans with eval-level graph state kept (each holds a graph and its arena); the
 /// table starts over beyond it.
 const EVAL_GRAPHS_MAX: usize = 64;
 
-/// The graph state entry of `template`, created on first use.
-fn plan_graph(template: &Arc<Template>) -> Arc<PlanGraph> {
+/// The graph state entry of `template` on `dev`, created on first use.
+fn plan_graph(dev: &CudaDevice, template: &Arc<Template>) -> Arc<PlanGraph> {
     let key = Arc::as_ptr(template) as usize;
-    let found = PLAN_GRAPHS
+    let table = &dev.plan_graphs().0;
+    let found = table
         .read()
         .unwrap_or_else(|e| e.into_inner())
-        .as_ref()
-        .and_then(|m| m.get(&key).cloned());
+        .get(&key)
+        .cloned();
     if let Some(p) = found {
         return p;
     }
-    let mut guard = PLAN_GRAPHS.write().unwrap_or_else(|e| e.into_inner());
-    let map = guard.get_or_insert_with(HashMap::default);
+    let mut map = table.write().unwrap_or_else(|e| e.into_inner());
     if map.len() >= EVAL_GRAPHS_MAX && !map.contains_key(&key) {
         map.clear(); // entries busy in other threads live on through their handles
     }
@@ -455,7 +451,7 @@ pub(crate) fn eval_graph(
     nodes: &[Arc<Node>],
     roots: &[Arc<Node>],
 ) -> Result<bool> {
-    let Some(Device::Cuda(_)) = roots.first().map(|r| &r.device) else {
+    let Some(Device::Cuda(dev)) = roots.first().map(|r| &r.device) else {
         return Ok(false);
     };
     if !crate::runtime::cuda::graph::graphs_enabled()
@@ -466,7 +462,7 @@ pub(crate) fn eval_graph(
     {
         return Ok(false);
     }
-    let entry = plan_graph(template);
+    let entry = plan_graph(dev, template);
     // another thread replaying this plan's graph right now: run plainly instead of waiting
     let mut slot = match entry.state.try_lock() {
         Ok(g) => g,
@@ -524,12 +520,18 @@ fn new_eval_state(
 
 /// A spec for eligibility probing only (never executed).
 fn fft_spec_placeholder() -> &'static crate::graph::FftSpec {
-    static SPEC: std::sync::OnceLock<crate::graph::FftSpec> = std::sync::OnceLock::new();
-    SPEC.get_or_init(|| crate::graph::FftSpec {
-        axes: Default::default(),
+    const SPEC: &crate::graph::FftSpec = &crate::graph::FftSpec {
+        axes: SmallVec::new_const(),
         inverse: false,
         kind: crate::graph::FftKind::C2C,
         hermitian: false,
         support: None,
-    })
+    };
+    SPEC
 }
+
+/// Empty launch arguments (for steps whose arguments do not matter or come later).
+const NO_ARGS: &lazyfuse_codegen::LaunchArgs = &lazyfuse_codegen::LaunchArgs {
+    shape: SmallVec::new_const(),
+    params: SmallVec::new_const(),
+};

@@ -12,33 +12,18 @@
 pub(crate) mod summary;
 
 use crate::runtime::{self, Buffer, Mark};
+use crate::thread_field::Field;
 use crate::Device;
 use lazyfuse_codegen::Kernel;
 use std::cell::{Cell, RefCell};
 use std::fmt;
-use std::sync::atomic::{AtomicU8, AtomicUsize, Ordering::Relaxed};
+use std::sync::atomic::Ordering::Relaxed;
 use std::time::{Duration, Instant};
 
-/// `LAZYFUSE_PROFILE`: 0 not read yet, 1 off, 2 on (a table per call), 3 `summary` (folded
-/// per thread, `summary`).
-static ENV: AtomicU8 = AtomicU8::new(0);
-/// Number of [`profile`] calls running (in any thread).
-static SCOPES: AtomicUsize = AtomicUsize::new(0);
-
+/// `LAZYFUSE_PROFILE`: 1 off, 2 on (a table per call), 3 `summary` (folded per thread,
+/// `summary`).
 fn env_mode() -> u8 {
-    match ENV.load(Relaxed) {
-        0 => {
-            let v = std::env::var("LAZYFUSE_PROFILE").unwrap_or_default();
-            let mode = match v.trim() {
-                "" | "0" => 1,
-                s if s.eq_ignore_ascii_case("summary") => 3,
-                _ => 2,
-            };
-            ENV.store(mode, Relaxed);
-            mode
-        }
-        v => v,
-    }
+    crate::config::CONFIG.profile_mode()
 }
 
 fn env_on() -> bool {
@@ -48,7 +33,7 @@ fn env_on() -> bool {
 /// True when some profiling is active (`LAZYFUSE_PROFILE=1` or a running [`profile`]).
 #[inline]
 pub(crate) fn on() -> bool {
-    SCOPES.load(Relaxed) != 0 || env_on()
+    crate::stats::profiling().load(Relaxed) != 0 || env_on()
 }
 
 // ---------------------------------------------------------------------------------------
@@ -577,16 +562,39 @@ impl Recorder {
     }
 }
 
-thread_local! {
-    static REC: RefCell<Option<Recorder>> = const { RefCell::new(None) };
+/// The launch shape of a kernel: grid, block, elements per thread, registers.
+type LaunchShape = ((u32, u32), u32, u32, Option<u32>);
+
+/// This thread's profiling state: `profile` records the calling thread.
+struct ThreadProfile {
+    /// This thread's open recorder.
+    rec: RefCell<Option<Recorder>>,
     /// The kernel cache's answer for the launch in progress: (source, compile or load time).
-    static LAST_COMPILE: Cell<Option<(CompileSource, Duration)>> = const { Cell::new(None) };
+    last_compile: Cell<Option<(CompileSource, Duration)>>,
     /// The entry name of that kernel.
-    static LAST_NAME: RefCell<String> = const { RefCell::new(String::new()) };
-    /// The launch shape of that kernel: grid, block, elements per thread, registers.
-    #[allow(clippy::type_complexity)]
-    static LAST_LAUNCH: Cell<Option<((u32, u32), u32, u32, Option<u32>)>> = const { Cell::new(None) };
+    last_name: RefCell<String>,
+    /// The launch shape of that kernel.
+    last_launch: Cell<Option<LaunchShape>>,
 }
+
+thread_local! {
+    /// This thread's profiling state.
+    static PROFILE: ThreadProfile = const {
+        ThreadProfile {
+            rec: RefCell::new(None),
+            last_compile: Cell::new(None),
+            last_name: RefCell::new(String::new()),
+            last_launch: Cell::new(None),
+        }
+    };
+}
+
+const REC: Field<ThreadProfile, RefCell<Option<Recorder>>> = Field::new(&PROFILE, |t| &t.rec);
+const LAST_COMPILE: Field<ThreadProfile, Cell<Option<(CompileSource, Duration)>>> =
+    Field::new(&PROFILE, |t| &t.last_compile);
+const LAST_NAME: Field<ThreadProfile, RefCell<String>> = Field::new(&PROFILE, |t| &t.last_name);
+const LAST_LAUNCH: Field<ThreadProfile, Cell<Option<LaunchShape>>> =
+    Field::new(&PROFILE, |t| &t.last_launch);
 
 fn with_rec<T>(f: impl FnOnce(&mut Recorder) -> T) -> Option<T> {
     REC.with(|r| r.borrow_mut().as_mut().map(f))
@@ -612,7 +620,7 @@ fn with_rec<T>(f: impl FnOnce(&mut Recorder) -> T) -> Option<T> {
 /// println!("{report}");
 /// ```
 pub fn profile<R>(f: impl FnOnce() -> R) -> (R, Report) {
-    SCOPES.fetch_add(1, Relaxed);
+    crate::stats::profiling().fetch_add(1, Relaxed);
     let outer = REC.with(|r| r.borrow_mut().replace(Recorder::new(true)));
     // Restores the outer recording (and the counter) even when `f` panics.
     struct Restore(Option<Option<Recorder>>);
@@ -620,7 +628,7 @@ pub fn profile<R>(f: impl FnOnce() -> R) -> (R, Report) {
         fn drop(&mut self) {
             if let Some(outer) = self.0.take() {
                 REC.with(|r| *r.borrow_mut() = outer);
-                SCOPES.fetch_sub(1, Relaxed);
+                crate::stats::profiling().fetch_sub(1, Relaxed);
             }
         }
     }
@@ -631,7 +639,7 @@ pub fn profile<R>(f: impl FnOnce() -> R) -> (R, Report) {
     let report = rec.map(Recorder::finish).unwrap_or_default();
     if let Some(outer) = restore.0.take() {
         REC.with(|r| *r.borrow_mut() = outer);
-        SCOPES.fetch_sub(1, Relaxed);
+        crate::stats::profiling().fetch_sub(1, Relaxed);
     }
     with_rec(|r| {
         let base = r.report.evals;

@@ -85,6 +85,10 @@ impl CudaDevice {
         match self._never {}
     }
     /// Unreachable.
+    pub(crate) fn kept_spectra(&self) -> &crate::api::fft::KeptSpectra {
+        match self._never {}
+    }
+    /// Unreachable.
     pub fn name(&self) -> &str {
         match self._never {}
     }

@@ -25,7 +25,7 @@ pub(crate) enum Buffer {
 impl Buffer {
     /// A host buffer, counted in the host memory gauge until dropped.
     pub(crate) fn host(h: HostBuf) -> Buffer {
-        crate::stats::HOST_BYTES.add(h.as_bytes().len() as u64);
+        crate::stats::host_bytes().add(h.as_bytes().len() as u64);
         Buffer::Host(h)
     }
     pub(crate) fn dtype(&self) -> DType {
@@ -55,7 +55,7 @@ impl Drop for Buffer {
         // CUDA buffers count themselves (`cuda::CudaBuffer`); host ones were counted by
         // `Buffer::host`.
         if let Buffer::Host(h) = self {
-            crate::stats::HOST_BYTES.sub(h.as_bytes().len() as u64);
+            crate::stats::host_bytes().sub(h.as_bytes().len() as u64);
             recycle::give(std::mem::replace(h, HostBuf::Bool(Vec::new())));
         }
     }
@@ -79,7 +79,10 @@ mod recycle {
     const MAX_BYTES: usize = 128 << 20;
     const MAX_BUFFERS: usize = 16;
 
-    static KEPT: Mutex<Vec<HostBuf>> = Mutex::new(Vec::new());
+    /// The buffers kept: the CPU device's.
+    fn kept() -> &'static Mutex<Vec<HostBuf>> {
+        &super::cpu::CPU.kept_buffers
+    }
 
     /// Keeps `h` for reuse when it is large enough (else it is freed here).
     pub(super) fn give(h: HostBuf) {
@@ -87,7 +90,7 @@ mod recycle {
         if !(MIN_BYTES..=MAX_BYTES).contains(&bytes) {
             return;
         }
-        let Ok(mut kept) = KEPT.lock() else { return };
+        let Ok(mut kept) = kept().lock() else { return };
         kept.push(h);
         let mut total: usize = kept.iter().map(|b| b.as_bytes().len()).sum();
         while kept.len() > MAX_BUFFERS || total > MAX_BYTES {
@@ -101,7 +104,7 @@ mod recycle {
         if len.saturating_mul(dtype.size()) < MIN_BYTES {
             return None;
         }
-        let mut kept = KEPT.lock().ok()?;
+        let mut kept = kept().lock().ok()?;
         let i = kept
             .iter()
             .rposition(|b| b.dtype() == dtype && b.len() == len)?;
@@ -408,8 +411,7 @@ pub(crate) fn run_kernel_reuse(
 /// `LAZYFUSE_NVRTC_CHECK=1`: compile every kernel the CPU runs with NVRTC too (for sm_90),
 /// so a codegen error fails the CPU test suite on a machine without a GPU.
 fn nvrtc_check_enabled() -> bool {
-    static ON: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
-    *ON.get_or_init(|| std::env::var("LAZYFUSE_NVRTC_CHECK").is_ok_and(|v| v == "1"))
+    crate::config::CONFIG.nvrtc_check()
 }
 
 /// The unnormalized FFT `spec` of `input` (shape `in_shape`) as a new buffer of

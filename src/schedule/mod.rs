@@ -17,9 +17,11 @@ mod skeleton;
 
 use crate::graph::{FxBuild, FxHasher, Inputs, Node, Op};
 use crate::runtime::matmul::GemmSpec;
+use crate::thread_field::Field;
 use crate::{config, Error, Result};
 use lazyfuse_codegen::{Kernel, Scalar};
 use smallvec::SmallVec;
+use std::cell::RefCell;
 use std::collections::{HashMap, HashSet};
 use std::hash::Hasher;
 use std::sync::Arc;
@@ -100,9 +102,27 @@ enum Frame {
     Done(Arc<Node>, bool, u32, u32),
 }
 
-thread_local! {
-    static WALK: std::cell::RefCell<WalkScratch> = std::cell::RefCell::new(WalkScratch::new());
+/// This thread's planning state: scratch of the DAG walk and of the plan key, and the
+/// plans it used lately.
+struct ThreadPlanning {
+    walk: RefCell<WalkScratch>,
+    key: RefCell<Walked>,
+    recent: RefCell<skeleton::Recent>,
 }
+
+thread_local! {
+    /// This thread's planning state (per thread: scratch, and a hit takes no lock).
+    static PLANNING: ThreadPlanning = ThreadPlanning {
+        walk: RefCell::new(WalkScratch::new()),
+        key: RefCell::new(Walked::default()),
+        recent: RefCell::new(skeleton::Recent::default()),
+    };
+}
+
+/// Scratch of the DAG walk (seen set, stack, ids).
+const WALK: Field<ThreadPlanning, RefCell<WalkScratch>> = Field::new(&PLANNING, |t| &t.walk);
+/// Buffers of the plan key and the walked DAG.
+const KEY: Field<ThreadPlanning, RefCell<Walked>> = Field::new(&PLANNING, |t| &t.key);
 
 /// The nodes of one evaluation in plan position order (inline for small graphs).
 pub(crate) type NodeOrder = SmallVec<[Arc<Node>; 16]>;
@@ -224,7 +244,21 @@ fn walk_with(
 }
 
 type PlanCache = HashMap<Vec<u64>, Arc<Template>, FxBuild>;
-static PLANS: std::sync::RwLock<Option<PlanCache>> = std::sync::RwLock::new(None);
+
+/// The plan cache: per process, as a plan may span devices (copies, sharded plans).
+pub(crate) struct Plans {
+    /// Plan templates by structural key (at most [`PLAN_CACHE_MAX`]).
+    templates: std::sync::RwLock<Option<PlanCache>>,
+    /// Node descriptions of recent plans, by the same keys, at debug level 2 and above (to
+    /// explain misses: `explain`).
+    pub(crate) nodes: std::sync::Mutex<Option<HashMap<Vec<u64>, Vec<String>>>>,
+}
+
+/// The process's plan cache.
+pub(crate) static PLANS: Plans = Plans {
+    templates: std::sync::RwLock::new(None),
+    nodes: std::sync::Mutex::new(None),
+};
 const PLAN_CACHE_MAX: usize = 4096;
 
 /// Per-thread buffers of a walk: the plan key and the DAG it was made from.
@@ -232,10 +266,6 @@ const PLAN_CACHE_MAX: usize = 4096;
 struct Walked {
     key: Vec<u64>,
     dag: Dag,
-}
-
-thread_local! {
-    static KEY: std::cell::RefCell<Walked> = std::cell::RefCell::new(Walked::default());
 }
 
 /// The plan template for `roots` (cached by structure) with the walked nodes it is
@@ -267,6 +297,7 @@ fn template_with_key(
     loop {
         let nodes = walk(roots, fuse, key, dag);
         let cached = PLANS
+            .templates
             .read()
             .unwrap_or_else(|e| e.into_inner())
             .as_ref()
@@ -276,7 +307,7 @@ fn template_with_key(
             return Ok((t, nodes, true));
         }
         if config::debug_level() >= 2 {
-            let guard = PLANS.read().unwrap_or_else(|e| e.into_inner());
+            let guard = PLANS.templates.read().unwrap_or_else(|e| e.into_inner());
             let why = crate::explain::plan_miss(key, &nodes, guard.iter().flat_map(|c| c.keys()));
             config::debug_log!(2, "plan cache miss: {why}");
         }
@@ -304,7 +335,7 @@ fn template_with_key(
         if config::debug_level() >= 2 {
             crate::explain::remember_plan(key, &nodes);
         }
-        let mut guard = PLANS.write().unwrap_or_else(|e| e.into_inner());
+        let mut guard = PLANS.templates.write().unwrap_or_else(|e| e.into_inner());
         let cache = guard.get_or_insert_with(HashMap::default);
         if cache.len() >= PLAN_CACHE_MAX {
             cache.clear();

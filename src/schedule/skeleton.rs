@@ -6,7 +6,9 @@
 
 use super::{Dag, NodeOrder, Template};
 use crate::graph::{mix, IdHasher, Node};
+use crate::thread_field::Field;
 use smallvec::SmallVec;
+use std::cell::RefCell;
 use std::collections::HashMap;
 use std::sync::Arc;
 
@@ -109,12 +111,12 @@ fn hint(roots: &[Arc<Node>], fuse: bool) -> u64 {
 }
 
 /// Plans this thread found lately, by [`hint`]. Per thread, so a hit takes no lock.
-type Recent = HashMap<u64, Arc<Template>, std::hash::BuildHasherDefault<IdHasher>>;
+pub(super) type Recent = HashMap<u64, Arc<Template>, std::hash::BuildHasherDefault<IdHasher>>;
 const RECENT_MAX: usize = 1024;
 
-thread_local! {
-    static RECENT: std::cell::RefCell<Recent> = std::cell::RefCell::new(Recent::default());
-}
+/// This thread's recent plans (at most [`RECENT_MAX`]).
+const RECENT: Field<super::ThreadPlanning, RefCell<Recent>> =
+    Field::new(&super::PLANNING, |t| &t.recent);
 
 /// The plan this thread last used for a DAG with `roots`' structural keys, with the DAG's
 /// nodes by the plan's positions, when the DAG passes the plan's skeleton.

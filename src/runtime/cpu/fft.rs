@@ -20,8 +20,27 @@ fn planner<T: FftNum>(
 ) -> &'static Mutex<FftPlanner<T>> {
     cell.get_or_init(|| Mutex::new(FftPlanner::new()))
 }
-static P32: OnceLock<Mutex<FftPlanner<f32>>> = OnceLock::new();
-static P64: OnceLock<Mutex<FftPlanner<f64>>> = OnceLock::new();
+
+/// The rustfft and realfft planners, with their plans by length, per element type (a part
+/// of the CPU device's state), each made on first use.
+pub(crate) struct FftPlanners {
+    p32: OnceLock<Mutex<FftPlanner<f32>>>,
+    p64: OnceLock<Mutex<FftPlanner<f64>>>,
+    r32: OnceLock<Mutex<RealFftPlanner<f32>>>,
+    r64: OnceLock<Mutex<RealFftPlanner<f64>>>,
+}
+
+impl FftPlanners {
+    /// No planner made yet.
+    pub(crate) const fn new() -> FftPlanners {
+        FftPlanners {
+            p32: OnceLock::new(),
+            p64: OnceLock::new(),
+            r32: OnceLock::new(),
+            r64: OnceLock::new(),
+        }
+    }
+}
 
 /// The out-of-memory error for `len` elements of `T` for `what`.
 fn oom<T>(len: usize, what: &str) -> Error {
@@ -284,8 +303,6 @@ fn real_planner<T: FftNum>(
 ) -> &'static Mutex<RealFftPlanner<T>> {
     cell.get_or_init(|| Mutex::new(RealFftPlanner::new()))
 }
-static R32: OnceLock<Mutex<RealFftPlanner<f32>>> = OnceLock::new();
-static R64: OnceLock<Mutex<RealFftPlanner<f64>>> = OnceLock::new();
 
 /// Per element type: its planners.
 trait Planners: FftNum + Default + RealPlans {
@@ -311,10 +328,10 @@ macro_rules! output_of {
 }
 impl Planners for f32 {
     fn complex() -> &'static Mutex<FftPlanner<f32>> {
-        planner(&P32)
+        planner(&super::CPU.fft.p32)
     }
     fn real() -> &'static Mutex<RealFftPlanner<f32>> {
-        real_planner(&R32)
+        real_planner(&super::CPU.fft.r32)
     }
     fn real_output(len: usize) -> Result<Vec<f32>> {
         output_of!(F32, len)
@@ -328,10 +345,10 @@ impl Planners for f32 {
 }
 impl Planners for f64 {
     fn complex() -> &'static Mutex<FftPlanner<f64>> {
-        planner(&P64)
+        planner(&super::CPU.fft.p64)
     }
     fn real() -> &'static Mutex<RealFftPlanner<f64>> {
-        real_planner(&R64)
+        real_planner(&super::CPU.fft.r64)
     }
     fn real_output(len: usize) -> Result<Vec<f64>> {
         output_of!(F64, len)

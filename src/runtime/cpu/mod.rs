@@ -19,22 +19,47 @@ const CHUNK: usize = 1 << 16;
 /// busy (eight interpreter tiles).
 const MIN_CHUNK: usize = 1 << 14;
 
+/// The state of the CPU device, one per process as the host is one device (`Device::Cpu`
+/// holds none): its threads, its loops, its recycled buffers and its FFT plans.
+pub(crate) struct CpuState {
+    /// Pool of `LAZYFUSE_CPU_THREADS` threads; none means rayon's global pool.
+    pool: std::sync::OnceLock<Option<rayon::ThreadPool>>,
+    /// The latest parallel loop, for lingering helpers to join.
+    loops: par::Loops,
+    /// Large host buffers kept for reuse (`runtime::recycle`).
+    pub(crate) kept_buffers: std::sync::Mutex<Vec<HostBuf>>,
+    /// rustfft and realfft planners.
+    fft: fft::FftPlanners,
+    /// Even-length real FFT plans by length and direction.
+    real_lines: real_lines::RealLinesCaches,
+    /// Symmetrized half spectra of evaluated real filters on the CPU.
+    pub(crate) kept_spectra: crate::api::fft::KeptSpectra,
+}
+
+/// The CPU device's state.
+pub(crate) static CPU: CpuState = CpuState {
+    pool: std::sync::OnceLock::new(),
+    loops: par::Loops::new(),
+    kept_buffers: std::sync::Mutex::new(Vec::new()),
+    fft: fft::FftPlanners::new(),
+    real_lines: real_lines::RealLinesCaches::new(),
+    kept_spectra: crate::api::fft::KeptSpectra::new(),
+};
+
 /// The worker pool CPU kernels run on: rayon's global pool (shared with the rest of the
 /// program), or a pool of `LAZYFUSE_CPU_THREADS` threads when that is set. Built once; no
 /// launch spawns a thread.
 fn pool() -> Option<&'static rayon::ThreadPool> {
-    static POOL: std::sync::OnceLock<Option<rayon::ThreadPool>> = std::sync::OnceLock::new();
-    POOL.get_or_init(|| {
-        let n: usize = std::env::var("LAZYFUSE_CPU_THREADS")
-            .ok()
-            .and_then(|v| v.trim().parse().ok())?;
-        rayon::ThreadPoolBuilder::new()
-            .num_threads(n.max(1))
-            .thread_name(|i| format!("lazyfuse-cpu-{i}"))
-            .build()
-            .ok()
-    })
-    .as_ref()
+    CPU.pool
+        .get_or_init(|| {
+            let n = crate::config::CONFIG.cpu_threads()?;
+            rayon::ThreadPoolBuilder::new()
+                .num_threads(n.max(1))
+                .thread_name(|i| format!("lazyfuse-cpu-{i}"))
+                .build()
+                .ok()
+        })
+        .as_ref()
 }
 
 /// Runs `f` on the pool CPU kernels run on (rayon's parallel iterators inside it use it).

@@ -27,12 +27,32 @@ use std::time::{Duration, Instant};
 /// the 2-core development machine).
 const LINGER: Duration = Duration::from_micros(100);
 
-/// The most recently started loop, with its number: what a lingering helper joins.
-static LATEST: Mutex<Option<(u64, Arc<Shared>)>> = Mutex::new(None);
-/// The number of the most recently started loop.
-static STARTED: AtomicU64 = AtomicU64::new(0);
-/// Helpers lingering now.
-static LINGERING: AtomicUsize = AtomicUsize::new(0);
+/// The loops' shared state (a part of the CPU device's state: helpers are threads of its
+/// pool, shared by every loop).
+pub(crate) struct Loops {
+    /// The most recently started loop, with its number: what a lingering helper joins.
+    latest: Mutex<Option<(u64, Arc<Shared>)>>,
+    /// The number of the most recently started loop.
+    started: AtomicU64,
+    /// Helpers lingering now.
+    lingering: AtomicUsize,
+}
+
+impl Loops {
+    /// No loop started yet.
+    pub(crate) const fn new() -> Loops {
+        Loops {
+            latest: Mutex::new(None),
+            started: AtomicU64::new(0),
+            lingering: AtomicUsize::new(0),
+        }
+    }
+}
+
+/// The loops' state of the process's CPU device.
+fn loops() -> &'static Loops {
+    &super::CPU.loops
+}
 
 /// The loop body as a pointer without its lifetime (see the safety argument of [`par_for`]).
 type Body = *const (dyn Fn(usize) -> Result<()> + Sync);
@@ -111,13 +131,13 @@ pub(crate) fn par_for(n: usize, body: &(dyn Fn(usize) -> Result<()> + Sync)) -> 
         panic: Mutex::new(None),
     });
     let number = {
-        let mut latest = LATEST.lock().unwrap_or_else(|p| p.into_inner());
-        let number = STARTED.fetch_add(1, Ordering::AcqRel) + 1;
+        let mut latest = loops().latest.lock().unwrap_or_else(|p| p.into_inner());
+        let number = loops().started.fetch_add(1, Ordering::AcqRel) + 1;
         *latest = Some((number, shared.clone()));
         number
     };
     // helpers lingering after an earlier loop join this one by themselves
-    let missing = helpers.saturating_sub(LINGERING.load(Ordering::Acquire));
+    let missing = helpers.saturating_sub(loops().lingering.load(Ordering::Acquire));
     for _ in 0..missing {
         let s = shared.clone();
         super::spawn(move || help(s, number));
@@ -158,27 +178,32 @@ fn help(first: Arc<Shared>, number: u64) {
     first.work();
     drop(first);
     let mut seen = number;
-    LINGERING.fetch_add(1, Ordering::AcqRel);
+    let Loops {
+        latest,
+        started,
+        lingering,
+    } = loops();
+    lingering.fetch_add(1, Ordering::AcqRel);
     let mut since = Instant::now();
     loop {
-        if STARTED.load(Ordering::Acquire) != seen {
-            let next = LATEST
+        if started.load(Ordering::Acquire) != seen {
+            let next = latest
                 .lock()
                 .unwrap_or_else(|p| p.into_inner())
                 .as_ref()
                 .map(|(k, s)| (*k, s.clone()));
             if let Some((k, s)) = next.filter(|(k, _)| *k != seen) {
-                LINGERING.fetch_sub(1, Ordering::AcqRel);
+                lingering.fetch_sub(1, Ordering::AcqRel);
                 s.work();
                 drop(s);
                 seen = k;
-                LINGERING.fetch_add(1, Ordering::AcqRel);
+                lingering.fetch_add(1, Ordering::AcqRel);
                 since = Instant::now();
                 continue;
             }
         }
         if since.elapsed() > LINGER {
-            LINGERING.fetch_sub(1, Ordering::AcqRel);
+            lingering.fetch_sub(1, Ordering::AcqRel);
             return;
         }
         std::hint::spin_loop();

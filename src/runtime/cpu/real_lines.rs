@@ -29,12 +29,31 @@ pub(super) trait RealPlans: FftNum {
     fn cache() -> &'static Cache<Self>;
 }
 
+/// The caches of both element types (a part of the CPU device's state), each made on first
+/// use.
+pub(crate) struct RealLinesCaches {
+    f32: OnceLock<Cache<f32>>,
+    f64: OnceLock<Cache<f64>>,
+}
+
+impl RealLinesCaches {
+    /// Both empty.
+    pub(crate) const fn new() -> RealLinesCaches {
+        RealLinesCaches {
+            f32: OnceLock::new(),
+            f64: OnceLock::new(),
+        }
+    }
+}
+
 macro_rules! real_plans {
-    ($t:ty) => {
+    ($t:ident) => {
         impl RealPlans for $t {
             fn cache() -> &'static Cache<$t> {
-                static C: OnceLock<Cache<$t>> = OnceLock::new();
-                C.get_or_init(|| Mutex::new(HashMap::new()))
+                super::CPU
+                    .real_lines
+                    .$t
+                    .get_or_init(|| Mutex::new(HashMap::new()))
             }
         }
     };

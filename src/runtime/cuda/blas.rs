@@ -28,7 +28,7 @@ use cudarc::driver::result as drv;
 use lazyfuse_codegen::DType;
 use std::ffi::{c_int, c_longlong};
 use std::panic::{catch_unwind, AssertUnwindSafe};
-use std::sync::{Arc, OnceLock};
+use std::sync::Arc;
 
 /// An owned cuBLAS handle of a device, destroyed on drop.
 struct Handle(blas_sys::cublasHandle_t);
@@ -46,8 +46,7 @@ impl Drop for Handle {
 
 /// Whether libcublas can be loaded (checked once; never panics).
 fn cublas_present() -> bool {
-    static PRESENT: OnceLock<bool> = OnceLock::new();
-    *PRESENT.get_or_init(|| {
+    *super::CUDA.cublas.get_or_init(|| {
         // SAFETY: `is_culib_present` only tries to dlopen the library candidates.
         catch_unwind(|| unsafe { blas_sys::is_culib_present() }).unwrap_or(false)
     })

@@ -3,7 +3,7 @@
 //! dumping, and the GPU-less compile check `nvrtc_check`.
 
 use super::disk_cache::{DiskCache, Lookup};
-use super::driver_err;
+use super::{driver_err, CUDA};
 use crate::config::debug_log;
 use crate::graph::FxBuild;
 use crate::profile::{self, CompileSource};
@@ -16,7 +16,7 @@ use lazyfuse_codegen::Kernel;
 use std::collections::{HashMap, HashSet};
 use std::ffi::{c_char, c_int, CString};
 use std::path::PathBuf;
-use std::sync::{Arc, Mutex, MutexGuard, OnceLock, RwLock};
+use std::sync::{Arc, Mutex, MutexGuard, RwLock};
 use std::time::{Duration, Instant};
 
 /// Arch `nvrtc_check` compiles for: the H200 the project targets.
@@ -83,8 +83,7 @@ impl Drop for Program {
 
 /// Whether libnvrtc can be loaded (checked once; never panics).
 pub(super) fn nvrtc_present() -> bool {
-    static PRESENT: OnceLock<bool> = OnceLock::new();
-    *PRESENT.get_or_init(|| {
+    *CUDA.nvrtc.get_or_init(|| {
         // SAFETY: `is_culib_present` only tries to dlopen the library candidates.
         std::panic::catch_unwind(|| unsafe { nvrtc_sys::is_culib_present() }).unwrap_or(false)
     })
@@ -92,8 +91,7 @@ pub(super) fn nvrtc_present() -> bool {
 
 /// NVRTC's (major, minor) version, `None` when it cannot be queried.
 pub(super) fn nvrtc_version() -> Option<(i32, i32)> {
-    static VERSION: OnceLock<Option<(i32, i32)>> = OnceLock::new();
-    *VERSION.get_or_init(|| {
+    *CUDA.nvrtc_version.get_or_init(|| {
         if !nvrtc_present() {
             return None;
         }
@@ -106,8 +104,7 @@ pub(super) fn nvrtc_version() -> Option<(i32, i32)> {
 
 /// The SM versions (e.g. 90) this NVRTC can target; empty when it cannot say.
 fn supported_archs() -> &'static [i32] {
-    static ARCHS: OnceLock<Vec<i32>> = OnceLock::new();
-    ARCHS.get_or_init(|| {
+    CUDA.nvrtc_archs.get_or_init(|| {
         if !nvrtc_present() {
             return Vec::new(); // cudarc would panic calling into a missing library
         }
@@ -254,13 +251,7 @@ impl Target {
 
 /// `LAZYFUSE_DUMP_DIR`, read once.
 fn dump_dir() -> Option<&'static PathBuf> {
-    static DIR: OnceLock<Option<PathBuf>> = OnceLock::new();
-    DIR.get_or_init(|| {
-        std::env::var_os("LAZYFUSE_DUMP_DIR")
-            .filter(|v| !v.is_empty())
-            .map(PathBuf::from)
-    })
-    .as_ref()
+    crate::config::CONFIG.dump_dir()
 }
 
 /// Writes the source to `LAZYFUSE_DUMP_DIR/<entry>.cu` when that is set.
@@ -373,8 +364,7 @@ pub(super) struct LoadedKernel {
 
 /// Whether the driver has `cuFuncGetParamInfo` (CUDA 12.4+).
 fn driver_has_param_info() -> bool {
-    static HAS: OnceLock<bool> = OnceLock::new();
-    *HAS.get_or_init(|| {
+    *CUDA.param_info.get_or_init(|| {
         let mut v: c_int = 0;
         // SAFETY: `v` is valid for one write; the driver library is loaded (a context exists).
         let ok = unsafe { drv_sys::cuDriverGetVersion(&mut v) }
@@ -691,11 +681,13 @@ impl KernelCache {
 /// `Ok(false)` when NVRTC is not installed, `Error::Compile` (with the log and the dumped
 /// source) when NVRTC rejects it. Each distinct kernel is checked once per process.
 pub fn nvrtc_check(kernel: &Kernel) -> Result<bool> {
-    static CHECKED: Mutex<Option<HashSet<Kernel>>> = Mutex::new(None);
     if !nvrtc_present() {
         return Ok(false);
     }
-    if lock(&CHECKED).as_ref().is_some_and(|s| s.contains(kernel)) {
+    if lock(&CUDA.checked)
+        .as_ref()
+        .is_some_and(|s| s.contains(kernel))
+    {
         return Ok(true);
     }
     let opts = RenderOptions {
@@ -713,7 +705,7 @@ pub fn nvrtc_check(kernel: &Kernel) -> Result<bool> {
     )
     .map_err(|f| compile_error(&r, dumped, options, f))?;
     debug_log!(3, "nvrtc_check {}: ok in {:.2?}", r.entry, t0.elapsed());
-    lock(&CHECKED)
+    lock(&CUDA.checked)
         .get_or_insert_with(HashSet::new)
         .insert(kernel.clone());
     Ok(true)

@@ -17,7 +17,7 @@ use std::ffi::c_void;
 use std::fmt;
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::path::Path;
-use std::sync::{Arc, Mutex, OnceLock, Weak};
+use std::sync::{Arc, Mutex, Weak};
 
 /// Blocks per SM a grid-stride launch is capped at: enough to fill every SM several times
 /// over, few enough that each thread loops over many elements of a large array.
@@ -47,6 +47,12 @@ pub struct CudaDevice {
     pub(super) blas: Mutex<super::blas::BlasState>,
     /// cuFFT's plans and work area, and the stream of their last use.
     pub(super) fft: Mutex<super::fft::FftState>,
+    /// The FFT helper kernels (resize, conversions) as IR, built on first use.
+    pub(super) fft_helpers: super::fft::HelperKernels,
+    /// CUDA graph state (graph, arena) of plain evaluations, per plan template.
+    plan_graphs: crate::exec::replay::PlanGraphs,
+    /// Symmetrized half spectra of evaluated real filters on this device.
+    kept_spectra: crate::api::fft::KeptSpectra,
 }
 
 /// Completion counters available to one reduction launch (one per row block).
@@ -107,8 +113,8 @@ impl fmt::Debug for CudaDevice {
 /// The number of CUDA devices, or why CUDA is unusable. Never panics (cudarc panics when a
 /// library or symbol is missing; that is caught here).
 fn device_count() -> std::result::Result<usize, String> {
-    static COUNT: OnceLock<std::result::Result<usize, String>> = OnceLock::new();
-    COUNT
+    super::CUDA
+        .count
         .get_or_init(|| {
             catch_unwind(|| {
                 // SAFETY: `is_culib_present` only tries to dlopen the driver library.
@@ -126,12 +132,13 @@ fn device_count() -> std::result::Result<usize, String> {
         .clone()
 }
 
-thread_local! {
-    /// The stream a CUDA graph is being captured on by this thread, with its device
-    /// ordinal (`graph::capture`); work of that device queued by this thread goes there.
-    pub(super) static CAPTURE: std::cell::RefCell<Option<(usize, Arc<CudaStream>)>> =
-        const { std::cell::RefCell::new(None) };
-}
+/// The stream a CUDA graph is being captured on by this thread, with its device ordinal
+/// (`graph::capture`); work of that device queued by this thread goes there.
+#[allow(clippy::type_complexity)]
+pub(super) const CAPTURE: crate::thread_field::Field<
+    super::ThreadCuda,
+    std::cell::RefCell<Option<(usize, Arc<CudaStream>)>>,
+> = crate::thread_field::Field::new(&super::THREAD, |t| &t.capture);
 
 /// Grid size for `n` elements: enough blocks to cover every element once, capped at
 /// `BLOCKS_PER_SM` per SM (the kernels' grid-stride loop covers the rest), at least 1.
@@ -166,14 +173,7 @@ pub(super) fn grid_size_resident(
 /// 1 to 64; default 4: more blocks than slots let SMs whose blocks finish early take new
 /// ones, which measured faster than one wave on the H200).
 fn grid_waves() -> u64 {
-    static W: OnceLock<u64> = OnceLock::new();
-    *W.get_or_init(|| {
-        std::env::var("LAZYFUSE_GRID_WAVES")
-            .ok()
-            .and_then(|v| v.parse::<u64>().ok())
-            .filter(|w| (1..=64).contains(w))
-            .unwrap_or(4)
-    })
+    crate::config::CONFIG.grid_waves()
 }
 
 /// The render options a launch over `n` elements reading `input_lens` uses.
@@ -216,8 +216,7 @@ impl CudaDevice {
     /// `Error::NoCuda` when there is no driver or no such device, `Error::Cuda` when the
     /// driver fails to set it up.
     pub fn open(ordinal: usize) -> Result<Arc<CudaDevice>> {
-        static DEVICES: Mutex<Vec<Arc<CudaDevice>>> = Mutex::new(Vec::new());
-        let mut devices = lock(&DEVICES);
+        let mut devices = lock(&super::CUDA.devices);
         if let Some(d) = devices.iter().find(|d| d.ordinal == ordinal) {
             return Ok(d.clone());
         }
@@ -276,7 +275,20 @@ impl CudaDevice {
             staging: Staging::default(),
             blas: Mutex::default(),
             fft: Mutex::default(),
+            fft_helpers: Default::default(),
+            plan_graphs: Default::default(),
+            kept_spectra: Default::default(),
         }))
+    }
+
+    /// The CUDA graph states of plain evaluations on this device.
+    pub(crate) fn plan_graphs(&self) -> &crate::exec::replay::PlanGraphs {
+        &self.plan_graphs
+    }
+
+    /// The symmetrized half spectra of evaluated real filters on this device.
+    pub(crate) fn kept_spectra(&self) -> &crate::api::fft::KeptSpectra {
+        &self.kept_spectra
     }
 
     /// The stream this thread queues work of this device on: its lane's, or the capture

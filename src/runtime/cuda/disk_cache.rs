@@ -7,7 +7,7 @@ use crate::config::debug_log;
 use lazyfuse_codegen::ir::fnv1a;
 use std::io::Write as _;
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
+use std::sync::atomic::Ordering::Relaxed;
 
 /// First bytes of every cache file.
 const MAGIC: &[u8; 8] = b"LFKCACHE";
@@ -33,19 +33,9 @@ impl DiskCache {
     /// disk cache off), else `$XDG_CACHE_HOME/lazyfuse`, else `$HOME/.cache/lazyfuse`. `None`
     /// (logged at debug level 1) when no candidate directory can be created.
     pub(super) fn from_env() -> Option<DiskCache> {
-        let candidates: Vec<PathBuf> = match std::env::var_os("LAZYFUSE_CACHE_DIR") {
-            Some(v) if v.is_empty() => {
-                debug_log!(2, "disk kernel cache off (LAZYFUSE_CACHE_DIR is empty)");
-                return None;
-            }
-            Some(v) => vec![PathBuf::from(v)],
-            None => {
-                let nonempty = |k: &str| std::env::var_os(k).filter(|v| !v.is_empty());
-                let xdg = nonempty("XDG_CACHE_HOME").map(|x| PathBuf::from(x).join("lazyfuse"));
-                let home =
-                    nonempty("HOME").map(|h| PathBuf::from(h).join(".cache").join("lazyfuse"));
-                xdg.into_iter().chain(home).collect()
-            }
+        let Some(candidates) = crate::config::kernel_cache_dirs() else {
+            debug_log!(2, "disk kernel cache off (LAZYFUSE_CACHE_DIR is empty)");
+            return None;
         };
         for dir in candidates {
             if let Some(c) = DiskCache::at(dir) {
@@ -101,7 +91,6 @@ impl DiskCache {
     /// logged: the cache is an optimization.
     pub(super) fn store(&self, key: &str, img: &Image) {
         let path = self.path_for(key);
-        static SEQ: AtomicU64 = AtomicU64::new(0);
         let nanos = std::time::SystemTime::now()
             .duration_since(std::time::UNIX_EPOCH)
             .map(|d| d.as_nanos() as u64)
@@ -113,7 +102,7 @@ impl DiskCache {
                 .and_then(|n| n.to_str())
                 .unwrap_or("kernel"),
             std::process::id(),
-            SEQ.fetch_add(1, Relaxed),
+            super::CUDA.disk_seq.fetch_add(1, Relaxed),
         ));
         let write = || -> std::io::Result<()> {
             let mut f = std::fs::File::create(&tmp)?;

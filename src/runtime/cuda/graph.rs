@@ -168,8 +168,7 @@ impl CudaDevice {
 
 /// `LAZYFUSE_GRAPHS`: `0` turns CUDA graphs off, `1` (the default) on.
 pub(crate) fn graphs_enabled() -> bool {
-    static ON: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
-    *ON.get_or_init(|| !std::env::var("LAZYFUSE_GRAPHS").is_ok_and(|v| v.trim() == "0"))
+    crate::config::CONFIG.graphs()
 }
 
 impl GraphPlan {

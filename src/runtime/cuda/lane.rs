@@ -11,6 +11,7 @@ use super::compile::lock;
 use super::device::CudaDevice;
 use super::driver_err;
 use super::memory::FreeList;
+use crate::thread_field::Field;
 use crate::{Error, Result};
 use cudarc::driver::{sys as drv_sys, CudaSlice, CudaStream};
 use smallvec::SmallVec;
@@ -92,7 +93,7 @@ impl Lanes {
 }
 
 /// A lane lent to a thread; back to the device's idle list when the thread ends.
-struct Lease {
+pub(super) struct Lease {
     dev: Weak<CudaDevice>,
     lane: Arc<Lane>,
     pooled: bool,
@@ -106,12 +107,12 @@ impl Drop for Lease {
     }
 }
 
-thread_local! {
-    /// This thread's lane of each device it used.
-    static LEASES: RefCell<SmallVec<[Lease; 1]>> = RefCell::new(SmallVec::new());
-    /// Lanes chosen by `with_stream` on this thread, innermost last.
-    static CHOSEN: RefCell<SmallVec<[Arc<Lane>; 1]>> = RefCell::new(SmallVec::new());
-}
+/// This thread's lane of each device it used (returned when the thread ends).
+const LEASES: Field<super::ThreadCuda, RefCell<SmallVec<[Lease; 1]>>> =
+    Field::new(&super::THREAD, |t| &t.leases);
+/// Lanes chosen by `with_stream` on this thread, innermost last.
+const CHOSEN: Field<super::ThreadCuda, RefCell<SmallVec<[Arc<Lane>; 1]>>> =
+    Field::new(&super::THREAD, |t| &t.chosen);
 
 impl CudaDevice {
     /// The lane work of this thread goes to: the one `with_stream` chose, else this

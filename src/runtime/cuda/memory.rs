@@ -243,7 +243,7 @@ impl FreeList {
 }
 
 fn bump_live_sub(bytes: usize) {
-    crate::stats::DEVICE_BYTES.sub(bytes as u64);
+    crate::stats::device_bytes().sub(bytes as u64);
 }
 
 impl CudaBuffer {
@@ -381,7 +381,7 @@ impl CudaDevice {
             }
         })?;
         bump::buffers_allocated(1);
-        crate::stats::DEVICE_BYTES.add(slice.len() as u64);
+        crate::stats::device_bytes().add(slice.len() as u64);
         let buf = CudaBuffer {
             mem: Memory::Pool(ManuallyDrop::new(slice)),
             dtype,

@@ -45,6 +45,78 @@ pub use memory::{CudaBuffer, PinnedHost};
 
 use crate::Error;
 use cudarc::driver::DriverError;
+use lazyfuse_codegen::Kernel;
+use std::collections::HashSet;
+use std::sync::atomic::AtomicU64;
+use std::sync::{Arc, Mutex, OnceLock};
+
+/// What CUDA is in this process: the libraries loaded (each probed once, never panicking)
+/// and the devices opened. Everything of one device is a field of its [`CudaDevice`].
+struct CudaProcess {
+    /// The number of CUDA devices, or why CUDA is unusable.
+    count: OnceLock<std::result::Result<usize, String>>,
+    /// Every opened device, one per ordinal.
+    devices: Mutex<Vec<Arc<CudaDevice>>>,
+    /// Whether libnvrtc loads.
+    nvrtc: OnceLock<bool>,
+    /// NVRTC's (major, minor) version.
+    nvrtc_version: OnceLock<Option<(i32, i32)>>,
+    /// The SM versions NVRTC can target.
+    nvrtc_archs: OnceLock<Vec<i32>>,
+    /// Kernels that passed the NVRTC compile check for `sm_90` (a property of the loaded
+    /// NVRTC; no device takes part).
+    checked: Mutex<Option<HashSet<Kernel>>>,
+    /// Whether the driver has `cuFuncGetParamInfo` (CUDA 12.4+).
+    param_info: OnceLock<bool>,
+    /// Whether libcufft loads.
+    cufft: OnceLock<bool>,
+    /// Whether libcublas loads.
+    cublas: OnceLock<bool>,
+    /// Sequence number of the disk cache's temporary file names (unique in the process;
+    /// the pid tells processes apart).
+    disk_seq: AtomicU64,
+}
+
+/// This thread on CUDA: per thread, as a capture, a lane lease and a `with_stream` scope
+/// belong to one thread (the lane pools themselves are device fields; a per-device map
+/// keyed by thread would take a lock on every launch).
+struct ThreadCuda {
+    /// The stream (and device ordinal) this thread captures a CUDA graph on.
+    capture: std::cell::RefCell<Option<(usize, Arc<cudarc::driver::CudaStream>)>>,
+    /// This thread's lane on each device it used, returned to the device when the thread
+    /// ends.
+    leases: std::cell::RefCell<smallvec::SmallVec<[lane::Lease; 1]>>,
+    /// Lanes `with_stream` chose, innermost last.
+    chosen: std::cell::RefCell<smallvec::SmallVec<[Arc<lane::Lane>; 1]>>,
+    /// cuFFT plans and work areas used during this thread's capture.
+    pins: std::cell::RefCell<Option<Vec<fft::PinnedPlan>>>,
+}
+
+thread_local! {
+    /// This thread's CUDA state.
+    static THREAD: ThreadCuda = const {
+        ThreadCuda {
+            capture: std::cell::RefCell::new(None),
+            leases: std::cell::RefCell::new(smallvec::SmallVec::new_const()),
+            chosen: std::cell::RefCell::new(smallvec::SmallVec::new_const()),
+            pins: std::cell::RefCell::new(None),
+        }
+    };
+}
+
+/// The CUDA libraries and devices of this process.
+static CUDA: CudaProcess = CudaProcess {
+    count: OnceLock::new(),
+    devices: Mutex::new(Vec::new()),
+    nvrtc: OnceLock::new(),
+    nvrtc_version: OnceLock::new(),
+    nvrtc_archs: OnceLock::new(),
+    checked: Mutex::new(None),
+    param_info: OnceLock::new(),
+    cufft: OnceLock::new(),
+    cublas: OnceLock::new(),
+    disk_seq: AtomicU64::new(0),
+};
 
 /// Wraps a driver error into the crate's error, naming the call. Every driver call of this
 /// backend maps its result through one of these, built right after the call returns, so

@@ -82,7 +82,7 @@ fn convert_kernel(from: DType, to_complex: bool) -> Kernel {
     b.finish()
 }
 
-/// The kernels of one precision, built once per process (shared `Arc`s, so that launches
+/// The kernels of one precision, built once per device (shared `Arc`s, so that launches
 /// find their loaded kernel without hashing the IR).
 struct Kernels {
     resize: Arc<Kernel>,
@@ -91,14 +91,8 @@ struct Kernels {
     real_part: Arc<Kernel>,
 }
 
-fn kernels(prec: Precision) -> &'static Kernels {
-    static SINGLE: OnceLock<Kernels> = OnceLock::new();
-    static DOUBLE: OnceLock<Kernels> = OnceLock::new();
-    let cell = match prec {
-        Precision::Single => &SINGLE,
-        Precision::Double => &DOUBLE,
-    };
-    cell.get_or_init(|| {
+impl Kernels {
+    fn new(prec: Precision) -> Kernels {
         let (c, r) = (prec.complex_dtype(), prec.real_dtype());
         Kernels {
             resize: Arc::new(resize_kernel(c, false)),
@@ -106,7 +100,22 @@ fn kernels(prec: Precision) -> &'static Kernels {
             to_complex: Arc::new(convert_kernel(r, true)),
             real_part: Arc::new(convert_kernel(c, false)),
         }
-    })
+    }
+}
+
+/// The helper kernels of both precisions as IR, each built on its first use: a field of
+/// the device whose kernel cache loads them.
+#[derive(Default)]
+pub(in crate::runtime::cuda) struct HelperKernels([OnceLock<Kernels>; 2]);
+
+impl HelperKernels {
+    fn get(&self, prec: Precision) -> &Kernels {
+        let cell = match prec {
+            Precision::Single => &self.0[0],
+            Precision::Double => &self.0[1],
+        };
+        cell.get_or_init(|| Kernels::new(prec))
+    }
 }
 
 fn i64s(v: &[i64]) -> smallvec::SmallVec<[Scalar; 4]> {
@@ -115,12 +124,13 @@ fn i64s(v: &[i64]) -> smallvec::SmallVec<[Scalar; 4]> {
 
 /// `Step::Resize` (reads `[outer, n, inner]`, writes `[outer, h, inner]`).
 pub(super) fn resize(
+    helpers: &HelperKernels,
     prec: Precision,
     (outer, n, h, inner): (usize, usize, usize, usize),
     nyq: i64,
     sanitize: bool,
 ) -> Launch {
-    let k = kernels(prec);
+    let k = helpers.get(prec);
     Launch {
         kernel: if sanitize {
             k.resize_sanitized.clone()
@@ -135,8 +145,13 @@ pub(super) fn resize(
 }
 
 /// `Step::ToComplex` (`to_complex`) or `Step::RealPart` of `len` elements.
-pub(super) fn convert(prec: Precision, len: usize, to_complex: bool) -> Launch {
-    let k = kernels(prec);
+pub(super) fn convert(
+    helpers: &HelperKernels,
+    prec: Precision,
+    len: usize,
+    to_complex: bool,
+) -> Launch {
+    let k = helpers.get(prec);
     Launch {
         kernel: if to_complex {
             k.to_complex.clone()
@@ -180,6 +195,7 @@ mod tests {
     /// awkward sizes (a truncation, a zero padding, odd lengths without a Nyquist entry).
     #[test]
     fn helper_kernels_compute_their_steps() {
+        let helpers = HelperKernels::default();
         for prec in [Precision::Single, Precision::Double] {
             let cast = |v: &[Z]| match prec {
                 Precision::Double => HostBuf::C128(v.to_vec()),
@@ -202,7 +218,7 @@ mod tests {
                 let x = values(outer * n * inner);
                 for sanitize in [false, true] {
                     let got = back(&run(
-                        &resize(prec, (outer, n, h, inner), nyq, sanitize),
+                        &resize(&helpers, prec, (outer, n, h, inner), nyq, sanitize),
                         &cast(&x),
                     ));
                     let mut want = Vec::new();
@@ -226,12 +242,15 @@ mod tests {
             }
             let x = values(7);
             let re: Vec<Z> = x.iter().map(|z| Z::new(z.re, 0.0)).collect();
-            assert_eq!(back(&run(&convert(prec, 7, false), &cast(&x))), re);
+            assert_eq!(
+                back(&run(&convert(&helpers, prec, 7, false), &cast(&x))),
+                re
+            );
             let real_in = match prec {
                 Precision::Double => HostBuf::F64(x.iter().map(|z| z.re).collect()),
                 Precision::Single => HostBuf::F32(x.iter().map(|z| z.re as f32).collect()),
             };
-            let got = run(&convert(prec, 7, true), &real_in);
+            let got = run(&convert(&helpers, prec, 7, true), &real_in);
             assert_eq!(got.dtype(), prec.complex_dtype());
             assert_eq!(back(&got), re);
         }
@@ -241,14 +260,15 @@ mod tests {
     /// installed (the GPU machine; `LAZYFUSE_REQUIRE_NVRTC=1` makes its absence a failure).
     #[test]
     fn helper_kernels_render_and_compile() {
-        let present = crate::runtime::cuda::nvrtc_check(&kernels(Precision::Single).resize)
+        let helpers = HelperKernels::default();
+        let present = crate::runtime::cuda::nvrtc_check(&helpers.get(Precision::Single).resize)
             .expect("nvrtc check");
         assert!(
             present || std::env::var("LAZYFUSE_REQUIRE_NVRTC").map_or(true, |v| v != "1"),
             "LAZYFUSE_REQUIRE_NVRTC=1 but NVRTC cannot be loaded"
         );
         for prec in [Precision::Single, Precision::Double] {
-            let k = kernels(prec);
+            let k = helpers.get(prec);
             for kernel in [&k.resize, &k.resize_sanitized, &k.to_complex, &k.real_part] {
                 for index32 in [true, false] {
                     let opts = lazyfuse_codegen::cuda::RenderOptions {

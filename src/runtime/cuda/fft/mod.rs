@@ -52,6 +52,7 @@
 //! read its output; nothing here synchronizes except a plan eviction.
 
 mod helpers;
+pub(super) use helpers::HelperKernels;
 mod plan;
 
 use super::compile::lock;
@@ -68,7 +69,7 @@ use plan::*;
 use std::collections::HashMap;
 use std::ffi::{c_int, c_void};
 use std::panic::{catch_unwind, AssertUnwindSafe};
-use std::sync::{Arc, OnceLock};
+use std::sync::Arc;
 
 /// Most plans kept per device.
 const PLAN_CACHE_CAP: usize = 64;
@@ -85,8 +86,7 @@ fn cufft_err(op: &'static str) -> impl Fn(cufft::CufftError) -> Error {
 
 /// Whether libcufft can be loaded (checked once; never panics).
 fn cufft_present() -> bool {
-    static PRESENT: OnceLock<bool> = OnceLock::new();
-    *PRESENT.get_or_init(|| {
+    *super::CUDA.cufft.get_or_init(|| {
         // SAFETY: `is_culib_present` only tries to dlopen the library candidates.
         catch_unwind(|| unsafe { cufft_sys::is_culib_present() }).unwrap_or(false)
     })
@@ -139,11 +139,12 @@ enum Pin {
     Scratch(Arc<CudaBuffer>),
 }
 
-thread_local! {
-    /// While this thread records a CUDA graph: the plans its FFTs executed.
-    static PINS: std::cell::RefCell<Option<Vec<PinnedPlan>>> =
-        const { std::cell::RefCell::new(None) };
-}
+/// While this thread records a CUDA graph: the plans its FFTs executed (goes with the
+/// capture, `ThreadCuda`).
+const PINS: crate::thread_field::Field<
+    super::ThreadCuda,
+    std::cell::RefCell<Option<Vec<PinnedPlan>>>,
+> = crate::thread_field::Field::new(&super::THREAD, |t| &t.pins);
 
 /// Starts collecting the plans this thread's FFTs execute (a graph capture begins).
 pub(crate) fn begin_pins() {
@@ -363,7 +364,13 @@ impl Runner<'_> {
                 nyq,
                 sanitize,
             } => {
-                let l = helpers::resize(self.prec, (outer, n, h, inner), nyq, sanitize);
+                let l = helpers::resize(
+                    &self.dev.fft_helpers,
+                    self.prec,
+                    (outer, n, h, inner),
+                    nyq,
+                    sanitize,
+                );
                 self.launch(&l, &[(p.of(src), outer * n * inner)], p.of(dst))
             }
             Step::Hermitian {
@@ -380,11 +387,11 @@ impl Runner<'_> {
                 }
             }
             Step::ToComplex { src, dst, len } => {
-                let l = helpers::convert(self.prec, len, true);
+                let l = helpers::convert(&self.dev.fft_helpers, self.prec, len, true);
                 self.launch(&l, &[(p.of(src), len)], p.of(dst))
             }
             Step::RealPart { src, dst, len } => {
-                let l = helpers::convert(self.prec, len, false);
+                let l = helpers::convert(&self.dev.fft_helpers, self.prec, len, false);
                 self.launch(&l, &[(p.of(src), len)], p.of(dst))
             }
         }

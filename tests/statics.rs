@@ -11,10 +11,6 @@ use std::path::{Path, PathBuf};
 /// Most process-wide items allowed.
 const MAX_ITEMS: usize = 20;
 
-/// Until src/graph/mod.rs holds its state as one static (`GRAPH`) and one thread-local
-/// (`THREAD`), the five items it holds now stand for those two rows.
-const GRAPH_BEFORE_MERGE: [&str; 5] = ["IDS", "NEXT_ID", "RECENT", "SETTLED", "TABLE"];
-
 /// Every `.rs` file under `dir`.
 fn rust_files(dir: &Path, out: &mut Vec<PathBuf>) {
     for entry in std::fs::read_dir(dir).expect("a readable source directory") {
@@ -72,17 +68,6 @@ fn items_in_source(root: &Path) -> BTreeSet<(String, String)> {
                 "{name} declared twice in {rel}"
             );
         }
-    }
-    let graph = "src/graph/mod.rs".to_string();
-    let in_graph: Vec<&str> = items
-        .iter()
-        .filter(|(_, f)| *f == graph)
-        .map(|(n, _)| n.as_str())
-        .collect();
-    if in_graph == GRAPH_BEFORE_MERGE {
-        items.retain(|(_, f)| *f != graph);
-        items.insert(("GRAPH".into(), graph.clone()));
-        items.insert(("THREAD".into(), graph));
     }
     items
 }

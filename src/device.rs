@@ -30,7 +30,7 @@ pub enum Device {
     /// The host: fused kernels run through the IR interpreter on all cores.
     Cpu,
     /// One CUDA GPU.
-    Cuda(Arc<CudaDevice>),
+    Cuda(&'static CudaDevice),
 }
 
 impl Device {

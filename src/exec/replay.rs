@@ -16,7 +16,7 @@ use std::collections::HashMap;
 use std::sync::{Arc, RwLock};
 
 pub(crate) struct GraphState {
-    dev: Arc<CudaDevice>,
+    dev: &'static CudaDevice,
     /// Graph operand of each DAG position a step refers to.
     slot_of: Vec<Option<Slot>>,
     /// Positions of the results computed per call, in `Ext` order after the inputs.
@@ -173,7 +173,7 @@ impl GraphState {
             })
             .collect();
         let mut st = GraphState {
-            dev: dev.clone(),
+            dev,
             slot_of,
             result_pos,
             fixed,
@@ -185,7 +185,7 @@ impl GraphState {
         };
         // Decide eligibility once, on the template's structure (no buffers needed).
         let probe = st.steps_without_args(template).ok()?;
-        st.plan = Some(GraphPlan::new(dev.clone(), &probe, arena));
+        st.plan = Some(GraphPlan::new(dev, &probe, arena));
         Some(st)
     }
 

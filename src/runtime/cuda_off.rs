@@ -50,7 +50,7 @@ impl CudaBuffer {
         match self._never {}
     }
     /// The owning device.
-    pub fn device(&self) -> &Arc<CudaDevice> {
+    pub fn device(&self) -> &'static CudaDevice {
         match self._never {}
     }
     /// Unreachable.
@@ -77,7 +77,7 @@ impl CudaDevice {
         Err("lazyfuse was built without the `cuda` feature".into())
     }
     /// Always an error.
-    pub fn open(_ordinal: usize) -> Result<Arc<CudaDevice>> {
+    pub fn open(_ordinal: usize) -> Result<&'static CudaDevice> {
         off()
     }
     /// Unreachable.

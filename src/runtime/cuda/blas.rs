@@ -173,7 +173,7 @@ impl CudaDevice {
             }
         }
         let me = self.arc()?;
-        let out = self.alloc(&me, spec.dtype, spec.out_len())?;
+        let out = self.alloc(me, spec.dtype, spec.out_len())?;
         if out.is_empty() {
             return Ok(out);
         }

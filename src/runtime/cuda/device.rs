@@ -17,7 +17,7 @@ use std::ffi::c_void;
 use std::fmt;
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::path::Path;
-use std::sync::{Arc, Mutex, Weak};
+use std::sync::{Arc, Mutex};
 
 /// Blocks per SM a grid-stride launch is capped at: enough to fill every SM several times
 /// over, few enough that each thread loops over many elements of a large array.
@@ -32,8 +32,6 @@ const CLASSIC_PARAM_LIMIT: usize = 4096;
 /// cuBLAS handle and staging memory.
 /// Opened once per ordinal and shared ([`CudaDevice::open`]).
 pub struct CudaDevice {
-    /// This device itself, so `&self` methods can hand out buffers owning an `Arc` of it.
-    me: Weak<CudaDevice>,
     ordinal: usize,
     name: String,
     compute_capability: (i32, i32),
@@ -215,10 +213,12 @@ impl CudaDevice {
     /// Opens device `ordinal` (once per process: later calls return the same `Arc`).
     /// `Error::NoCuda` when there is no driver or no such device, `Error::Cuda` when the
     /// driver fails to set it up.
-    pub fn open(ordinal: usize) -> Result<Arc<CudaDevice>> {
+    pub fn open(ordinal: usize) -> Result<&'static CudaDevice> {
+        // every device lives for the process: opened once, never dropped, so a reference to
+        // it is `'static` and handing one out touches no shared reference count
         let mut devices = lock(&super::CUDA.devices);
         if let Some(d) = devices.iter().find(|d| d.ordinal == ordinal) {
-            return Ok(d.clone());
+            return Ok(*d);
         }
         let count = device_count().map_err(Error::NoCuda)?;
         if ordinal >= count {
@@ -232,11 +232,11 @@ impl CudaDevice {
                     "setting up CUDA device {ordinal} panicked inside the driver bindings"
                 )))
             })?;
-        devices.push(dev.clone());
+        devices.push(dev);
         Ok(dev)
     }
 
-    fn init(ordinal: usize) -> Result<Arc<CudaDevice>> {
+    fn init(ordinal: usize) -> Result<&'static CudaDevice> {
         let ctx = CudaContext::new(ordinal).map_err(driver_err("cuDevicePrimaryCtxRetain"))?;
         // SAFETY: no buffer exists on this context object yet; buffers order their uses
         // across this device's streams themselves (`lane::Tracking`), which makes cudarc's
@@ -263,8 +263,7 @@ impl CudaDevice {
             compute_capability.1,
             ctx.has_async_alloc()
         );
-        Ok(Arc::new_cyclic(|me| CudaDevice {
-            me: me.clone(),
+        Ok(Box::leak(Box::new(CudaDevice {
             ordinal,
             name,
             compute_capability,
@@ -278,7 +277,7 @@ impl CudaDevice {
             fft_helpers: Default::default(),
             plan_graphs: Default::default(),
             kept_spectra: Default::default(),
-        }))
+        })))
     }
 
     /// The CUDA graph states of plain evaluations on this device.
@@ -326,11 +325,11 @@ impl CudaDevice {
         Ok(lane)
     }
 
-    /// An owning handle of this device.
-    pub(super) fn arc(&self) -> Result<Arc<CudaDevice>> {
-        self.me
-            .upgrade()
-            .ok_or_else(|| Error::internal("cuda", "device used while being dropped"))
+    /// This device as a `'static` reference (for buffers and states that name it).
+    pub(super) fn arc(&self) -> Result<&'static CudaDevice> {
+        // SAFETY: every `CudaDevice` is made by `init`, which leaks it (`Box::leak`): it is
+        // never dropped or moved, so a reference to it is valid for the rest of the process.
+        Ok(unsafe { &*(self as *const CudaDevice) })
     }
 
     /// The device ordinal.
@@ -526,7 +525,7 @@ impl CudaDevice {
             .enumerate()
             .map(|(j, &d)| match reuse {
                 Some((_, out)) if out == j => Ok(None),
-                _ => self.alloc(&me, d, n).map(Some),
+                _ => self.alloc(me, d, n).map(Some),
             })
             .collect::<Result<_>>()?;
         let Some((p, opts)) = prepared else {
@@ -534,7 +533,7 @@ impl CudaDevice {
         };
         if let Some(red) = kernel.reduce {
             let outs: SmallVec<[CudaBuffer; 2]> = outputs.into_iter().flatten().collect();
-            self.launch_reduce(&me, &p, &opts, kernel, red, inputs, &outs, args)?;
+            self.launch_reduce(me, &p, &opts, kernel, red, inputs, &outs, args)?;
             return Ok(outs.into_iter().map(Some).collect());
         }
         let in_ptrs: SmallVec<[u64; 8]> = inputs.iter().map(|b| b.device_ptr()).collect();
@@ -674,7 +673,7 @@ impl CudaDevice {
     #[allow(clippy::too_many_arguments)]
     fn launch_reduce(
         &self,
-        me: &Arc<CudaDevice>,
+        me: &'static CudaDevice,
         p: &Prepared,
         opts: &RenderOptions,
         kernel: &Kernel,
@@ -722,7 +721,7 @@ impl CudaDevice {
     #[allow(clippy::too_many_arguments)]
     fn launch_scan(
         &self,
-        me: &Arc<CudaDevice>,
+        me: &'static CudaDevice,
         p: &Prepared,
         opts: &RenderOptions,
         kernel: &Kernel,
@@ -1015,7 +1014,7 @@ mod tests {
         match CudaDevice::open(0) {
             Ok(d) => {
                 assert!(avail);
-                assert!(Arc::ptr_eq(&d, &CudaDevice::open(0).unwrap()));
+                assert!(std::ptr::eq(d, CudaDevice::open(0).unwrap()));
             }
             Err(Error::NoCuda(_)) => assert!(!avail),
             Err(e) => panic!("unexpected {e}"),
@@ -1058,7 +1057,7 @@ extern "C" __global__ void __launch_bounds__(256) lf_hand_scale(const lf_args a)
         for n in [1usize, 255, 257, 1 << 22] {
             let x: Vec<f32> = (0..n).map(|i| i as f32 - 3.0).collect();
             let input = d.upload(&HostBuf::F32(x.clone())).unwrap();
-            let out = d.alloc(&me, DType::F32, n).unwrap();
+            let out = d.alloc(me, DType::F32, n).unwrap();
             let mut blob = Vec::new();
             blob.extend_from_slice(&input.device_ptr().to_le_bytes());
             blob.extend_from_slice(&out.device_ptr().to_le_bytes());

@@ -93,7 +93,7 @@ struct Recorded {
     /// The cuFFT plans the graph's FFT nodes run (the plan cache may evict them).
     pins: Vec<super::fft::PinnedPlan>,
     /// The device, synchronized before pinned plans are released.
-    dev: Arc<CudaDevice>,
+    dev: &'static CudaDevice,
 }
 
 impl Drop for Recorded {
@@ -125,7 +125,7 @@ type FftKey = SmallVec<[u64; 8]>;
 
 /// The graph state of one repeated plan (owned by a traced `Function`).
 pub(crate) struct GraphPlan {
-    dev: Arc<CudaDevice>,
+    dev: &'static CudaDevice,
     arena_spec: Vec<(DType, usize)>,
     arena: Vec<CudaBuffer>,
     /// The recordings, by the FFT addresses they were recorded with.
@@ -162,7 +162,7 @@ impl CudaDevice {
     /// runs, which the graph's kernels write completely).
     pub(crate) fn alloc_buffer(&self, dtype: DType, len: usize) -> Result<CudaBuffer> {
         let me = self.arc()?;
-        self.alloc(&me, dtype, len)
+        self.alloc(me, dtype, len)
     }
 }
 
@@ -176,7 +176,7 @@ impl GraphPlan {
     /// length each). Graphs stay off when disabled or when an FFT reads or writes a buffer
     /// that changes between runs.
     pub(crate) fn new(
-        dev: Arc<CudaDevice>,
+        dev: &'static CudaDevice,
         steps: &[GraphStep<'_>],
         arena: Vec<(DType, usize)>,
     ) -> GraphPlan {
@@ -245,7 +245,7 @@ impl GraphPlan {
             self.arena = self
                 .arena_spec
                 .iter()
-                .map(|&(d, n)| self.dev.alloc(&me, d, n))
+                .map(|&(d, n)| self.dev.alloc(me, d, n))
                 .collect::<Result<_>>()?;
         }
         self.runs += 1;
@@ -483,7 +483,7 @@ impl GraphPlan {
             exec,
             kernels: nodes,
             pins,
-            dev: dev.clone(),
+            dev,
         })
     }
 

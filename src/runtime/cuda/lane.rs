@@ -17,7 +17,7 @@ use cudarc::driver::{sys as drv_sys, CudaSlice, CudaStream};
 use smallvec::SmallVec;
 use std::cell::RefCell;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, Mutex, Weak};
+use std::sync::{Arc, Mutex};
 
 /// Most pooled lanes per device; further threads share them round-robin (a lane is safe to
 /// share: work on one stream is ordered whichever thread queued it).
@@ -94,15 +94,15 @@ impl Lanes {
 
 /// A lane lent to a thread; back to the device's idle list when the thread ends.
 pub(super) struct Lease {
-    dev: Weak<CudaDevice>,
+    dev: &'static CudaDevice,
     lane: Arc<Lane>,
     pooled: bool,
 }
 
 impl Drop for Lease {
     fn drop(&mut self) {
-        if let (true, Some(dev)) = (self.pooled, self.dev.upgrade()) {
-            lock(&dev.lanes).idle.push(self.lane.clone());
+        if self.pooled {
+            lock(&self.dev.lanes).idle.push(self.lane.clone());
         }
     }
 }
@@ -140,7 +140,7 @@ impl CudaDevice {
         let (lane, pooled) = self.take_lane()?;
         LEASES.with(|l| {
             l.borrow_mut().push(Lease {
-                dev: Arc::downgrade(&self.arc()?),
+                dev: self.arc()?,
                 lane: lane.clone(),
                 pooled,
             });

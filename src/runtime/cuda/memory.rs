@@ -108,7 +108,7 @@ pub struct CudaBuffer {
     mem: Memory,
     dtype: DType,
     len: usize,
-    device: Arc<CudaDevice>,
+    device: &'static CudaDevice,
     /// The stream it was allocated on (or imported from), where it is freed.
     home: Arc<Lane>,
     /// The other streams that used it (see `lane::Tracking`).
@@ -260,8 +260,8 @@ impl CudaBuffer {
         self.len == 0
     }
     /// The owning device.
-    pub fn device(&self) -> &Arc<CudaDevice> {
-        &self.device
+    pub fn device(&self) -> &'static CudaDevice {
+        self.device
     }
     /// The device address of element 0.
     pub(crate) fn device_ptr(&self) -> u64 {
@@ -308,7 +308,7 @@ impl CudaDevice {
     /// Allocates an uninitialized buffer of `len` elements of `dtype` on the stream.
     pub(super) fn alloc(
         &self,
-        me: &Arc<CudaDevice>,
+        me: &'static CudaDevice,
         dtype: DType,
         len: usize,
     ) -> Result<CudaBuffer> {
@@ -323,7 +323,7 @@ impl CudaDevice {
     /// graph: for buffers that outlive any one recording (FFT work areas).
     pub(super) fn alloc_on_lane(
         &self,
-        me: &Arc<CudaDevice>,
+        me: &'static CudaDevice,
         dtype: DType,
         len: usize,
         lane: &Arc<Lane>,
@@ -333,7 +333,7 @@ impl CudaDevice {
 
     fn alloc_on(
         &self,
-        me: &Arc<CudaDevice>,
+        me: &'static CudaDevice,
         dtype: DType,
         len: usize,
         stream: Arc<cudarc::driver::CudaStream>,
@@ -386,7 +386,7 @@ impl CudaDevice {
             mem: Memory::Pool(ManuallyDrop::new(slice)),
             dtype,
             len,
-            device: me.clone(),
+            device: me,
             home,
             tracking: Tracking::default(),
         };
@@ -414,7 +414,7 @@ impl CudaDevice {
     /// chunk. `bytes` may be dropped as soon as this returns.
     pub fn upload_bytes(&self, dtype: DType, len: usize, bytes: &[u8]) -> Result<CudaBuffer> {
         let me = self.arc()?;
-        let mut buf = self.alloc(&me, dtype, len)?;
+        let mut buf = self.alloc(me, dtype, len)?;
         if bytes.len() != len * dtype.size() {
             return Err(Error::internal(
                 "upload",
@@ -592,7 +592,7 @@ impl CudaDevice {
     /// once the copy is queued (an external one waits for it, then drops its owner).
     pub(crate) fn copy_into_pool(&self, src: CudaBuffer) -> Result<CudaBuffer> {
         let me = self.arc()?;
-        let dst = self.alloc(&me, src.dtype, src.len)?;
+        let dst = self.alloc(me, src.dtype, src.len)?;
         self.order(&[&src], &[])?;
         let bytes = src.len * src.dtype.size();
         if bytes > 0 {

@@ -56,7 +56,7 @@ struct CudaProcess {
     /// The number of CUDA devices, or why CUDA is unusable.
     count: OnceLock<std::result::Result<usize, String>>,
     /// Every opened device, one per ordinal.
-    devices: Mutex<Vec<Arc<CudaDevice>>>,
+    devices: Mutex<Vec<&'static CudaDevice>>,
     /// Whether libnvrtc loads.
     nvrtc: OnceLock<bool>,
     /// NVRTC's (major, minor) version.

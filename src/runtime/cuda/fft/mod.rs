@@ -202,7 +202,7 @@ impl CudaDevice {
             _ => prec.complex_dtype(),
         };
         let out_len: usize = out_shape.iter().product();
-        let out = self.alloc(&me, out_dtype, out_len)?;
+        let out = self.alloc(me, out_dtype, out_len)?;
         self.fft_into(spec, input, &out, in_shape, out_shape, false)?;
         Ok(out)
     }
@@ -253,7 +253,7 @@ impl CudaDevice {
         );
         let work = match prog.work_len {
             0 => None,
-            n => Some(self.alloc(&me, prec.complex_dtype(), n)?),
+            n => Some(self.alloc(me, prec.complex_dtype(), n)?),
         };
         let ptrs = Ptrs {
             input: input.device_ptr(),
@@ -272,7 +272,7 @@ impl CudaDevice {
         let mut st = lock(&self.fft);
         let mut run = Runner {
             dev: self,
-            me: &me,
+            me,
             st: &mut st,
             prec,
             lane,
@@ -313,7 +313,7 @@ impl Ptrs {
 /// precision.
 struct Runner<'a> {
     dev: &'a CudaDevice,
-    me: &'a Arc<CudaDevice>,
+    me: &'static CudaDevice,
     st: &'a mut FftState,
     prec: Precision,
     /// The stream of this thread (the plans and work area of this stream are used).

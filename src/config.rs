@@ -6,7 +6,6 @@
 //! and a variable set before that first use counts), then kept; the setters change it
 //! afterwards.
 
-use crate::api::print::PrintOptions;
 use crate::{Device, Result};
 use std::cell::{Cell, RefCell};
 use std::ffi::OsString;
@@ -386,3 +385,32 @@ macro_rules! debug_log {
     };
 }
 pub(crate) use debug_log;
+
+/// How arrays print (NumPy's `np.set_printoptions` names and defaults).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct PrintOptions {
+    /// Digits after the decimal point of floats, at most (fewer when fewer identify the
+    /// value). NumPy: 8.
+    pub precision: usize,
+    /// Arrays of more elements than this print summarized. NumPy: 1000.
+    pub threshold: usize,
+    /// Elements printed at each end of a summarized axis. NumPy: 3.
+    pub edgeitems: usize,
+    /// Characters per line before wrapping. NumPy: 75.
+    pub linewidth: usize,
+    /// Never use scientific notation for small values (they print rounded to `precision`).
+    /// NumPy: false.
+    pub suppress: bool,
+}
+
+impl Default for PrintOptions {
+    fn default() -> PrintOptions {
+        PrintOptions {
+            precision: 8,
+            threshold: 1000,
+            edgeitems: 3,
+            linewidth: 75,
+            suppress: false,
+        }
+    }
+}

@@ -478,13 +478,6 @@ struct Kept {
 #[derive(Default)]
 pub(crate) struct KeptSpectra(std::sync::Mutex<Vec<Kept>>);
 
-impl KeptSpectra {
-    /// None kept.
-    pub(crate) const fn new() -> KeptSpectra {
-        KeptSpectra(std::sync::Mutex::new(Vec::new()))
-    }
-}
-
 /// `(r + r[-k]).slice(0..half)` along the last of `axes` (mirrored over all of them): the
 /// doubled Hermitian part of the real factor `r` on the half spectrum. When `r` is
 /// evaluated (a captured filter, as in a simulation loop that rebuilds its step every
@@ -501,9 +494,9 @@ fn symmetrized_half(r: &Array, axes: &[usize], half: usize) -> Array {
         return build();
     }
     let dev = r.device();
-    let kept_on = match &dev {
-        crate::Device::Cpu => &crate::runtime::cpu::CPU.kept_spectra,
-        crate::Device::Cuda(d) => d.kept_spectra(),
+    let kept_on: &KeptSpectra = match &dev {
+        crate::Device::Cpu => crate::runtime::cpu::CPU.attached.get(),
+        crate::Device::Cuda(d) => d.attached().get(),
     };
     let same = |k: &Kept| {
         std::ptr::eq(k.filter.as_ptr(), Arc::as_ptr(&r.node))

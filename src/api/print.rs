@@ -2,37 +2,9 @@
 //! brackets, aligned columns, `...` summaries, NumPy's float rules), reading back only the
 //! elements that are printed; and `set_printoptions`.
 
+pub use crate::config::PrintOptions;
 use crate::{c32, c64, Array, DType, Result};
 use std::fmt::{self, Write as _};
-
-/// How arrays print (NumPy's `np.set_printoptions` names and defaults).
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct PrintOptions {
-    /// Digits after the decimal point of floats, at most (fewer when fewer identify the
-    /// value). NumPy: 8.
-    pub precision: usize,
-    /// Arrays of more elements than this print summarized. NumPy: 1000.
-    pub threshold: usize,
-    /// Elements printed at each end of a summarized axis. NumPy: 3.
-    pub edgeitems: usize,
-    /// Characters per line before wrapping. NumPy: 75.
-    pub linewidth: usize,
-    /// Never use scientific notation for small values (they print rounded to `precision`).
-    /// NumPy: false.
-    pub suppress: bool,
-}
-
-impl Default for PrintOptions {
-    fn default() -> PrintOptions {
-        PrintOptions {
-            precision: 8,
-            threshold: 1000,
-            edgeitems: 3,
-            linewidth: 75,
-            suppress: false,
-        }
-    }
-}
 
 /// Sets how arrays print from now on, for every thread (NumPy's `np.set_printoptions`).
 pub fn set_printoptions(options: PrintOptions) {

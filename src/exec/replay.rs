@@ -418,7 +418,7 @@ const EVAL_GRAPHS_MAX: usize = 64;
 /// The graph state entry of `template` on `dev`, created on first use.
 fn plan_graph(dev: &CudaDevice, template: &Arc<Template>) -> Arc<PlanGraph> {
     let key = Arc::as_ptr(template) as usize;
-    let table = &dev.plan_graphs().0;
+    let table = &dev.attached().get::<PlanGraphs>().0;
     let found = table
         .read()
         .unwrap_or_else(|e| e.into_inner())

@@ -85,7 +85,7 @@ impl CudaDevice {
         match self._never {}
     }
     /// Unreachable.
-    pub(crate) fn kept_spectra(&self) -> &crate::api::fft::KeptSpectra {
+    pub(crate) fn attached(&self) -> &crate::runtime::attached::Attached {
         match self._never {}
     }
     /// Unreachable.

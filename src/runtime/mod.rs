@@ -1,6 +1,7 @@
 //! Runs schedules on a backend: buffers, transfers and kernel launches, dispatched on the
 //! closed `Device` enum to the CPU backend or the CUDA backend.
 
+pub(crate) mod attached;
 pub(crate) mod cpu;
 #[cfg(feature = "cuda")]
 pub mod cuda;

@@ -32,8 +32,8 @@ pub(crate) struct CpuState {
     fft: fft::FftPlanners,
     /// Even-length real FFT plans by length and direction.
     real_lines: real_lines::RealLinesCaches,
-    /// Symmetrized half spectra of evaluated real filters on the CPU.
-    pub(crate) kept_spectra: crate::api::fft::KeptSpectra,
+    /// State the layers above keep for the CPU device.
+    pub(crate) attached: super::attached::Attached,
 }
 
 /// The CPU device's state.
@@ -43,7 +43,7 @@ pub(crate) static CPU: CpuState = CpuState {
     kept_buffers: std::sync::Mutex::new(Vec::new()),
     fft: fft::FftPlanners::new(),
     real_lines: real_lines::RealLinesCaches::new(),
-    kept_spectra: crate::api::fft::KeptSpectra::new(),
+    attached: super::attached::Attached::new(),
 };
 
 /// The worker pool CPU kernels run on: rayon's global pool (shared with the rest of the
@@ -63,6 +63,7 @@ fn pool() -> Option<&'static rayon::ThreadPool> {
 }
 
 /// Runs `f` on the pool CPU kernels run on (rayon's parallel iterators inside it use it).
+#[cfg_attr(not(feature = "cuda"), allow(dead_code))]
 pub(crate) fn in_pool<R: Send>(f: impl FnOnce() -> R + Send) -> R {
     match pool() {
         Some(p) => p.install(f),

@@ -47,10 +47,9 @@ pub struct CudaDevice {
     pub(super) fft: Mutex<super::fft::FftState>,
     /// The FFT helper kernels (resize, conversions) as IR, built on first use.
     pub(super) fft_helpers: super::fft::HelperKernels,
-    /// CUDA graph state (graph, arena) of plain evaluations, per plan template.
-    plan_graphs: crate::exec::replay::PlanGraphs,
-    /// Symmetrized half spectra of evaluated real filters on this device.
-    kept_spectra: crate::api::fft::KeptSpectra,
+    /// State the layers above keep for this device: the CUDA graph states of plain
+    /// evaluations (per plan template), the kept half spectra of real filters.
+    attached: crate::runtime::attached::Attached,
 }
 
 /// Completion counters available to one reduction launch (one per row block).
@@ -275,19 +274,13 @@ impl CudaDevice {
             blas: Mutex::default(),
             fft: Mutex::default(),
             fft_helpers: Default::default(),
-            plan_graphs: Default::default(),
-            kept_spectra: Default::default(),
+            attached: Default::default(),
         })))
     }
 
-    /// The CUDA graph states of plain evaluations on this device.
-    pub(crate) fn plan_graphs(&self) -> &crate::exec::replay::PlanGraphs {
-        &self.plan_graphs
-    }
-
-    /// The symmetrized half spectra of evaluated real filters on this device.
-    pub(crate) fn kept_spectra(&self) -> &crate::api::fft::KeptSpectra {
-        &self.kept_spectra
+    /// State the layers above keep for this device.
+    pub(crate) fn attached(&self) -> &crate::runtime::attached::Attached {
+        &self.attached
     }
 
     /// The stream this thread queues work of this device on: its lane's, or the capture

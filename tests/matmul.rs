@@ -199,6 +199,54 @@ fn check(what: &str, got: &Array, dtype: DType, want: &(Nd, Vec<f64>)) {
 
 /// `a @ b` checked against the oracle on the values of `a` and `b`.
 /// (The product is returned for the callers that inspect it further.)
+#[test]
+fn inner_dimension_one_gives_numpys_signed_zeros() {
+    let _g = lock();
+    for_each_device(|_| {
+        for &dt in &FLOATS {
+            // NumPy: a dot product's sum starts at +0, so `0 + (-2 * 0)` is +0, never -0
+            let a = Array::from_vec(vec![-2.0f64, 0.0, -0.0], &[3, 1])
+                .expect("a")
+                .astype(dt);
+            let b = Array::from_vec(vec![0.0f64, -0.0, 3.0], &[1, 3])
+                .expect("b")
+                .astype(dt);
+            let y = check_matmul(&format!("{dt} k=1"), &a, &b);
+            assert_eq!(y.shape(), &[3, 3]);
+            // products: -2*0 = -0, -2*-0 = +0, -2*3 = -6; 0*0 = +0, 0*-0 = -0, 0*3 = +0;
+            // -0*0 = -0, -0*-0 = +0, -0*3 = -0 -- and +0 added to each
+            let got = fetch(&y);
+            for (i, c) in got.v.iter().enumerate() {
+                let want_re = [0.0, 0.0, -6.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0][i];
+                assert_eq!(c.re, want_re, "{dt} k=1 element {i}");
+                assert!(
+                    c.re.is_sign_positive() || c.re != 0.0,
+                    "{dt} k=1 element {i}: -0 where NumPy gives +0"
+                );
+                assert!(
+                    c.im == 0.0 && c.im.is_sign_positive(),
+                    "{dt} k=1 element {i}: imaginary part {} where NumPy gives +0",
+                    c.im
+                );
+            }
+            // batched and vector forms take the same path
+            let y = check_matmul(
+                &format!("{dt} batched k=1"),
+                &rand(&[2, 4, 1], dt, 3),
+                &rand(&[1, 5], dt, 4),
+            );
+            assert_eq!(y.shape(), &[2, 4, 5]);
+            let y = check_matmul(
+                &format!("{dt} vectors k=1"),
+                &rand(&[1], dt, 5),
+                &rand(&[1, 6], dt, 6),
+            );
+            assert_eq!(y.shape(), &[6]);
+            assert_eq!(plan_counts(&y).1, 0, "{dt}: k=1 calls no library");
+        }
+    });
+}
+
 fn check_matmul(what: &str, a: &Array, b: &Array) -> Array {
     let want = naive(&fetch(a), &fetch(b));
     let y = a.matmul(b);

@@ -132,6 +132,13 @@ fn matmul_impl(op: &str, a: &Array, b: &Array) -> Array {
     if !dt.is_inexact() {
         return matmul_integer(&a2, &b2, dt).reshape_to(shape);
     }
+    if k == 1 {
+        // an outer product, fused with its neighbours instead of a library call; NumPy's
+        // sum starts at +0, so `0 + (-2 * 0)` is +0: adding +0 gives the same signed zeros
+        // (a GEMM keeps the product's -0)
+        let p = &a2.astype(dt) * &b2.astype(dt);
+        return (p + 0.0).reshape_to(shape);
+    }
     if dt.is_half() {
         // no 16-bit GEMM: products and sums in F32 (NumPy's float16 dot accumulates in
         // float32 too), the result rounded once

@@ -34,19 +34,6 @@ pub fn devices() -> Vec<Device> {
     v
 }
 
-/// Runs `body` once per device, naming the device in any failure.
-pub fn for_each_device(mut body: impl FnMut(&Device)) {
-    for d in devices() {
-        let r = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-            lazyfuse::with_default_device(&d, || body(&d))
-        }));
-        if let Err(e) = r {
-            eprintln!("test failed on device {d}");
-            std::panic::resume_unwind(e);
-        }
-    }
-}
-
 /// Runs `body` on `dev`, with `dev` as the thread's default device.
 pub fn run_on(dev: &Device, body: fn(&Device)) {
     lazyfuse::with_default_device(dev, || body(dev))

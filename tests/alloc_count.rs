@@ -2,10 +2,11 @@
 //! host path of a rebuilt small expression must stay cheap (the count is asserted so that it
 //! cannot silently grow).
 
+#[macro_use]
 mod common;
 
 use lazyfuse as lf;
-use lf::Array;
+use lf::{Array, Device};
 use std::alloc::{GlobalAlloc, Layout, System};
 use std::sync::atomic::{AtomicUsize, Ordering::Relaxed};
 
@@ -54,78 +55,74 @@ fn min_allocs(reps: usize, mut f: impl FnMut()) -> usize {
 /// The tests of this file measure process-wide counts: one at a time.
 static SERIAL: std::sync::Mutex<()> = std::sync::Mutex::new(());
 
-#[test]
-fn cached_eval_allocations_stay_bounded() {
+device_test!(cached_eval_allocations_stay_bounded);
+fn cached_eval_allocations_stay_bounded(dev: &Device) {
     let _g = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
-    common::for_each_device(|dev| {
-        let a = Array::from_vec_on(vec![1.5f32], &[1], dev).unwrap();
-        let b = Array::from_vec_on(vec![2.5f32], &[1], dev).unwrap();
-        for _ in 0..10 {
-            ten_ops(&a, &b).eval().unwrap(); // plan, compile and warm every cache
-        }
-        let build = min_allocs(20, || drop(ten_ops(&a, &b)));
-        let total = min_allocs(20, || ten_ops(&a, &b).eval().unwrap());
-        dev.synchronize().unwrap();
-        eprintln!("{dev}: {build} allocations to build, {total} to build and eval");
-        // one allocation per operation node (11 ops; the 3 scalar constants come back from
-        // the thread's recent constants): measured 11 (14 before constants were reused)
-        assert!(build <= 12, "{dev}: building took {build} allocations");
-        // measured 13 on the CPU (11 to build, then the output buffer and its `Arc`; 16
-        // before constants were reused) and 23 on CUDA (an H200) before launch arguments,
-        // outputs and steps went inline; 89 on the CPU before the host path was reworked;
-        // the bounds leave a small margin
-        let bound = if dev.is_cuda() { 20 } else { 15 };
-        assert!(
-            total <= bound,
-            "{dev}: a cached eval took {total} allocations"
-        );
-        // the value is still right
-        let v = ten_ops(&a, &b).to_vec::<f32>().unwrap();
-        let (x, y) = (1.5f32, 2.5f32);
-        let want = ((((x + y) * 2.0 - 1.0).sin() * y).exp() + x).sqrt().abs() * 3.0 - y;
-        assert!(
-            (v[0] - want).abs() <= 1e-5 * want.abs(),
-            "{} vs {want}",
-            v[0]
-        );
-    });
+    let a = Array::from_vec_on(vec![1.5f32], &[1], dev).unwrap();
+    let b = Array::from_vec_on(vec![2.5f32], &[1], dev).unwrap();
+    for _ in 0..10 {
+        ten_ops(&a, &b).eval().unwrap(); // plan, compile and warm every cache
+    }
+    let build = min_allocs(20, || drop(ten_ops(&a, &b)));
+    let total = min_allocs(20, || ten_ops(&a, &b).eval().unwrap());
+    dev.synchronize().unwrap();
+    eprintln!("{dev}: {build} allocations to build, {total} to build and eval");
+    // one allocation per operation node (11 ops; the 3 scalar constants come back from
+    // the thread's recent constants): measured 11 (14 before constants were reused)
+    assert!(build <= 12, "{dev}: building took {build} allocations");
+    // measured 13 on the CPU (11 to build, then the output buffer and its `Arc`; 16
+    // before constants were reused) and 23 on CUDA (an H200) before launch arguments,
+    // outputs and steps went inline; 89 on the CPU before the host path was reworked;
+    // the bounds leave a small margin
+    let bound = if dev.is_cuda() { 20 } else { 15 };
+    assert!(
+        total <= bound,
+        "{dev}: a cached eval took {total} allocations"
+    );
+    // the value is still right
+    let v = ten_ops(&a, &b).to_vec::<f32>().unwrap();
+    let (x, y) = (1.5f32, 2.5f32);
+    let want = ((((x + y) * 2.0 - 1.0).sin() * y).exp() + x).sqrt().abs() * 3.0 - y;
+    assert!(
+        (v[0] - want).abs() <= 1e-5 * want.abs(),
+        "{} vs {want}",
+        v[0]
+    );
 }
 
+device_test!(evaluated_constants_are_freed);
 /// A constant that is evaluated and then dropped frees its buffer: the thread's recent
 /// constants (which hand scalar nodes back while an expression is rebuilt) never keep an
 /// evaluated one alive. 2^23 f32 elements (32 MiB: above the CUDA free list's buffer size,
 /// so the buffer really goes back).
-#[test]
-fn evaluated_constants_are_freed() {
+fn evaluated_constants_are_freed(dev: &Device) {
     let _g = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
-    common::for_each_device(|dev| {
-        let live = || {
-            dev.synchronize().unwrap();
-            let m = lf::memory_stats();
-            if dev.is_cuda() {
-                m.device_bytes_live
-            } else {
-                m.host_bytes_live
-            }
-        };
-        let before = live();
-        {
-            // built twice: the second build hands back the first constant node
-            let _first = Array::full_on(&[1 << 23], 3.0f32, lf::DType::F32, dev);
-            let z = Array::full_on(&[1 << 23], 3.0f32, lf::DType::F32, dev);
-            drop(_first);
-            z.eval().unwrap();
-            assert_eq!(z.shape(), &[1 << 23]);
-            assert!(
-                live() >= before + (4 << 23),
-                "{dev}: the constant was not realized"
-            );
-            assert_eq!(z.to_vec::<f32>().unwrap()[12345], 3.0);
+    let live = || {
+        dev.synchronize().unwrap();
+        let m = lf::memory_stats();
+        if dev.is_cuda() {
+            m.device_bytes_live
+        } else {
+            m.host_bytes_live
         }
-        assert_eq!(
-            live(),
-            before,
-            "{dev}: an evaluated constant outlived its arrays"
+    };
+    let before = live();
+    {
+        // built twice: the second build hands back the first constant node
+        let _first = Array::full_on(&[1 << 23], 3.0f32, lf::DType::F32, dev);
+        let z = Array::full_on(&[1 << 23], 3.0f32, lf::DType::F32, dev);
+        drop(_first);
+        z.eval().unwrap();
+        assert_eq!(z.shape(), &[1 << 23]);
+        assert!(
+            live() >= before + (4 << 23),
+            "{dev}: the constant was not realized"
         );
-    });
+        assert_eq!(z.to_vec::<f32>().unwrap()[12345], 3.0);
+    }
+    assert_eq!(
+        live(),
+        before,
+        "{dev}: an evaluated constant outlived its arrays"
+    );
 }

@@ -8,10 +8,11 @@
 //! in the special-value table (where Annex G defines it); otherwise within rtol 1e-5 (c64)
 //! or 1e-12 (c128) plus 16 subnormal ulps (results that underflow keep few digits).
 
+#[macro_use]
 mod common;
 
 use lazyfuse as lf;
-use lf::{Array, DType};
+use lf::{Array, DType, Device};
 use num_complex::{Complex32, Complex64};
 use std::collections::BTreeMap;
 
@@ -122,56 +123,55 @@ fn part_ok(g: f64, e: f64, dtype: &str, signed_zero: bool) -> bool {
     (g - e).abs() <= rtol * e.abs() + atol
 }
 
-/// Runs every (function, dtype) of `group` on every device; all mismatches in one report.
+/// Runs every (function, dtype) of `group` on the default device; all mismatches in one
+/// report.
 fn check_group(group: &str) {
     let groups = load();
     let mut seen = 0;
-    common::for_each_device(|_| {
-        let mut bad = Vec::new();
-        for ((g, func, dtype), cases) in &groups {
-            if g != group {
-                continue;
-            }
-            seen += cases.len();
-            let got = eval(func, dtype, cases);
-            for (c, &(gr, gi)) in cases.iter().zip(&got) {
-                let sz = group == "special";
-                if !part_ok(gr, c.out_re, dtype, sz) || !part_ok(gi, c.out_im, dtype, sz) {
-                    bad.push(format!(
-                        "{func} {dtype} ({:e}, {:e}): got ({gr:e}, {gi:e}), NumPy ({:e}, {:e})",
-                        c.re, c.im, c.out_re, c.out_im
-                    ));
-                }
+    let mut bad = Vec::new();
+    for ((g, func, dtype), cases) in &groups {
+        if g != group {
+            continue;
+        }
+        seen += cases.len();
+        let got = eval(func, dtype, cases);
+        for (c, &(gr, gi)) in cases.iter().zip(&got) {
+            let sz = group == "special";
+            if !part_ok(gr, c.out_re, dtype, sz) || !part_ok(gi, c.out_im, dtype, sz) {
+                bad.push(format!(
+                    "{func} {dtype} ({:e}, {:e}): got ({gr:e}, {gi:e}), NumPy ({:e}, {:e})",
+                    c.re, c.im, c.out_re, c.out_im
+                ));
             }
         }
-        assert!(
-            bad.is_empty(),
-            "{group}: {} mismatches:\n{}",
-            bad.len(),
-            bad.join("\n")
-        );
-    });
+    }
+    assert!(
+        bad.is_empty(),
+        "{group}: {} mismatches:\n{}",
+        bad.len(),
+        bad.join("\n")
+    );
     assert!(seen > 0, "fixture group {group} is empty");
 }
 
-#[test]
-fn annex_g_special_values() {
+device_test!(annex_g_special_values);
+fn annex_g_special_values(_: &Device) {
     check_group("special");
 }
 
-#[test]
-fn large_and_tiny_finite_parts() {
+device_test!(large_and_tiny_finite_parts);
+fn large_and_tiny_finite_parts(_: &Device) {
     check_group("large");
 }
 
-#[test]
-fn reported_cases() {
+device_test!(reported_cases);
+fn reported_cases(_: &Device) {
     check_group("reported");
 }
 
+device_test!(expm1_log1p_against_a_wider_type);
 /// `expm1` and `log1p`, where NumPy's formulas cancel or overflow, against NumPy in a
 /// wider type.
-#[test]
-fn expm1_log1p_against_a_wider_type() {
+fn expm1_log1p_against_a_wider_type(_: &Device) {
     check_group("accurate");
 }

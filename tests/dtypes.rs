@@ -8,9 +8,9 @@
 //! `uN` cases within N units in the last place of the output dtype; `rX` cases (FFTs)
 //! within X of the largest output magnitude.
 
+#[macro_use]
 mod common;
 
-use common::for_each_device;
 use lazyfuse as lf;
 use lf::{bf16, f16, Array, DType, Device, Operand};
 use num_complex::{Complex32, Complex64};
@@ -490,273 +490,260 @@ fn check(c: &Case, dev: &Device) -> Vec<String> {
     bad
 }
 
-/// Runs every case whose name starts with `group/` on every device.
-fn run_group(group: &str) {
+/// Runs every case whose name starts with `group/` on `dev`.
+fn run_group(group: &str, dev: &Device) {
     let all = cases();
     let mine: Vec<&Case> = all
         .iter()
         .filter(|c| c.name.split('/').next() == Some(group))
         .collect();
     assert!(!mine.is_empty(), "no cases in group {group}");
-    for_each_device(|dev| {
-        let mut fails = Vec::new();
-        for c in &mine {
-            for p in check(c, dev) {
-                fails.push(format!("{}: {p}", c.name));
-            }
+    let mut fails = Vec::new();
+    for c in &mine {
+        for p in check(c, dev) {
+            fails.push(format!("{}: {p}", c.name));
         }
-        assert!(
-            fails.is_empty(),
-            "{} of {} cases of {group} differ from NumPy on {dev}:\n{}",
-            fails.len(),
-            mine.len(),
-            fails.join("\n")
-        );
-    });
+    }
+    assert!(
+        fails.is_empty(),
+        "{} of {} cases of {group} differ from NumPy on {dev}:\n{}",
+        fails.len(),
+        mine.len(),
+        fails.join("\n")
+    );
 }
 
-#[test]
-fn promotion_of_every_dtype_pair() {
-    run_group("promote");
+device_test!(promotion_of_every_dtype_pair);
+fn promotion_of_every_dtype_pair(dev: &Device) {
+    run_group("promote", dev);
 }
 
-#[test]
-fn weak_rust_scalars() {
-    run_group("weak");
+device_test!(weak_rust_scalars);
+fn weak_rust_scalars(dev: &Device) {
+    run_group("weak", dev);
 }
 
-#[test]
-fn integer_arithmetic_wraps() {
-    run_group("int");
+device_test!(integer_arithmetic_wraps);
+fn integer_arithmetic_wraps(dev: &Device) {
+    run_group("int", dev);
 }
 
-#[test]
-fn half_precision_ops() {
-    run_group("half");
+device_test!(half_precision_ops);
+fn half_precision_ops(dev: &Device) {
+    run_group("half", dev);
 }
 
-#[test]
-fn mixed_dtype_ops() {
-    run_group("mixed");
+device_test!(mixed_dtype_ops);
+fn mixed_dtype_ops(dev: &Device) {
+    run_group("mixed", dev);
 }
 
-#[test]
-fn casts_between_every_dtype_pair() {
-    run_group("cast");
+device_test!(casts_between_every_dtype_pair);
+fn casts_between_every_dtype_pair(dev: &Device) {
+    run_group("cast", dev);
 }
 
-#[test]
-fn reductions_of_each_dtype() {
-    run_group("reduce");
+device_test!(reductions_of_each_dtype);
+fn reductions_of_each_dtype(dev: &Device) {
+    run_group("reduce", dev);
 }
 
-#[test]
-fn fft_of_small_and_half_inputs() {
-    run_group("fft");
+device_test!(fft_of_small_and_half_inputs);
+fn fft_of_small_and_half_inputs(dev: &Device) {
+    run_group("fft", dev);
 }
 
-#[test]
-fn matmul_and_where_of_each_dtype() {
-    run_group("linalg");
+device_test!(matmul_and_where_of_each_dtype);
+fn matmul_and_where_of_each_dtype(dev: &Device) {
+    run_group("linalg", dev);
 }
 
-#[test]
-fn creation_in_each_dtype() {
-    run_group("create");
+device_test!(creation_in_each_dtype);
+fn creation_in_each_dtype(dev: &Device) {
+    run_group("create", dev);
 }
 
-#[test]
-fn round_trips_through_a_kernel() {
-    run_group("trip");
+device_test!(round_trips_through_a_kernel);
+fn round_trips_through_a_kernel(dev: &Device) {
+    run_group("trip", dev);
 }
 
-#[test]
-fn transfers_of_each_dtype() {
-    for_each_device(|dev| {
-        let u = [0u64, 1, (1 << 63) + 5, u64::MAX];
-        let a = Array::from_vec_on(u.to_vec(), &[2, 2], dev).unwrap();
-        assert_eq!((a.shape(), a.dtype()), (&[2, 2][..], DType::U64));
-        assert_eq!(a.to_vec::<u64>().unwrap(), u);
-        let h = a.to_host::<u64>().unwrap();
-        assert_eq!(h.shape(), &[2, 2]);
-        assert_eq!(h[[1, 1]], u64::MAX);
-        let last = a.slice(lf::s![1, 1]);
-        assert_eq!((last.shape(), last.dtype()), (&[][..], DType::U64));
-        assert_eq!(last.item::<u64>().unwrap(), u64::MAX);
-        // above i64::MAX: order, conversion to f64 and wrapping stay unsigned
-        let big = a.slice(lf::s![1, ..]);
-        assert_eq!(big.gt(1u64 << 62).to_vec::<bool>().unwrap(), [true, true]);
-        assert_eq!(
-            big.astype(DType::F64).to_vec::<f64>().unwrap(),
-            [9_223_372_036_854_775_813.0, 18_446_744_073_709_551_615.0]
-        );
-        assert_eq!((&big + 1u64).to_vec::<u64>().unwrap(), [(1 << 63) + 6, 0]);
-        assert_eq!(big.max().item::<u64>().unwrap(), u64::MAX);
+device_test!(transfers_of_each_dtype);
+fn transfers_of_each_dtype(dev: &Device) {
+    let u = [0u64, 1, (1 << 63) + 5, u64::MAX];
+    let a = Array::from_vec_on(u.to_vec(), &[2, 2], dev).unwrap();
+    assert_eq!((a.shape(), a.dtype()), (&[2, 2][..], DType::U64));
+    assert_eq!(a.to_vec::<u64>().unwrap(), u);
+    let h = a.to_host::<u64>().unwrap();
+    assert_eq!(h.shape(), &[2, 2]);
+    assert_eq!(h[[1, 1]], u64::MAX);
+    let last = a.slice(lf::s![1, 1]);
+    assert_eq!((last.shape(), last.dtype()), (&[][..], DType::U64));
+    assert_eq!(last.item::<u64>().unwrap(), u64::MAX);
+    // above i64::MAX: order, conversion to f64 and wrapping stay unsigned
+    let big = a.slice(lf::s![1, ..]);
+    assert_eq!(big.gt(1u64 << 62).to_vec::<bool>().unwrap(), [true, true]);
+    assert_eq!(
+        big.astype(DType::F64).to_vec::<f64>().unwrap(),
+        [9_223_372_036_854_775_813.0, 18_446_744_073_709_551_615.0]
+    );
+    assert_eq!((&big + 1u64).to_vec::<u64>().unwrap(), [(1 << 63) + 6, 0]);
+    assert_eq!(big.max().item::<u64>().unwrap(), u64::MAX);
 
-        let i = Array::from_vec_on(vec![-128i8, 127], &[2], dev).unwrap();
-        assert_eq!(i.dtype(), DType::I8);
-        assert!(i.item::<i8>().is_err(), "item of a 2-element array");
-        assert_eq!(i.slice(lf::s![0]).item::<i8>().unwrap(), -128);
-        assert!(i.to_vec::<u8>().is_err(), "to_vec of another element type");
+    let i = Array::from_vec_on(vec![-128i8, 127], &[2], dev).unwrap();
+    assert_eq!(i.dtype(), DType::I8);
+    assert!(i.item::<i8>().is_err(), "item of a 2-element array");
+    assert_eq!(i.slice(lf::s![0]).item::<i8>().unwrap(), -128);
+    assert!(i.to_vec::<u8>().is_err(), "to_vec of another element type");
 
-        let h16 = [
-            f16::from_f32(1.5),
-            f16::NEG_INFINITY,
-            f16::MIN_POSITIVE_SUBNORMAL,
-        ];
-        let h = Array::from_vec_on(h16.to_vec(), &[3], dev).unwrap();
-        assert_eq!((h.shape(), h.dtype()), (&[3][..], DType::F16));
-        let back = h.to_vec::<f16>().unwrap();
-        assert_eq!(
-            back.iter().map(|x| x.to_bits()).collect::<Vec<_>>(),
-            h16.iter().map(|x| x.to_bits()).collect::<Vec<_>>()
-        );
-        let b16 = [bf16::from_f32(-2.5), bf16::NAN, bf16::MAX];
-        let b = Array::from_vec_on(b16.to_vec(), &[3], dev).unwrap();
-        assert_eq!(b.dtype(), DType::BF16);
-        let back = b.flip(0).to_vec::<bf16>().unwrap();
-        assert_eq!(back[0].to_bits(), bf16::MAX.to_bits());
-        assert!(back[1].is_nan());
-        assert_eq!(back[2].to_f32(), -2.5);
-        assert_eq!(
-            b.slice(lf::s![2]).item::<bf16>().unwrap().to_bits(),
-            bf16::MAX.to_bits()
-        );
-    });
+    let h16 = [
+        f16::from_f32(1.5),
+        f16::NEG_INFINITY,
+        f16::MIN_POSITIVE_SUBNORMAL,
+    ];
+    let h = Array::from_vec_on(h16.to_vec(), &[3], dev).unwrap();
+    assert_eq!((h.shape(), h.dtype()), (&[3][..], DType::F16));
+    let back = h.to_vec::<f16>().unwrap();
+    assert_eq!(
+        back.iter().map(|x| x.to_bits()).collect::<Vec<_>>(),
+        h16.iter().map(|x| x.to_bits()).collect::<Vec<_>>()
+    );
+    let b16 = [bf16::from_f32(-2.5), bf16::NAN, bf16::MAX];
+    let b = Array::from_vec_on(b16.to_vec(), &[3], dev).unwrap();
+    assert_eq!(b.dtype(), DType::BF16);
+    let back = b.flip(0).to_vec::<bf16>().unwrap();
+    assert_eq!(back[0].to_bits(), bf16::MAX.to_bits());
+    assert!(back[1].is_nan());
+    assert_eq!(back[2].to_f32(), -2.5);
+    assert_eq!(
+        b.slice(lf::s![2]).item::<bf16>().unwrap().to_bits(),
+        bf16::MAX.to_bits()
+    );
 }
 
-#[test]
-fn float_to_small_and_unsigned_casts_follow_the_documented_rule() {
+device_test!(float_to_small_and_unsigned_casts_follow_the_documented_rule);
+fn float_to_small_and_unsigned_casts_follow_the_documented_rule(dev: &Device) {
     // docs/numpy_users.md: 8- and 16-bit targets go through the int32 cast and wrap,
     // uint32 through the int64 cast, uint64 truncates [2^63, 2^64) and otherwise goes
     // through the int64 cast (NaN, infinities and values out of range give the minimum of
     // the signed cast, then wrap)
-    for_each_device(|dev| {
-        let x = [
-            f64::NAN,
-            f64::INFINITY,
-            f64::NEG_INFINITY,
-            1e10,
-            -1.5,
-            300.7,
-            1.5e19,
-            2e19,
-        ];
-        let a = Array::from_vec_on(x.to_vec(), &[x.len()], dev).unwrap();
-        let u8s = a.astype(DType::U8);
-        assert_eq!((u8s.shape(), u8s.dtype()), (&[8][..], DType::U8));
-        assert_eq!(u8s.to_vec::<u8>().unwrap(), [0, 0, 0, 0, 255, 44, 0, 0]);
-        let i16s = a.astype(DType::I16);
-        assert_eq!(i16s.dtype(), DType::I16);
-        assert_eq!(i16s.to_vec::<i16>().unwrap(), [0, 0, 0, 0, -1, 300, 0, 0]);
-        let u32s = a.astype(DType::U32);
-        assert_eq!(u32s.dtype(), DType::U32);
-        assert_eq!(
-            u32s.to_vec::<u32>().unwrap(),
-            [0, 0, 0, 1_410_065_408, u32::MAX, 300, 0, 0]
-        );
-        let u64s = a.astype(DType::U64);
-        assert_eq!(u64s.dtype(), DType::U64);
-        let min = 1u64 << 63;
-        assert_eq!(
-            u64s.to_vec::<u64>().unwrap(),
-            [
-                min,
-                min,
-                min,
-                10_000_000_000,
-                u64::MAX,
-                300,
-                15_000_000_000_000_000_000,
-                min
-            ]
-        );
-        // the same from float32 and float16 sources (through the exact f64 value)
-        let h = a.astype(DType::F16).astype(DType::U16);
-        assert_eq!(h.dtype(), DType::U16);
-        assert_eq!(h.to_vec::<u16>().unwrap(), [0, 0, 0, 0, 65535, 300, 0, 0]);
-    });
+    let x = [
+        f64::NAN,
+        f64::INFINITY,
+        f64::NEG_INFINITY,
+        1e10,
+        -1.5,
+        300.7,
+        1.5e19,
+        2e19,
+    ];
+    let a = Array::from_vec_on(x.to_vec(), &[x.len()], dev).unwrap();
+    let u8s = a.astype(DType::U8);
+    assert_eq!((u8s.shape(), u8s.dtype()), (&[8][..], DType::U8));
+    assert_eq!(u8s.to_vec::<u8>().unwrap(), [0, 0, 0, 0, 255, 44, 0, 0]);
+    let i16s = a.astype(DType::I16);
+    assert_eq!(i16s.dtype(), DType::I16);
+    assert_eq!(i16s.to_vec::<i16>().unwrap(), [0, 0, 0, 0, -1, 300, 0, 0]);
+    let u32s = a.astype(DType::U32);
+    assert_eq!(u32s.dtype(), DType::U32);
+    assert_eq!(
+        u32s.to_vec::<u32>().unwrap(),
+        [0, 0, 0, 1_410_065_408, u32::MAX, 300, 0, 0]
+    );
+    let u64s = a.astype(DType::U64);
+    assert_eq!(u64s.dtype(), DType::U64);
+    let min = 1u64 << 63;
+    assert_eq!(
+        u64s.to_vec::<u64>().unwrap(),
+        [
+            min,
+            min,
+            min,
+            10_000_000_000,
+            u64::MAX,
+            300,
+            15_000_000_000_000_000_000,
+            min
+        ]
+    );
+    // the same from float32 and float16 sources (through the exact f64 value)
+    let h = a.astype(DType::F16).astype(DType::U16);
+    assert_eq!(h.dtype(), DType::U16);
+    assert_eq!(h.to_vec::<u16>().unwrap(), [0, 0, 0, 0, 65535, 300, 0, 0]);
 }
 
-#[test]
-fn weak_integer_scalars_out_of_range_panic() {
-    for_each_device(|dev| {
-        let a = Array::from_vec_on(vec![1u8, 2], &[2], dev).unwrap();
-        let i = Array::from_vec_on(vec![1i8, 2], &[2], dev).unwrap();
-        let r = |f: &dyn Fn() -> Array| {
-            std::panic::catch_unwind(std::panic::AssertUnwindSafe(f)).is_err()
-        };
-        assert!(r(&|| &a + 256), "uint8 + 256");
-        assert!(r(&|| &a - (-1)), "uint8 - (-1)");
-        assert!(r(&|| &i * 128), "int8 * 128");
-        // in range: the array's dtype, wrapping
-        let s = 255u8 + &a;
-        assert_eq!((s.shape(), s.dtype()), (&[2][..], DType::U8));
-        assert_eq!(s.to_vec::<u8>().unwrap(), [0, 1]);
-        let t = &i - 127;
-        assert_eq!(t.dtype(), DType::I8);
-        assert_eq!(t.to_vec::<i8>().unwrap(), [-126, -125]);
-    });
+device_test!(weak_integer_scalars_out_of_range_panic);
+fn weak_integer_scalars_out_of_range_panic(dev: &Device) {
+    let a = Array::from_vec_on(vec![1u8, 2], &[2], dev).unwrap();
+    let i = Array::from_vec_on(vec![1i8, 2], &[2], dev).unwrap();
+    let r =
+        |f: &dyn Fn() -> Array| std::panic::catch_unwind(std::panic::AssertUnwindSafe(f)).is_err();
+    assert!(r(&|| &a + 256), "uint8 + 256");
+    assert!(r(&|| &a - (-1)), "uint8 - (-1)");
+    assert!(r(&|| &i * 128), "int8 * 128");
+    // in range: the array's dtype, wrapping
+    let s = 255u8 + &a;
+    assert_eq!((s.shape(), s.dtype()), (&[2][..], DType::U8));
+    assert_eq!(s.to_vec::<u8>().unwrap(), [0, 1]);
+    let t = &i - 127;
+    assert_eq!(t.dtype(), DType::I8);
+    assert_eq!(t.to_vec::<i8>().unwrap(), [-126, -125]);
 }
 
-#[test]
-fn large_arrays_cross_tiles_and_chunks() {
+device_test!(large_arrays_cross_tiles_and_chunks);
+fn large_arrays_cross_tiles_and_chunks(dev: &Device) {
     // many interpreter tiles and parallel chunks; every value exact in its dtype
     const N: usize = 300_007;
-    for_each_device(|dev| {
-        let v: Vec<f16> = (0..N).map(|i| f16::from_f32((i % 64) as f32)).collect();
-        let x = Array::from_vec_on(v, &[N], dev).unwrap();
-        let y = (&x * 2.0 + 0.5).flip(0);
-        assert_eq!((y.shape(), y.dtype()), (&[N][..], DType::F16));
-        let got = y.to_vec::<f16>().unwrap();
-        for (j, g) in got.iter().enumerate() {
-            let i = N - 1 - j;
-            assert_eq!(g.to_f32(), (i % 64) as f32 * 2.0 + 0.5, "element {j}");
-        }
-        // f32 accumulation of a float16 sum: 0 + 1 + ... + 63 per 64 elements
-        let s = x.astype(DType::F32).sum();
-        let full = (N / 64) as f64 * 2016.0;
-        let rest: f64 = (0..N % 64).map(|i| i as f64).sum();
-        assert_eq!(s.dtype(), DType::F32);
-        assert_eq!(s.item::<f32>().unwrap() as f64, full + rest);
+    let v: Vec<f16> = (0..N).map(|i| f16::from_f32((i % 64) as f32)).collect();
+    let x = Array::from_vec_on(v, &[N], dev).unwrap();
+    let y = (&x * 2.0 + 0.5).flip(0);
+    assert_eq!((y.shape(), y.dtype()), (&[N][..], DType::F16));
+    let got = y.to_vec::<f16>().unwrap();
+    for (j, g) in got.iter().enumerate() {
+        let i = N - 1 - j;
+        assert_eq!(g.to_f32(), (i % 64) as f32 * 2.0 + 0.5, "element {j}");
+    }
+    // f32 accumulation of a float16 sum: 0 + 1 + ... + 63 per 64 elements
+    let s = x.astype(DType::F32).sum();
+    let full = (N / 64) as f64 * 2016.0;
+    let rest: f64 = (0..N % 64).map(|i| i as f64).sum();
+    assert_eq!(s.dtype(), DType::F32);
+    assert_eq!(s.item::<f32>().unwrap() as f64, full + rest);
 
-        let u: Vec<u8> = (0..N).map(|i| (i % 251) as u8).collect();
-        let a = Array::from_vec_on(u, &[N], dev).unwrap();
-        let w = &a * 3u8; // wraps
-        assert_eq!(w.dtype(), DType::U8);
-        let got = w.to_vec::<u8>().unwrap();
-        assert!(got
-            .iter()
-            .enumerate()
-            .all(|(i, &g)| g == ((i % 251) * 3 % 256) as u8));
-        let total = a.sum();
-        assert_eq!((total.shape(), total.dtype()), (&[][..], DType::U64));
-        let want: u64 = (0..N as u64).map(|i| i % 251).sum();
-        assert_eq!(total.item::<u64>().unwrap(), want);
-    });
+    let u: Vec<u8> = (0..N).map(|i| (i % 251) as u8).collect();
+    let a = Array::from_vec_on(u, &[N], dev).unwrap();
+    let w = &a * 3u8; // wraps
+    assert_eq!(w.dtype(), DType::U8);
+    let got = w.to_vec::<u8>().unwrap();
+    assert!(got
+        .iter()
+        .enumerate()
+        .all(|(i, &g)| g == ((i % 251) * 3 % 256) as u8));
+    let total = a.sum();
+    assert_eq!((total.shape(), total.dtype()), (&[][..], DType::U64));
+    let want: u64 = (0..N as u64).map(|i| i % 251).sum();
+    assert_eq!(total.item::<u64>().unwrap(), want);
 }
 
-#[test]
-fn half_means_count_past_the_float16_range() {
+device_test!(half_means_count_past_the_float16_range);
+fn half_means_count_past_the_float16_range(dev: &Device) {
     // 70000 elements: a float16 count would be infinite
     const N: usize = 70_000;
-    for_each_device(|dev| {
-        let v: Vec<f16> = (0..N)
-            .map(|i| {
-                if i % 2 == 0 {
-                    f16::from_f32(3.0)
-                } else {
-                    f16::NAN
-                }
-            })
-            .collect();
-        let x = Array::from_vec_on(v, &[N], dev).unwrap();
-        let m = x.nanmean();
-        assert_eq!((m.shape(), m.dtype()), (&[][..], DType::F16));
-        assert_eq!(m.item::<f16>().unwrap().to_f32(), 3.0);
-        let ones = Array::ones_on(&[N], DType::BF16, dev);
-        let m = ones.mean();
-        assert_eq!((m.shape(), m.dtype()), (&[][..], DType::BF16));
-        assert_eq!(m.item::<bf16>().unwrap().to_f32(), 1.0);
-    });
+    let v: Vec<f16> = (0..N)
+        .map(|i| {
+            if i % 2 == 0 {
+                f16::from_f32(3.0)
+            } else {
+                f16::NAN
+            }
+        })
+        .collect();
+    let x = Array::from_vec_on(v, &[N], dev).unwrap();
+    let m = x.nanmean();
+    assert_eq!((m.shape(), m.dtype()), (&[][..], DType::F16));
+    assert_eq!(m.item::<f16>().unwrap().to_f32(), 3.0);
+    let ones = Array::ones_on(&[N], DType::BF16, dev);
+    let m = ones.mean();
+    assert_eq!((m.shape(), m.dtype()), (&[][..], DType::BF16));
+    assert_eq!(m.item::<bf16>().unwrap().to_f32(), 1.0);
 }

@@ -3,6 +3,7 @@
 //! device: shape and dtype first, then values (exact for integers and for copies, within
 //! rounding for float scans, whose order differs between devices).
 
+#[macro_use]
 mod common;
 
 use lazyfuse as lf;
@@ -154,8 +155,8 @@ fn values(a: &Array) -> Vals {
     }
 }
 
-#[test]
-fn updates_gathers_and_scans_match_numpy() {
+device_test!(updates_gathers_and_scans_match_numpy);
+fn updates_gathers_and_scans_match_numpy(dev: &Device) {
     // embedded, so that the test binary runs anywhere (python3 tests/data/gen_indexing.py
     // writes the file)
     let text = include_str!("data/indexing_cases.txt");
@@ -170,42 +171,39 @@ fn updates_gathers_and_scans_match_numpy() {
         })
         .collect();
     assert_eq!(cases.len(), 21);
-    common::for_each_device(|dev: &Device| {
-        for (id, ins, want) in &cases {
-            let x: Vec<Array> = ins
-                .iter()
-                .map(|f| common::array_from_le(&f.dtype, &f.shape, &f.bytes, dev))
-                .collect();
-            let got = expr(id, &x);
-            assert_eq!(got.shape(), want.shape.as_slice(), "{id}: shape");
-            assert_eq!(got.dtype(), dtype_of(&want.dtype), "{id}: dtype");
-            let w = common::array_from_le(&want.dtype, &want.shape, &want.bytes, dev);
-            // a float scan's rounding depends on its order (tiles on CUDA, a running sum
-            // on the CPU as in NumPy); everything else is exact
-            let scan = id.starts_with("cum") || *id == "mul_index";
-            let tol = match got.dtype() {
-                DType::F32 | DType::C64 => 1e-5,
-                _ => 1e-12,
-            };
-            match (values(&got), values(&w)) {
-                (Vals::Exact(g), Vals::Exact(e)) => assert_eq!(g, e, "{id}"),
-                (Vals::Float(g), Vals::Float(e)) => {
-                    let scale = e
-                        .iter()
-                        .fold(1.0f64, |m, z| m.max(z.0.abs()).max(z.1.abs()));
-                    for (k, (p, q)) in g.iter().zip(&e).enumerate() {
-                        let same = if scan {
-                            (p.0 - q.0).abs() <= tol * scale && (p.1 - q.1).abs() <= tol * scale
-                        } else {
-                            (p.0.to_bits() == q.0.to_bits() || (p.0.is_nan() && q.0.is_nan()))
-                                && (p.1.to_bits() == q.1.to_bits()
-                                    || (p.1.is_nan() && q.1.is_nan()))
-                        };
-                        assert!(same, "{id} at {k}: {p:?} vs {q:?}");
-                    }
+    for (id, ins, want) in &cases {
+        let x: Vec<Array> = ins
+            .iter()
+            .map(|f| common::array_from_le(&f.dtype, &f.shape, &f.bytes, dev))
+            .collect();
+        let got = expr(id, &x);
+        assert_eq!(got.shape(), want.shape.as_slice(), "{id}: shape");
+        assert_eq!(got.dtype(), dtype_of(&want.dtype), "{id}: dtype");
+        let w = common::array_from_le(&want.dtype, &want.shape, &want.bytes, dev);
+        // a float scan's rounding depends on its order (tiles on CUDA, a running sum
+        // on the CPU as in NumPy); everything else is exact
+        let scan = id.starts_with("cum") || *id == "mul_index";
+        let tol = match got.dtype() {
+            DType::F32 | DType::C64 => 1e-5,
+            _ => 1e-12,
+        };
+        match (values(&got), values(&w)) {
+            (Vals::Exact(g), Vals::Exact(e)) => assert_eq!(g, e, "{id}"),
+            (Vals::Float(g), Vals::Float(e)) => {
+                let scale = e
+                    .iter()
+                    .fold(1.0f64, |m, z| m.max(z.0.abs()).max(z.1.abs()));
+                for (k, (p, q)) in g.iter().zip(&e).enumerate() {
+                    let same = if scan {
+                        (p.0 - q.0).abs() <= tol * scale && (p.1 - q.1).abs() <= tol * scale
+                    } else {
+                        (p.0.to_bits() == q.0.to_bits() || (p.0.is_nan() && q.0.is_nan()))
+                            && (p.1.to_bits() == q.1.to_bits() || (p.1.is_nan() && q.1.is_nan()))
+                    };
+                    assert!(same, "{id} at {k}: {p:?} vs {q:?}");
                 }
-                _ => panic!("{id}: kinds differ"),
             }
+            _ => panic!("{id}: kinds differ"),
         }
-    });
+    }
 }

@@ -5,9 +5,9 @@
 //!
 //! The counters are process-wide, so every test holds `LOCK` and measures deltas.
 
+#[macro_use]
 mod common;
 
-use common::for_each_device;
 use lazyfuse as lf;
 use lf::{Array, DType, Device};
 use rustfft::num_complex::Complex64;
@@ -161,449 +161,422 @@ fn peak(dev: &Device) -> u64 {
     }
 }
 
-#[test]
-fn eval_loop_matches_the_oracle() {
+device_test!(eval_loop_matches_the_oracle);
+fn eval_loop_matches_the_oracle(dev: &Device) {
     let _l = lock();
-    for_each_device(|dev| {
-        let n = 32;
-        let (mut u, mult, u0) = setup(dev, n);
-        let dts: Vec<f64> = (0..6).map(|i| 0.1 + 0.01 * i as f64).collect();
-        for &dt in &dts {
-            u = step(&u, &mult, dt);
-            u.eval().unwrap();
-        }
-        check_close(&u, &oracle(&u0, n, &dts), n, 2e-5);
-    });
+    let n = 32;
+    let (mut u, mult, u0) = setup(dev, n);
+    let dts: Vec<f64> = (0..6).map(|i| 0.1 + 0.01 * i as f64).collect();
+    for &dt in &dts {
+        u = step(&u, &mult, dt);
+        u.eval().unwrap();
+    }
+    check_close(&u, &oracle(&u0, n, &dts), n, 2e-5);
 }
 
-#[test]
-fn eval_loop_plans_once_compiles_once_and_stays_flat() {
+device_test!(eval_loop_plans_once_compiles_once_and_stays_flat);
+fn eval_loop_plans_once_compiles_once_and_stays_flat(dev: &Device) {
     let _l = lock();
-    for_each_device(|dev| {
-        let n = 64;
-        let (mut u, mult, _) = setup(dev, n);
-        // warm-up: plan, compile, first allocations of every size. The first step has a
-        // plan of its own (its input is a leaf, later ones an evaluated step); with the
-        // real-FFT plan on CUDA the later plan's two result sets are recorded on their
-        // first replays (its second and third runs).
-        for i in 0..4 {
-            u = step(&u, &mult, 0.1 + 1e-3 * i as f64);
-            u.eval().unwrap();
-        }
-        dev.synchronize().unwrap();
-        let live0 = live(dev);
-        lf::reset_stats();
-        u = step(&u, &mult, 0.2);
+    let n = 64;
+    let (mut u, mult, _) = setup(dev, n);
+    // warm-up: plan, compile, first allocations of every size. The first step has a
+    // plan of its own (its input is a leaf, later ones an evaluated step); with the
+    // real-FFT plan on CUDA the later plan's two result sets are recorded on their
+    // first replays (its second and third runs).
+    for i in 0..4 {
+        u = step(&u, &mult, 0.1 + 1e-3 * i as f64);
         u.eval().unwrap();
-        dev.synchronize().unwrap();
-        let peak1 = peak(dev);
-        let pool1 = dev.pool_usage().unwrap();
-        let total = steps();
-        for i in 1..total {
-            // dt and t change every step: they are kernel arguments, not constants
-            let dt = 0.1 + 1e-4 * (i % 17) as f64;
-            u = step(&u, &mult, dt);
-            u.eval().unwrap();
-        }
-        dev.synchronize().unwrap();
-        let s = lf::stats();
-        assert_eq!(s.evals, total as u64);
-        assert_eq!(s.plans, 0, "the step was planned again");
-        assert_eq!(s.plan_cache_hits, total as u64);
-        assert_eq!(s.kernels_compiled, 0, "a kernel was compiled again");
-        assert_eq!(s.disk_cache_hits, 0);
-        // complex transforms (the default for small transforms on CUDA): 3 kernels, 2 FFTs
-        // per step; the real-FFT plan: the step kernel, R2C, the Hermitian half spectrum
-        // times the multiplier (one kernel), C2R
-        assert_eq!(s.kernels_launched, kernels_per_step(dev, n) * total as u64);
-        assert_eq!(s.library_calls, 2 * total as u64);
-        if dev.is_cuda() && graphs_on() {
-            // recorded during the warm-up; every measured step is one graph launch
-            assert_eq!(s.graph_captures, 0);
-            assert_eq!(s.graph_launches, total as u64);
-            assert_eq!(s.graph_fallbacks, 0);
-        } else {
-            assert_eq!(s.graph_launches, 0);
-        }
-        assert_eq!(live(dev), live0, "memory held after the loop differs");
-        assert_eq!(peak(dev), peak1, "the high-water mark grew after one step");
-        // the CUDA pool: what the arrays hold now is what they held after one step, and
-        // the pool took no more memory from the driver
-        let pool = dev.pool_usage().unwrap();
-        assert_eq!(pool.is_some(), dev.is_cuda());
-        if let (Some((used1, reserved1)), Some((used, reserved))) = (pool1, pool) {
-            assert_eq!(used, used1, "pool bytes in use grew");
-            assert!(
-                reserved <= reserved1,
-                "pool reserve grew: {reserved1} -> {reserved}"
-            );
-        }
-        println!(
-            "{dev}: {total} steps: plans {}, kernels compiled {}, kernels launched {}, \
+    }
+    dev.synchronize().unwrap();
+    let live0 = live(dev);
+    lf::reset_stats();
+    u = step(&u, &mult, 0.2);
+    u.eval().unwrap();
+    dev.synchronize().unwrap();
+    let peak1 = peak(dev);
+    let pool1 = dev.pool_usage().unwrap();
+    let total = steps();
+    for i in 1..total {
+        // dt and t change every step: they are kernel arguments, not constants
+        let dt = 0.1 + 1e-4 * (i % 17) as f64;
+        u = step(&u, &mult, dt);
+        u.eval().unwrap();
+    }
+    dev.synchronize().unwrap();
+    let s = lf::stats();
+    assert_eq!(s.evals, total as u64);
+    assert_eq!(s.plans, 0, "the step was planned again");
+    assert_eq!(s.plan_cache_hits, total as u64);
+    assert_eq!(s.kernels_compiled, 0, "a kernel was compiled again");
+    assert_eq!(s.disk_cache_hits, 0);
+    // complex transforms (the default for small transforms on CUDA): 3 kernels, 2 FFTs
+    // per step; the real-FFT plan: the step kernel, R2C, the Hermitian half spectrum
+    // times the multiplier (one kernel), C2R
+    assert_eq!(s.kernels_launched, kernels_per_step(dev, n) * total as u64);
+    assert_eq!(s.library_calls, 2 * total as u64);
+    if dev.is_cuda() && graphs_on() {
+        // recorded during the warm-up; every measured step is one graph launch
+        assert_eq!(s.graph_captures, 0);
+        assert_eq!(s.graph_launches, total as u64);
+        assert_eq!(s.graph_fallbacks, 0);
+    } else {
+        assert_eq!(s.graph_launches, 0);
+    }
+    assert_eq!(live(dev), live0, "memory held after the loop differs");
+    assert_eq!(peak(dev), peak1, "the high-water mark grew after one step");
+    // the CUDA pool: what the arrays hold now is what they held after one step, and
+    // the pool took no more memory from the driver
+    let pool = dev.pool_usage().unwrap();
+    assert_eq!(pool.is_some(), dev.is_cuda());
+    if let (Some((used1, reserved1)), Some((used, reserved))) = (pool1, pool) {
+        assert_eq!(used, used1, "pool bytes in use grew");
+        assert!(
+            reserved <= reserved1,
+            "pool reserve grew: {reserved1} -> {reserved}"
+        );
+    }
+    println!(
+        "{dev}: {total} steps: plans {}, kernels compiled {}, kernels launched {}, \
              library calls {}, graph launches {}, graph fallbacks {}, live bytes {} -> {}, \
              peak {} -> {}, pool (used, reserved) {:?} -> {:?}",
-            s.plans,
-            s.kernels_compiled,
-            s.kernels_launched,
-            s.library_calls,
-            s.graph_launches,
-            s.graph_fallbacks,
-            live0,
-            live(dev),
-            peak1,
-            peak(dev),
-            pool1,
-            pool
-        );
-        let v = u.to_vec::<f32>().unwrap();
-        assert!(v.iter().all(|x| x.is_finite()));
-    });
+        s.plans,
+        s.kernels_compiled,
+        s.kernels_launched,
+        s.library_calls,
+        s.graph_launches,
+        s.graph_fallbacks,
+        live0,
+        live(dev),
+        peak1,
+        peak(dev),
+        pool1,
+        pool
+    );
+    let v = u.to_vec::<f32>().unwrap();
+    assert!(v.iter().all(|x| x.is_finite()));
 }
 
-#[test]
-fn eval_writes_in_place_when_it_owns_the_input() {
+device_test!(eval_writes_in_place_when_it_owns_the_input);
+fn eval_writes_in_place_when_it_owns_the_input(dev: &Device) {
     let _l = lock();
-    for_each_device(|dev| {
-        let x: Vec<f32> = (0..1000).map(|i| i as f32 * 0.5).collect();
-        let mut u = Array::from_vec_on(x.clone(), &[10, 100], dev).unwrap();
-        lf::reset_stats();
-        let live0 = live(dev);
-        for _ in 0..5 {
-            u = &u * 2.0 + 1.0; // the old `u` is dropped here: only the new graph holds it
-            u.eval().unwrap();
-        }
-        let s = lf::stats();
-        assert_eq!(s.buffers_reused, 5);
-        assert_eq!(
-            live(dev),
-            live0,
-            "in-place steps allocate no new array memory"
-        );
-        assert_eq!(u.shape(), &[10, 100]);
-        assert_eq!(u.dtype(), DType::F32);
-        let want: Vec<f32> = x
-            .iter()
-            .map(|&v| (0..5).fold(v, |a, _| a * 2.0 + 1.0))
-            .collect();
-        assert_eq!(u.to_vec::<f32>().unwrap(), want);
-    });
-}
-
-#[test]
-fn a_function_may_borrow_its_captures() {
-    let _l = lock();
-    for_each_device(|dev| {
-        let mult = Array::from_vec_on(vec![2.0f32, 3.0, 4.0], &[3], dev).unwrap();
-        let u = Array::from_vec_on(vec![1.0f32, 1.0, 1.0], &[3], dev).unwrap();
-        // `mult` is borrowed, not moved: the function lives within this scope
-        let f = lf::Function::trace(&[&u], |x| vec![&x[0] * &mult + 1.0]).unwrap();
-        let v = f.call(&[&u]).unwrap().remove(0);
-        assert_eq!(v.to_vec::<f32>().unwrap(), vec![3.0, 4.0, 5.0]);
-        // a new shape traces again through the same borrowed closure
-        let w = Array::from_vec_on(vec![0.5f32; 6], &[2, 3], dev).unwrap();
-        let r = f.call(&[&w]).unwrap().remove(0);
-        assert_eq!(r.shape(), &[2, 3]);
-        assert_eq!(
-            r.to_vec::<f32>().unwrap(),
-            vec![2.0, 2.5, 3.0, 2.0, 2.5, 3.0]
-        );
-        drop(f);
-        assert_eq!(mult.to_vec::<f32>().unwrap(), vec![2.0, 3.0, 4.0]);
-    });
-}
-
-#[test]
-fn compound_assignment_and_updates_reuse_the_only_handle() {
-    let _l = lock();
-    for_each_device(|dev| {
-        let x: Vec<f32> = (0..1000).map(|i| i as f32 * 0.25).collect();
-        let mut u = Array::from_vec_on(x.clone(), &[10, 100], dev).unwrap();
-        lf::reset_stats();
-        for _ in 0..5 {
-            u *= 2.0;
-            u += 1.0;
-            u = u.at(lf::s![0, ..]).set(-1.0);
-            u.eval().unwrap();
-        }
-        assert_eq!(lf::stats().buffers_reused, 5);
-        let mut want: Vec<f32> = x
-            .iter()
-            .map(|&v| (0..5).fold(v, |a, _| a * 2.0 + 1.0))
-            .collect();
-        for w in &mut want[..100] {
-            *w = -1.0;
-        }
-        assert_eq!(u.to_vec::<f32>().unwrap(), want);
-    });
-}
-
-#[test]
-fn a_second_handle_prevents_reuse() {
-    let _l = lock();
-    for_each_device(|dev| {
-        let x: Vec<f32> = (0..256).map(|i| i as f32).collect();
-        let u = Array::from_vec_on(x.clone(), &[256], dev).unwrap();
-        let keep = u.clone();
-        lf::reset_stats();
-        let u = &u * 3.0;
+    let x: Vec<f32> = (0..1000).map(|i| i as f32 * 0.5).collect();
+    let mut u = Array::from_vec_on(x.clone(), &[10, 100], dev).unwrap();
+    lf::reset_stats();
+    let live0 = live(dev);
+    for _ in 0..5 {
+        u = &u * 2.0 + 1.0; // the old `u` is dropped here: only the new graph holds it
         u.eval().unwrap();
-        assert_eq!(lf::stats().buffers_reused, 0);
-        assert_eq!(keep.to_vec::<f32>().unwrap(), x, "the kept handle changed");
-        let want: Vec<f32> = x.iter().map(|v| v * 3.0).collect();
-        assert_eq!(u.to_vec::<f32>().unwrap(), want);
-    });
+    }
+    let s = lf::stats();
+    assert_eq!(s.buffers_reused, 5);
+    assert_eq!(
+        live(dev),
+        live0,
+        "in-place steps allocate no new array memory"
+    );
+    assert_eq!(u.shape(), &[10, 100]);
+    assert_eq!(u.dtype(), DType::F32);
+    let want: Vec<f32> = x
+        .iter()
+        .map(|&v| (0..5).fold(v, |a, _| a * 2.0 + 1.0))
+        .collect();
+    assert_eq!(u.to_vec::<f32>().unwrap(), want);
 }
 
-#[test]
-fn a_lazy_consumer_outside_the_eval_prevents_reuse() {
+device_test!(a_function_may_borrow_its_captures);
+fn a_function_may_borrow_its_captures(dev: &Device) {
     let _l = lock();
-    for_each_device(|dev| {
-        let x: Vec<f32> = (0..64).map(|i| i as f32).collect();
-        let u = Array::from_vec_on(x.clone(), &[64], dev).unwrap();
-        let later = &u + 100.0; // lazy, not part of the next eval
-        lf::reset_stats();
-        let u = &u - 1.0;
+    let mult = Array::from_vec_on(vec![2.0f32, 3.0, 4.0], &[3], dev).unwrap();
+    let u = Array::from_vec_on(vec![1.0f32, 1.0, 1.0], &[3], dev).unwrap();
+    // `mult` is borrowed, not moved: the function lives within this scope
+    let f = lf::Function::trace(&[&u], |x| vec![&x[0] * &mult + 1.0]).unwrap();
+    let v = f.call(&[&u]).unwrap().remove(0);
+    assert_eq!(v.to_vec::<f32>().unwrap(), vec![3.0, 4.0, 5.0]);
+    // a new shape traces again through the same borrowed closure
+    let w = Array::from_vec_on(vec![0.5f32; 6], &[2, 3], dev).unwrap();
+    let r = f.call(&[&w]).unwrap().remove(0);
+    assert_eq!(r.shape(), &[2, 3]);
+    assert_eq!(
+        r.to_vec::<f32>().unwrap(),
+        vec![2.0, 2.5, 3.0, 2.0, 2.5, 3.0]
+    );
+    drop(f);
+    assert_eq!(mult.to_vec::<f32>().unwrap(), vec![2.0, 3.0, 4.0]);
+}
+
+device_test!(compound_assignment_and_updates_reuse_the_only_handle);
+fn compound_assignment_and_updates_reuse_the_only_handle(dev: &Device) {
+    let _l = lock();
+    let x: Vec<f32> = (0..1000).map(|i| i as f32 * 0.25).collect();
+    let mut u = Array::from_vec_on(x.clone(), &[10, 100], dev).unwrap();
+    lf::reset_stats();
+    for _ in 0..5 {
+        u *= 2.0;
+        u += 1.0;
+        u = u.at(lf::s![0, ..]).set(-1.0);
         u.eval().unwrap();
-        assert_eq!(lf::stats().buffers_reused, 0);
-        let want: Vec<f32> = x.iter().map(|v| v + 100.0).collect();
-        assert_eq!(later.to_vec::<f32>().unwrap(), want);
-        // and a lazy intermediate the user keeps (fused into the eval) prevents it too
-        let w = Array::from_vec_on(x.clone(), &[64], dev).unwrap();
-        let mid = &w * 2.0;
-        drop(w);
-        let out = &mid + 1.0;
-        out.eval().unwrap();
-        assert_eq!(lf::stats().buffers_reused, 0);
-        let want: Vec<f32> = x.iter().map(|v| v * 2.0).collect();
-        assert_eq!(mid.to_vec::<f32>().unwrap(), want);
-    });
+    }
+    assert_eq!(lf::stats().buffers_reused, 5);
+    let mut want: Vec<f32> = x
+        .iter()
+        .map(|&v| (0..5).fold(v, |a, _| a * 2.0 + 1.0))
+        .collect();
+    for w in &mut want[..100] {
+        *w = -1.0;
+    }
+    assert_eq!(u.to_vec::<f32>().unwrap(), want);
 }
 
-#[test]
-fn shifted_reads_prevent_reuse() {
+device_test!(a_second_handle_prevents_reuse);
+fn a_second_handle_prevents_reuse(dev: &Device) {
     let _l = lock();
-    for_each_device(|dev| {
-        let n = 16;
-        let x: Vec<f32> = (0..n * n).map(|i| i as f32).collect();
-        let host = ndarray::Array2::from_shape_vec((n, n), x.clone()).unwrap();
-        lf::reset_stats();
-        // roll
-        let u = Array::from_vec_on(x.clone(), &[n, n], dev).unwrap();
-        let u = u.roll(1, 0) + 1.0;
-        u.eval().unwrap();
-        // flip
-        let v = Array::from_vec_on(x.clone(), &[n, n], dev).unwrap();
-        let v = v.flip(1) * 2.0;
-        v.eval().unwrap();
-        // transpose (same size and dtype, different index)
-        let w = Array::from_vec_on(x.clone(), &[n, n], dev).unwrap();
-        let w = w.transpose() - 1.0;
-        w.eval().unwrap();
-        assert_eq!(lf::stats().buffers_reused, 0);
-        let get = |a: &Array| a.to_host::<f32>().unwrap();
-        let mut rolled = host.clone();
-        for i in 0..n {
-            for j in 0..n {
-                rolled[[(i + 1) % n, j]] = host[[i, j]];
-            }
-        }
-        assert_eq!(get(&u), (rolled + 1.0).into_dyn());
-        let flipped = host.slice(ndarray::s![.., ..;-1]).to_owned();
-        assert_eq!(get(&v), (flipped * 2.0).into_dyn());
-        assert_eq!(get(&w), (host.t().to_owned() - 1.0).into_dyn());
-    });
+    let x: Vec<f32> = (0..256).map(|i| i as f32).collect();
+    let u = Array::from_vec_on(x.clone(), &[256], dev).unwrap();
+    let keep = u.clone();
+    lf::reset_stats();
+    let u = &u * 3.0;
+    u.eval().unwrap();
+    assert_eq!(lf::stats().buffers_reused, 0);
+    assert_eq!(keep.to_vec::<f32>().unwrap(), x, "the kept handle changed");
+    let want: Vec<f32> = x.iter().map(|v| v * 3.0).collect();
+    assert_eq!(u.to_vec::<f32>().unwrap(), want);
 }
 
-#[test]
-fn same_index_reads_of_the_owned_input_reuse_it() {
+device_test!(a_lazy_consumer_outside_the_eval_prevents_reuse);
+fn a_lazy_consumer_outside_the_eval_prevents_reuse(dev: &Device) {
     let _l = lock();
-    for_each_device(|dev| {
-        // several reads at the output's index, a broadcast operand, a dtype-preserving chain
-        let n = 300;
-        let x: Vec<f32> = (0..n).map(|i| (i as f32 - 150.0) * 0.01).collect();
-        let b = Array::from_vec_on(vec![0.5f32, -0.25], &[2, 1], dev).unwrap();
-        let mut u = Array::from_vec_on(
-            x.iter().chain(&x).copied().collect::<Vec<_>>(),
-            &[2, n],
-            dev,
-        )
-        .unwrap();
-        lf::reset_stats();
-        u = &u * &u - &u * &b + u.sin();
-        u.eval().unwrap();
-        assert_eq!(lf::stats().buffers_reused, 1);
-        let got = u.to_vec::<f32>().unwrap();
-        for (r, bv) in [0.5f32, -0.25].iter().enumerate() {
-            for (i, &v) in x.iter().enumerate() {
-                let want = v * v - v * bv + v.sin();
-                let g = got[r * n + i];
-                assert!(
-                    (g - want).abs() <= 1e-6 * want.abs().max(1.0),
-                    "{g} vs {want}"
-                );
-            }
-        }
-    });
+    let x: Vec<f32> = (0..64).map(|i| i as f32).collect();
+    let u = Array::from_vec_on(x.clone(), &[64], dev).unwrap();
+    let later = &u + 100.0; // lazy, not part of the next eval
+    lf::reset_stats();
+    let u = &u - 1.0;
+    u.eval().unwrap();
+    assert_eq!(lf::stats().buffers_reused, 0);
+    let want: Vec<f32> = x.iter().map(|v| v + 100.0).collect();
+    assert_eq!(later.to_vec::<f32>().unwrap(), want);
+    // and a lazy intermediate the user keeps (fused into the eval) prevents it too
+    let w = Array::from_vec_on(x.clone(), &[64], dev).unwrap();
+    let mid = &w * 2.0;
+    drop(w);
+    let out = &mid + 1.0;
+    out.eval().unwrap();
+    assert_eq!(lf::stats().buffers_reused, 0);
+    let want: Vec<f32> = x.iter().map(|v| v * 2.0).collect();
+    assert_eq!(mid.to_vec::<f32>().unwrap(), want);
 }
 
-#[test]
-fn function_matches_the_eval_loop_and_replays() {
+device_test!(shifted_reads_prevent_reuse);
+fn shifted_reads_prevent_reuse(dev: &Device) {
     let _l = lock();
-    for_each_device(|dev| {
-        let n = 64;
-        let (u, mult, _) = setup(dev, n);
-        let dt = 0.1;
-        let m = mult.clone();
-        let f = lf::Function::trace(&[&u], move |x| vec![step(&x[0], &m, dt)]).unwrap();
-        let total = steps();
-        // the reference: plain evals
-        let mut r = u.clone();
-        for _ in 0..total.min(20) {
-            r = step(&r, &mult, dt);
-            r.eval().unwrap();
+    let n = 16;
+    let x: Vec<f32> = (0..n * n).map(|i| i as f32).collect();
+    let host = ndarray::Array2::from_shape_vec((n, n), x.clone()).unwrap();
+    lf::reset_stats();
+    // roll
+    let u = Array::from_vec_on(x.clone(), &[n, n], dev).unwrap();
+    let u = u.roll(1, 0) + 1.0;
+    u.eval().unwrap();
+    // flip
+    let v = Array::from_vec_on(x.clone(), &[n, n], dev).unwrap();
+    let v = v.flip(1) * 2.0;
+    v.eval().unwrap();
+    // transpose (same size and dtype, different index)
+    let w = Array::from_vec_on(x.clone(), &[n, n], dev).unwrap();
+    let w = w.transpose() - 1.0;
+    w.eval().unwrap();
+    assert_eq!(lf::stats().buffers_reused, 0);
+    let get = |a: &Array| a.to_host::<f32>().unwrap();
+    let mut rolled = host.clone();
+    for i in 0..n {
+        for j in 0..n {
+            rolled[[(i + 1) % n, j]] = host[[i, j]];
         }
-        let mut v = u.clone();
-        lf::reset_stats();
-        v = f.call(&[&v]).unwrap().remove(0); // first call: plain launches
-        v = f.call(&[&v]).unwrap().remove(0); // second: recorded (CUDA), arena kept
-        dev.synchronize().unwrap();
-        let live1 = live(dev);
-        for _ in 2..total {
-            v = f.call(&[&v]).unwrap().remove(0);
+    }
+    assert_eq!(get(&u), (rolled + 1.0).into_dyn());
+    let flipped = host.slice(ndarray::s![.., ..;-1]).to_owned();
+    assert_eq!(get(&v), (flipped * 2.0).into_dyn());
+    assert_eq!(get(&w), (host.t().to_owned() - 1.0).into_dyn());
+}
+
+device_test!(same_index_reads_of_the_owned_input_reuse_it);
+fn same_index_reads_of_the_owned_input_reuse_it(dev: &Device) {
+    let _l = lock();
+    // several reads at the output's index, a broadcast operand, a dtype-preserving chain
+    let n = 300;
+    let x: Vec<f32> = (0..n).map(|i| (i as f32 - 150.0) * 0.01).collect();
+    let b = Array::from_vec_on(vec![0.5f32, -0.25], &[2, 1], dev).unwrap();
+    let mut u = Array::from_vec_on(
+        x.iter().chain(&x).copied().collect::<Vec<_>>(),
+        &[2, n],
+        dev,
+    )
+    .unwrap();
+    lf::reset_stats();
+    u = &u * &u - &u * &b + u.sin();
+    u.eval().unwrap();
+    assert_eq!(lf::stats().buffers_reused, 1);
+    let got = u.to_vec::<f32>().unwrap();
+    for (r, bv) in [0.5f32, -0.25].iter().enumerate() {
+        for (i, &v) in x.iter().enumerate() {
+            let want = v * v - v * bv + v.sin();
+            let g = got[r * n + i];
+            assert!(
+                (g - want).abs() <= 1e-6 * want.abs().max(1.0),
+                "{g} vs {want}"
+            );
         }
-        dev.synchronize().unwrap();
-        let s = lf::stats();
-        assert_eq!(s.plans, 0, "calls never plan");
-        assert_eq!(s.plan_cache_hits, 0, "calls never look up plans");
-        assert_eq!(
-            s.kernels_compiled, 0,
-            "the trace's kernels were compiled once"
-        );
-        assert_eq!(s.evals, total as u64);
-        assert_eq!(live(dev), live1, "memory held after the calls differs");
-        if dev.is_cuda() && graphs_on() {
-            // one recording; with the real-FFT plan the C2R writes the result, into one of
-            // two result sets the graph owns, recorded on the second and third calls
-            let recordings = if lf::real_fft_enabled_for(dev, n * n) {
-                2
-            } else {
-                1
-            };
-            assert_eq!(s.graph_captures, recordings);
-            assert_eq!(s.graph_launches, total as u64 - 1);
-            assert_eq!(s.graph_fallbacks, 0);
-            assert!(f.is_graph());
+    }
+}
+
+device_test!(function_matches_the_eval_loop_and_replays);
+fn function_matches_the_eval_loop_and_replays(dev: &Device) {
+    let _l = lock();
+    let n = 64;
+    let (u, mult, _) = setup(dev, n);
+    let dt = 0.1;
+    let m = mult.clone();
+    let f = lf::Function::trace(&[&u], move |x| vec![step(&x[0], &m, dt)]).unwrap();
+    let total = steps();
+    // the reference: plain evals
+    let mut r = u.clone();
+    for _ in 0..total.min(20) {
+        r = step(&r, &mult, dt);
+        r.eval().unwrap();
+    }
+    let mut v = u.clone();
+    lf::reset_stats();
+    v = f.call(&[&v]).unwrap().remove(0); // first call: plain launches
+    v = f.call(&[&v]).unwrap().remove(0); // second: recorded (CUDA), arena kept
+    dev.synchronize().unwrap();
+    let live1 = live(dev);
+    for _ in 2..total {
+        v = f.call(&[&v]).unwrap().remove(0);
+    }
+    dev.synchronize().unwrap();
+    let s = lf::stats();
+    assert_eq!(s.plans, 0, "calls never plan");
+    assert_eq!(s.plan_cache_hits, 0, "calls never look up plans");
+    assert_eq!(
+        s.kernels_compiled, 0,
+        "the trace's kernels were compiled once"
+    );
+    assert_eq!(s.evals, total as u64);
+    assert_eq!(live(dev), live1, "memory held after the calls differs");
+    if dev.is_cuda() && graphs_on() {
+        // one recording; with the real-FFT plan the C2R writes the result, into one of
+        // two result sets the graph owns, recorded on the second and third calls
+        let recordings = if lf::real_fft_enabled_for(dev, n * n) {
+            2
         } else {
-            assert_eq!(s.graph_launches, 0);
-            assert!(!f.is_graph());
-        }
-        assert_eq!(s.kernels_launched, kernels_per_step(dev, n) * total as u64);
-        assert_eq!(s.library_calls, 2 * total as u64);
-        assert_eq!(v.shape(), &[n, n]);
-        assert_eq!(v.dtype(), DType::F32);
-        // same plan, same kernels: the first 20 steps agree exactly
-        let mut w = u.clone();
-        for _ in 0..total.min(20) {
-            w = f.call(&[&w]).unwrap().remove(0);
-        }
-        assert_eq!(w.to_vec::<f32>().unwrap(), r.to_vec::<f32>().unwrap());
-        assert!(v.to_vec::<f32>().unwrap().iter().all(|x| x.is_finite()));
-    });
+            1
+        };
+        assert_eq!(s.graph_captures, recordings);
+        assert_eq!(s.graph_launches, total as u64 - 1);
+        assert_eq!(s.graph_fallbacks, 0);
+        assert!(f.is_graph());
+    } else {
+        assert_eq!(s.graph_launches, 0);
+        assert!(!f.is_graph());
+    }
+    assert_eq!(s.kernels_launched, kernels_per_step(dev, n) * total as u64);
+    assert_eq!(s.library_calls, 2 * total as u64);
+    assert_eq!(v.shape(), &[n, n]);
+    assert_eq!(v.dtype(), DType::F32);
+    // same plan, same kernels: the first 20 steps agree exactly
+    let mut w = u.clone();
+    for _ in 0..total.min(20) {
+        w = f.call(&[&w]).unwrap().remove(0);
+    }
+    assert_eq!(w.to_vec::<f32>().unwrap(), r.to_vec::<f32>().unwrap());
+    assert!(v.to_vec::<f32>().unwrap().iter().all(|x| x.is_finite()));
 }
 
+device_test!(both_fft_plans_of_the_step_match_the_oracle_when_replayed);
 /// The step with either FFT plan (complex transforms, or R2C plus the C2R of the Hermitian
 /// half spectrum, which on CUDA runs in place on its dead intermediate input once the step
 /// is recorded as a graph) matches the oracle, called as a traced function and as an eval
 /// loop, over enough calls to record and replay.
-#[test]
-fn both_fft_plans_of_the_step_match_the_oracle_when_replayed() {
+fn both_fft_plans_of_the_step_match_the_oracle_when_replayed(dev: &Device) {
     let _l = lock();
-    for_each_device(|dev| {
-        let n = 48;
-        let before = lf::real_fft_mode();
-        for real in [false, true] {
-            lf::set_real_fft(real);
-            let (u, mult, u0) = setup(dev, n);
-            let dts = vec![0.1; 6];
-            let want = oracle(&u0, n, &dts);
-            let m = mult.clone();
-            let f = lf::Function::trace(&[&u], move |x| vec![step(&x[0], &m, 0.1)]).unwrap();
-            let mut v = u.clone();
-            for (i, _) in dts.iter().enumerate() {
-                if i == 3 {
-                    lf::reset_stats();
-                }
-                v = f.call(&[&v]).unwrap().remove(0);
-            }
-            // the last three calls: 2 kernels per step with the real plan (no copy of the
-            // C2R result, also in a CUDA graph), 3 with complex transforms
-            let per_call = if real { 2 } else { 3 };
-            assert_eq!(
-                lf::stats().kernels_launched,
-                3 * per_call,
-                "real plan {real}"
-            );
-            check_close(&v, &want, n, 2e-5);
-            let mut w = u.clone();
-            for &dt in &dts {
-                w = step(&w, &mult, dt);
-                w.eval().unwrap();
-            }
-            check_close(&w, &want, n, 2e-5);
-            if dev.is_cuda() && graphs_on() {
-                assert!(f.is_graph(), "real plan {real}: the step replays a graph");
-            }
-        }
-        lf::set_real_fft_mode(before);
-    });
-}
-
-#[test]
-fn function_takes_changing_scalars_as_inputs() {
-    let _l = lock();
-    for_each_device(|dev| {
-        let n = 32;
+    let n = 48;
+    let before = lf::real_fft_mode();
+    for real in [false, true] {
+        lf::set_real_fft(real);
         let (u, mult, u0) = setup(dev, n);
-        let dt0 = Array::from_vec_on(vec![0.1f32], &[1], dev).unwrap();
+        let dts = vec![0.1; 6];
+        let want = oracle(&u0, n, &dts);
         let m = mult.clone();
-        let f = lf::Function::trace(&[&u, &dt0], move |x| {
-            let (u, dt) = (&x[0], &x[1]);
-            let v = u + (u - u * u * u) * dt;
-            vec![lf::fft::ifft2(&(lf::fft::fft2(&v) * &m)).real()]
-        })
-        .unwrap();
-        let dts: Vec<f64> = (0..5).map(|i| 0.1 + 0.02 * i as f64).collect();
+        let f = lf::Function::trace(&[&u], move |x| vec![step(&x[0], &m, 0.1)]).unwrap();
         let mut v = u.clone();
-        for &dt in &dts {
-            let d = Array::from_vec_on(vec![dt as f32], &[1], dev).unwrap();
-            v = f.call(&[&v, &d]).unwrap().remove(0);
+        for (i, _) in dts.iter().enumerate() {
+            if i == 3 {
+                lf::reset_stats();
+            }
+            v = f.call(&[&v]).unwrap().remove(0);
         }
-        check_close(&v, &oracle(&u0, n, &dts), n, 2e-5);
-    });
+        // the last three calls: 2 kernels per step with the real plan (no copy of the
+        // C2R result, also in a CUDA graph), 3 with complex transforms
+        let per_call = if real { 2 } else { 3 };
+        assert_eq!(
+            lf::stats().kernels_launched,
+            3 * per_call,
+            "real plan {real}"
+        );
+        check_close(&v, &want, n, 2e-5);
+        let mut w = u.clone();
+        for &dt in &dts {
+            w = step(&w, &mult, dt);
+            w.eval().unwrap();
+        }
+        check_close(&w, &want, n, 2e-5);
+        if dev.is_cuda() && graphs_on() {
+            assert!(f.is_graph(), "real plan {real}: the step replays a graph");
+        }
+    }
+    lf::set_real_fft_mode(before);
 }
 
-#[test]
-fn function_results_are_fresh_arrays_and_inputs_survive() {
+device_test!(function_takes_changing_scalars_as_inputs);
+fn function_takes_changing_scalars_as_inputs(dev: &Device) {
     let _l = lock();
-    for_each_device(|dev| {
-        let x: Vec<f32> = (0..100).map(|i| i as f32).collect();
-        let a = Array::from_vec_on(x.clone(), &[100], dev).unwrap();
-        let f =
-            lf::Function::trace(&[&a], |x| vec![&x[0] * 2.0, x[0].clone(), &x[0] + 1.0]).unwrap();
-        let mut outs = Vec::new();
-        for _ in 0..4 {
-            outs.push(f.call(&[&a]).unwrap());
-        }
-        assert_eq!(a.to_vec::<f32>().unwrap(), x, "the input was overwritten");
-        for o in &outs {
-            assert_eq!(o.len(), 3);
-            let twice: Vec<f32> = x.iter().map(|v| v * 2.0).collect();
-            let plus: Vec<f32> = x.iter().map(|v| v + 1.0).collect();
-            assert_eq!(o[0].to_vec::<f32>().unwrap(), twice);
-            assert_eq!(o[1].to_vec::<f32>().unwrap(), x);
-            assert_eq!(o[2].to_vec::<f32>().unwrap(), plus);
-        }
-    });
+    let n = 32;
+    let (u, mult, u0) = setup(dev, n);
+    let dt0 = Array::from_vec_on(vec![0.1f32], &[1], dev).unwrap();
+    let m = mult.clone();
+    let f = lf::Function::trace(&[&u, &dt0], move |x| {
+        let (u, dt) = (&x[0], &x[1]);
+        let v = u + (u - u * u * u) * dt;
+        vec![lf::fft::ifft2(&(lf::fft::fft2(&v) * &m)).real()]
+    })
+    .unwrap();
+    let dts: Vec<f64> = (0..5).map(|i| 0.1 + 0.02 * i as f64).collect();
+    let mut v = u.clone();
+    for &dt in &dts {
+        let d = Array::from_vec_on(vec![dt as f32], &[1], dev).unwrap();
+        v = f.call(&[&v, &d]).unwrap().remove(0);
+    }
+    check_close(&v, &oracle(&u0, n, &dts), n, 2e-5);
+}
+
+device_test!(function_results_are_fresh_arrays_and_inputs_survive);
+fn function_results_are_fresh_arrays_and_inputs_survive(dev: &Device) {
+    let _l = lock();
+    let x: Vec<f32> = (0..100).map(|i| i as f32).collect();
+    let a = Array::from_vec_on(x.clone(), &[100], dev).unwrap();
+    let f = lf::Function::trace(&[&a], |x| vec![&x[0] * 2.0, x[0].clone(), &x[0] + 1.0]).unwrap();
+    let mut outs = Vec::new();
+    for _ in 0..4 {
+        outs.push(f.call(&[&a]).unwrap());
+    }
+    assert_eq!(a.to_vec::<f32>().unwrap(), x, "the input was overwritten");
+    for o in &outs {
+        assert_eq!(o.len(), 3);
+        let twice: Vec<f32> = x.iter().map(|v| v * 2.0).collect();
+        let plus: Vec<f32> = x.iter().map(|v| v + 1.0).collect();
+        assert_eq!(o[0].to_vec::<f32>().unwrap(), twice);
+        assert_eq!(o[1].to_vec::<f32>().unwrap(), x);
+        assert_eq!(o[2].to_vec::<f32>().unwrap(), plus);
+    }
 }
 
 /// `exp(x) + 1` on the host, the oracle of the signature tests.
@@ -621,344 +594,326 @@ fn assert_close_f32(got: &[f32], want: &[f32], rel: f32) {
     }
 }
 
-#[test]
-fn function_traces_again_for_a_new_signature() {
+device_test!(function_traces_again_for_a_new_signature);
+fn function_traces_again_for_a_new_signature(dev: &Device) {
     let _l = lock();
-    for_each_device(|dev| {
-        let x8: Vec<f32> = (0..8).map(|i| i as f32 * 0.25 - 1.0).collect();
-        let a = Array::from_vec_on(x8.clone(), &[8], dev).unwrap();
-        lf::reset_stats();
-        let f = lf::Function::trace(&[&a], |x| vec![x[0].exp() + 1.0]).unwrap();
-        assert_eq!(lf::stats().function_traces, 1);
-        assert_eq!(f.signatures(), 1);
-        // a new shape, then a new dtype: each traces once and gives its own results
-        let x9: Vec<f32> = (0..9).map(|i| i as f32 * 0.5 - 2.0).collect();
-        let square = Array::from_vec_on(x9.clone(), &[3, 3], dev).unwrap();
-        let x8d: Vec<f64> = x8.iter().map(|&v| v as f64 / 3.0).collect();
-        let doubles = Array::from_vec_on(x8d.clone(), &[8], dev).unwrap();
-        let r = f.call(&[&square]).unwrap().remove(0);
-        assert_eq!((r.shape(), r.dtype()), (&[3usize, 3][..], DType::F32));
-        assert_close_f32(&r.to_vec::<f32>().unwrap(), &exp_plus_one_f32(&x9), 1e-6);
-        let r = f.call(&[&doubles]).unwrap().remove(0);
-        assert_eq!((r.shape(), r.dtype()), (&[8usize][..], DType::F64));
-        for (g, v) in r.to_vec::<f64>().unwrap().iter().zip(&x8d) {
-            let w = v.exp() + 1.0;
-            assert!((g - w).abs() <= 1e-14 * w, "{g} vs {w}");
+    let x8: Vec<f32> = (0..8).map(|i| i as f32 * 0.25 - 1.0).collect();
+    let a = Array::from_vec_on(x8.clone(), &[8], dev).unwrap();
+    lf::reset_stats();
+    let f = lf::Function::trace(&[&a], |x| vec![x[0].exp() + 1.0]).unwrap();
+    assert_eq!(lf::stats().function_traces, 1);
+    assert_eq!(f.signatures(), 1);
+    // a new shape, then a new dtype: each traces once and gives its own results
+    let x9: Vec<f32> = (0..9).map(|i| i as f32 * 0.5 - 2.0).collect();
+    let square = Array::from_vec_on(x9.clone(), &[3, 3], dev).unwrap();
+    let x8d: Vec<f64> = x8.iter().map(|&v| v as f64 / 3.0).collect();
+    let doubles = Array::from_vec_on(x8d.clone(), &[8], dev).unwrap();
+    let r = f.call(&[&square]).unwrap().remove(0);
+    assert_eq!((r.shape(), r.dtype()), (&[3usize, 3][..], DType::F32));
+    assert_close_f32(&r.to_vec::<f32>().unwrap(), &exp_plus_one_f32(&x9), 1e-6);
+    let r = f.call(&[&doubles]).unwrap().remove(0);
+    assert_eq!((r.shape(), r.dtype()), (&[8usize][..], DType::F64));
+    for (g, v) in r.to_vec::<f64>().unwrap().iter().zip(&x8d) {
+        let w = v.exp() + 1.0;
+        assert!((g - w).abs() <= 1e-14 * w, "{g} vs {w}");
+    }
+    assert_eq!(lf::stats().function_traces, 3);
+    assert_eq!(f.signatures(), 3);
+    // every signature seen keeps its plan: no trace, no planning
+    lf::reset_stats();
+    for _ in 0..2 {
+        for x in [&a, &square, &doubles] {
+            let r = f.call(&[x]).unwrap().remove(0);
+            assert_eq!((r.shape(), r.dtype()), (x.shape(), x.dtype()));
         }
-        assert_eq!(lf::stats().function_traces, 3);
-        assert_eq!(f.signatures(), 3);
-        // every signature seen keeps its plan: no trace, no planning
-        lf::reset_stats();
-        for _ in 0..2 {
-            for x in [&a, &square, &doubles] {
-                let r = f.call(&[x]).unwrap().remove(0);
-                assert_eq!((r.shape(), r.dtype()), (x.shape(), x.dtype()));
-            }
-        }
-        let s = lf::stats();
-        assert_eq!((s.function_traces, s.plans, s.plan_cache_hits), (0, 0, 0));
+    }
+    let s = lf::stats();
+    assert_eq!((s.function_traces, s.plans, s.plan_cache_hits), (0, 0, 0));
+    let r = f.call(&[&a]).unwrap().remove(0);
+    assert_close_f32(&r.to_vec::<f32>().unwrap(), &exp_plus_one_f32(&x8), 1e-6);
+    // the number of inputs is fixed by the closure
+    assert!(matches!(f.call(&[]), Err(lf::Error::Shape { .. })));
+    assert!(matches!(f.call(&[&a, &a]), Err(lf::Error::Shape { .. })));
+    assert!(matches!(
+        f.call_owned(vec![a.clone(), a.clone()]),
+        Err(lf::Error::Shape { .. })
+    ));
+}
+
+device_test!(function_keeps_the_most_recent_signatures);
+fn function_keeps_the_most_recent_signatures(dev: &Device) {
+    let _l = lock();
+    let first = Array::from_vec_on(vec![0.5f32], &[1], dev).unwrap();
+    let f = lf::Function::trace(&[&first], |x| vec![&x[0] * 3.0 - 1.0]).unwrap();
+    lf::reset_stats();
+    for n in 2..=20usize {
+        let x: Vec<f32> = (0..n).map(|i| i as f32).collect();
+        let a = Array::from_vec_on(x.clone(), &[n], dev).unwrap();
         let r = f.call(&[&a]).unwrap().remove(0);
-        assert_close_f32(&r.to_vec::<f32>().unwrap(), &exp_plus_one_f32(&x8), 1e-6);
-        // the number of inputs is fixed by the closure
-        assert!(matches!(f.call(&[]), Err(lf::Error::Shape { .. })));
-        assert!(matches!(f.call(&[&a, &a]), Err(lf::Error::Shape { .. })));
-        assert!(matches!(
-            f.call_owned(vec![a.clone(), a.clone()]),
-            Err(lf::Error::Shape { .. })
-        ));
-    });
+        assert_eq!((r.shape(), r.dtype()), (&[n][..], DType::F32));
+        let want: Vec<f32> = x.iter().map(|v| v * 3.0 - 1.0).collect();
+        assert_eq!(r.to_vec::<f32>().unwrap(), want);
+    }
+    assert_eq!(lf::stats().function_traces, 19);
+    assert_eq!(f.signatures(), 16, "a bounded number of plans is kept");
+    // the oldest signature was dropped: calling it traces again
+    let r = f.call(&[&first]).unwrap().remove(0);
+    assert_eq!(r.to_vec::<f32>().unwrap(), vec![0.5f32]);
+    assert_eq!(lf::stats().function_traces, 20);
+    assert_eq!(f.signatures(), 16);
 }
 
-#[test]
-fn function_keeps_the_most_recent_signatures() {
+device_test!(call_owned_writes_into_inputs_it_holds_the_last_handle_to);
+fn call_owned_writes_into_inputs_it_holds_the_last_handle_to(dev: &Device) {
     let _l = lock();
-    for_each_device(|dev| {
-        let first = Array::from_vec_on(vec![0.5f32], &[1], dev).unwrap();
-        let f = lf::Function::trace(&[&first], |x| vec![&x[0] * 3.0 - 1.0]).unwrap();
-        lf::reset_stats();
-        for n in 2..=20usize {
-            let x: Vec<f32> = (0..n).map(|i| i as f32).collect();
-            let a = Array::from_vec_on(x.clone(), &[n], dev).unwrap();
-            let r = f.call(&[&a]).unwrap().remove(0);
-            assert_eq!((r.shape(), r.dtype()), (&[n][..], DType::F32));
-            let want: Vec<f32> = x.iter().map(|v| v * 3.0 - 1.0).collect();
-            assert_eq!(r.to_vec::<f32>().unwrap(), want);
-        }
-        assert_eq!(lf::stats().function_traces, 19);
-        assert_eq!(f.signatures(), 16, "a bounded number of plans is kept");
-        // the oldest signature was dropped: calling it traces again
-        let r = f.call(&[&first]).unwrap().remove(0);
-        assert_eq!(r.to_vec::<f32>().unwrap(), vec![0.5f32]);
-        assert_eq!(lf::stats().function_traces, 20);
-        assert_eq!(f.signatures(), 16);
-    });
+    let n = 1000;
+    let x: Vec<f64> = (0..n).map(|i| i as f64 * 0.01 - 3.0).collect();
+    let u0 = Array::from_vec_on(x.clone(), &[n], dev).unwrap();
+    // fused (one kernel reading the input once), whatever LAZYFUSE_NOFUSE says
+    let f = lf::with_fusion(true, || {
+        lf::Function::trace(&[&u0], |x| vec![&x[0] * 0.5 + x[0].sin()])
+    })
+    .unwrap();
+    drop(u0);
+    let calls = 6;
+    let mut want = x.clone();
+    for _ in 0..calls {
+        want = want.iter().map(|v| v * 0.5 + v.sin()).collect();
+    }
+    let mut u = Array::from_vec_on(x.clone(), &[n], dev).unwrap();
+    dev.synchronize().unwrap();
+    lf::reset_stats();
+    for _ in 0..calls {
+        u = f.call_owned(vec![u]).unwrap().remove(0);
+    }
+    dev.synchronize().unwrap();
+    let s = lf::stats();
+    assert_eq!(s.function_traces, 0);
+    // one kernel: plain launches (also on CUDA), each into the consumed input
+    assert_eq!(
+        s.buffers_reused, calls as u64,
+        "every call consumed its input"
+    );
+    assert_eq!(s.graph_launches, 0);
+    assert_eq!((u.shape(), u.dtype()), (&[n][..], DType::F64));
+    for (i, (g, w)) in u.to_vec::<f64>().unwrap().iter().zip(&want).enumerate() {
+        assert!((g - w).abs() <= 1e-12 * w.abs().max(1.0), "{i}: {g} vs {w}");
+    }
+    // an input with another handle, or passed twice, is never overwritten
+    let held = Array::from_vec_on(x.clone(), &[n], dev).unwrap();
+    lf::reset_stats();
+    let r = f.call_owned(vec![held.clone()]).unwrap().remove(0);
+    let g = lf::Function::trace(&[&held, &held], |x| vec![&x[0] * 2.0 + &x[1]]).unwrap();
+    let twice = Array::from_vec_on(x.clone(), &[n], dev).unwrap();
+    let r2 = g.call_owned(vec![twice.clone(), twice]).unwrap().remove(0);
+    assert_eq!(lf::stats().buffers_reused, 0);
+    assert_eq!(
+        held.to_vec::<f64>().unwrap(),
+        x,
+        "a held input was overwritten"
+    );
+    let once: Vec<f64> = x.iter().map(|v| v * 0.5 + v.sin()).collect();
+    for (g, w) in r.to_vec::<f64>().unwrap().iter().zip(&once) {
+        assert!((g - w).abs() <= 1e-12 * w.abs().max(1.0), "{g} vs {w}");
+    }
+    let thrice: Vec<f64> = x.iter().map(|v| v * 3.0).collect();
+    assert_eq!(r2.to_vec::<f64>().unwrap(), thrice);
 }
 
-#[test]
-fn call_owned_writes_into_inputs_it_holds_the_last_handle_to() {
+device_test!(call_owned_of_a_multi_step_plan_matches_call);
+fn call_owned_of_a_multi_step_plan_matches_call(dev: &Device) {
     let _l = lock();
-    for_each_device(|dev| {
-        let n = 1000;
-        let x: Vec<f64> = (0..n).map(|i| i as f64 * 0.01 - 3.0).collect();
-        let u0 = Array::from_vec_on(x.clone(), &[n], dev).unwrap();
-        // fused (one kernel reading the input once), whatever LAZYFUSE_NOFUSE says
-        let f = lf::with_fusion(true, || {
-            lf::Function::trace(&[&u0], |x| vec![&x[0] * 0.5 + x[0].sin()])
-        })
-        .unwrap();
-        drop(u0);
-        let calls = 6;
-        let mut want = x.clone();
-        for _ in 0..calls {
-            want = want.iter().map(|v| v * 0.5 + v.sin()).collect();
-        }
-        let mut u = Array::from_vec_on(x.clone(), &[n], dev).unwrap();
-        dev.synchronize().unwrap();
-        lf::reset_stats();
-        for _ in 0..calls {
-            u = f.call_owned(vec![u]).unwrap().remove(0);
-        }
-        dev.synchronize().unwrap();
-        let s = lf::stats();
-        assert_eq!(s.function_traces, 0);
-        // one kernel: plain launches (also on CUDA), each into the consumed input
-        assert_eq!(
-            s.buffers_reused, calls as u64,
-            "every call consumed its input"
-        );
-        assert_eq!(s.graph_launches, 0);
-        assert_eq!((u.shape(), u.dtype()), (&[n][..], DType::F64));
-        for (i, (g, w)) in u.to_vec::<f64>().unwrap().iter().zip(&want).enumerate() {
-            assert!((g - w).abs() <= 1e-12 * w.abs().max(1.0), "{i}: {g} vs {w}");
-        }
-        // an input with another handle, or passed twice, is never overwritten
-        let held = Array::from_vec_on(x.clone(), &[n], dev).unwrap();
-        lf::reset_stats();
-        let r = f.call_owned(vec![held.clone()]).unwrap().remove(0);
-        let g = lf::Function::trace(&[&held, &held], |x| vec![&x[0] * 2.0 + &x[1]]).unwrap();
-        let twice = Array::from_vec_on(x.clone(), &[n], dev).unwrap();
-        let r2 = g.call_owned(vec![twice.clone(), twice]).unwrap().remove(0);
-        assert_eq!(lf::stats().buffers_reused, 0);
-        assert_eq!(
-            held.to_vec::<f64>().unwrap(),
-            x,
-            "a held input was overwritten"
-        );
-        let once: Vec<f64> = x.iter().map(|v| v * 0.5 + v.sin()).collect();
-        for (g, w) in r.to_vec::<f64>().unwrap().iter().zip(&once) {
-            assert!((g - w).abs() <= 1e-12 * w.abs().max(1.0), "{g} vs {w}");
-        }
-        let thrice: Vec<f64> = x.iter().map(|v| v * 3.0).collect();
-        assert_eq!(r2.to_vec::<f64>().unwrap(), thrice);
-    });
+    let n = 256;
+    // complex input: the first kernel's result (x * 2 + 1, the FFT's operand) has the
+    // input's dtype, so it may take the input's buffer
+    let x: Vec<lf::c64> = (0..n)
+        .map(|i| lf::c64::new((i as f64 * 0.1).cos(), (i as f64 * 0.3).sin()))
+        .collect();
+    let f = lf::Function::trace(&[&Array::from_vec_on(x.clone(), &[n], dev).unwrap()], |x| {
+        vec![lf::fft::fft(&(&x[0] * 2.0 + 1.0), -1) * (1.0 / 256.0)]
+    })
+    .unwrap();
+    let calls = 4;
+    // the reference: the same calls on inputs the caller keeps (never consumed)
+    let mut want = Array::from_vec_on(x.clone(), &[n], dev).unwrap();
+    for _ in 0..calls {
+        want = f.call(&[&want]).unwrap().remove(0);
+    }
+    let want = want.to_vec::<lf::c64>().unwrap();
+    let mut u = Array::from_vec_on(x.clone(), &[n], dev).unwrap();
+    lf::reset_stats();
+    for _ in 0..calls {
+        u = f.call_owned(vec![u]).unwrap().remove(0);
+    }
+    dev.synchronize().unwrap();
+    let s = lf::stats();
+    if dev.is_cuda() && graphs_on() {
+        // a graph replay writes pooled buffers
+        assert_eq!(s.graph_launches, calls as u64);
+    } else {
+        // the first kernel (x * 2 + 1) writes into the consumed input
+        assert_eq!(s.buffers_reused, calls as u64);
+    }
+    assert_eq!((u.shape(), u.dtype()), (&[n][..], DType::C128));
+    assert_eq!(s.function_traces, 0, "one signature");
+    assert_eq!(u.to_vec::<lf::c64>().unwrap(), want);
 }
 
-#[test]
-fn call_owned_of_a_multi_step_plan_matches_call() {
+device_test!(a_multi_output_kernel_reuses_its_owned_input_once);
+fn a_multi_output_kernel_reuses_its_owned_input_once(dev: &Device) {
     let _l = lock();
-    for_each_device(|dev| {
-        let n = 256;
-        // complex input: the first kernel's result (x * 2 + 1, the FFT's operand) has the
-        // input's dtype, so it may take the input's buffer
-        let x: Vec<lf::c64> = (0..n)
-            .map(|i| lf::c64::new((i as f64 * 0.1).cos(), (i as f64 * 0.3).sin()))
-            .collect();
-        let f = lf::Function::trace(&[&Array::from_vec_on(x.clone(), &[n], dev).unwrap()], |x| {
-            vec![lf::fft::fft(&(&x[0] * 2.0 + 1.0), -1) * (1.0 / 256.0)]
-        })
-        .unwrap();
-        let calls = 4;
-        // the reference: the same calls on inputs the caller keeps (never consumed)
-        let mut want = Array::from_vec_on(x.clone(), &[n], dev).unwrap();
-        for _ in 0..calls {
-            want = f.call(&[&want]).unwrap().remove(0);
-        }
-        let want = want.to_vec::<lf::c64>().unwrap();
-        let mut u = Array::from_vec_on(x.clone(), &[n], dev).unwrap();
-        lf::reset_stats();
-        for _ in 0..calls {
-            u = f.call_owned(vec![u]).unwrap().remove(0);
-        }
-        dev.synchronize().unwrap();
-        let s = lf::stats();
-        if dev.is_cuda() && graphs_on() {
-            // a graph replay writes pooled buffers
-            assert_eq!(s.graph_launches, calls as u64);
-        } else {
-            // the first kernel (x * 2 + 1) writes into the consumed input
-            assert_eq!(s.buffers_reused, calls as u64);
-        }
-        assert_eq!((u.shape(), u.dtype()), (&[n][..], DType::C128));
-        assert_eq!(s.function_traces, 0, "one signature");
-        assert_eq!(u.to_vec::<lf::c64>().unwrap(), want);
-    });
+    let x: Vec<f64> = (0..500).map(|i| i as f64 * 0.25).collect();
+    let u = Array::from_vec_on(x.clone(), &[500], dev).unwrap();
+    let a = &u * 2.0;
+    let b = u.sqrt() + &u;
+    drop(u);
+    lf::reset_stats();
+    lf::eval(&[&a, &b]).unwrap();
+    let s = lf::stats();
+    assert_eq!(s.kernels_launched, 1, "one multi-output kernel");
+    assert_eq!(s.buffers_reused, 1);
+    assert_eq!((a.shape(), a.dtype()), (&[500usize][..], DType::F64));
+    let wa: Vec<f64> = x.iter().map(|v| v * 2.0).collect();
+    let wb: Vec<f64> = x.iter().map(|v| v.sqrt() + v).collect();
+    assert_eq!(a.to_vec::<f64>().unwrap(), wa);
+    assert_eq!(b.to_vec::<f64>().unwrap(), wb);
 }
 
-#[test]
-fn a_multi_output_kernel_reuses_its_owned_input_once() {
+device_test!(a_one_off_plan_keeps_only_its_result);
+fn a_one_off_plan_keeps_only_its_result(dev: &Device) {
     let _l = lock();
-    for_each_device(|dev| {
-        let x: Vec<f64> = (0..500).map(|i| i as f64 * 0.25).collect();
-        let u = Array::from_vec_on(x.clone(), &[500], dev).unwrap();
-        let a = &u * 2.0;
-        let b = u.sqrt() + &u;
-        drop(u);
-        lf::reset_stats();
-        lf::eval(&[&a, &b]).unwrap();
-        let s = lf::stats();
-        assert_eq!(s.kernels_launched, 1, "one multi-output kernel");
-        assert_eq!(s.buffers_reused, 1);
-        assert_eq!((a.shape(), a.dtype()), (&[500usize][..], DType::F64));
-        let wa: Vec<f64> = x.iter().map(|v| v * 2.0).collect();
-        let wb: Vec<f64> = x.iter().map(|v| v.sqrt() + v).collect();
-        assert_eq!(a.to_vec::<f64>().unwrap(), wa);
-        assert_eq!(b.to_vec::<f64>().unwrap(), wb);
-    });
+    let n = 32;
+    let (u, mult, _) = setup(dev, n);
+    // the first steps create what lives as long as the plan: cuFFT plans for this
+    // layout and, on CUDA, the recorded graph with its arena of intermediates (a
+    // plan is recorded on its second run); later steps keep only their result
+    step(&u, &mult, 0.1).eval().unwrap();
+    step(&u, &mult, 0.1).eval().unwrap();
+    dev.synchronize().unwrap();
+    let live0 = live(dev);
+    let r = step(&u, &mult, 0.1);
+    r.eval().unwrap();
+    dev.synchronize().unwrap();
+    // a fresh result, or (the real-FFT plan in a CUDA graph: the C2R writes the result)
+    // one of the result buffers the graph owns, allocated by the first steps
+    let owned = dev.is_cuda() && graphs_on() && lf::real_fft_enabled_for(dev, n * n);
+    let fresh = if owned { 0 } else { (n * n * 4) as u64 };
+    assert_eq!(live(dev), live0 + fresh, "intermediates outlived the eval");
+    drop(r);
+    assert_eq!(live(dev), live0);
 }
 
-#[test]
-fn a_one_off_plan_keeps_only_its_result() {
+device_test!(function_never_overwrites_its_inputs_or_captures);
+fn function_never_overwrites_its_inputs_or_captures(dev: &Device) {
     let _l = lock();
-    for_each_device(|dev| {
-        let n = 32;
-        let (u, mult, _) = setup(dev, n);
-        // the first steps create what lives as long as the plan: cuFFT plans for this
-        // layout and, on CUDA, the recorded graph with its arena of intermediates (a
-        // plan is recorded on its second run); later steps keep only their result
-        step(&u, &mult, 0.1).eval().unwrap();
-        step(&u, &mult, 0.1).eval().unwrap();
-        dev.synchronize().unwrap();
-        let live0 = live(dev);
-        let r = step(&u, &mult, 0.1);
-        r.eval().unwrap();
-        dev.synchronize().unwrap();
-        // a fresh result, or (the real-FFT plan in a CUDA graph: the C2R writes the result)
-        // one of the result buffers the graph owns, allocated by the first steps
-        let owned = dev.is_cuda() && graphs_on() && lf::real_fft_enabled_for(dev, n * n);
-        let fresh = if owned { 0 } else { (n * n * 4) as u64 };
-        assert_eq!(live(dev), live0 + fresh, "intermediates outlived the eval");
-        drop(r);
-        assert_eq!(live(dev), live0);
-    });
+    let x: Vec<f32> = (0..128).map(|i| i as f32).collect();
+    let c = Array::from_vec_on(vec![0.5f32; 128], &[128], dev).unwrap();
+    let a = Array::from_vec_on(x.clone(), &[128], dev).unwrap();
+    // both the input and the capture are read at the index the kernel writes
+    let cc = c.clone();
+    let f = lf::Function::trace(&[&a], move |i| vec![&i[0] + &cc]).unwrap();
+    lf::reset_stats();
+    let mut v = a.clone();
+    for _ in 0..4 {
+        v = f.call(&[&v]).unwrap().remove(0);
+    }
+    assert_eq!(lf::stats().buffers_reused, 0);
+    assert_eq!(a.to_vec::<f32>().unwrap(), x);
+    assert_eq!(c.to_vec::<f32>().unwrap(), vec![0.5f32; 128]);
+    let want: Vec<f32> = x.iter().map(|v| v + 2.0).collect();
+    assert_eq!(v.to_vec::<f32>().unwrap(), want);
+    // and a second function over the same captured array still sees it intact
+    let cc = c.clone();
+    let g = lf::Function::trace(&[&a], move |i| vec![&i[0] * &cc]).unwrap();
+    let w = g.call(&[&a]).unwrap().remove(0);
+    let want: Vec<f32> = x.iter().map(|v| v * 0.5).collect();
+    assert_eq!(w.to_vec::<f32>().unwrap(), want);
 }
 
-#[test]
-fn function_never_overwrites_its_inputs_or_captures() {
-    let _l = lock();
-    for_each_device(|dev| {
-        let x: Vec<f32> = (0..128).map(|i| i as f32).collect();
-        let c = Array::from_vec_on(vec![0.5f32; 128], &[128], dev).unwrap();
-        let a = Array::from_vec_on(x.clone(), &[128], dev).unwrap();
-        // both the input and the capture are read at the index the kernel writes
-        let cc = c.clone();
-        let f = lf::Function::trace(&[&a], move |i| vec![&i[0] + &cc]).unwrap();
-        lf::reset_stats();
-        let mut v = a.clone();
-        for _ in 0..4 {
-            v = f.call(&[&v]).unwrap().remove(0);
-        }
-        assert_eq!(lf::stats().buffers_reused, 0);
-        assert_eq!(a.to_vec::<f32>().unwrap(), x);
-        assert_eq!(c.to_vec::<f32>().unwrap(), vec![0.5f32; 128]);
-        let want: Vec<f32> = x.iter().map(|v| v + 2.0).collect();
-        assert_eq!(v.to_vec::<f32>().unwrap(), want);
-        // and a second function over the same captured array still sees it intact
-        let cc = c.clone();
-        let g = lf::Function::trace(&[&a], move |i| vec![&i[0] * &cc]).unwrap();
-        let w = g.call(&[&a]).unwrap().remove(0);
-        let want: Vec<f32> = x.iter().map(|v| v * 0.5).collect();
-        assert_eq!(w.to_vec::<f32>().unwrap(), want);
-    });
-}
-
+device_test!(recorded_ffts_survive_plan_cache_eviction);
 /// A traced function whose FFT plan the plan cache evicts meanwhile (more transform shapes
 /// planned than the cache holds) still replays its recorded graph, with the same results:
 /// the recorded graph keeps the plans its FFT nodes run.
-#[test]
-fn recorded_ffts_survive_plan_cache_eviction() {
+fn recorded_ffts_survive_plan_cache_eviction(dev: &Device) {
     let _l = lock();
-    for_each_device(|dev| {
-        let n = 48;
-        let u = Array::from_vec_on(field(n, 5), &[n, n], dev).unwrap();
-        let f = lf::Function::trace(&[&u], |x| vec![lf::fft::fft2(&(&x[0] * 2.0)).abs() + 1.0])
-            .unwrap();
-        let call = || f.call(&[&u]).unwrap().remove(0).to_vec::<f32>().unwrap();
-        let first = call();
-        assert_eq!(first.len(), n * n);
-        assert!(first.iter().all(|v| v.is_finite() && *v >= 1.0));
-        assert_eq!(call(), first, "second call (recorded)");
-        assert_eq!(call(), first, "third call (replayed)");
-        // 80 other lengths: more plans than the cache keeps (64), the oldest evicted
-        for m in 2..82 {
-            let x = Array::full_on(&[3, m], 1.0, DType::F32, dev) * 1.5;
-            let y = lf::fft::fft(&x, -1).abs();
-            let v = y.to_vec::<f32>().unwrap();
-            // the spectrum of a constant: 1.5 m at frequency 0, zero elsewhere
-            assert!(
-                (v[0] - 1.5 * m as f32).abs() <= 1e-3 * m as f32,
-                "fft of length {m}"
-            );
-        }
-        for k in 0..3 {
-            assert_eq!(call(), first, "call {k} after the evictions");
-        }
-        // a prime length far larger than the recorded transform's: cuFFT's work area for
-        // it replaces the device's smaller one, which the recorded graph keeps using
-        let m = 65537;
-        let x = Array::full_on(&[m], 1.0, DType::F32, dev) * 0.5;
-        let v = lf::fft::fft(&x, -1).abs().to_vec::<f32>().unwrap();
-        assert_eq!(v.len(), m);
-        assert!((v[0] - 0.5 * m as f32).abs() <= 1e-3 * m as f32, "{}", v[0]);
+    let n = 48;
+    let u = Array::from_vec_on(field(n, 5), &[n, n], dev).unwrap();
+    let f =
+        lf::Function::trace(&[&u], |x| vec![lf::fft::fft2(&(&x[0] * 2.0)).abs() + 1.0]).unwrap();
+    let call = || f.call(&[&u]).unwrap().remove(0).to_vec::<f32>().unwrap();
+    let first = call();
+    assert_eq!(first.len(), n * n);
+    assert!(first.iter().all(|v| v.is_finite() && *v >= 1.0));
+    assert_eq!(call(), first, "second call (recorded)");
+    assert_eq!(call(), first, "third call (replayed)");
+    // 80 other lengths: more plans than the cache keeps (64), the oldest evicted
+    for m in 2..82 {
+        let x = Array::full_on(&[3, m], 1.0, DType::F32, dev) * 1.5;
+        let y = lf::fft::fft(&x, -1).abs();
+        let v = y.to_vec::<f32>().unwrap();
+        // the spectrum of a constant: 1.5 m at frequency 0, zero elsewhere
         assert!(
-            v[1..].iter().all(|&z| z <= 1e-4 * m as f32),
-            "the spectrum of a constant"
+            (v[0] - 1.5 * m as f32).abs() <= 1e-3 * m as f32,
+            "fft of length {m}"
         );
-        assert_eq!(call(), first, "call after a larger work area");
-    });
+    }
+    for k in 0..3 {
+        assert_eq!(call(), first, "call {k} after the evictions");
+    }
+    // a prime length far larger than the recorded transform's: cuFFT's work area for
+    // it replaces the device's smaller one, which the recorded graph keeps using
+    let m = 65537;
+    let x = Array::full_on(&[m], 1.0, DType::F32, dev) * 0.5;
+    let v = lf::fft::fft(&x, -1).abs().to_vec::<f32>().unwrap();
+    assert_eq!(v.len(), m);
+    assert!((v[0] - 0.5 * m as f32).abs() <= 1e-3 * m as f32, "{}", v[0]);
+    assert!(
+        v[1..].iter().all(|&z| z <= 1e-4 * m as f32),
+        "the spectrum of a constant"
+    );
+    assert_eq!(call(), first, "call after a larger work area");
 }
 
+device_test!(a_function_computes_what_depends_only_on_captures_once);
 /// What depends on captured arrays alone is computed once, at trace time: a call of
 /// `x * sum(exp(c)) + c * flip(c)` (`c` captured, 783 elements) launches one kernel, not the
 /// reduction and the product again, and matches the host. The eval of the same expression
 /// runs both kernels every time.
-#[test]
-fn a_function_computes_what_depends_only_on_captures_once() {
+fn a_function_computes_what_depends_only_on_captures_once(dev: &Device) {
     let _l = lock();
-    for_each_device(|dev| {
-        let n = 783;
-        let cv: Vec<f32> = (0..n)
-            .map(|i| ((i * 37) % 101) as f32 / 101.0 - 0.5)
-            .collect();
-        let xv: Vec<f32> = (0..n).map(|i| (i % 13) as f32 * 0.25).collect();
-        let c = Array::from_vec_on(cv.clone(), &[n], dev).unwrap();
-        let x = Array::from_vec_on(xv.clone(), &[n], dev).unwrap();
-        let body = |x: &Array, c: &Array| x * &c.exp().sum() + c * &c.flip(0);
-        let total: f64 = cv.iter().map(|&v| (v as f64).exp()).sum();
-        let want: Vec<f32> = (0..n)
-            .map(|i| (xv[i] as f64 * total + cv[i] as f64 * cv[n - 1 - i] as f64) as f32)
-            .collect();
-        lf::reset_stats();
-        let eval = body(&x, &c);
-        eval.eval().unwrap();
-        let per_eval = lf::stats().kernels_launched;
+    let n = 783;
+    let cv: Vec<f32> = (0..n)
+        .map(|i| ((i * 37) % 101) as f32 / 101.0 - 0.5)
+        .collect();
+    let xv: Vec<f32> = (0..n).map(|i| (i % 13) as f32 * 0.25).collect();
+    let c = Array::from_vec_on(cv.clone(), &[n], dev).unwrap();
+    let x = Array::from_vec_on(xv.clone(), &[n], dev).unwrap();
+    let body = |x: &Array, c: &Array| x * &c.exp().sum() + c * &c.flip(0);
+    let total: f64 = cv.iter().map(|&v| (v as f64).exp()).sum();
+    let want: Vec<f32> = (0..n)
+        .map(|i| (xv[i] as f64 * total + cv[i] as f64 * cv[n - 1 - i] as f64) as f32)
+        .collect();
+    lf::reset_stats();
+    let eval = body(&x, &c);
+    eval.eval().unwrap();
+    let per_eval = lf::stats().kernels_launched;
+    assert_eq!(
+        per_eval, 2,
+        "the eval: the reduction, then the elementwise kernel"
+    );
+    assert_close_f32(&eval.to_vec::<f32>().unwrap(), &want, 1e-5);
+    let cc = c.clone();
+    let f = lf::Function::trace(&[&x], move |a| vec![body(&a[0], &cc)]).unwrap();
+    for _ in 0..3 {
+        let before = lf::stats().kernels_launched;
+        let y = f.call(&[&x]).unwrap().remove(0);
+        let got = y.to_vec::<f32>().unwrap();
         assert_eq!(
-            per_eval, 2,
-            "the eval: the reduction, then the elementwise kernel"
+            lf::stats().kernels_launched - before,
+            1,
+            "one kernel per call"
         );
-        assert_close_f32(&eval.to_vec::<f32>().unwrap(), &want, 1e-5);
-        let cc = c.clone();
-        let f = lf::Function::trace(&[&x], move |a| vec![body(&a[0], &cc)]).unwrap();
-        for _ in 0..3 {
-            let before = lf::stats().kernels_launched;
-            let y = f.call(&[&x]).unwrap().remove(0);
-            let got = y.to_vec::<f32>().unwrap();
-            assert_eq!(
-                lf::stats().kernels_launched - before,
-                1,
-                "one kernel per call"
-            );
-            assert_eq!((y.shape(), y.dtype()), (&[n][..], DType::F32));
-            assert_close_f32(&got, &want, 1e-5);
-        }
-    });
+        assert_eq!((y.shape(), y.dtype()), (&[n][..], DType::F32));
+        assert_close_f32(&got, &want, 1e-5);
+    }
 }

@@ -6,9 +6,10 @@
 //! The fixtures are compiled into the binary and written to a temporary directory when a
 //! test runs, so the binary does not need the source tree.
 
+#[macro_use]
 mod common;
 
-use common::{array_from_le, for_each_device, parse_fixture_array, xorshift};
+use common::{array_from_le, parse_fixture_array, xorshift};
 use lazyfuse as lf;
 use lf::{Array, DType, Device};
 use std::path::PathBuf;
@@ -148,26 +149,24 @@ fn random_bytes(dtype: &str, n: usize, seed: u64) -> Vec<u8> {
     b
 }
 
-#[test]
-fn round_trip_every_dtype_and_shape() {
-    for_each_device(|dev| {
-        let dir = temp_dir("round_trip");
-        for (k, name) in DTYPES.iter().enumerate() {
-            for (j, shape) in SHAPES.iter().enumerate() {
-                let n = shape.iter().product();
-                let bytes = random_bytes(name, n, (k * 10 + j) as u64);
-                let a = array_from_le(name, shape, &bytes, dev);
-                let p = dir.join(format!("{name}_{j}.npy"));
-                a.save_npy(&p).expect("save_npy");
-                let b = lf::load_npy_on(&p, dev).expect("load_npy");
-                assert_eq!(b.dtype(), a.dtype(), "{name} {shape:?}");
-                assert_eq!(b.shape(), *shape, "{name} {shape:?}");
-                assert_eq!(b.device(), *dev);
-                assert_eq!(le_bytes(&b), bytes, "{name} {shape:?}");
-            }
+device_test!(round_trip_every_dtype_and_shape);
+fn round_trip_every_dtype_and_shape(dev: &Device) {
+    let dir = temp_dir("round_trip");
+    for (k, name) in DTYPES.iter().enumerate() {
+        for (j, shape) in SHAPES.iter().enumerate() {
+            let n = shape.iter().product();
+            let bytes = random_bytes(name, n, (k * 10 + j) as u64);
+            let a = array_from_le(name, shape, &bytes, dev);
+            let p = dir.join(format!("{name}_{j}.npy"));
+            a.save_npy(&p).expect("save_npy");
+            let b = lf::load_npy_on(&p, dev).expect("load_npy");
+            assert_eq!(b.dtype(), a.dtype(), "{name} {shape:?}");
+            assert_eq!(b.shape(), *shape, "{name} {shape:?}");
+            assert_eq!(b.device(), *dev);
+            assert_eq!(le_bytes(&b), bytes, "{name} {shape:?}");
         }
-        std::fs::remove_dir_all(dir).ok();
-    });
+    }
+    std::fs::remove_dir_all(dir).ok();
 }
 
 #[test]
@@ -190,35 +189,33 @@ fn header_is_what_numpy_writes() {
     std::fs::remove_dir_all(dir).ok();
 }
 
-#[test]
-fn loads_numpy_fixtures() {
-    for_each_device(|dev| {
-        let dir = temp_dir("fixtures");
-        let mut pair = Vec::new();
-        for line in EXPECTED.lines().filter(|l| !l.starts_with('#')) {
-            let (key, arr) = line.split_once(" | ").expect("key | array");
-            let (dtype, shape, bytes) = parse_fixture_array(arr);
-            if let Some(member) = key.strip_prefix("pair.npz:") {
-                pair.push((member.to_string(), dtype, shape, bytes));
-                continue;
-            }
-            let a = lf::load_npy_on(fixture(&dir, key), dev).expect(key);
-            assert_eq!(a.shape(), &shape[..], "{key}");
-            assert_eq!(a.dtype(), dtype_of(&dtype), "{key}");
-            assert_eq!(a.device(), *dev);
-            assert_eq!(le_bytes(&a), bytes, "{key}");
+device_test!(loads_numpy_fixtures);
+fn loads_numpy_fixtures(dev: &Device) {
+    let dir = temp_dir("fixtures");
+    let mut pair = Vec::new();
+    for line in EXPECTED.lines().filter(|l| !l.starts_with('#')) {
+        let (key, arr) = line.split_once(" | ").expect("key | array");
+        let (dtype, shape, bytes) = parse_fixture_array(arr);
+        if let Some(member) = key.strip_prefix("pair.npz:") {
+            pair.push((member.to_string(), dtype, shape, bytes));
+            continue;
         }
-        let got = lf::loadz_on(fixture(&dir, "pair.npz"), dev).expect("loadz");
-        let names: Vec<&str> = got.iter().map(|(n, _)| n.as_str()).collect();
-        assert_eq!(names, ["zeta", "alpha"], "the archive's order");
-        for ((name, a), (want, dtype, shape, bytes)) in got.iter().zip(&pair) {
-            assert_eq!(name, want);
-            assert_eq!(a.shape(), &shape[..], "{name}");
-            assert_eq!(a.dtype(), dtype_of(dtype), "{name}");
-            assert_eq!(le_bytes(a), *bytes, "{name}");
-        }
-        std::fs::remove_dir_all(dir).ok();
-    });
+        let a = lf::load_npy_on(fixture(&dir, key), dev).expect(key);
+        assert_eq!(a.shape(), &shape[..], "{key}");
+        assert_eq!(a.dtype(), dtype_of(&dtype), "{key}");
+        assert_eq!(a.device(), *dev);
+        assert_eq!(le_bytes(&a), bytes, "{key}");
+    }
+    let got = lf::loadz_on(fixture(&dir, "pair.npz"), dev).expect("loadz");
+    let names: Vec<&str> = got.iter().map(|(n, _)| n.as_str()).collect();
+    assert_eq!(names, ["zeta", "alpha"], "the archive's order");
+    for ((name, a), (want, dtype, shape, bytes)) in got.iter().zip(&pair) {
+        assert_eq!(name, want);
+        assert_eq!(a.shape(), &shape[..], "{name}");
+        assert_eq!(a.dtype(), dtype_of(dtype), "{name}");
+        assert_eq!(le_bytes(a), *bytes, "{name}");
+    }
+    std::fs::remove_dir_all(dir).ok();
 }
 
 #[test]
@@ -252,46 +249,42 @@ fn loads_as_the_default_device() {
     std::fs::remove_dir_all(dir).ok();
 }
 
-#[test]
-fn saving_a_lazy_array_evaluates_it() {
-    for_each_device(|dev| {
-        let dir = temp_dir("lazy");
-        let x = Array::arange_on(0.0, 12.0, 1.0, DType::F64, dev).reshape(&[3, 4]);
-        let y = (&x * 0.5).sin() + 1.0;
-        assert!(!y.is_evaluated());
-        let p = dir.join("y.npy");
-        y.save_npy(&p).expect("save_npy");
-        let back = lf::load_npy_on(&p, dev).expect("load_npy");
-        assert_eq!(back.shape(), &[3, 4]);
-        let want: Vec<f64> = (0..12).map(|i| (i as f64 * 0.5).sin() + 1.0).collect();
-        assert_eq!(back.to_vec::<f64>().expect("readback"), want);
-        std::fs::remove_dir_all(dir).ok();
-    });
+device_test!(saving_a_lazy_array_evaluates_it);
+fn saving_a_lazy_array_evaluates_it(dev: &Device) {
+    let dir = temp_dir("lazy");
+    let x = Array::arange_on(0.0, 12.0, 1.0, DType::F64, dev).reshape(&[3, 4]);
+    let y = (&x * 0.5).sin() + 1.0;
+    assert!(!y.is_evaluated());
+    let p = dir.join("y.npy");
+    y.save_npy(&p).expect("save_npy");
+    let back = lf::load_npy_on(&p, dev).expect("load_npy");
+    assert_eq!(back.shape(), &[3, 4]);
+    let want: Vec<f64> = (0..12).map(|i| (i as f64 * 0.5).sin() + 1.0).collect();
+    assert_eq!(back.to_vec::<f64>().expect("readback"), want);
+    std::fs::remove_dir_all(dir).ok();
 }
 
-#[test]
-fn savez_round_trip_keeps_names_and_order() {
-    for_each_device(|dev| {
-        let dir = temp_dir("savez");
-        let a = array_from_le("c64", &[2, 2], &random_bytes("c64", 4, 7), dev);
-        let b = array_from_le("f16", &[3], &random_bytes("f16", 3, 8), dev);
-        let c = Array::arange_on(0.0, 5.0, 1.0, DType::I16, dev) * 3i64; // lazy
-        let p = dir.join("three.npz");
-        lf::savez(&p, &[("second", &a), ("first", &b), ("third", &c)]).expect("savez");
-        let got = lf::loadz_on(&p, dev).expect("loadz");
-        let names: Vec<&str> = got.iter().map(|(n, _)| n.as_str()).collect();
-        assert_eq!(names, ["second", "first", "third"]);
-        for ((_, g), want) in got.iter().zip([&a, &b, &c]) {
-            assert_eq!(g.dtype(), want.dtype());
-            assert_eq!(g.shape(), want.shape());
-            assert_eq!(le_bytes(g), le_bytes(want));
-        }
-        let e = lf::savez(dir.join("dup.npz"), &[("x", &a), ("x", &b)]).unwrap_err();
-        assert!(e.to_string().contains("\"x\" is given twice"), "{e}");
-        lf::savez(dir.join("none.npz"), &[]).expect("an empty archive");
-        assert!(lf::loadz(dir.join("none.npz")).expect("loadz").is_empty());
-        std::fs::remove_dir_all(dir).ok();
-    });
+device_test!(savez_round_trip_keeps_names_and_order);
+fn savez_round_trip_keeps_names_and_order(dev: &Device) {
+    let dir = temp_dir("savez");
+    let a = array_from_le("c64", &[2, 2], &random_bytes("c64", 4, 7), dev);
+    let b = array_from_le("f16", &[3], &random_bytes("f16", 3, 8), dev);
+    let c = Array::arange_on(0.0, 5.0, 1.0, DType::I16, dev) * 3i64; // lazy
+    let p = dir.join("three.npz");
+    lf::savez(&p, &[("second", &a), ("first", &b), ("third", &c)]).expect("savez");
+    let got = lf::loadz_on(&p, dev).expect("loadz");
+    let names: Vec<&str> = got.iter().map(|(n, _)| n.as_str()).collect();
+    assert_eq!(names, ["second", "first", "third"]);
+    for ((_, g), want) in got.iter().zip([&a, &b, &c]) {
+        assert_eq!(g.dtype(), want.dtype());
+        assert_eq!(g.shape(), want.shape());
+        assert_eq!(le_bytes(g), le_bytes(want));
+    }
+    let e = lf::savez(dir.join("dup.npz"), &[("x", &a), ("x", &b)]).unwrap_err();
+    assert!(e.to_string().contains("\"x\" is given twice"), "{e}");
+    lf::savez(dir.join("none.npz"), &[]).expect("an empty archive");
+    assert!(lf::loadz(dir.join("none.npz")).expect("loadz").is_empty());
+    std::fs::remove_dir_all(dir).ok();
 }
 
 #[test]
@@ -455,93 +448,87 @@ fn malformed_files_are_errors_not_panics() {
     std::fs::remove_dir_all(dir).ok();
 }
 
-#[test]
-fn to_vec_as_converts_with_astype_rules() {
-    for_each_device(|dev| {
-        let x = Array::from_vec_on(vec![1.7f64, -1.7, 2.5, -0.5, 0.0, 100.9], &[6], dev)
-            .expect("from_vec");
-        assert_eq!(
-            x.to_vec_as::<i32>().expect("to_vec_as"),
-            [1, -1, 2, 0, 0, 100],
-            "truncation toward zero"
-        );
-        let f = Array::from_vec_on(vec![0.0f32, -0.0, 0.5, f32::NAN, -3.0], &[5], dev)
-            .expect("from_vec");
-        assert_eq!(
-            f.to_vec_as::<bool>().expect("to_vec_as"),
-            [false, false, true, true, true]
-        );
-        assert_eq!(f.to_vec_as::<f32>().expect("same dtype")[2], 0.5);
-        // complex to real keeps the real part (NumPy: the same, with a ComplexWarning)
-        let z = Array::from_vec_on(
-            vec![lf::c32::new(1.5, 2.0), lf::c32::new(-3.0, -4.0)],
-            &[2],
-            dev,
-        )
-        .expect("from_vec");
-        assert_eq!(z.to_vec_as::<f64>().expect("to_vec_as"), [1.5, -3.0]);
-        assert_eq!(
-            z.to_vec_as::<lf::c64>().expect("to_vec_as"),
-            [lf::c64::new(1.5, 2.0), lf::c64::new(-3.0, -4.0)]
-        );
-        let i = Array::arange_on(0.0, 4.0, 1.0, DType::I64, dev);
-        assert_eq!(
-            i.to_vec_as::<f64>().expect("to_vec_as"),
-            [0.0, 1.0, 2.0, 3.0]
-        );
-        assert_eq!(i.to_vec_as::<u8>().expect("to_vec_as"), [0, 1, 2, 3]);
-        // a lazy expression converts in the kernel that computes it
-        let lazy = (&x * 2.0).abs();
-        assert_eq!(
-            lf::debug::kernel_count(&[&lazy.astype(DType::I32)]).expect("plan"),
-            1
-        );
-        assert_eq!(
-            lazy.to_vec_as::<i64>().expect("to_vec_as"),
-            [3, 3, 5, 1, 0, 201]
-        );
-    });
+device_test!(to_vec_as_converts_with_astype_rules);
+fn to_vec_as_converts_with_astype_rules(dev: &Device) {
+    let x =
+        Array::from_vec_on(vec![1.7f64, -1.7, 2.5, -0.5, 0.0, 100.9], &[6], dev).expect("from_vec");
+    assert_eq!(
+        x.to_vec_as::<i32>().expect("to_vec_as"),
+        [1, -1, 2, 0, 0, 100],
+        "truncation toward zero"
+    );
+    let f =
+        Array::from_vec_on(vec![0.0f32, -0.0, 0.5, f32::NAN, -3.0], &[5], dev).expect("from_vec");
+    assert_eq!(
+        f.to_vec_as::<bool>().expect("to_vec_as"),
+        [false, false, true, true, true]
+    );
+    assert_eq!(f.to_vec_as::<f32>().expect("same dtype")[2], 0.5);
+    // complex to real keeps the real part (NumPy: the same, with a ComplexWarning)
+    let z = Array::from_vec_on(
+        vec![lf::c32::new(1.5, 2.0), lf::c32::new(-3.0, -4.0)],
+        &[2],
+        dev,
+    )
+    .expect("from_vec");
+    assert_eq!(z.to_vec_as::<f64>().expect("to_vec_as"), [1.5, -3.0]);
+    assert_eq!(
+        z.to_vec_as::<lf::c64>().expect("to_vec_as"),
+        [lf::c64::new(1.5, 2.0), lf::c64::new(-3.0, -4.0)]
+    );
+    let i = Array::arange_on(0.0, 4.0, 1.0, DType::I64, dev);
+    assert_eq!(
+        i.to_vec_as::<f64>().expect("to_vec_as"),
+        [0.0, 1.0, 2.0, 3.0]
+    );
+    assert_eq!(i.to_vec_as::<u8>().expect("to_vec_as"), [0, 1, 2, 3]);
+    // a lazy expression converts in the kernel that computes it
+    let lazy = (&x * 2.0).abs();
+    assert_eq!(
+        lf::debug::kernel_count(&[&lazy.astype(DType::I32)]).expect("plan"),
+        1
+    );
+    assert_eq!(
+        lazy.to_vec_as::<i64>().expect("to_vec_as"),
+        [3, 3, 5, 1, 0, 201]
+    );
 }
 
-#[test]
-fn item_as_converts_one_element() {
-    for_each_device(|dev| {
-        let s = Array::scalar_on(3.9f32, dev);
-        assert_eq!(s.item_as::<i64>().expect("item_as"), 3);
-        assert!(s.item_as::<bool>().expect("item_as"));
-        let v = Array::arange_on(0.0, 4.0, 1.0, DType::F64, dev);
-        assert_eq!(v.slice(lf::s![2..3]).item_as::<u16>().expect("item_as"), 2);
-        let e = v.item_as::<i32>().unwrap_err();
-        assert!(matches!(e, lf::Error::Shape { op: "item_as", .. }), "{e:?}");
-        let z = Array::scalar_on(lf::c64::new(-2.5, 7.0), dev);
-        assert_eq!(z.item_as::<f32>().expect("item_as"), -2.5);
-    });
+device_test!(item_as_converts_one_element);
+fn item_as_converts_one_element(dev: &Device) {
+    let s = Array::scalar_on(3.9f32, dev);
+    assert_eq!(s.item_as::<i64>().expect("item_as"), 3);
+    assert!(s.item_as::<bool>().expect("item_as"));
+    let v = Array::arange_on(0.0, 4.0, 1.0, DType::F64, dev);
+    assert_eq!(v.slice(lf::s![2..3]).item_as::<u16>().expect("item_as"), 2);
+    let e = v.item_as::<i32>().unwrap_err();
+    assert!(matches!(e, lf::Error::Shape { op: "item_as", .. }), "{e:?}");
+    let z = Array::scalar_on(lf::c64::new(-2.5, 7.0), dev);
+    assert_eq!(z.item_as::<f32>().expect("item_as"), -2.5);
 }
 
-#[test]
-fn readback_mismatch_names_both_host_types() {
-    for_each_device(|dev| {
-        let z = Array::from_vec_on(vec![lf::c32::new(1.0, 0.0)], &[1], dev).expect("from_vec");
-        let m = z.to_vec::<lf::c64>().unwrap_err().to_string();
-        assert_eq!(
-            m,
-            "to_vec: dtype mismatch: array is complex64 (lf::c32); requested lf::c64 \
+device_test!(readback_mismatch_names_both_host_types);
+fn readback_mismatch_names_both_host_types(dev: &Device) {
+    let z = Array::from_vec_on(vec![lf::c32::new(1.0, 0.0)], &[1], dev).expect("from_vec");
+    let m = z.to_vec::<lf::c64>().unwrap_err().to_string();
+    assert_eq!(
+        m,
+        "to_vec: dtype mismatch: array is complex64 (lf::c32); requested lf::c64 \
              (complex128); to_vec_as converts"
-        );
-        let m = z.to_host::<f32>().unwrap_err().to_string();
-        assert!(
-            m.starts_with(
-                "to_host: dtype mismatch: array is complex64 (lf::c32); requested f32 (float32)"
-            ),
-            "{m}"
-        );
-        let h = Array::scalar_on(lf::f16::from_f32(1.0), dev);
-        let m = h.item::<f32>().unwrap_err().to_string();
-        assert_eq!(
-            m,
-            "item: dtype mismatch: array is float16 (lf::f16); requested f32 (float32); \
+    );
+    let m = z.to_host::<f32>().unwrap_err().to_string();
+    assert!(
+        m.starts_with(
+            "to_host: dtype mismatch: array is complex64 (lf::c32); requested f32 (float32)"
+        ),
+        "{m}"
+    );
+    let h = Array::scalar_on(lf::f16::from_f32(1.0), dev);
+    let m = h.item::<f32>().unwrap_err().to_string();
+    assert_eq!(
+        m,
+        "item: dtype mismatch: array is float16 (lf::f16); requested f32 (float32); \
              item_as converts"
-        );
-        assert_eq!(h.item_as::<f32>().expect("item_as"), 1.0);
-    });
+    );
+    assert_eq!(h.item_as::<f32>().expect("item_as"), 1.0);
 }

@@ -7,6 +7,7 @@
 //! Reductions (group `reduce`) get an extra absolute slack per output element that scales
 //! with the number of values combined (see [`reduce_slack`]).
 
+#[macro_use]
 mod common;
 
 use lazyfuse as lf;
@@ -885,35 +886,29 @@ fn element_text(d: &Data, i: usize) -> String {
     }
 }
 
-/// Runs every case of `group` on every device; fails listing all mismatches of all devices
-/// (a device's mismatches do not hide the next device's).
-fn run_group(group: &str) {
+/// Runs every case of `group` on `dev`; fails listing all its mismatches.
+fn run_group(group: &str, dev: &Device) {
     let selected: Vec<&Case> = cases()
         .iter()
         .filter(|c| c.name.split('/').next() == Some(group))
         .collect();
     assert!(!selected.is_empty(), "no fixture cases in group {group}");
-    let mut report = Vec::new();
-    common::for_each_device(|dev| {
-        let mut failed = 0;
-        let mut lines = Vec::new();
-        for c in &selected {
-            let problems = check_case(c, dev);
-            if !problems.is_empty() {
-                failed += 1;
-                lines.push(format!("{} [{}] ({}):", c.name, dev, c.expr));
-                lines.extend(problems.into_iter().map(|p| format!("    {p}")));
-            }
+    let mut failed = 0;
+    let mut lines = Vec::new();
+    for c in &selected {
+        let problems = check_case(c, dev);
+        if !problems.is_empty() {
+            failed += 1;
+            lines.push(format!("{} [{}] ({}):", c.name, dev, c.expr));
+            lines.extend(problems.into_iter().map(|p| format!("    {p}")));
         }
-        if failed > 0 {
-            report.push(format!(
-                "{failed} of {} NumPy fixture cases of group {group:?} differ on {dev}:",
-                selected.len()
-            ));
-            report.extend(lines);
-        }
-    });
-    assert!(report.is_empty(), "{}", report.join("\n"));
+    }
+    assert!(
+        failed == 0,
+        "{failed} of {} NumPy fixture cases of group {group:?} differ on {dev}:\n{}",
+        selected.len(),
+        lines.join("\n")
+    );
 }
 
 #[test]
@@ -935,57 +930,57 @@ fn fixture_file_parses() {
     }
 }
 
-#[test]
-fn numpy_unary() {
-    run_group("unary");
+device_test!(numpy_unary);
+fn numpy_unary(dev: &Device) {
+    run_group("unary", dev);
 }
 
-#[test]
-fn numpy_binary() {
-    run_group("binary");
+device_test!(numpy_binary);
+fn numpy_binary(dev: &Device) {
+    run_group("binary", dev);
 }
 
-#[test]
-fn numpy_promotion() {
-    run_group("promote");
+device_test!(numpy_promotion);
+fn numpy_promotion(dev: &Device) {
+    run_group("promote", dev);
 }
 
-#[test]
-fn numpy_weak_scalars() {
-    run_group("weak");
+device_test!(numpy_weak_scalars);
+fn numpy_weak_scalars(dev: &Device) {
+    run_group("weak", dev);
 }
 
-#[test]
-fn numpy_clip() {
-    run_group("clip");
+device_test!(numpy_clip);
+fn numpy_clip(dev: &Device) {
+    run_group("clip", dev);
 }
 
-#[test]
-fn numpy_where() {
-    run_group("where");
+device_test!(numpy_where);
+fn numpy_where(dev: &Device) {
+    run_group("where", dev);
 }
 
-#[test]
-fn numpy_astype() {
-    run_group("cast");
+device_test!(numpy_astype);
+fn numpy_astype(dev: &Device) {
+    run_group("cast", dev);
 }
 
-#[test]
-fn numpy_views() {
-    run_group("view");
+device_test!(numpy_views);
+fn numpy_views(dev: &Device) {
+    run_group("view", dev);
 }
 
-#[test]
-fn numpy_creation() {
-    run_group("creation");
+device_test!(numpy_creation);
+fn numpy_creation(dev: &Device) {
+    run_group("creation", dev);
 }
 
-#[test]
-fn numpy_workloads() {
-    run_group("workload");
+device_test!(numpy_workloads);
+fn numpy_workloads(dev: &Device) {
+    run_group("workload", dev);
 }
 
-#[test]
-fn numpy_reductions() {
-    run_group("reduce");
+device_test!(numpy_reductions);
+fn numpy_reductions(dev: &Device) {
+    run_group("reduce", dev);
 }

@@ -45,22 +45,25 @@ fn child() {
         // environment meanwhile
         std::env::set_var("NVTX_INJECTION64_PATH", tool);
     }
-    common::for_each_device(|dev| {
-        note(&format!("device {dev}"));
-        let x = Array::from_vec((0..64).map(|i| i as f32 / 64.0).collect(), &[64]).unwrap();
-        let y = (&x * 2.0).sin() + 1.0;
-        y.eval().unwrap();
-        let (a, b) = (x.cos(), x.exp());
-        lf::eval(&[&a, &b]).unwrap();
-        lf::fft::fft(&x.astype(DType::C64), 0).abs().eval().unwrap();
-        let m = Array::from_vec(vec![1.0f32; 16], &[4, 4]).unwrap();
-        m.matmul(&(&m + 1.0)).eval().unwrap();
-        let f = lf::Function::trace(&[&x], |a| vec![(&a[0] * 3.0).tanh()]).unwrap();
-        f.call(&[&x]).unwrap();
-        assert_eq!(y.to_vec::<f32>().unwrap().len(), 64);
-        dev.synchronize().unwrap();
-        note("end");
-    });
+    // every device in this one process: the parent reads one log for all of them
+    for dev in common::devices() {
+        lf::with_default_device(&dev, || {
+            note(&format!("device {dev}"));
+            let x = Array::from_vec((0..64).map(|i| i as f32 / 64.0).collect(), &[64]).unwrap();
+            let y = (&x * 2.0).sin() + 1.0;
+            y.eval().unwrap();
+            let (a, b) = (x.cos(), x.exp());
+            lf::eval(&[&a, &b]).unwrap();
+            lf::fft::fft(&x.astype(DType::C64), 0).abs().eval().unwrap();
+            let m = Array::from_vec(vec![1.0f32; 16], &[4, 4]).unwrap();
+            m.matmul(&(&m + 1.0)).eval().unwrap();
+            let f = lf::Function::trace(&[&x], |a| vec![(&a[0] * 3.0).tanh()]).unwrap();
+            f.call(&[&x]).unwrap();
+            assert_eq!(y.to_vec::<f32>().unwrap().len(), 64);
+            dev.synchronize().unwrap();
+            note("end");
+        });
+    }
 }
 
 /// The mock tool's library.

@@ -3,127 +3,120 @@
 //! computation), and arrays move between threads: built on one, evaluated and read on
 //! another, under many threads mixing plain evals, traced calls and drops.
 
+#[macro_use]
 mod common;
 
 use lazyfuse as lf;
-use lf::Array;
+use lf::{Array, Device};
 
 fn host(n: usize, k: f32) -> Vec<f32> {
     (0..n).map(|i| ((i as f32) * 0.25 - 3.0) * k).collect()
 }
 
-#[test]
-fn same_tree_different_sharing() {
-    common::for_each_device(|dev| {
-        let n = 783;
-        let (av, bv) = (host(n, 1.0), host(n, -0.5));
-        let a = Array::from_slice_on(&av, &[n], dev).unwrap();
-        let b = Array::from_slice_on(&bv, &[n], dev).unwrap();
-        for round in 0..3 {
-            // one node read twice
-            let s = &a + &b;
-            let y: Vec<f32> = (&s * &s).to_vec().unwrap();
-            // the same tree built twice (two nodes)
-            let z: Vec<f32> = ((&a + &b) * (&a + &b)).to_vec().unwrap();
-            // a leaf read twice, against two leaves of one structure
-            let w: Vec<f32> = (&a * &a).to_vec().unwrap();
-            let v: Vec<f32> = (&a * &b).to_vec().unwrap();
-            assert_eq!((y.len(), z.len(), w.len(), v.len()), (n, n, n, n));
-            for i in 0..n {
-                let s = av[i] + bv[i];
-                assert_eq!(y[i], s * s, "round {round} element {i}");
-                assert_eq!(z[i], s * s, "round {round} element {i}");
-                assert_eq!(w[i], av[i] * av[i], "round {round} element {i}");
-                assert_eq!(v[i], av[i] * bv[i], "round {round} element {i}");
-            }
-        }
-    });
-}
-
-#[test]
-fn input_realized_after_building() {
-    common::for_each_device(|dev| {
-        let n = 3;
-        let (av, bv) = (host(n, 2.0), host(n, 3.0));
-        let a = Array::from_slice_on(&av, &[n], dev).unwrap();
-        let b = Array::from_slice_on(&bv, &[n], dev).unwrap();
-        for round in 0..4 {
-            let x = &a + &b;
-            let y = (&x * 2.0).exp();
-            // alternate: the intermediate evaluated between building and evaluating `y`
-            if round % 2 == 1 {
-                x.eval().unwrap();
-            }
-            let got: Vec<f32> = y.to_vec().unwrap();
-            let want: Vec<f32> = (0..n).map(|i| ((av[i] + bv[i]) * 2.0).exp()).collect();
-            assert_eq!(got.len(), n);
-            for i in 0..n {
-                let tol = 1e-5 * want[i].abs().max(1.0);
-                assert!(
-                    (got[i] - want[i]).abs() <= tol,
-                    "round {round} element {i}: {} != {}",
-                    got[i],
-                    want[i]
-                );
-            }
-        }
-    });
-}
-
-#[test]
-fn repeated_eval_hits_the_plan_cache() {
-    common::for_each_device(|dev| {
-        let a = Array::from_slice_on(&host(17, 1.0), &[17], dev).unwrap();
-        let ten = |a: &Array| (((a * 2.0 - 1.0).sin() * a).exp() + a).sqrt();
-        ten(&a).eval().unwrap();
-        let before = lf::stats();
-        for _ in 0..10 {
-            ten(&a).eval().unwrap();
-        }
-        let after = lf::stats();
-        // other tests run at once in this binary: count at least this thread's hits, and
-        // no plan made for a structure already planned
-        assert!(after.plan_cache_hits - before.plan_cache_hits >= 10);
-    });
-}
-
-#[test]
-fn arrays_move_between_threads() {
-    common::for_each_device(|dev| {
-        let n = 1025;
-        let av = host(n, 1.5);
-        let built: Array = std::thread::scope(|s| {
-            s.spawn(|| {
-                let a = Array::from_slice_on(&av, &[n], dev).unwrap();
-                (&a * 2.0 + 1.0).abs().sqrt()
-            })
-            .join()
-            .unwrap()
-        });
-        // evaluated on one thread, read on another
-        let evaluated = std::thread::scope(|s| {
-            s.spawn(|| {
-                built.eval().unwrap();
-                built.clone()
-            })
-            .join()
-            .unwrap()
-        });
-        let got: Vec<f32> = std::thread::scope(|s| {
-            s.spawn(|| evaluated.to_vec::<f32>().unwrap())
-                .join()
-                .unwrap()
-        });
-        // exactly what the same expression gives on this thread, and close to the host's
-        let a = Array::from_slice_on(&av, &[n], dev).unwrap();
-        let here: Vec<f32> = (&a * 2.0 + 1.0).abs().sqrt().to_vec().unwrap();
-        assert_eq!(got.len(), n);
-        assert_eq!(got, here);
+device_test!(same_tree_different_sharing);
+fn same_tree_different_sharing(dev: &Device) {
+    let n = 783;
+    let (av, bv) = (host(n, 1.0), host(n, -0.5));
+    let a = Array::from_slice_on(&av, &[n], dev).unwrap();
+    let b = Array::from_slice_on(&bv, &[n], dev).unwrap();
+    for round in 0..3 {
+        // one node read twice
+        let s = &a + &b;
+        let y: Vec<f32> = (&s * &s).to_vec().unwrap();
+        // the same tree built twice (two nodes)
+        let z: Vec<f32> = ((&a + &b) * (&a + &b)).to_vec().unwrap();
+        // a leaf read twice, against two leaves of one structure
+        let w: Vec<f32> = (&a * &a).to_vec().unwrap();
+        let v: Vec<f32> = (&a * &b).to_vec().unwrap();
+        assert_eq!((y.len(), z.len(), w.len(), v.len()), (n, n, n, n));
         for i in 0..n {
-            let w = (av[i] * 2.0 + 1.0).abs().sqrt();
-            assert!((got[i] - w).abs() <= 1e-6 * w.max(1.0), "element {i}");
+            let s = av[i] + bv[i];
+            assert_eq!(y[i], s * s, "round {round} element {i}");
+            assert_eq!(z[i], s * s, "round {round} element {i}");
+            assert_eq!(w[i], av[i] * av[i], "round {round} element {i}");
+            assert_eq!(v[i], av[i] * bv[i], "round {round} element {i}");
         }
+    }
+}
+
+device_test!(input_realized_after_building);
+fn input_realized_after_building(dev: &Device) {
+    let n = 3;
+    let (av, bv) = (host(n, 2.0), host(n, 3.0));
+    let a = Array::from_slice_on(&av, &[n], dev).unwrap();
+    let b = Array::from_slice_on(&bv, &[n], dev).unwrap();
+    for round in 0..4 {
+        let x = &a + &b;
+        let y = (&x * 2.0).exp();
+        // alternate: the intermediate evaluated between building and evaluating `y`
+        if round % 2 == 1 {
+            x.eval().unwrap();
+        }
+        let got: Vec<f32> = y.to_vec().unwrap();
+        let want: Vec<f32> = (0..n).map(|i| ((av[i] + bv[i]) * 2.0).exp()).collect();
+        assert_eq!(got.len(), n);
+        for i in 0..n {
+            let tol = 1e-5 * want[i].abs().max(1.0);
+            assert!(
+                (got[i] - want[i]).abs() <= tol,
+                "round {round} element {i}: {} != {}",
+                got[i],
+                want[i]
+            );
+        }
+    }
+}
+
+device_test!(repeated_eval_hits_the_plan_cache);
+fn repeated_eval_hits_the_plan_cache(dev: &Device) {
+    let a = Array::from_slice_on(&host(17, 1.0), &[17], dev).unwrap();
+    let ten = |a: &Array| (((a * 2.0 - 1.0).sin() * a).exp() + a).sqrt();
+    ten(&a).eval().unwrap();
+    let before = lf::stats();
+    for _ in 0..10 {
+        ten(&a).eval().unwrap();
+    }
+    let after = lf::stats();
+    // other tests run at once in this binary: count at least this thread's hits, and
+    // no plan made for a structure already planned
+    assert!(after.plan_cache_hits - before.plan_cache_hits >= 10);
+}
+
+device_test!(arrays_move_between_threads);
+fn arrays_move_between_threads(dev: &Device) {
+    let n = 1025;
+    let av = host(n, 1.5);
+    let built: Array = std::thread::scope(|s| {
+        s.spawn(|| {
+            let a = Array::from_slice_on(&av, &[n], dev).unwrap();
+            (&a * 2.0 + 1.0).abs().sqrt()
+        })
+        .join()
+        .unwrap()
     });
+    // evaluated on one thread, read on another
+    let evaluated = std::thread::scope(|s| {
+        s.spawn(|| {
+            built.eval().unwrap();
+            built.clone()
+        })
+        .join()
+        .unwrap()
+    });
+    let got: Vec<f32> = std::thread::scope(|s| {
+        s.spawn(|| evaluated.to_vec::<f32>().unwrap())
+            .join()
+            .unwrap()
+    });
+    // exactly what the same expression gives on this thread, and close to the host's
+    let a = Array::from_slice_on(&av, &[n], dev).unwrap();
+    let here: Vec<f32> = (&a * 2.0 + 1.0).abs().sqrt().to_vec().unwrap();
+    assert_eq!(got.len(), n);
+    assert_eq!(got, here);
+    for i in 0..n {
+        let w = (av[i] * 2.0 + 1.0).abs().sqrt();
+        assert!((got[i] - w).abs() <= 1e-6 * w.max(1.0), "element {i}");
+    }
 }
 
 #[test]

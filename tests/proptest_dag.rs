@@ -15,14 +15,15 @@
 //! output; the twins are moved by the error bound of a pairwise/tree-order sum
 //! (`eps * log2(n) * sum|x|` and the like, see `oracle::reduce`), which becomes the slack.
 
+#[macro_use]
 mod common;
 
-use common::for_each_device;
 use common::oracle::{self as o, Bi, OVal, Opnd, Red, Tol, Un, View, V};
 use lazyfuse as lf;
 use lf::{c32, c64, Array, DType, Device};
 use ndarray::SliceInfoElem;
 use proptest::prelude::*;
+use proptest::test_runner::TestRunner;
 use std::sync::Mutex;
 
 /// `lf::set_fusion` is process-global: every test here holds this while it evaluates.
@@ -1118,26 +1119,28 @@ fn check_program(p: &Program, dev: &Device) -> Result<(), TestCaseError> {
     Ok(())
 }
 
-/// Runs `body` on every device, turning a panic or a failure into a test-case failure.
-fn on_devices(body: impl Fn(&Device) -> Result<(), TestCaseError>) -> Result<(), TestCaseError> {
-    let mut res = Ok(());
-    for_each_device(|dev| {
-        if res.is_ok() {
-            res = body(dev);
-        }
+/// Runs the property `body` over the random programs of `config` on `dev`, each under the
+/// fusion lock; a panic or a failure fails the test with the shrunk program, as in
+/// `proptest!`.
+fn check_programs(
+    config: ProptestConfig,
+    dev: &Device,
+    body: impl Fn(&Program, &Device) -> Result<(), TestCaseError>,
+) {
+    let mut runner = TestRunner::new(config);
+    let r = runner.run(&program(), |p| {
+        let _g = FUSION.lock().unwrap_or_else(|e| e.into_inner());
+        body(&p, dev)
     });
-    res
+    if let Err(e) = r {
+        panic!("{e}\n{runner}");
+    }
 }
 
-proptest! {
-    #![proptest_config(config())]
-
-    /// Fused evaluation of random DAGs (several roots in one plan) equals the oracle.
-    #[test]
-    fn random_dags_match_the_oracle(p in program()) {
-        let _g = FUSION.lock().unwrap_or_else(|e| e.into_inner());
-        on_devices(|dev| check_program(&p, dev))?;
-    }
+device_test!(random_dags_match_the_oracle);
+/// Fused evaluation of random DAGs (several roots in one plan) equals the oracle.
+fn random_dags_match_the_oracle(dev: &Device) {
+    check_programs(config(), dev, check_program);
 }
 
 /// Restores fusion when dropped (also on a panic).
@@ -1154,115 +1157,111 @@ impl Drop for FusionOff {
     }
 }
 
-proptest! {
-    #![proptest_config(ProptestConfig { cases: (config().cases / 4).max(8), ..config() })]
+device_test!(fused_and_unfused_agree);
+/// The same programs with fusion off: equal to the oracle and to the fused results.
+fn fused_and_unfused_agree(dev: &Device) {
+    let config = ProptestConfig {
+        cases: (config().cases / 4).max(8),
+        ..config()
+    };
+    check_programs(config, dev, |p, dev| {
+        let (fb, roots) = build(p, dev);
+        let fused = eval_roots(&fb, &roots)?;
+        let (ub, unfused) = {
+            let _off = FusionOff::new();
+            let (ub, roots2) = build(p, dev);
+            prop_assert_eq!(&roots, &roots2);
+            let got = eval_roots(&ub, &roots)?;
+            (ub, got)
+        };
+        for ((f, u), &r) in fused.iter().zip(&unfused).zip(&roots) {
+            let v = &ub.vals[r];
+            compare(u, v, &format!("unfused root v{r} on {dev}"), &ub.log)?;
+            // fused against unfused, with the oracle's conditioning as slack
+            let s = slack(v);
+            o::compare_vals(u, f, tol(v), Some(&s)).map_err(|e| {
+                TestCaseError::fail(format!(
+                    "unfused vs fused root v{r} on {dev}: {e}\nprogram:\n  {}",
+                    ub.log.join("\n  ")
+                ))
+            })?;
+        }
+        Ok(())
+    });
+}
 
-    /// The same programs with fusion off: equal to the oracle and to the fused results.
-    #[test]
-    fn fused_and_unfused_agree(p in program()) {
-        let _g = FUSION.lock().unwrap_or_else(|e| e.into_inner());
-        on_devices(|dev| {
-            let (fb, roots) = build(&p, dev);
-            let fused = eval_roots(&fb, &roots)?;
-            let (ub, unfused) = {
-                let _off = FusionOff::new();
-                let (ub, roots2) = build(&p, dev);
-                prop_assert_eq!(&roots, &roots2);
-                let got = eval_roots(&ub, &roots)?;
-                (ub, got)
-            };
-            for ((f, u), &r) in fused.iter().zip(&unfused).zip(&roots) {
-                let v = &ub.vals[r];
-                compare(u, v, &format!("unfused root v{r} on {dev}"), &ub.log)?;
-                // fused against unfused, with the oracle's conditioning as slack
-                let s = slack(v);
-                o::compare_vals(u, f, tol(v), Some(&s)).map_err(|e| {
-                    TestCaseError::fail(format!("unfused vs fused root v{r} on {dev}: {e}\nprogram:\n  {}", ub.log.join("\n  ")))
-                })?;
-            }
-            Ok(())
-        })?;
+device_test!(shared_subexpressions_evaluated_once_per_plan);
+/// A fixed DAG with a subexpression shared by several consumers and roots, fused and
+/// unfused, with `lf::eval` of all roots at once.
+fn shared_subexpressions_evaluated_once_per_plan(dev: &Device) {
+    let _g = FUSION.lock().unwrap_or_else(|e| e.into_inner());
+    let x = o::iota(DType::F32, &[3, 4]);
+    let y = o::iota(DType::F64, &[4]);
+    for fused in [true, false] {
+        let _off = (!fused).then(FusionOff::new);
+        let (xa, ya) = (x.to_lf(dev), y.to_lf(dev));
+        let s = (&xa * 0.5).sin(); // shared
+        let r1 = &s + &ya;
+        let r2 = s.transpose().exp();
+        let r3 = lf::where_(&s.gt(0.0), &s, &r1);
+        lf::eval(&[&r1, &r2, &r3, &s]).unwrap();
+        let sw = o::unary(
+            Un::Sin,
+            &o::binary(Bi::Mul, Opnd::A(&x), Opnd::S(V::F64(0.5))).unwrap(),
+        )
+        .unwrap();
+        let w1 = o::binary(Bi::Add, Opnd::A(&sw), Opnd::A(&y)).unwrap();
+        let w2 = o::unary(Un::Exp, &sw.transpose()).unwrap();
+        let c = o::binary(Bi::Gt, Opnd::A(&sw), Opnd::S(V::F64(0.0))).unwrap();
+        let w3 = o::where_(&c, Opnd::A(&sw), Opnd::A(&w1)).unwrap();
+        // the F32 sine's last-bit differences between devices carry into the F64 sums
+        let tol = Tol::DEFAULT.atol(1e-6, 1e-6);
+        o::assert_close(&s, &sw, tol, &format!("s (fused={fused})"));
+        o::assert_close(&r1, &w1, tol, &format!("r1 (fused={fused})"));
+        o::assert_close(&r2, &w2, tol, &format!("r2 (fused={fused})"));
+        o::assert_close(&r3, &w3, tol, &format!("r3 (fused={fused})"));
     }
 }
 
-/// A fixed DAG with a subexpression shared by several consumers and roots, fused and
-/// unfused, with `lf::eval` of all roots at once.
-#[test]
-fn shared_subexpressions_evaluated_once_per_plan() {
-    let _g = FUSION.lock().unwrap_or_else(|e| e.into_inner());
-    for_each_device(|dev| {
-        let x = o::iota(DType::F32, &[3, 4]);
-        let y = o::iota(DType::F64, &[4]);
-        for fused in [true, false] {
-            let _off = (!fused).then(FusionOff::new);
-            let (xa, ya) = (x.to_lf(dev), y.to_lf(dev));
-            let s = (&xa * 0.5).sin(); // shared
-            let r1 = &s + &ya;
-            let r2 = s.transpose().exp();
-            let r3 = lf::where_(&s.gt(0.0), &s, &r1);
-            lf::eval(&[&r1, &r2, &r3, &s]).unwrap();
-            let sw = o::unary(
-                Un::Sin,
-                &o::binary(Bi::Mul, Opnd::A(&x), Opnd::S(V::F64(0.5))).unwrap(),
-            )
-            .unwrap();
-            let w1 = o::binary(Bi::Add, Opnd::A(&sw), Opnd::A(&y)).unwrap();
-            let w2 = o::unary(Un::Exp, &sw.transpose()).unwrap();
-            let c = o::binary(Bi::Gt, Opnd::A(&sw), Opnd::S(V::F64(0.0))).unwrap();
-            let w3 = o::where_(&c, Opnd::A(&sw), Opnd::A(&w1)).unwrap();
-            // the F32 sine's last-bit differences between devices carry into the F64 sums
-            let tol = Tol::DEFAULT.atol(1e-6, 1e-6);
-            o::assert_close(&s, &sw, tol, &format!("s (fused={fused})"));
-            o::assert_close(&r1, &w1, tol, &format!("r1 (fused={fused})"));
-            o::assert_close(&r2, &w2, tol, &format!("r2 (fused={fused})"));
-            o::assert_close(&r3, &w3, tol, &format!("r3 (fused={fused})"));
-        }
-    });
-}
-
+device_test!(reduction_beside_a_root_of_its_output_size);
 /// Regression (found by the random DAGs): a reduction evaluated in one `lf::eval` with
 /// another root whose kernel has as many elements as the reduction has outputs once shared
 /// that root's kernel group and failed in the planner.
-#[test]
-fn reduction_beside_a_root_of_its_output_size() {
-    for_each_device(|dev| {
-        // NumPy: x.sum() = 6.5, y + 1 = [5.0]
-        let x = Array::from_vec_on(vec![1.5f32, 2.0, 3.0], &[3], dev).unwrap();
-        let y = Array::from_vec_on(vec![4.0f32], &[1], dev).unwrap();
-        let (s, t) = (x.sum(), &y + 1.0);
-        lf::eval(&[&s, &t]).expect("x.sum() and y + 1 in one eval");
-        assert_eq!(s.to_vec::<f32>().unwrap(), vec![6.5]);
-        assert_eq!(t.to_vec::<f32>().unwrap(), vec![5.0]);
-        // NumPy: np.sum(x, axis=()) = x, x + 1 = [2.5, 3.0, 4.0]
-        let a = x.sum_axes(&[], false);
-        let b = &x + 1.0;
-        lf::eval(&[&a, &b]).expect("x.sum_axes(&[]) and x + 1 in one eval");
-        assert_eq!(a.to_vec::<f32>().unwrap(), vec![1.5, 2.0, 3.0]);
-        assert_eq!(b.to_vec::<f32>().unwrap(), vec![2.5, 3.0, 4.0]);
-        // two roots reading one reduction: NumPy: -x.sum(axis=1) = [-3, -9], imag = [0, 0]
-        let x = Array::from_vec_on(vec![1.0f64, 2.0, 4.0, 5.0], &[2, 2], dev).unwrap();
-        let a = -x.sum_axes(&[1], false);
-        let b = a.imag();
-        lf::eval(&[&a, &b]).expect("-x.sum_axes(&[1]) and its imag in one eval");
-        assert_eq!(a.to_vec::<f64>().unwrap(), vec![-3.0, -9.0]);
-        assert_eq!(b.to_vec::<f64>().unwrap(), vec![0.0, 0.0]);
-    });
+fn reduction_beside_a_root_of_its_output_size(dev: &Device) {
+    // NumPy: x.sum() = 6.5, y + 1 = [5.0]
+    let x = Array::from_vec_on(vec![1.5f32, 2.0, 3.0], &[3], dev).unwrap();
+    let y = Array::from_vec_on(vec![4.0f32], &[1], dev).unwrap();
+    let (s, t) = (x.sum(), &y + 1.0);
+    lf::eval(&[&s, &t]).expect("x.sum() and y + 1 in one eval");
+    assert_eq!(s.to_vec::<f32>().unwrap(), vec![6.5]);
+    assert_eq!(t.to_vec::<f32>().unwrap(), vec![5.0]);
+    // NumPy: np.sum(x, axis=()) = x, x + 1 = [2.5, 3.0, 4.0]
+    let a = x.sum_axes(&[], false);
+    let b = &x + 1.0;
+    lf::eval(&[&a, &b]).expect("x.sum_axes(&[]) and x + 1 in one eval");
+    assert_eq!(a.to_vec::<f32>().unwrap(), vec![1.5, 2.0, 3.0]);
+    assert_eq!(b.to_vec::<f32>().unwrap(), vec![2.5, 3.0, 4.0]);
+    // two roots reading one reduction: NumPy: -x.sum(axis=1) = [-3, -9], imag = [0, 0]
+    let x = Array::from_vec_on(vec![1.0f64, 2.0, 4.0, 5.0], &[2, 2], dev).unwrap();
+    let a = -x.sum_axes(&[1], false);
+    let b = a.imag();
+    lf::eval(&[&a, &b]).expect("-x.sum_axes(&[1]) and its imag in one eval");
+    assert_eq!(a.to_vec::<f64>().unwrap(), vec![-3.0, -9.0]);
+    assert_eq!(b.to_vec::<f64>().unwrap(), vec![0.0, 0.0]);
 }
 
+device_test!(empty_var_with_two_epilogue_roots);
 /// Regression (found by the random DAGs): the variance of an empty array negated,
 /// evaluated together with its `imag()` (a 0.0 constant root, the same node as the divisor
 /// `n - ddof` of the variance) once loaded that constant in a reduction's epilogue.
-#[test]
-fn empty_var_with_two_epilogue_roots() {
-    for_each_device(|dev| {
-        // NumPy: -np.var(np.array([], bool)) = nan, np.imag(nan) = 0.0
-        let x = Array::from_vec_on(Vec::<bool>::new(), &[0], dev).unwrap();
-        let a = -x.var();
-        let b = a.imag();
-        lf::eval(&[&a, &b]).expect("-x.var() and its imag in one eval");
-        assert!(a.to_vec::<f64>().unwrap()[0].is_nan());
-        assert_eq!(b.to_vec::<f64>().unwrap(), vec![0.0]);
-    });
+fn empty_var_with_two_epilogue_roots(dev: &Device) {
+    // NumPy: -np.var(np.array([], bool)) = nan, np.imag(nan) = 0.0
+    let x = Array::from_vec_on(Vec::<bool>::new(), &[0], dev).unwrap();
+    let a = -x.var();
+    let b = a.imag();
+    lf::eval(&[&a, &b]).expect("-x.var() and its imag in one eval");
+    assert!(a.to_vec::<f64>().unwrap()[0].is_nan());
+    assert_eq!(b.to_vec::<f64>().unwrap(), vec![0.0]);
 }
 
 /// The oracle's complex functions against high-precision references (mpmath, 200 bits),

@@ -7,9 +7,9 @@
 //! Counters are process-wide, so every test holds `LOCK` (a test that only evaluates
 //! still moves the counters another one reads).
 
+#[macro_use]
 mod common;
 
-use common::for_each_device;
 use lazyfuse as lf;
 use lf::random::Key;
 use lf::{Array, DType, Device};
@@ -79,248 +79,238 @@ fn correlation(a: &[f64], b: &[f64]) -> f64 {
     c / (va * vb).sqrt()
 }
 
-#[test]
-fn a_key_draws_the_numbers_of_its_seed() {
+device_test!(a_key_draws_the_numbers_of_its_seed);
+fn a_key_draws_the_numbers_of_its_seed(dev: &Device) {
     let _l = lock();
-    for_each_device(|dev| {
-        for seed in [0u64, 42, u64::MAX - 3] {
-            for d in [DType::F32, DType::F64] {
-                let k = Key::new_on(seed, dev);
-                assert_eq!(seed_of(&k), seed);
-                for shape in [&[1000][..], &[20, 30][..]] {
-                    let u = vals(&lf::random::uniform_key(&k, shape, d), shape, d);
-                    let want = vals(&lf::random::uniform_on(shape, d, seed, dev), shape, d);
-                    assert_eq!(u, want, "uniform {d} {shape:?}, seed {seed}");
-                    let g = vals(&lf::random::normal_key(&k, shape, d), shape, d);
-                    let want = vals(&lf::random::normal_on(shape, d, seed, dev), shape, d);
-                    assert_eq!(g, want, "normal {d} {shape:?}, seed {seed}");
-                }
+    for seed in [0u64, 42, u64::MAX - 3] {
+        for d in [DType::F32, DType::F64] {
+            let k = Key::new_on(seed, dev);
+            assert_eq!(seed_of(&k), seed);
+            for shape in [&[1000][..], &[20, 30][..]] {
+                let u = vals(&lf::random::uniform_key(&k, shape, d), shape, d);
+                let want = vals(&lf::random::uniform_on(shape, d, seed, dev), shape, d);
+                assert_eq!(u, want, "uniform {d} {shape:?}, seed {seed}");
+                let g = vals(&lf::random::normal_key(&k, shape, d), shape, d);
+                let want = vals(&lf::random::normal_on(shape, d, seed, dev), shape, d);
+                assert_eq!(g, want, "normal {d} {shape:?}, seed {seed}");
             }
         }
-        // a key computed on the device (not a constant) draws the same numbers, and so
-        // does the CPU for a key on another device
-        let k = Key::from_array(&(Array::scalar_on(20i64, dev) + 22i64)).unwrap();
-        let u = vals(
-            &lf::random::uniform_key(&k, &[500], DType::F64),
-            &[500],
-            DType::F64,
-        );
-        let want = vals(
-            &lf::random::uniform_on(&[500], DType::F64, 42, &Device::cpu()),
-            &[500],
-            DType::F64,
-        );
-        assert_eq!(u, want, "a computed key on {dev}");
-    });
+    }
+    // a key computed on the device (not a constant) draws the same numbers, and so
+    // does the CPU for a key on another device
+    let k = Key::from_array(&(Array::scalar_on(20i64, dev) + 22i64)).unwrap();
+    let u = vals(
+        &lf::random::uniform_key(&k, &[500], DType::F64),
+        &[500],
+        DType::F64,
+    );
+    let want = vals(
+        &lf::random::uniform_on(&[500], DType::F64, 42, &Device::cpu()),
+        &[500],
+        DType::F64,
+    );
+    assert_eq!(u, want, "a computed key on {dev}");
 }
 
-#[test]
-fn split_and_fold_in_follow_the_documented_mapping() {
+device_test!(split_and_fold_in_follow_the_documented_mapping);
+fn split_and_fold_in_follow_the_documented_mapping(dev: &Device) {
     let _l = lock();
-    for_each_device(|dev| {
-        let n = 100_000;
-        let seed = 7u64;
-        let k = Key::new_on(seed, dev);
-        let keys = k.split(3);
-        assert_eq!(keys.len(), 3);
-        let mut draws = Vec::new();
-        for (i, ki) in keys.iter().enumerate() {
-            let s = split_seed(seed, i as u64);
-            assert_eq!(seed_of(ki), s, "split key {i}");
-            let u = vals(
-                &lf::random::uniform_key(ki, &[n], DType::F64),
-                &[n],
-                DType::F64,
-            );
-            let want = vals(
-                &lf::random::uniform_on(&[n], DType::F64, s, dev),
-                &[n],
-                DType::F64,
-            );
-            assert_eq!(u, want, "split key {i} draws the numbers of its seed");
-            let (m, v) = mean_var(&u);
-            assert!(
-                (m - 0.5).abs() < 0.01 && (v - 1.0 / 12.0).abs() < 0.005,
-                "split key {i}: mean {m}, var {v}"
-            );
-            draws.push(u);
-        }
-        // the parent's numbers and each split key's differ, and are uncorrelated
-        draws.push(vals(
-            &lf::random::uniform_key(&k, &[n], DType::F64),
+    let n = 100_000;
+    let seed = 7u64;
+    let k = Key::new_on(seed, dev);
+    let keys = k.split(3);
+    assert_eq!(keys.len(), 3);
+    let mut draws = Vec::new();
+    for (i, ki) in keys.iter().enumerate() {
+        let s = split_seed(seed, i as u64);
+        assert_eq!(seed_of(ki), s, "split key {i}");
+        let u = vals(
+            &lf::random::uniform_key(ki, &[n], DType::F64),
             &[n],
             DType::F64,
-        ));
-        for a in 0..draws.len() {
-            for b in a + 1..draws.len() {
-                let same = draws[a]
-                    .iter()
-                    .zip(&draws[b])
-                    .filter(|(x, y)| x == y)
-                    .count();
-                assert!(same < n / 1000, "draws {a} and {b}: {same} equal");
-                let c = correlation(&draws[a], &draws[b]);
-                assert!(c.abs() < 0.02, "draws {a} and {b}: correlation {c}");
-            }
-        }
-        // fold_in: one key per datum, by the mapping; normal numbers are standard normal
-        for d in [0u64, 1, 1000, u64::MAX] {
-            let kd = k.fold_in(d);
-            let s = fold_seed(seed, d);
-            assert_eq!(seed_of(&kd), s, "fold_in({d})");
-            let g = vals(
-                &lf::random::normal_key(&kd, &[n], DType::F32),
-                &[n],
-                DType::F32,
-            );
-            let want = vals(
-                &lf::random::normal_on(&[n], DType::F32, s, dev),
-                &[n],
-                DType::F32,
-            );
-            assert_eq!(g, want, "fold_in({d}) draws the numbers of its seed");
-            let (m, v) = mean_var(&g);
-            assert!(
-                m.abs() < 0.02 && (v - 1.0).abs() < 0.03,
-                "fold_in({d}): mean {m}, var {v}"
-            );
-        }
-        // derived keys chain (a split of a fold), still by the mapping
-        let chained = k.fold_in(3).split(2).remove(1);
-        assert_eq!(seed_of(&chained), split_seed(fold_seed(seed, 3), 1));
-        assert!(k.split(0).is_empty());
-    });
-}
-
-#[test]
-fn keyed_numbers_fuse_into_their_consumer() {
-    let _l = lock();
-    for_each_device(|dev| {
-        let k = Key::new_on(11, dev).split(2).remove(0);
-        let x = lf::random::uniform_key(&k, &[4096], DType::F32) * 2.0 - 1.0;
-        lf::reset_stats();
-        lf::with_fusion(true, || x.eval()).unwrap();
-        assert_eq!(
-            lf::stats().kernels_launched,
-            1,
-            "key, draw and affine map: one kernel"
         );
-        let got = vals(&x, &[4096], DType::F32);
-        let u = lf::random::uniform_on(&[4096], DType::F32, split_seed(11, 0), dev);
-        let want = vals(&(u * 2.0 - 1.0), &[4096], DType::F32);
-        assert_eq!(got, want);
-    });
-}
-
-#[test]
-fn a_function_with_a_key_input_is_one_plan_and_draws_new_numbers_each_call() {
-    let _l = lock();
-    for_each_device(|dev| {
-        let n = 2048;
-        let x: Vec<f32> = (0..n).map(|i| (i as f32 * 0.01).sin()).collect();
-        let u = Array::from_vec_on(x.clone(), &[n], dev).unwrap();
-        let key = Key::new_on(5, dev);
-        // a noisy step: returns the new state and the key for the next call
-        let f = lf::Function::trace(&[&u, key.as_array()], move |a| {
-            let k = Key::from_array(&a[1]).expect("a key input");
-            let [draw, next]: [Key; 2] = k.split(2).try_into().expect("two keys");
-            let noise = lf::random::normal_key(&draw, &[n], DType::F32);
-            vec![&a[0] + noise * 0.1f32, next.into_array()]
-        })
-        .unwrap();
-        let calls = 6;
-        let mut k = key.as_array().clone();
-        let mut seed = 5u64;
-        let mut outs = Vec::new();
-        for c in 0..calls {
-            if c == 1 {
-                // kernels compile at the trace (CPU) or the first call (CUDA), never later
-                dev.synchronize().unwrap();
-                lf::reset_stats();
-            }
-            let mut r = f.call(&[&u, &k]).unwrap();
-            k = r.pop().unwrap();
-            outs.push((r.pop().unwrap(), seed));
-            seed = split_seed(seed, 1);
-        }
-        dev.synchronize().unwrap();
-        let s = lf::stats();
-        assert_eq!(s.function_traces, 0, "one trace");
-        assert_eq!((s.plans, s.plan_cache_hits), (0, 0), "calls never plan");
-        assert_eq!(s.kernels_compiled, 0, "no compile after the first call");
-        if dev.is_cuda() && graphs_on() {
-            assert_eq!(s.graph_captures, 1);
-            assert_eq!(s.graph_launches, calls - 1);
-            assert!(f.is_graph());
-        }
-        assert_eq!(s.evals, calls - 1);
-        assert_eq!(
-            seed_of(&Key::from_array(&k).unwrap()),
-            seed,
-            "the chained key"
+        let want = vals(
+            &lf::random::uniform_on(&[n], DType::F64, s, dev),
+            &[n],
+            DType::F64,
         );
-        // each call: the state plus noise drawn with that call's split key
-        let mut prev: Option<Vec<f64>> = None;
-        for (i, (r, s)) in outs.iter().enumerate() {
-            let got = vals(r, &[n], DType::F32);
-            let noise = lf::random::normal_on(&[n], DType::F32, split_seed(*s, 0), dev);
-            let want = vals(&(&u + noise * 0.1f32), &[n], DType::F32);
-            for (j, (g, w)) in got.iter().zip(&want).enumerate() {
-                assert!(
-                    (g - w).abs() <= 1e-6 * w.abs().max(1.0),
-                    "call {i}, {j}: {g} vs {w}"
-                );
-            }
-            if let Some(p) = &prev {
-                let same = p.iter().zip(&got).filter(|(a, b)| a == b).count();
-                assert!(
-                    same < n / 100,
-                    "calls {} and {i} drew the same numbers",
-                    i - 1
-                );
-            }
-            prev = Some(got);
+        assert_eq!(u, want, "split key {i} draws the numbers of its seed");
+        let (m, v) = mean_var(&u);
+        assert!(
+            (m - 0.5).abs() < 0.01 && (v - 1.0 / 12.0).abs() < 0.005,
+            "split key {i}: mean {m}, var {v}"
+        );
+        draws.push(u);
+    }
+    // the parent's numbers and each split key's differ, and are uncorrelated
+    draws.push(vals(
+        &lf::random::uniform_key(&k, &[n], DType::F64),
+        &[n],
+        DType::F64,
+    ));
+    for a in 0..draws.len() {
+        for b in a + 1..draws.len() {
+            let same = draws[a]
+                .iter()
+                .zip(&draws[b])
+                .filter(|(x, y)| x == y)
+                .count();
+            assert!(same < n / 1000, "draws {a} and {b}: {same} equal");
+            let c = correlation(&draws[a], &draws[b]);
+            assert!(c.abs() < 0.02, "draws {a} and {b}: correlation {c}");
         }
-    });
-}
-
-#[test]
-fn key_from_array_checks_dtype_and_shape() {
-    let _l = lock();
-    for_each_device(|dev| {
-        let a = Array::from_vec_on(vec![9i64], &[], dev).unwrap();
-        let k = Key::from_array(&a).unwrap();
-        assert_eq!(seed_of(&k), 9);
-        let u = vals(
-            &lf::random::uniform_key(&k, &[64], DType::F32),
-            &[64],
+    }
+    // fold_in: one key per datum, by the mapping; normal numbers are standard normal
+    for d in [0u64, 1, 1000, u64::MAX] {
+        let kd = k.fold_in(d);
+        let s = fold_seed(seed, d);
+        assert_eq!(seed_of(&kd), s, "fold_in({d})");
+        let g = vals(
+            &lf::random::normal_key(&kd, &[n], DType::F32),
+            &[n],
             DType::F32,
         );
         let want = vals(
-            &lf::random::uniform_on(&[64], DType::F32, 9, dev),
-            &[64],
+            &lf::random::normal_on(&[n], DType::F32, s, dev),
+            &[n],
             DType::F32,
         );
-        assert_eq!(u, want);
-
-        let floats = Array::from_vec_on(vec![9.0f64], &[], dev).unwrap();
-        let e = Key::from_array(&floats).unwrap_err();
-        assert!(matches!(e, lf::Error::DType { .. }), "{e:?}");
-        let msg = e.to_string();
+        assert_eq!(g, want, "fold_in({d}) draws the numbers of its seed");
+        let (m, v) = mean_var(&g);
         assert!(
-            msg.contains("Key::from_array") && msg.contains("float64"),
-            "{msg}"
+            m.abs() < 0.02 && (v - 1.0).abs() < 0.03,
+            "fold_in({d}): mean {m}, var {v}"
         );
+    }
+    // derived keys chain (a split of a fold), still by the mapping
+    let chained = k.fold_in(3).split(2).remove(1);
+    assert_eq!(seed_of(&chained), split_seed(fold_seed(seed, 3), 1));
+    assert!(k.split(0).is_empty());
+}
 
-        let pair = Array::from_vec_on(vec![1i64, 2], &[2], dev).unwrap();
-        let e = Key::from_array(&pair).unwrap_err();
-        assert!(matches!(e, lf::Error::Shape { .. }), "{e:?}");
-        let msg = e.to_string();
-        assert!(
-            msg.contains("Key::from_array") && msg.contains("[2]"),
-            "{msg}"
-        );
-    });
+device_test!(keyed_numbers_fuse_into_their_consumer);
+fn keyed_numbers_fuse_into_their_consumer(dev: &Device) {
+    let _l = lock();
+    let k = Key::new_on(11, dev).split(2).remove(0);
+    let x = lf::random::uniform_key(&k, &[4096], DType::F32) * 2.0 - 1.0;
+    lf::reset_stats();
+    lf::with_fusion(true, || x.eval()).unwrap();
+    assert_eq!(
+        lf::stats().kernels_launched,
+        1,
+        "key, draw and affine map: one kernel"
+    );
+    let got = vals(&x, &[4096], DType::F32);
+    let u = lf::random::uniform_on(&[4096], DType::F32, split_seed(11, 0), dev);
+    let want = vals(&(u * 2.0 - 1.0), &[4096], DType::F32);
+    assert_eq!(got, want);
+}
+
+device_test!(a_function_with_a_key_input_is_one_plan_and_draws_new_numbers_each_call);
+fn a_function_with_a_key_input_is_one_plan_and_draws_new_numbers_each_call(dev: &Device) {
+    let _l = lock();
+    let n = 2048;
+    let x: Vec<f32> = (0..n).map(|i| (i as f32 * 0.01).sin()).collect();
+    let u = Array::from_vec_on(x.clone(), &[n], dev).unwrap();
+    let key = Key::new_on(5, dev);
+    // a noisy step: returns the new state and the key for the next call
+    let f = lf::Function::trace(&[&u, key.as_array()], move |a| {
+        let k = Key::from_array(&a[1]).expect("a key input");
+        let [draw, next]: [Key; 2] = k.split(2).try_into().expect("two keys");
+        let noise = lf::random::normal_key(&draw, &[n], DType::F32);
+        vec![&a[0] + noise * 0.1f32, next.into_array()]
+    })
+    .unwrap();
+    let calls = 6;
+    let mut k = key.as_array().clone();
+    let mut seed = 5u64;
+    let mut outs = Vec::new();
+    for c in 0..calls {
+        if c == 1 {
+            // kernels compile at the trace (CPU) or the first call (CUDA), never later
+            dev.synchronize().unwrap();
+            lf::reset_stats();
+        }
+        let mut r = f.call(&[&u, &k]).unwrap();
+        k = r.pop().unwrap();
+        outs.push((r.pop().unwrap(), seed));
+        seed = split_seed(seed, 1);
+    }
+    dev.synchronize().unwrap();
+    let s = lf::stats();
+    assert_eq!(s.function_traces, 0, "one trace");
+    assert_eq!((s.plans, s.plan_cache_hits), (0, 0), "calls never plan");
+    assert_eq!(s.kernels_compiled, 0, "no compile after the first call");
+    if dev.is_cuda() && graphs_on() {
+        assert_eq!(s.graph_captures, 1);
+        assert_eq!(s.graph_launches, calls - 1);
+        assert!(f.is_graph());
+    }
+    assert_eq!(s.evals, calls - 1);
+    assert_eq!(
+        seed_of(&Key::from_array(&k).unwrap()),
+        seed,
+        "the chained key"
+    );
+    // each call: the state plus noise drawn with that call's split key
+    let mut prev: Option<Vec<f64>> = None;
+    for (i, (r, s)) in outs.iter().enumerate() {
+        let got = vals(r, &[n], DType::F32);
+        let noise = lf::random::normal_on(&[n], DType::F32, split_seed(*s, 0), dev);
+        let want = vals(&(&u + noise * 0.1f32), &[n], DType::F32);
+        for (j, (g, w)) in got.iter().zip(&want).enumerate() {
+            assert!(
+                (g - w).abs() <= 1e-6 * w.abs().max(1.0),
+                "call {i}, {j}: {g} vs {w}"
+            );
+        }
+        if let Some(p) = &prev {
+            let same = p.iter().zip(&got).filter(|(a, b)| a == b).count();
+            assert!(
+                same < n / 100,
+                "calls {} and {i} drew the same numbers",
+                i - 1
+            );
+        }
+        prev = Some(got);
+    }
+}
+
+device_test!(key_from_array_checks_dtype_and_shape);
+fn key_from_array_checks_dtype_and_shape(dev: &Device) {
+    let _l = lock();
+    let a = Array::from_vec_on(vec![9i64], &[], dev).unwrap();
+    let k = Key::from_array(&a).unwrap();
+    assert_eq!(seed_of(&k), 9);
+    let u = vals(
+        &lf::random::uniform_key(&k, &[64], DType::F32),
+        &[64],
+        DType::F32,
+    );
+    let want = vals(
+        &lf::random::uniform_on(&[64], DType::F32, 9, dev),
+        &[64],
+        DType::F32,
+    );
+    assert_eq!(u, want);
+
+    let floats = Array::from_vec_on(vec![9.0f64], &[], dev).unwrap();
+    let e = Key::from_array(&floats).unwrap_err();
+    assert!(matches!(e, lf::Error::DType { .. }), "{e:?}");
+    let msg = e.to_string();
+    assert!(
+        msg.contains("Key::from_array") && msg.contains("float64"),
+        "{msg}"
+    );
+
+    let pair = Array::from_vec_on(vec![1i64, 2], &[2], dev).unwrap();
+    let e = Key::from_array(&pair).unwrap_err();
+    assert!(matches!(e, lf::Error::Shape { .. }), "{e:?}");
+    let msg = e.to_string();
+    assert!(
+        msg.contains("Key::from_array") && msg.contains("[2]"),
+        "{msg}"
+    );
 }
 
 #[test]

@@ -1,34 +1,110 @@
 //! Shared test helpers: the devices every test body runs on, tolerances and comparisons.
-#![allow(dead_code)]
+#![allow(dead_code, unused_macros)]
 
 use lazyfuse::Device;
 
 pub mod oracle;
 
-/// The devices every device-generic test runs on: the CPU always, and CUDA device 0 when
-/// `LAZYFUSE_TEST_CUDA=1` (then a missing GPU is a failure, not a skip).
+/// Whether `LAZYFUSE_TEST_CUDA=1` asks for the CUDA tests.
+fn cuda_requested() -> bool {
+    std::env::var("LAZYFUSE_TEST_CUDA").is_ok_and(|s| s == "1")
+}
+
+/// CUDA device 0 when `LAZYFUSE_TEST_CUDA=1` (a missing GPU is then a failure, not a skip);
+/// otherwise `None`, with one line on stderr saying the CUDA test was skipped.
+pub fn cuda_device() -> Option<Device> {
+    if !cuda_requested() {
+        eprintln!("cuda: skipped (set LAZYFUSE_TEST_CUDA=1 on a GPU machine)");
+        return None;
+    }
+    match Device::cuda(0) {
+        Ok(d) => Some(d),
+        Err(e) => panic!("LAZYFUSE_TEST_CUDA=1 but CUDA device 0 is unusable: {e}"),
+    }
+}
+
+/// Every device, for the tests that need several in one test (copies between devices,
+/// mixing devices): the CPU always, and CUDA device 0 when `LAZYFUSE_TEST_CUDA=1` (then a
+/// missing GPU is a failure, not a skip).
 pub fn devices() -> Vec<Device> {
     let mut v = vec![Device::cpu()];
-    if std::env::var("LAZYFUSE_TEST_CUDA").is_ok_and(|s| s == "1") {
-        match Device::cuda(0) {
-            Ok(d) => v.push(d),
-            Err(e) => panic!("LAZYFUSE_TEST_CUDA=1 but CUDA device 0 is unusable: {e}"),
-        }
+    if cuda_requested() {
+        v.extend(cuda_device());
     }
     v
 }
 
-/// Runs `body` once per device, naming the device in any failure.
-pub fn for_each_device(mut body: impl FnMut(&Device)) {
-    for d in devices() {
-        let r = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-            lazyfuse::with_default_device(&d, || body(&d))
-        }));
-        if let Err(e) = r {
-            eprintln!("test failed on device {d}");
-            std::panic::resume_unwind(e);
+/// Runs `body` on `dev`, with `dev` as the thread's default device.
+pub fn run_on(dev: &Device, body: fn(&Device)) {
+    lazyfuse::with_default_device(dev, || body(dev))
+}
+
+/// Runs `body` on `dev` as [`run_on`] does and requires it to panic with a message that
+/// contains `expected`: `#[should_panic(expected = ..)]` for a test that may be skipped.
+pub fn run_on_expecting_panic(dev: &Device, body: fn(&Device), expected: &str) {
+    let r = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| run_on(dev, body)));
+    let Err(payload) = r else {
+        panic!("no panic on {dev}; expected one containing {expected:?}")
+    };
+    let msg = payload
+        .downcast_ref::<String>()
+        .map(String::as_str)
+        .or_else(|| payload.downcast_ref::<&str>().copied())
+        .unwrap_or("");
+    assert!(
+        msg.contains(expected),
+        "panic on {dev} was {msg:?}; expected one containing {expected:?}"
+    );
+}
+
+/// One test per device for the device-generic test body `fn $name(dev: &Device)`:
+/// `device_test!(name);` above the function makes the tests `name::cpu` and `name::cuda`,
+/// so a failure names its case and device. The CUDA test runs when `LAZYFUSE_TEST_CUDA=1`
+/// (a missing GPU is then a failure) and otherwise passes at once, printing that it was
+/// skipped. Attributes written before the name (`#[ignore]`, `#[cfg(..)]`,
+/// `#[should_panic(expected = "..")]`, which must come first) go on both tests; the body runs
+/// with its device as the thread's default device.
+macro_rules! device_test {
+    (#[should_panic] $(#[$m:meta])* $name:ident) => {
+        compile_error!("device_test!: write #[should_panic(expected = \"..\")]");
+    };
+    (#[should_panic(expected = $e:literal)] $(#[$m:meta])* $name:ident) => {
+        mod $name {
+            $(#[$m])*
+            #[test]
+            #[should_panic(expected = $e)]
+            fn cpu() {
+                $crate::common::run_on(&lazyfuse::Device::cpu(), super::$name);
+            }
+
+            // A skipped test cannot panic as `should_panic` wants: this one checks the
+            // panic itself.
+            $(#[$m])*
+            #[test]
+            fn cuda() {
+                if let Some(d) = $crate::common::cuda_device() {
+                    $crate::common::run_on_expecting_panic(&d, super::$name, $e);
+                }
+            }
         }
-    }
+    };
+    ($(#[$m:meta])* $name:ident) => {
+        mod $name {
+            $(#[$m])*
+            #[test]
+            fn cpu() {
+                $crate::common::run_on(&lazyfuse::Device::cpu(), super::$name);
+            }
+
+            $(#[$m])*
+            #[test]
+            fn cuda() {
+                if let Some(d) = $crate::common::cuda_device() {
+                    $crate::common::run_on(&d, super::$name);
+                }
+            }
+        }
+    };
 }
 
 /// A fixture array `dtype [d0,d1,..] HEX` as the generator scripts write it: the dtype

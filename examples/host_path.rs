@@ -65,12 +65,17 @@ fn main() -> lf::Result<()> {
     let x = ten(&a, &b);
     TRACE.store(false, Relaxed);
     let c1 = ALLOCS.load(Relaxed);
-    TRACE.store(std::env::var("TRACE").is_ok_and(|v| v != "build"), Relaxed);
+    TRACE.store(std::env::var("TRACE").is_ok_and(|v| v == "eval"), Relaxed);
     x.eval()?;
     drop(x);
     TRACE.store(false, Relaxed);
     let c2 = ALLOCS.load(Relaxed);
+    TRACE.store(
+        std::env::var("TRACE").is_ok_and(|v| v == "function"),
+        Relaxed,
+    );
     f.call(&[&a, &b])?;
+    TRACE.store(false, Relaxed);
     let c3 = ALLOCS.load(Relaxed);
     println!(
         "allocs: build {} eval {} function {}",

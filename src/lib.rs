@@ -148,6 +148,7 @@ pub use api::creation::{meshgrid, random, Indexing};
 pub use api::elementwise::{complex, where_, Operand};
 pub use api::fft;
 pub use api::gather::take_along_axis;
+pub use api::grad::{grad, value_and_grad, vjp};
 pub use api::linalg;
 pub use api::movement::{concatenate, stack};
 pub use api::nan::allclose;

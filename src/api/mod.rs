@@ -6,6 +6,7 @@ pub(crate) mod creation;
 pub(crate) mod elementwise;
 pub mod fft;
 pub(crate) mod gather;
+pub(crate) mod grad;
 pub mod linalg;
 pub(crate) mod movement;
 pub(crate) mod nan;

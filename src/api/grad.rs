@@ -1,0 +1,416 @@
+//! Reverse-mode gradients over the lazy DAG (`lf::grad`, `lf::value_and_grad`, `lf::vjp`,
+//! `Array::stop_gradient`): the backward pass is built from the same array operations as the
+//! forward one, so it stays lazy, plans and fuses like any expression, and traces inside
+//! `Function`.
+
+use super::make;
+use crate::graph::{Node, Op};
+use crate::{where_, Array, Error, Result};
+use lazyfuse_codegen::{BinaryOp, ReduceLayout, ReduceOp, UnaryOp};
+use std::collections::HashMap;
+use std::sync::Arc;
+
+impl Array {
+    /// The same values, through which no gradient flows (JAX's `stop_gradient`): `grad` and
+    /// `vjp` treat the result as a constant.
+    pub fn stop_gradient(&self) -> Array {
+        // a reshape to the array's own shape: a free identity view that the API builds for
+        // nothing else (`reshape_to` returns the array itself for an equal shape), so the
+        // backward walk can tell it apart
+        make(
+            Op::Reshape,
+            self.dtype(),
+            self.node.shape.clone(),
+            &self.node.device,
+            &[self],
+        )
+    }
+}
+
+/// The gradients of the real 0-d `loss` with respect to each of `wrt` (same shapes and
+/// dtypes as `wrt`; zeros for an array the loss does not depend on). Lazy: they evaluate in
+/// one plan with the loss and with each other.
+///
+/// Errors: a loss that is not a real 0-d array, an operation on the path without a gradient
+/// rule (named in the error), or a node on the path that was evaluated already (its inputs
+/// are gone: build the loss again from the inputs).
+pub fn grad(loss: &Array, wrt: &[&Array]) -> Result<Vec<Array>> {
+    if loss.ndim() != 0 || !loss.dtype().is_float() {
+        return Err(Error::Unsupported {
+            op: "grad",
+            msg: format!(
+                "the loss must be a real 0-d array, not {} of shape {:?} (use vjp)",
+                loss.dtype(),
+                loss.shape()
+            ),
+        });
+    }
+    let one = Array::full_on(&[], 1.0f64, loss.dtype(), &loss.device());
+    vjp(&[loss], &[&one], wrt)
+}
+
+/// The loss and its gradients ([`grad`]), all lazy, evaluated together.
+pub fn value_and_grad(loss: &Array, wrt: &[&Array]) -> Result<(Array, Vec<Array>)> {
+    let g = grad(loss, wrt)?;
+    Ok((loss.clone(), g))
+}
+
+/// Vector-Jacobian products: the gradients with respect to `wrt` of
+/// `sum_k sum(outputs[k] * cotangents[k])`, each cotangent of its output's shape and dtype.
+pub fn vjp(outputs: &[&Array], cotangents: &[&Array], wrt: &[&Array]) -> Result<Vec<Array>> {
+    if outputs.len() != cotangents.len() {
+        return Err(Error::Shape {
+            op: "vjp",
+            msg: format!(
+                "{} outputs but {} cotangents",
+                outputs.len(),
+                cotangents.len()
+            ),
+        });
+    }
+    for (o, c) in outputs.iter().zip(cotangents) {
+        if o.shape() != c.shape() || o.dtype() != c.dtype() {
+            return Err(Error::Shape {
+                op: "vjp",
+                msg: format!(
+                    "a cotangent of shape {:?} ({}) for an output of shape {:?} ({})",
+                    c.shape(),
+                    c.dtype(),
+                    o.shape(),
+                    o.dtype()
+                ),
+            });
+        }
+        if o.device() != c.device() {
+            return Err(Error::DeviceMismatch {
+                op: "vjp",
+                a: o.device().to_string(),
+                b: c.device().to_string(),
+            });
+        }
+    }
+    for w in wrt {
+        if !w.dtype().is_float() {
+            return Err(Error::Unsupported {
+                op: "grad",
+                msg: format!(
+                    "no gradient with respect to a {} array (real floating dtypes only)",
+                    w.dtype()
+                ),
+            });
+        }
+    }
+    let targets: HashMap<u64, ()> = wrt.iter().map(|w| (w.node.id, ())).collect();
+    let order = reverse_order(outputs, &targets)?;
+    let mut cot: HashMap<u64, Array> = HashMap::new();
+    for (o, c) in outputs.iter().zip(cotangents) {
+        accumulate(&mut cot, &o.node, (*c).clone());
+    }
+    for node in &order {
+        let Some(g) = cot.get(&node.id).cloned() else {
+            continue;
+        };
+        let inputs = node.state().inputs.clone();
+        if !node.dtype.is_float() || is_stop(node, &inputs) {
+            continue;
+        }
+        for (input, gi) in rule(node, &inputs, g)? {
+            accumulate(&mut cot, &input, gi);
+        }
+    }
+    Ok(wrt
+        .iter()
+        .map(|w| match cot.remove(&w.node.id) {
+            Some(g) => g,
+            None => Array::zeros_on(w.shape(), w.dtype(), &w.device()),
+        })
+        .collect())
+}
+
+/// Adds `g` to `node`'s cotangent (first one: taken as it is). A cotangent of another dtype
+/// (a mixed-precision path) is converted to the node's.
+fn accumulate(cot: &mut HashMap<u64, Array>, node: &Arc<Node>, g: Array) {
+    let g = if g.dtype() == node.dtype {
+        g
+    } else {
+        g.astype(node.dtype)
+    };
+    match cot.remove(&node.id) {
+        Some(prev) => {
+            cot.insert(node.id, &prev + &g);
+        }
+        None => {
+            cot.insert(node.id, g);
+        }
+    }
+}
+
+/// The nodes the outputs depend on through differentiable paths, users before inputs
+/// (iterative: no recursion on graph depth). The walk does not enter nodes without real
+/// floating values (conditions, indices) or `stop_gradient` markers: no cotangent flows
+/// there.
+fn reverse_order(outputs: &[&Array], targets: &HashMap<u64, ()>) -> Result<Vec<Arc<Node>>> {
+    // post-order DFS (inputs first), then reversed
+    let mut post: Vec<Arc<Node>> = Vec::new();
+    let mut seen: HashMap<u64, ()> = HashMap::new();
+    let mut stack: Vec<(Arc<Node>, bool)> =
+        outputs.iter().map(|o| (o.node.clone(), false)).collect();
+    while let Some((n, expanded)) = stack.pop() {
+        if expanded {
+            post.push(n);
+            continue;
+        }
+        if seen.insert(n.id, ()).is_some() {
+            continue;
+        }
+        let st = n.state();
+        let inputs = st.inputs.clone();
+        let realized = st.buffer.is_some();
+        drop(st);
+        let passes = n.dtype.is_float() && !is_stop(&n, &inputs);
+        if passes
+            && realized
+            && inputs.is_empty()
+            && !is_leaf_op(&n.op)
+            && !targets.contains_key(&n.id)
+        {
+            return Err(Error::Unsupported {
+                op: "grad",
+                msg: format!(
+                    "{} ({} of shape {:?}) was evaluated before the gradient was asked for, \
+                     so the expression under it is gone: build the loss again from the \
+                     inputs, or mark a constant with `stop_gradient()`",
+                    n.op.name(),
+                    n.dtype,
+                    &n.shape[..]
+                ),
+            });
+        }
+        stack.push((n, true));
+        if passes {
+            for i in inputs.iter().rev() {
+                if !seen.contains_key(&i.id) {
+                    stack.push((i.clone(), false));
+                }
+            }
+        }
+    }
+    post.reverse();
+    Ok(post)
+}
+
+/// Whether `node` (with `inputs`) is a `stop_gradient` marker: a reshape to its input's own
+/// shape, which the API builds for nothing else.
+fn is_stop(node: &Node, inputs: &[Arc<Node>]) -> bool {
+    matches!(node.op, Op::Reshape) && inputs.len() == 1 && inputs[0].shape == node.shape
+}
+
+/// Ops whose nodes are leaves by nature (their realized value has no expression under it).
+fn is_leaf_op(op: &Op) -> bool {
+    matches!(op, Op::Buffer | Op::Const(_) | Op::Iota | Op::Random(..))
+}
+
+/// The error for an operation without a gradient rule.
+fn no_rule(node: &Node, why: &str) -> Error {
+    Error::Unsupported {
+        op: "grad",
+        msg: format!(
+            "no gradient through {} ({} of shape {:?}){why}",
+            node.op.name(),
+            node.dtype,
+            &node.shape[..]
+        ),
+    }
+}
+
+/// The cotangents of `node`'s inputs given its own cotangent `g`.
+fn rule(node: &Arc<Node>, inputs: &[Arc<Node>], g: Array) -> Result<Vec<(Arc<Node>, Array)>> {
+    use BinaryOp as B;
+    use UnaryOp as U;
+    let arr = |n: &Arc<Node>| Array::from_node(n.clone());
+    let out = || Array::from_node(node.clone());
+    let floating = |n: &Arc<Node>| n.dtype.is_float();
+    if node.dtype.is_complex() || inputs.iter().any(|n| n.dtype.is_complex()) {
+        return Err(no_rule(node, ": complex gradients are not supported yet"));
+    }
+    let mut v = Vec::new();
+    match &node.op {
+        Op::Buffer | Op::Const(_) | Op::Iota | Op::Random(..) | Op::RandomKeyed(_) => {}
+        Op::Reshape => v.push((inputs[0].clone(), g.reshape_to(inputs[0].shape.clone()))),
+        Op::Permute(p) => {
+            let mut inv = vec![0usize; p.len()];
+            for (k, &a) in p.iter().enumerate() {
+                inv[a] = k;
+            }
+            v.push((inputs[0].clone(), g.permute(&inv)));
+        }
+        Op::Broadcast => v.push((inputs[0].clone(), unbroadcast(&g, &inputs[0].shape))),
+        Op::Cast => {
+            if floating(&inputs[0]) && node.dtype.is_float() {
+                v.push((inputs[0].clone(), g.astype(inputs[0].dtype)));
+            }
+        }
+        Op::Where => {
+            let (c, a, b) = (arr(&inputs[0]), &inputs[1], &inputs[2]);
+            if floating(a) {
+                v.push((a.clone(), where_(&c, &g, 0.0)));
+            }
+            if floating(b) {
+                v.push((b.clone(), where_(&c, 0.0, &g)));
+            }
+        }
+        Op::Unary(u) => {
+            let x = arr(&inputs[0]);
+            if !floating(&inputs[0]) || !node.dtype.is_float() {
+                return Ok(v);
+            }
+            let gx = match u {
+                U::Neg => -&g,
+                U::Abs => &g * &x.sign(),
+                U::Sqrt => &g / &(&out() * 2.0),
+                U::Rsqrt => {
+                    let y = out();
+                    &g * &(&(&y * &y) * &y) * -0.5
+                }
+                U::Exp => &g * &out(),
+                U::Expm1 => &g * &(&out() + 1.0),
+                U::Log => &g / &x,
+                U::Log1p => &g / &(&x + 1.0),
+                U::Log2 => &g / &(&x * std::f64::consts::LN_2),
+                U::Log10 => &g / &(&x * std::f64::consts::LN_10),
+                U::Sin => &g * &x.cos(),
+                U::Cos => -(&g * &x.sin()),
+                U::Tan => {
+                    let y = out();
+                    &g * &(&(&y * &y) + 1.0)
+                }
+                U::Asin => &g / &(1.0f64 - (&x * &x)).sqrt(),
+                U::Acos => -(&g / &(1.0f64 - (&x * &x)).sqrt()),
+                U::Atan => &g / &(&(&x * &x) + 1.0),
+                U::Sinh => &g * &x.cosh(),
+                U::Cosh => &g * &x.sinh(),
+                U::Tanh => {
+                    let y = out();
+                    &g * &(1.0f64 - (&y * &y))
+                }
+                U::Square => &g * &(&x * 2.0),
+                U::Reciprocal => {
+                    let y = out();
+                    -(&g * &(&y * &y))
+                }
+                U::Floor | U::Ceil | U::Round | U::Trunc | U::Sign => &g * 0.0,
+                U::Real | U::Conj => g.clone(),
+                _ => return Err(no_rule(node, "")),
+            };
+            v.push((inputs[0].clone(), gx));
+        }
+        Op::Binary(b) => {
+            let (xn, yn) = (&inputs[0], &inputs[1]);
+            if !node.dtype.is_float() {
+                return Ok(v); // comparisons and logic: no gradient flows
+            }
+            let (x, y) = (arr(xn), arr(yn));
+            let (gx, gy) = match b {
+                B::Add => (g.clone(), g.clone()),
+                B::Sub => (g.clone(), -&g),
+                B::Mul => (&g * &y, &g * &x),
+                B::Div => (&g / &y, -(&(&g * &x) / &(&y * &y))),
+                B::Maximum | B::Minimum => {
+                    // ties split evenly, as JAX does
+                    let wins = if *b == B::Maximum { x.gt(&y) } else { x.lt(&y) };
+                    let tie = x.eq(&y);
+                    let share = where_(&tie, 0.5, where_(&wins, 1.0, 0.0)).astype(node.dtype);
+                    (&g * &share, &g * &(1.0f64 - &share))
+                }
+                B::Pow => {
+                    let z = out();
+                    let gx = &(&g * &y) * &x.pow(&(&y - 1.0));
+                    // d/dy x^y = x^y ln x, taken as 0 where x is 0 (JAX's convention)
+                    let safe = where_(&x.eq(0.0), 1.0, &x);
+                    (gx, &(&g * &z) * &safe.log())
+                }
+                B::Atan2 => {
+                    let r = &(&x * &x) + &(&y * &y);
+                    (&(&g * &y) / &r, -(&(&g * &x) / &r))
+                }
+                B::Hypot => {
+                    let z = out();
+                    (&(&g * &x) / &z, &(&g * &y) / &z)
+                }
+                B::Mod => (g.clone(), -(&g * &x.floor_div(&y))),
+                B::FloorDiv => (&g * 0.0, &g * 0.0),
+                _ => return Err(no_rule(node, "")),
+            };
+            if floating(xn) {
+                v.push((xn.clone(), gx));
+            }
+            if floating(yn) {
+                v.push((yn.clone(), gy));
+            }
+        }
+        Op::Reduce(r, layout) if *layout != ReduceLayout::Scan && floating(&inputs[0]) => {
+            // input [m, r] -> output [m]
+            let xn = &inputs[0];
+            let (m, k) = (xn.shape[0], xn.shape[1]);
+            let g2 = g.reshape_to([m, 1].into_iter().collect());
+            match r {
+                ReduceOp::Sum => v.push((xn.clone(), g2.broadcast_to(&[m, k]))),
+                ReduceOp::Max | ReduceOp::Min => {
+                    // ties share the cotangent evenly, as JAX does
+                    let x = arr(xn);
+                    let y = out().reshape_to([m, 1].into_iter().collect());
+                    let hit = x.eq(y.broadcast_to(&[m, k])).astype(xn.dtype);
+                    let count = hit.sum_axes(&[1], true);
+                    v.push((xn.clone(), &hit * &(&g2 / &count).broadcast_to(&[m, k])));
+                }
+                ReduceOp::Prod => {
+                    let x = arr(xn);
+                    let y = out().reshape_to([m, 1].into_iter().collect());
+                    // exact for inputs without zeros
+                    v.push((xn.clone(), &(&g2 * &y).broadcast_to(&[m, k]) / &x));
+                }
+                _ => return Err(no_rule(node, "")),
+            }
+        }
+        Op::MatMul => {
+            let (an, bn) = (&inputs[0], &inputs[1]);
+            let (a, bm) = (arr(an), arr(bn));
+            let (ra, rb) = (an.shape.len(), bn.shape.len());
+            let (m, n) = (an.shape[ra - 2], bn.shape[rb - 1]);
+            // the node's shape drops the axes that vector operands gained: restore them
+            let batch = crate::shape::broadcast_shapes(&an.shape[..ra - 2], &bn.shape[..rb - 2])
+                .ok_or_else(|| no_rule(node, ": batch axes do not broadcast"))?;
+            let mut full = batch.clone();
+            full.push(m);
+            full.push(n);
+            let g = g.reshape_to(full);
+            let ga = g.matmul(&bm.swapaxes(-1, -2));
+            let gb = a.swapaxes(-1, -2).matmul(&g);
+            v.push((an.clone(), unbroadcast(&ga, &an.shape)));
+            v.push((bn.clone(), unbroadcast(&gb, &bn.shape)));
+        }
+        _ => return Err(no_rule(node, "")),
+    }
+    Ok(v)
+}
+
+/// `g` summed over the axes that broadcasting to `g`'s shape added or stretched, back to
+/// `shape`.
+fn unbroadcast(g: &Array, shape: &[usize]) -> Array {
+    if g.shape() == shape {
+        return g.clone();
+    }
+    let lead = g.ndim() - shape.len();
+    let mut axes: Vec<isize> = (0..lead as isize).collect();
+    for (i, &d) in shape.iter().enumerate() {
+        if d == 1 && g.shape()[lead + i] != 1 {
+            axes.push((lead + i) as isize);
+        }
+    }
+    let s = if axes.is_empty() {
+        g.clone()
+    } else {
+        g.sum_axes(&axes, false)
+    };
+    s.reshape_to(shape.iter().copied().collect())
+}

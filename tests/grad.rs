@@ -1,0 +1,305 @@
+//! Gradients (`lf::grad`, `lf::value_and_grad`, `lf::vjp`, `stop_gradient`) against central
+//! finite differences in f64 on fixed pseudo-random inputs: elementwise rules, broadcasting,
+//! views, reductions, `where_`, matmul; errors for what has no gradient; fusion of the
+//! backward pass by kernel count.
+
+#[macro_use]
+mod common;
+
+use lazyfuse as lf;
+use lf::{Array, DType, Device};
+
+/// A named one-operand case.
+type Unary = (&'static str, fn(&Array) -> Array);
+/// A named two-operand case.
+type Binary = (&'static str, fn(&Array, &Array) -> Array);
+
+/// Deterministic pseudo-random values in [lo, hi) (a 64-bit LCG).
+fn data(n: usize, seed: u64, lo: f64, hi: f64) -> Vec<f64> {
+    let mut s = seed
+        .wrapping_mul(6364136223846793005)
+        .wrapping_add(1442695040888963407);
+    (0..n)
+        .map(|_| {
+            s = s
+                .wrapping_mul(6364136223846793005)
+                .wrapping_add(1442695040888963407);
+            lo + ((s >> 11) as f64 / (1u64 << 53) as f64) * (hi - lo)
+        })
+        .collect()
+}
+
+/// Checks `lf::grad` of `f` at `inputs` (values, shape) against central differences of
+/// `f` evaluated on the device, element by element: shape and dtype first, then values
+/// within `tol` (relative to max(1, |difference quotient|)).
+fn check_grad(
+    what: &str,
+    dev: &Device,
+    inputs: &[(Vec<f64>, Vec<usize>)],
+    f: impl Fn(&[Array]) -> Array,
+) {
+    let arrays: Vec<Array> = inputs
+        .iter()
+        .map(|(v, s)| Array::from_vec_on(v.clone(), s, dev).expect("upload"))
+        .collect();
+    let refs: Vec<&Array> = arrays.iter().collect();
+    let loss = f(&arrays);
+    let (value, grads) = lf::value_and_grad(&loss, &refs).expect("gradient");
+    lf::eval(&[&value]).expect("loss");
+    assert_eq!(grads.len(), inputs.len(), "{what}: one gradient per input");
+    let eps = 1e-6;
+    for (k, ((vals, shape), g)) in inputs.iter().zip(&grads).enumerate() {
+        assert_eq!(g.shape(), &shape[..], "{what}: gradient {k} shape");
+        assert_eq!(g.dtype(), DType::F64, "{what}: gradient {k} dtype");
+        let got = g.to_vec::<f64>().expect("gradient values");
+        for j in 0..vals.len() {
+            let at = |d: f64| {
+                let moved: Vec<Array> = inputs
+                    .iter()
+                    .enumerate()
+                    .map(|(i, (v, s))| {
+                        let mut v = v.clone();
+                        if i == k {
+                            v[j] += d;
+                        }
+                        Array::from_vec_on(v, s, dev).expect("upload")
+                    })
+                    .collect();
+                f(&moved).item::<f64>().expect("loss value")
+            };
+            let fd = (at(eps) - at(-eps)) / (2.0 * eps);
+            let tol = 1e-5 * fd.abs().max(1.0);
+            assert!(
+                (got[j] - fd).abs() <= tol,
+                "{what}: d/d input {k} [{j}]: gradient {} vs finite difference {fd}",
+                got[j]
+            );
+        }
+    }
+}
+
+device_test!(elementwise_unary_rules);
+fn elementwise_unary_rules(dev: &Device) {
+    // in (0.2, 0.9): inside every function's domain, away from kinks
+    let x = (data(7, 1, 0.2, 0.9), vec![7]);
+    let cases: Vec<Unary> = vec![
+        ("neg", |x| -x),
+        ("abs", |x| (x - 0.5).abs()),
+        ("sqrt", |x| x.sqrt()),
+        ("rsqrt", |x| x.rsqrt()),
+        ("exp", |x| x.exp()),
+        ("expm1", |x| x.expm1()),
+        ("log", |x| x.log()),
+        ("log1p", |x| x.log1p()),
+        ("log2", |x| x.log2()),
+        ("log10", |x| x.log10()),
+        ("sin", |x| x.sin()),
+        ("cos", |x| x.cos()),
+        ("tan", |x| x.tan()),
+        ("asin", |x| x.asin()),
+        ("acos", |x| x.acos()),
+        ("atan", |x| x.atan()),
+        ("sinh", |x| x.sinh()),
+        ("cosh", |x| x.cosh()),
+        ("tanh", |x| x.tanh()),
+        ("square", |x| x.square()),
+        ("reciprocal", |x| x.reciprocal()),
+        ("floor", |x| (x * 3.0).floor() + x),
+    ];
+    for (name, f) in cases {
+        check_grad(name, dev, std::slice::from_ref(&x), |a| {
+            (f(&a[0]) * 1.5).sum()
+        });
+    }
+    // a chain through several rules at once
+    check_grad("chain", dev, std::slice::from_ref(&x), |a| {
+        let x = &a[0];
+        ((((x * 2.0 - 1.0).sin() * x).exp() + x).sqrt().abs() * 3.0 - x).sum()
+    });
+}
+
+device_test!(elementwise_binary_rules);
+fn elementwise_binary_rules(dev: &Device) {
+    let x = (data(6, 2, 0.3, 1.7), vec![2, 3]);
+    let y = (data(6, 3, 0.4, 1.9), vec![2, 3]);
+    let cases: Vec<Binary> = vec![
+        ("add", |x, y| x + y),
+        ("sub", |x, y| x - y),
+        ("mul", |x, y| x * y),
+        ("div", |x, y| x / y),
+        ("maximum", |x, y| x.maximum(y)),
+        ("minimum", |x, y| x.minimum(y)),
+        ("pow", |x, y| x.pow(y)),
+        ("atan2", |x, y| x.atan2(y)),
+        ("hypot", |x, y| x.hypot(y)),
+        ("mod", |x, y| (x * 3.0) % y),
+        ("scalar sides", |x, y| 2.0 / x + y * 0.5 - 1.0),
+        ("shared operand", |x, _| x * x * x),
+    ];
+    for (name, f) in cases {
+        check_grad(name, dev, &[x.clone(), y.clone()], |a| {
+            (f(&a[0], &a[1]) * &a[1]).sum()
+        });
+    }
+}
+
+device_test!(ties_split_evenly);
+fn ties_split_evenly(dev: &Device) {
+    // JAX's convention: at a tie, each operand of maximum/minimum gets half
+    let x = Array::from_vec_on(vec![1.0f64, 2.0, 3.0], &[3], dev).expect("x");
+    let y = Array::from_vec_on(vec![1.0f64, 5.0, 0.0], &[3], dev).expect("y");
+    let g = lf::grad(&x.maximum(&y).sum(), &[&x, &y]).expect("grad");
+    assert_eq!(g[0].to_vec::<f64>().expect("gx"), vec![0.5, 0.0, 1.0]);
+    assert_eq!(g[1].to_vec::<f64>().expect("gy"), vec![0.5, 1.0, 0.0]);
+    let m = Array::from_vec_on(vec![4.0f64, 1.0, 4.0, 2.0], &[4], dev).expect("m");
+    let g = lf::grad(&m.max(), &[&m]).expect("grad");
+    assert_eq!(g[0].to_vec::<f64>().expect("gm"), vec![0.5, 0.0, 0.5, 0.0]);
+}
+
+device_test!(broadcasting_sums_over_broadcast_axes);
+fn broadcasting_sums_over_broadcast_axes(dev: &Device) {
+    let x = (data(3, 4, -1.0, 1.0), vec![3, 1]);
+    let y = (data(4, 5, -1.0, 1.0), vec![4]);
+    let z = (data(1, 6, -1.0, 1.0), vec![]);
+    check_grad("broadcast", dev, &[x, y, z], |a| {
+        ((&a[0] + &a[1]) * &a[1] * &a[2]).sin().sum()
+    });
+}
+
+device_test!(views_and_movement);
+fn views_and_movement(dev: &Device) {
+    let x = (data(12, 7, -1.0, 1.0), vec![3, 4]);
+    let w = (data(12, 8, -1.0, 1.0), vec![2, 6]);
+    check_grad("reshape and transpose", dev, &[x.clone(), w], |a| {
+        (a[0].reshape(&[6, 2]).transpose() * &a[1]).sum()
+    });
+    check_grad("permute of rank 3", dev, std::slice::from_ref(&x), |a| {
+        let p = a[0].reshape(&[3, 2, 2]).permute(&[2, 0, 1]);
+        (p.exp() * Array::arange(0.0, 12.0, 1.0, DType::F64).reshape(&[2, 3, 2])).sum()
+    });
+}
+
+device_test!(reductions);
+fn reductions(dev: &Device) {
+    let x = (data(12, 9, 0.5, 1.5), vec![3, 4]);
+    check_grad("sum over an axis", dev, std::slice::from_ref(&x), |a| {
+        a[0].sum_axes(&[1], false).square().sum()
+    });
+    check_grad(
+        "sum over the first axis",
+        dev,
+        std::slice::from_ref(&x),
+        |a| a[0].sum_axes(&[0], false).exp().sum(),
+    );
+    check_grad("mean", dev, std::slice::from_ref(&x), |a| {
+        a[0].mean_axes(&[0], true).square().sum() + a[0].mean()
+    });
+    check_grad("max and min", dev, std::slice::from_ref(&x), |a| {
+        a[0].max_axes(&[1], false).sum() - a[0].min_axes(&[0], false).sum()
+    });
+    check_grad("prod", dev, std::slice::from_ref(&x), |a| {
+        a[0].prod_axes(&[1], false).sum()
+    });
+}
+
+device_test!(where_routes_the_cotangent);
+fn where_routes_the_cotangent(dev: &Device) {
+    let x = (data(9, 10, -1.0, 1.0), vec![9]);
+    check_grad("where", dev, std::slice::from_ref(&x), |a| {
+        let x = &a[0];
+        lf::where_(&x.gt(0.1), x * x, -x).sum()
+    });
+}
+
+device_test!(matmul_rules);
+fn matmul_rules(dev: &Device) {
+    let a = (data(6, 11, -1.0, 1.0), vec![2, 3]);
+    let b = (data(12, 12, -1.0, 1.0), vec![3, 4]);
+    check_grad("matrices", dev, &[a.clone(), b.clone()], |x| {
+        x[0].matmul(&x[1]).sin().sum()
+    });
+    let v = (data(3, 13, -1.0, 1.0), vec![3]);
+    check_grad("vector @ matrix", dev, &[v.clone(), b], |x| {
+        x[0].matmul(&x[1]).square().sum()
+    });
+    let batch = (data(12, 14, -1.0, 1.0), vec![2, 2, 3]);
+    check_grad("batch broadcast", dev, &[batch, v], |x| {
+        x[0].matmul(&x[1]).exp().sum()
+    });
+}
+
+device_test!(stop_gradient_and_unused_inputs);
+fn stop_gradient_and_unused_inputs(dev: &Device) {
+    let x = Array::from_vec_on(vec![1.0f64, -2.0, 3.0], &[3], dev).expect("x");
+    let y = Array::from_vec_on(vec![4.0f64, 5.0, 6.0], &[3], dev).expect("y");
+    // d/dx sum(x * stop(x)) = stop(x) = x, not 2x
+    let g = lf::grad(&(&x * &x.stop_gradient()).sum(), &[&x, &y]).expect("grad");
+    assert_eq!(g[0].to_vec::<f64>().expect("gx"), vec![1.0, -2.0, 3.0]);
+    // y takes no part: zeros of its shape
+    assert_eq!(g[1].shape(), &[3]);
+    assert_eq!(g[1].to_vec::<f64>().expect("gy"), vec![0.0, 0.0, 0.0]);
+    // the marker keeps the values
+    assert_eq!(
+        x.stop_gradient().to_vec::<f64>().expect("values"),
+        vec![1.0, -2.0, 3.0]
+    );
+}
+
+device_test!(vjp_takes_cotangents);
+fn vjp_takes_cotangents(dev: &Device) {
+    let x = Array::from_vec_on(vec![1.0f64, 2.0, 3.0], &[3], dev).expect("x");
+    let c = Array::from_vec_on(vec![1.0f64, 10.0, 100.0], &[3], dev).expect("c");
+    let y = &x * &x;
+    let g = lf::vjp(&[&y], &[&c], &[&x]).expect("vjp");
+    // d(sum(c * x^2))/dx = 2 c x
+    assert_eq!(g[0].to_vec::<f64>().expect("g"), vec![2.0, 40.0, 600.0]);
+}
+
+device_test!(errors_name_the_problem);
+fn errors_name_the_problem(dev: &Device) {
+    let x = Array::from_vec_on(vec![1.0f64, 2.0], &[2], dev).expect("x");
+    // a loss that is not 0-d
+    let e = lf::grad(&(&x * 2.0), &[&x]).expect_err("not 0-d");
+    assert!(e.to_string().contains("0-d"), "{e}");
+    // an integer input
+    let i = Array::from_vec_on(vec![1i32, 2], &[2], dev).expect("i");
+    let e = lf::grad(&i.astype(DType::F64).sum(), &[&i]).expect_err("integer wrt");
+    assert!(e.to_string().contains("int32"), "{e}");
+    // an intermediate evaluated before the gradient was asked for
+    let y = x.exp();
+    y.eval().expect("eval");
+    let e = lf::grad(&y.sum(), &[&x]).expect_err("evaluated intermediate");
+    assert!(e.to_string().contains("evaluated"), "{e}");
+    assert!(e.to_string().contains("exp"), "{e}");
+    // an operation without a rule is named
+    let e = lf::grad(&x.cumsum(0).sum(), &[&x]).expect_err("no rule");
+    assert!(e.to_string().contains("no gradient through"), "{e}");
+    // mismatched cotangents
+    let e = lf::vjp(&[&x], &[], &[&x]).expect_err("count");
+    assert!(e.to_string().contains("cotangents"), "{e}");
+}
+
+device_test!(backward_chain_fuses);
+fn backward_chain_fuses(dev: &Device) {
+    let x = Array::from_vec_on(data(1000, 15, -1.0, 1.0), &[1000], dev).expect("x");
+    let loss = ((&x * 2.0).sin().exp() * &x).sum();
+    let g = lf::grad(&loss, &[&x]).expect("grad");
+    // the gradient is elementwise in x (the loss's cotangent is a broadcast constant): one
+    // fused kernel, as the forward chain's elementwise part is
+    assert_eq!(lf::debug::kernel_count(&[&g[0]]).expect("plan"), 1);
+    // the loss and the gradient in one evaluation: the values both use (`2x`, `e^{sin 2x}`)
+    // are stored once each by kernels of their own, then the sum and the gradient's kernel
+    // read them (2 kernels once the planner recomputes shared elementwise values instead)
+    assert_eq!(lf::debug::kernel_count(&[&loss, &g[0]]).expect("plan"), 4);
+    // and the values agree with the closed form 2 cos(2x) e^{sin 2x} x + e^{sin 2x}
+    let xs = x.to_vec::<f64>().expect("x");
+    let got = g[0].to_vec::<f64>().expect("g");
+    for (i, (&x, &gv)) in xs.iter().zip(&got).enumerate() {
+        let e = (2.0 * x).sin().exp();
+        let want = 2.0 * (2.0 * x).cos() * e * x + e;
+        assert!(
+            (gv - want).abs() <= 1e-12 * want.abs().max(1.0),
+            "{i}: {gv} vs {want}"
+        );
+    }
+}

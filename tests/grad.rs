@@ -179,6 +179,32 @@ fn views_and_movement(dev: &Device) {
     });
 }
 
+device_test!(slices_pads_rolls_and_concatenation);
+fn slices_pads_rolls_and_concatenation(dev: &Device) {
+    let x = (data(30, 16, -1.0, 1.0), vec![5, 6]);
+    let cases: Vec<Unary> = vec![
+        ("slice", |x| x.slice(lf::s![1..4, 2..5])),
+        ("strided slice", |x| x.slice(lf::s![..;2, 1..;3])),
+        ("reversed slice", |x| x.slice(lf::s![..;-1, 1..5;-2])),
+        ("index", |x| x.slice(lf::s![2, ..])),
+        ("flip", |x| x.flip(1)),
+        ("pad", |x| x.pad(&[(1, 2), (0, 3)], 0.5)),
+        ("roll", |x| x.roll(2, 1).roll(-1, 0)),
+        ("concatenate", |x| {
+            lf::concatenate(&[x, &x.slice(lf::s![.., 1..3]).exp(), x], 1)
+        }),
+    ];
+    for (name, f) in cases {
+        check_grad(name, dev, std::slice::from_ref(&x), move |a| {
+            let y = f(&a[0]);
+            // weights that tell every output position apart
+            let shape: Vec<isize> = y.shape().iter().map(|&d| d as isize).collect();
+            let w = Array::arange(1.0, y.size() as f64 + 1.0, 1.0, DType::F64).reshape(&shape);
+            (y.sin() * (w * 0.1)).sum()
+        });
+    }
+}
+
 device_test!(reductions);
 fn reductions(dev: &Device) {
     let x = (data(12, 9, 0.5, 1.5), vec![3, 4]);

@@ -245,6 +245,41 @@ fn rule(node: &Arc<Node>, inputs: &[Arc<Node>], g: Array) -> Result<Vec<(Arc<Nod
             v.push((inputs[0].clone(), g.permute(&inv)));
         }
         Op::Broadcast => v.push((inputs[0].clone(), unbroadcast(&g, &inputs[0].shape))),
+        Op::Slice(sl) => v.push((inputs[0].clone(), unslice(&g, sl, &inputs[0].shape))),
+        Op::Pad(widths, _) => {
+            // the input sits at `before..before + n` of every axis
+            let sl: Vec<(isize, isize)> = widths.iter().map(|&(b, _)| (b as isize, 1)).collect();
+            v.push((
+                inputs[0].clone(),
+                view(Op::Slice(sl.into()), &g, &inputs[0].shape),
+            ));
+        }
+        Op::Roll { axis, shift } => {
+            let n = node.shape[*axis];
+            v.push((
+                inputs[0].clone(),
+                view(
+                    Op::Roll {
+                        axis: *axis,
+                        shift: (n - shift) % n,
+                    },
+                    &g,
+                    &node.shape,
+                ),
+            ));
+        }
+        Op::Concat(axis) => {
+            let mut at = 0usize;
+            for i in inputs {
+                let sl: Vec<(isize, isize)> = (0..node.shape.len())
+                    .map(|k| (if k == *axis { at as isize } else { 0 }, 1))
+                    .collect();
+                at += i.shape[*axis];
+                if floating(i) {
+                    v.push((i.clone(), view(Op::Slice(sl.into()), &g, &i.shape)));
+                }
+            }
+        }
         Op::Cast => {
             if floating(&inputs[0]) && node.dtype.is_float() {
                 v.push((inputs[0].clone(), g.astype(inputs[0].dtype)));
@@ -392,6 +427,71 @@ fn rule(node: &Arc<Node>, inputs: &[Arc<Node>], g: Array) -> Result<Vec<(Arc<Nod
         _ => return Err(no_rule(node, "")),
     }
     Ok(v)
+}
+
+/// A view node `op` of `g` with the shape `shape`.
+fn view(op: Op, g: &Array, shape: &[usize]) -> Array {
+    make(
+        op,
+        g.dtype(),
+        shape.iter().copied().collect(),
+        &g.device(),
+        &[g],
+    )
+}
+
+/// The cotangent of a slice's input (of shape `shape`) from the slice's cotangent `g`:
+/// `g`'s elements at the positions the slice read, zeros elsewhere. Per axis, a negative
+/// step is undone by reversing, a step above 1 by interleaving zeros, and the offset by
+/// zero padding.
+fn unslice(g: &Array, sl: &[(isize, isize)], shape: &[usize]) -> Array {
+    let mut cur = g.clone();
+    for (axis, (&(start, step), &n)) in sl.iter().zip(shape).enumerate() {
+        let len = cur.shape()[axis];
+        if len == 0 {
+            return Array::zeros_on(shape, g.dtype(), &g.device());
+        }
+        let (mut first, mut step) = (start, step);
+        if step < 0 {
+            // read backwards from `start`: the same positions forwards from the last one
+            first = start + (len as isize - 1) * step;
+            step = -step;
+            let rev: Vec<(isize, isize)> = (0..cur.ndim())
+                .map(|k| {
+                    if k == axis {
+                        (len as isize - 1, -1)
+                    } else {
+                        (0, 1)
+                    }
+                })
+                .collect();
+            cur = view(Op::Slice(rev.into()), &cur, cur.shape());
+        }
+        let step = step as usize;
+        if step > 1 {
+            // [.., len, ..] -> [.., len, step] (zeros after each element) -> [.., len * step, ..]
+            let mut s1: Vec<usize> = cur.shape().to_vec();
+            s1.insert(axis + 1, 1);
+            let spread = cur.reshape_to(s1.iter().copied().collect());
+            let mut w = vec![(0usize, 0usize); s1.len()];
+            w[axis + 1] = (0, step - 1);
+            let padded = spread.pad(&w, 0.0);
+            let mut s2: Vec<usize> = cur.shape().to_vec();
+            s2[axis] = len * step;
+            let flat = padded.reshape_to(s2.iter().copied().collect());
+            let keep = (len - 1) * step + 1;
+            let cut: Vec<(isize, isize)> = (0..flat.ndim()).map(|_| (0, 1)).collect();
+            let mut s3 = s2.clone();
+            s3[axis] = keep;
+            cur = view(Op::Slice(cut.into()), &flat, &s3);
+        }
+        let span = cur.shape()[axis];
+        let before = first as usize;
+        let mut w = vec![(0usize, 0usize); cur.ndim()];
+        w[axis] = (before, n - before - span);
+        cur = cur.pad(&w, 0.0);
+    }
+    cur
 }
 
 /// `g` summed over the axes that broadcasting to `g`'s shape added or stretched, back to

@@ -205,6 +205,81 @@ fn slices_pads_rolls_and_concatenation(dev: &Device) {
     }
 }
 
+device_test!(complex_intermediates);
+fn complex_intermediates(dev: &Device) {
+    let x = (data(6, 17, 0.2, 1.2), vec![6]);
+    let y = (data(6, 18, -0.9, 0.9), vec![6]);
+    let cases: Vec<Binary> = vec![
+        ("mul, div, exp, conj", |x, y| {
+            let z = lf::complex(x, y);
+            (&(&z * &z) + &(&z.exp() * &z.conj() / &(&z + 2.0))).abs()
+        }),
+        ("real, imag, angle", |x, y| {
+            let z = lf::complex(x, y);
+            z.sin().real() * z.imag() + z.angle() + z.log().imag()
+        }),
+        ("sqrt, square, reciprocal, tanh", |x, y| {
+            let z = lf::complex(&(x + 1.0), y);
+            (z.sqrt() + z.square() * 0.1 + z.reciprocal() + z.tanh()).abs()
+        }),
+        ("cast to complex", |x, y| {
+            let z = x.astype(DType::C128) * lf::complex(y, x);
+            z.abs() + z.real()
+        }),
+    ];
+    for (name, f) in cases {
+        check_grad(name, dev, &[x.clone(), y.clone()], |a| {
+            f(&a[0], &a[1]).sum()
+        });
+    }
+}
+
+device_test!(transforms);
+fn transforms(dev: &Device) {
+    let x = (data(24, 19, -1.0, 1.0), vec![4, 6]);
+    let y = (data(24, 20, -1.0, 1.0), vec![4, 6]);
+    let cases: Vec<Binary> = vec![
+        ("fft of complex", |x, y| {
+            lf::fft::fft(&lf::complex(x, y), -1).abs()
+        }),
+        ("ifft2 of complex", |x, y| {
+            lf::fft::ifft2(&lf::complex(x, y)).real() * y
+        }),
+        ("fft2 of real (half spectrum and its mirror)", |x, y| {
+            lf::fft::fft2(x).abs().square() * (y + 2.0)
+        }),
+        ("fft of real along the first axis", |x, y| {
+            lf::fft::fft(&(x * y), 0).imag()
+        }),
+        ("rfft2", |x, y| {
+            lf::fft::rfft2(x).abs() * lf::fft::rfft2(y).real()
+        }),
+        ("irfft", |x, y| {
+            let h = lf::complex(x, y).slice(lf::s![.., ..4]);
+            lf::fft::irfft(&h, Some(6), -1) * x
+        }),
+        ("irfft2 of odd length", |x, y| {
+            let h = lf::complex(x, y).slice(lf::s![.., ..3]);
+            lf::fft::irfftn(&h, Some(5), &[0, 1]).sin()
+        }),
+        ("ortho norm", |x, y| {
+            lf::fft::fftn_norm(&lf::complex(x, y), &[0, 1], lf::fft::Norm::Ortho).abs()
+        }),
+        ("optics: |fft2(aperture * e^{i phase})|^2", |x, y| {
+            let field = lf::complex(&x.cos(), &x.sin()) * y.abs();
+            lf::fft::fft2(&field).abs().square() * 0.01
+        }),
+    ];
+    for (name, f) in cases {
+        check_grad(name, dev, &[x.clone(), y.clone()], |a| {
+            let v = f(&a[0], &a[1]);
+            let shape: Vec<isize> = v.shape().iter().map(|&d| d as isize).collect();
+            let w = Array::arange(1.0, v.size() as f64 + 1.0, 1.0, DType::F64).reshape(&shape);
+            (v * (w * 0.05).sin()).sum()
+        });
+    }
+}
+
 device_test!(reductions);
 fn reductions(dev: &Device) {
     let x = (data(12, 9, 0.5, 1.5), vec![3, 4]);
@@ -327,5 +402,42 @@ fn backward_chain_fuses(dev: &Device) {
             (gv - want).abs() <= 1e-12 * want.abs().max(1.0),
             "{i}: {gv} vs {want}"
         );
+    }
+}
+
+device_test!(gradients_trace_inside_a_function);
+fn gradients_trace_inside_a_function(dev: &Device) {
+    // one traced step: loss and gradient of a PSF-like fit, called with new data
+    let loss_of = |phase: &Array, target: &Array| {
+        let field = lf::complex(&phase.cos(), &phase.sin());
+        let psf = lf::fft::fft2(&field).abs().square() * (1.0 / 16.0);
+        (psf - target).square().sum()
+    };
+    let p0 = Array::from_vec_on(data(16, 21, -1.0, 1.0), &[4, 4], dev).expect("p0");
+    let t0 = Array::from_vec_on(data(16, 22, 0.0, 1.0), &[4, 4], dev).expect("t0");
+    let step = lf::Function::trace(&[&p0, &t0], move |xs: &[Array]| {
+        let loss = loss_of(&xs[0], &xs[1]);
+        let g = lf::grad(&loss, &[&xs[0]]).expect("gradient while tracing");
+        vec![loss, g[0].clone()]
+    })
+    .expect("trace");
+    for seed in [23u64, 24, 25] {
+        let p = Array::from_vec_on(data(16, seed, -1.0, 1.0), &[4, 4], dev).expect("p");
+        let out = step.call(&[&p, &t0]).expect("call");
+        let loss = loss_of(&p, &t0);
+        let want = lf::grad(&loss, &[&p]).expect("gradient");
+        assert_eq!(out[1].shape(), &[4, 4]);
+        assert_eq!(out[1].dtype(), DType::F64);
+        let got = out[1].to_vec::<f64>().expect("traced gradient");
+        let want = want[0].to_vec::<f64>().expect("plain gradient");
+        for (i, (a, b)) in got.iter().zip(&want).enumerate() {
+            assert!(
+                (a - b).abs() <= 1e-12 * b.abs().max(1.0),
+                "seed {seed} [{i}]: {a} vs {b}"
+            );
+        }
+        let l1 = out[0].item::<f64>().expect("traced loss");
+        let l2 = loss.item::<f64>().expect("loss");
+        assert!((l1 - l2).abs() <= 1e-12 * l2.abs().max(1.0), "{l1} vs {l2}");
     }
 }

@@ -4,7 +4,7 @@
 //! `Function`.
 
 use super::make;
-use crate::graph::{Node, Op};
+use crate::graph::{FftKind, FftSpec, Node, Op};
 use crate::{where_, Array, Error, Result};
 use lazyfuse_codegen::{BinaryOp, ReduceLayout, ReduceOp, UnaryOp};
 use std::collections::HashMap;
@@ -90,11 +90,11 @@ pub fn vjp(outputs: &[&Array], cotangents: &[&Array], wrt: &[&Array]) -> Result<
         }
     }
     for w in wrt {
-        if !w.dtype().is_float() {
+        if !w.dtype().is_inexact() {
             return Err(Error::Unsupported {
                 op: "grad",
                 msg: format!(
-                    "no gradient with respect to a {} array (real floating dtypes only)",
+                    "no gradient with respect to a {} array (floating and complex dtypes only)",
                     w.dtype()
                 ),
             });
@@ -111,7 +111,7 @@ pub fn vjp(outputs: &[&Array], cotangents: &[&Array], wrt: &[&Array]) -> Result<
             continue;
         };
         let inputs = node.state().inputs.clone();
-        if !node.dtype.is_float() || is_stop(node, &inputs) {
+        if !node.dtype.is_inexact() || is_stop(node, &inputs) {
             continue;
         }
         for (input, gi) in rule(node, &inputs, g)? {
@@ -167,7 +167,7 @@ fn reverse_order(outputs: &[&Array], targets: &HashMap<u64, ()>) -> Result<Vec<A
         let inputs = st.inputs.clone();
         let realized = st.buffer.is_some();
         drop(st);
-        let passes = n.dtype.is_float() && !is_stop(&n, &inputs);
+        let passes = n.dtype.is_inexact() && !is_stop(&n, &inputs);
         if passes
             && realized
             && inputs.is_empty()
@@ -223,16 +223,24 @@ fn no_rule(node: &Node, why: &str) -> Error {
     }
 }
 
-/// The cotangents of `node`'s inputs given its own cotangent `g`.
+/// `a` conjugated (itself when real).
+fn cj(a: &Array) -> Array {
+    if a.dtype().is_complex() {
+        a.conj()
+    } else {
+        a.clone()
+    }
+}
+
+/// The cotangents of `node`'s inputs given its own cotangent `g`. Complex values follow
+/// PyTorch's convention (the cotangent of `z = x + iy` is `dL/dx + i dL/dy`): a holomorphic
+/// step passes `g * conj(f'(z))`.
 fn rule(node: &Arc<Node>, inputs: &[Arc<Node>], g: Array) -> Result<Vec<(Arc<Node>, Array)>> {
     use BinaryOp as B;
     use UnaryOp as U;
     let arr = |n: &Arc<Node>| Array::from_node(n.clone());
     let out = || Array::from_node(node.clone());
-    let floating = |n: &Arc<Node>| n.dtype.is_float();
-    if node.dtype.is_complex() || inputs.iter().any(|n| n.dtype.is_complex()) {
-        return Err(no_rule(node, ": complex gradients are not supported yet"));
-    }
+    let floating = |n: &Arc<Node>| n.dtype.is_inexact();
     let mut v = Vec::new();
     match &node.op {
         Op::Buffer | Op::Const(_) | Op::Iota | Op::Random(..) | Op::RandomKeyed(_) => {}
@@ -256,17 +264,11 @@ fn rule(node: &Arc<Node>, inputs: &[Arc<Node>], g: Array) -> Result<Vec<(Arc<Nod
         }
         Op::Roll { axis, shift } => {
             let n = node.shape[*axis];
-            v.push((
-                inputs[0].clone(),
-                view(
-                    Op::Roll {
-                        axis: *axis,
-                        shift: (n - shift) % n,
-                    },
-                    &g,
-                    &node.shape,
-                ),
-            ));
+            let back = Op::Roll {
+                axis: *axis,
+                shift: (n - shift) % n,
+            };
+            v.push((inputs[0].clone(), view(back, &g, &node.shape)));
         }
         Op::Concat(axis) => {
             let mut at = 0usize;
@@ -281,8 +283,16 @@ fn rule(node: &Arc<Node>, inputs: &[Arc<Node>], g: Array) -> Result<Vec<(Arc<Nod
             }
         }
         Op::Cast => {
-            if floating(&inputs[0]) && node.dtype.is_float() {
-                v.push((inputs[0].clone(), g.astype(inputs[0].dtype)));
+            let from = inputs[0].dtype;
+            if floating(&inputs[0]) {
+                // real -> complex: the real part; complex -> real (NumPy drops the imaginary
+                // part): the cotangent as the real part
+                let gx = if from.is_complex() || !g.dtype().is_complex() {
+                    g.clone()
+                } else {
+                    g.real()
+                };
+                v.push((inputs[0].clone(), gx));
             }
         }
         Op::Where => {
@@ -296,68 +306,92 @@ fn rule(node: &Arc<Node>, inputs: &[Arc<Node>], g: Array) -> Result<Vec<(Arc<Nod
         }
         Op::Unary(u) => {
             let x = arr(&inputs[0]);
-            if !floating(&inputs[0]) || !node.dtype.is_float() {
+            if !floating(&inputs[0]) {
                 return Ok(v);
             }
-            let gx = match u {
-                U::Neg => -&g,
-                U::Abs => &g * &x.sign(),
-                U::Sqrt => &g / &(&out() * 2.0),
+            let complex_in = inputs[0].dtype.is_complex();
+            // holomorphic steps: the derivative f'(x)
+            let d = match u {
+                U::Neg => None,
+                U::Sqrt => Some(1.0f64 / (&out() * 2.0)),
                 U::Rsqrt => {
                     let y = out();
-                    &g * &(&(&y * &y) * &y) * -0.5
+                    Some(&(&(&y * &y) * &y) * -0.5)
                 }
-                U::Exp => &g * &out(),
-                U::Expm1 => &g * &(&out() + 1.0),
-                U::Log => &g / &x,
-                U::Log1p => &g / &(&x + 1.0),
-                U::Log2 => &g / &(&x * std::f64::consts::LN_2),
-                U::Log10 => &g / &(&x * std::f64::consts::LN_10),
-                U::Sin => &g * &x.cos(),
-                U::Cos => -(&g * &x.sin()),
+                U::Exp => Some(out()),
+                U::Expm1 => Some(&out() + 1.0),
+                U::Log => Some(1.0f64 / &x),
+                U::Log1p => Some(1.0f64 / (&x + 1.0)),
+                U::Log2 => Some(1.0f64 / (&x * std::f64::consts::LN_2)),
+                U::Log10 => Some(1.0f64 / (&x * std::f64::consts::LN_10)),
+                U::Sin => Some(x.cos()),
+                U::Cos => Some(-x.sin()),
                 U::Tan => {
                     let y = out();
-                    &g * &(&(&y * &y) + 1.0)
+                    Some(&(&y * &y) + 1.0)
                 }
-                U::Asin => &g / &(1.0f64 - (&x * &x)).sqrt(),
-                U::Acos => -(&g / &(1.0f64 - (&x * &x)).sqrt()),
-                U::Atan => &g / &(&(&x * &x) + 1.0),
-                U::Sinh => &g * &x.cosh(),
-                U::Cosh => &g * &x.sinh(),
+                U::Asin => Some(1.0f64 / (1.0f64 - (&x * &x)).sqrt()),
+                U::Acos => Some(-1.0f64 / (1.0f64 - (&x * &x)).sqrt()),
+                U::Atan => Some(1.0f64 / (&(&x * &x) + 1.0)),
+                U::Sinh => Some(x.cosh()),
+                U::Cosh => Some(x.sinh()),
                 U::Tanh => {
                     let y = out();
-                    &g * &(1.0f64 - (&y * &y))
+                    Some(1.0f64 - (&y * &y))
                 }
-                U::Square => &g * &(&x * 2.0),
+                U::Square => Some(&x * 2.0),
                 U::Reciprocal => {
                     let y = out();
-                    -(&g * &(&y * &y))
+                    Some(-(&y * &y))
                 }
-                U::Floor | U::Ceil | U::Round | U::Trunc | U::Sign => &g * 0.0,
-                U::Real | U::Conj => g.clone(),
+                _ => None,
+            };
+            let gx = match (u, d) {
+                (_, Some(d)) => &g * &cj(&d),
+                (U::Neg, _) => -&g,
+                (U::Abs, _) if complex_in => {
+                    // d|z| = Re(conj(z) dz) / |z|: the cotangent g z / |z| (0 at 0)
+                    let r = out();
+                    &where_(&r.eq(0.0), 0.0, &g / &r) * &x
+                }
+                (U::Abs, _) => &g * &x.sign(),
+                (U::Floor | U::Ceil | U::Round | U::Trunc | U::Sign, _) if !complex_in => &g * 0.0,
+                (U::Real, _) => g.clone(),
+                (U::Imag, _) if complex_in => crate::complex(&(&g * 0.0), &g),
+                (U::Imag, _) => &g * 0.0,
+                (U::Conj, _) => cj(&g),
+                (U::Angle, _) if complex_in => {
+                    // angle = atan2(y, x): the cotangent i g / conj(z) (0 at 0)
+                    let ig = crate::complex(&(&g * 0.0), &g);
+                    let safe = where_(&x.abs().eq(0.0), 1.0, &x);
+                    where_(&x.abs().eq(0.0), 0.0, &ig / &safe.conj())
+                }
+                (U::Angle, _) => &g * 0.0,
                 _ => return Err(no_rule(node, "")),
             };
             v.push((inputs[0].clone(), gx));
         }
         Op::Binary(b) => {
             let (xn, yn) = (&inputs[0], &inputs[1]);
-            if !node.dtype.is_float() {
+            if !node.dtype.is_inexact() {
                 return Ok(v); // comparisons and logic: no gradient flows
             }
             let (x, y) = (arr(xn), arr(yn));
+            let complex = node.dtype.is_complex();
             let (gx, gy) = match b {
                 B::Add => (g.clone(), g.clone()),
                 B::Sub => (g.clone(), -&g),
-                B::Mul => (&g * &y, &g * &x),
-                B::Div => (&g / &y, -(&(&g * &x) / &(&y * &y))),
-                B::Maximum | B::Minimum => {
+                B::Mul => (&g * &cj(&y), &g * &cj(&x)),
+                B::Div => (&g / &cj(&y), -(&g * &cj(&(&out() / &y)))),
+                B::Complex => (g.real(), g.imag()),
+                B::Maximum | B::Minimum if !complex => {
                     // ties split evenly, as JAX does
                     let wins = if *b == B::Maximum { x.gt(&y) } else { x.lt(&y) };
                     let tie = x.eq(&y);
                     let share = where_(&tie, 0.5, where_(&wins, 1.0, 0.0)).astype(node.dtype);
                     (&g * &share, &g * &(1.0f64 - &share))
                 }
-                B::Pow => {
+                B::Pow if !complex => {
                     let z = out();
                     let gx = &(&g * &y) * &x.pow(&(&y - 1.0));
                     // d/dy x^y = x^y ln x, taken as 0 where x is 0 (JAX's convention)
@@ -372,8 +406,8 @@ fn rule(node: &Arc<Node>, inputs: &[Arc<Node>], g: Array) -> Result<Vec<(Arc<Nod
                     let z = out();
                     (&(&g * &x) / &z, &(&g * &y) / &z)
                 }
-                B::Mod => (g.clone(), -(&g * &x.floor_div(&y))),
-                B::FloorDiv => (&g * 0.0, &g * 0.0),
+                B::Mod if !complex => (g.clone(), -(&g * &x.floor_div(&y))),
+                B::FloorDiv if !complex => (&g * 0.0, &g * 0.0),
                 _ => return Err(no_rule(node, "")),
             };
             if floating(xn) {
@@ -390,7 +424,7 @@ fn rule(node: &Arc<Node>, inputs: &[Arc<Node>], g: Array) -> Result<Vec<(Arc<Nod
             let g2 = g.reshape_to([m, 1].into_iter().collect());
             match r {
                 ReduceOp::Sum => v.push((xn.clone(), g2.broadcast_to(&[m, k]))),
-                ReduceOp::Max | ReduceOp::Min => {
+                ReduceOp::Max | ReduceOp::Min if !xn.dtype.is_complex() => {
                     // ties share the cotangent evenly, as JAX does
                     let x = arr(xn);
                     let y = out().reshape_to([m, 1].into_iter().collect());
@@ -398,10 +432,10 @@ fn rule(node: &Arc<Node>, inputs: &[Arc<Node>], g: Array) -> Result<Vec<(Arc<Nod
                     let count = hit.sum_axes(&[1], true);
                     v.push((xn.clone(), &hit * &(&g2 / &count).broadcast_to(&[m, k])));
                 }
-                ReduceOp::Prod => {
+                ReduceOp::Prod if !xn.dtype.is_complex() => {
+                    // exact for inputs without zeros
                     let x = arr(xn);
                     let y = out().reshape_to([m, 1].into_iter().collect());
-                    // exact for inputs without zeros
                     v.push((xn.clone(), &(&g2 * &y).broadcast_to(&[m, k]) / &x));
                 }
                 _ => return Err(no_rule(node, "")),
@@ -419,14 +453,88 @@ fn rule(node: &Arc<Node>, inputs: &[Arc<Node>], g: Array) -> Result<Vec<(Arc<Nod
             full.push(m);
             full.push(n);
             let g = g.reshape_to(full);
-            let ga = g.matmul(&bm.swapaxes(-1, -2));
-            let gb = a.swapaxes(-1, -2).matmul(&g);
+            let ga = g.matmul(&cj(&bm).swapaxes(-1, -2));
+            let gb = cj(&a).swapaxes(-1, -2).matmul(&g);
             v.push((an.clone(), unbroadcast(&ga, &an.shape)));
             v.push((bn.clone(), unbroadcast(&gb, &bn.shape)));
         }
+        Op::Fft(spec) => v.push((inputs[0].clone(), fft_adjoint(node, spec, &inputs[0], &g)?)),
         _ => return Err(no_rule(node, "")),
     }
     Ok(v)
+}
+
+/// An unnormalized transform node of `x` along `axes`.
+fn fft_node(x: &Array, axes: &[usize], inverse: bool, kind: FftKind, shape: &[usize]) -> Array {
+    let out = match kind {
+        FftKind::C2R => x.dtype().real(),
+        _ => x.dtype().real().to_complex(),
+    };
+    let spec = FftSpec {
+        axes: axes.iter().copied().collect(),
+        inverse,
+        kind,
+        hermitian: false,
+        support: None,
+    };
+    make(
+        Op::Fft(Box::new(spec)),
+        out,
+        shape.iter().copied().collect(),
+        &x.device(),
+        &[x],
+    )
+}
+
+/// The cotangent of a transform's input: the adjoint of the unnormalized transform (the
+/// transform of the opposite sign), applied to `g`.
+fn fft_adjoint(node: &Arc<Node>, spec: &FftSpec, xn: &Arc<Node>, g: &Array) -> Result<Array> {
+    let back = !spec.inverse;
+    let (last, others) = spec.axes.split_last().expect("a transform has axes");
+    match spec.kind {
+        FftKind::C2C => Ok(fft_node(g, &spec.axes, back, FftKind::C2C, &node.shape)),
+        FftKind::R2C => {
+            // y = T_others(R_last(x)): x's cotangent is Re(T_last^H(pad(T_others^H g)))
+            let h = if others.is_empty() {
+                g.clone()
+            } else {
+                fft_node(g, others, back, FftKind::C2C, &node.shape)
+            };
+            let n = xn.shape[*last];
+            let mut w = vec![(0usize, 0usize); node.shape.len()];
+            w[*last] = (0, n - node.shape[*last]);
+            let full = h.pad(&w, 0.0);
+            Ok(fft_node(&full, &[*last], back, FftKind::C2C, &xn.shape).real())
+        }
+        FftKind::C2R => {
+            // x = R_last(T_others(y)) with NumPy's irfft: y's cotangent is
+            // T_others^H(c * T_last^H(g) on the half spectrum), c = 1 at frequency 0 and at
+            // n/2 (even n), else 2 (each such frequency stands for itself and its mirror).
+            // The Hermitian-input variant (the real(ifft) rewrite) agrees with this map on
+            // the Hermitian half spectra it is ever given, and so has the same cotangent
+            // wherever the gradient flows on to the ops that built its input.
+            let n = node.shape[*last];
+            let half = xn.shape[*last];
+            let gc = g.astype(g.dtype().to_complex());
+            let t = fft_node(&gc, &[*last], back, FftKind::C2C, &node.shape);
+            let sl: Vec<(isize, isize)> = (0..node.shape.len()).map(|_| (0, 1)).collect();
+            let mut hs: Vec<usize> = node.shape.to_vec();
+            hs[*last] = half;
+            let h = view(Op::Slice(sl.into()), &t, &hs);
+            let c: Vec<f64> = (0..half)
+                .map(|k| if k == 0 || 2 * k == n { 1.0 } else { 2.0 })
+                .collect();
+            let mut cs = vec![1usize; hs.len()];
+            cs[*last] = half;
+            let c = Array::from_vec_on(c, &cs, &g.device())?.astype(g.dtype());
+            let h = &h * &c;
+            Ok(if others.is_empty() {
+                h
+            } else {
+                fft_node(&h, others, back, FftKind::C2C, &xn.shape)
+            })
+        }
+    }
 }
 
 /// A view node `op` of `g` with the shape `shape`.

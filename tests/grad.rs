@@ -301,6 +301,12 @@ fn reductions(dev: &Device) {
     check_grad("prod", dev, std::slice::from_ref(&x), |a| {
         a[0].prod_axes(&[1], false).sum()
     });
+    check_grad("var and std", dev, std::slice::from_ref(&x), |a| {
+        a[0].var_axes(&[1], 1, false).sum() + a[0].std()
+    });
+    check_grad("norm", dev, std::slice::from_ref(&x), |a| {
+        lf::linalg::norm(&a[0])
+    });
 }
 
 device_test!(where_routes_the_cotangent);

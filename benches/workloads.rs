@@ -286,6 +286,97 @@ fn run_psf(dev: &Device, quick: bool) -> lf::Result<()> {
     Ok(())
 }
 
+/// The PSF-fit loss of the gradient rows: `sum((|fft2(a e^{i phase})|^2 / norm - target)^2)`.
+fn psf_loss(aperture: &Array, phase: &Array, target: &Array) -> Array {
+    let field = lf::complex(&(aperture * &phase.cos()), &(aperture * &phase.sin()));
+    let norm = 1.0 / (aperture.size() as f64 * aperture.size() as f64);
+    ((lf::fft::fft2(&field).abs().square() * norm) - target)
+        .square()
+        .sum()
+}
+
+/// Value and gradient of the PSF-fit loss (f32) against the forward pass alone: traced
+/// `Function` calls of each, and the plain value-and-gradient eval.
+fn run_grad(dev: &Device, quick: bool) -> lf::Result<()> {
+    let sizes: &[usize] = match (dev.is_cuda(), quick) {
+        (true, false) => &[128, 512],
+        _ => &[128],
+    };
+    for &n in sizes {
+        let r = n as f64 / 4.0;
+        let ap: Vec<f32> = (0..n * n)
+            .map(|k| {
+                let (y, x) = (
+                    (k / n) as f64 - n as f64 / 2.0,
+                    (k % n) as f64 - n as f64 / 2.0,
+                );
+                if x * x + y * y <= r * r {
+                    1.0
+                } else {
+                    0.0
+                }
+            })
+            .collect();
+        let aperture = Array::from_vec_on(ap, &[n, n], dev)?;
+        let phase = lf::random::normal_on(&[n, n], DType::F32, 1, dev) * 0.3;
+        let target = lf::random::uniform_on(&[n, n], DType::F32, 2, dev) * 1e-4;
+        lf::eval(&[&phase, &target])?;
+        let (ap2, tg2) = (aperture.clone(), target.clone());
+        let fwd = lf::Function::trace(&[&phase], move |x: &[Array]| {
+            vec![psf_loss(&ap2, &x[0], &tg2)]
+        })?;
+        let (ap3, tg3) = (aperture.clone(), target.clone());
+        let both = lf::Function::trace(&[&phase], move |x: &[Array]| {
+            let loss = psf_loss(&ap3, &x[0], &tg3);
+            let g = lf::grad(&loss, &[&x[0]]).expect("gradient");
+            vec![loss, g[0].clone()]
+        })?;
+        let (iters, reps) = if dev.is_cuda() { (20, 7) } else { (3, 3) };
+        let t_fwd = bench(dev, iters, reps, |_| {
+            drop(fwd.call(&[&phase]).expect("call"))
+        });
+        row(
+            "grad",
+            n,
+            "lazyfuse-graph forward",
+            t_fwd,
+            "psf-fit loss, traced",
+        );
+        let t_both = bench(dev, iters, reps, |_| {
+            drop(both.call(&[&phase]).expect("call"))
+        });
+        row(
+            "grad",
+            n,
+            "lazyfuse-graph value+grad",
+            t_both,
+            &format!("traced; {:.2}x the forward", t_both / t_fwd),
+        );
+        let t_eval = bench(dev, iters, reps, |_| {
+            let loss = psf_loss(&aperture, &phase, &target);
+            let (v, g) = lf::value_and_grad(&loss, &[&phase]).expect("gradient");
+            lf::eval(&[&v, &g[0]]).expect("eval");
+        });
+        let plan = lf::debug::kernel_count(
+            &{
+                let loss = psf_loss(&aperture, &phase, &target);
+                let g = lf::grad(&loss, &[&phase])?;
+                vec![loss, g[0].clone()]
+            }
+            .iter()
+            .collect::<Vec<_>>(),
+        )?;
+        row(
+            "grad",
+            n,
+            "lazyfuse value+grad (eval)",
+            t_eval,
+            &format!("rebuilt every call; {plan} kernels"),
+        );
+    }
+    Ok(())
+}
+
 fn run_sim(dev: &Device, quick: bool) -> lf::Result<()> {
     let sizes: &[usize] = match (dev.is_cuda(), quick) {
         (true, false) => &[256, 1024],
@@ -533,6 +624,9 @@ fn main() -> lf::Result<()> {
     }
     if want("latency") {
         run_latency(&dev)?;
+    }
+    if want("grad") {
+        run_grad(&dev, quick)?;
     }
     if want("sim") || want("sim100") {
         run_sim(&dev, quick)?;

@@ -378,6 +378,11 @@ fn errors_name_the_problem(dev: &Device) {
     let e = lf::grad(&y.sum(), &[&x]).expect_err("evaluated intermediate");
     assert!(e.to_string().contains("evaluated"), "{e}");
     assert!(e.to_string().contains("exp"), "{e}");
+    // an evaluated array not computed straight from `wrt` is a constant
+    let c = &Array::from_vec_on(vec![3.0f64, 4.0], &[2], dev).expect("c") * 2.0;
+    c.eval().expect("eval");
+    let g = lf::grad(&(&x * &c).sum(), &[&x]).expect("grad");
+    assert_eq!(g[0].to_vec::<f64>().expect("g"), vec![6.0, 8.0]);
     // an operation without a rule is named
     let e = lf::grad(&x.cumsum(0).sum(), &[&x]).expect_err("no rule");
     assert!(e.to_string().contains("no gradient through"), "{e}");

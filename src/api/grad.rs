@@ -31,9 +31,13 @@ impl Array {
 /// dtypes as `wrt`; zeros for an array the loss does not depend on). Lazy: they evaluate in
 /// one plan with the loss and with each other.
 ///
+/// An array evaluated before the gradient is asked for is a constant (its expression is
+/// gone, as a concrete array is to JAX's `grad`); use [`value_and_grad`] to evaluate the
+/// loss with its gradients.
+///
 /// Errors: a loss that is not a real 0-d array, an operation on the path without a gradient
-/// rule (named in the error), or a node on the path that was evaluated already (its inputs
-/// are gone: build the loss again from the inputs).
+/// rule (named in the error), or an array evaluated straight from one of `wrt` (its
+/// gradient would vanish).
 pub fn grad(loss: &Array, wrt: &[&Array]) -> Result<Vec<Array>> {
     if loss.ndim() != 0 || !loss.dtype().is_float() {
         return Err(Error::Unsupported {
@@ -111,7 +115,8 @@ pub fn vjp(outputs: &[&Array], cotangents: &[&Array], wrt: &[&Array]) -> Result<
             continue;
         };
         let inputs = node.state().inputs.clone();
-        if !node.dtype.is_inexact() || is_stop(node, &inputs) {
+        // leaves, evaluated arrays (constants) and stop markers pass nothing on
+        if inputs.is_empty() || !node.dtype.is_inexact() || is_stop(node, &inputs) {
             continue;
         }
         for (input, gi) in rule(node, &inputs, g)? {
@@ -168,18 +173,22 @@ fn reverse_order(outputs: &[&Array], targets: &HashMap<u64, ()>) -> Result<Vec<A
         let realized = st.buffer.is_some();
         drop(st);
         let passes = n.dtype.is_inexact() && !is_stop(&n, &inputs);
+        // An evaluated array is a constant (its expression is gone, as a concrete array is
+        // to JAX's `grad`) -- except one evaluated straight from a target, whose gradient
+        // would silently vanish: that is an error.
         if passes
             && realized
-            && inputs.is_empty()
             && !is_leaf_op(&n.op)
             && !targets.contains_key(&n.id)
+            && n.input_ids().iter().any(|i| targets.contains_key(i))
         {
             return Err(Error::Unsupported {
                 op: "grad",
                 msg: format!(
-                    "{} ({} of shape {:?}) was evaluated before the gradient was asked for, \
-                     so the expression under it is gone: build the loss again from the \
-                     inputs, or mark a constant with `stop_gradient()`",
+                    "{} ({} of shape {:?}) was computed from an array the gradient is asked \
+                     for and evaluated before the gradient was asked for, so the expression \
+                     under it is gone: ask with `value_and_grad` before evaluating, or mark \
+                     it `stop_gradient()` if it is meant as a constant",
                     n.op.name(),
                     n.dtype,
                     &n.shape[..]

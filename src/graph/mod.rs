@@ -671,6 +671,12 @@ impl Node {
         }
     }
 
+    /// The ids of the inputs this node was built from (kept after realization drops the
+    /// inputs themselves).
+    pub(crate) fn input_ids(&self) -> &[u64] {
+        &self.input_ids
+    }
+
     /// The deferred checks this node's value depends on.
     pub(crate) fn checks(&self) -> Option<&Arc<Checks>> {
         self.checks.as_ref()

@@ -304,6 +304,12 @@ fn reductions(dev: &Device) {
     check_grad("var and std", dev, std::slice::from_ref(&x), |a| {
         a[0].var_axes(&[1], 1, false).sum() + a[0].std()
     });
+    check_grad("cumsum", dev, std::slice::from_ref(&x), |a| {
+        (a[0].cumsum(1).sin() + a[0].cumsum(0).square()).sum()
+    });
+    check_grad("cumprod", dev, std::slice::from_ref(&x), |a| {
+        a[0].cumprod(1).sum() + a[0].cumprod(0).sin().sum()
+    });
     check_grad("norm", dev, std::slice::from_ref(&x), |a| {
         lf::linalg::norm(&a[0])
     });
@@ -384,7 +390,8 @@ fn errors_name_the_problem(dev: &Device) {
     let g = lf::grad(&(&x * &c).sum(), &[&x]).expect("grad");
     assert_eq!(g[0].to_vec::<f64>().expect("g"), vec![6.0, 8.0]);
     // an operation without a rule is named
-    let e = lf::grad(&x.cumsum(0).sum(), &[&x]).expect_err("no rule");
+    let idx = Array::from_vec_on(vec![1i64, 0, 1], &[3], dev).expect("indices");
+    let e = lf::grad(&x.take(&idx, 0).sum(), &[&x]).expect_err("no rule");
     assert!(e.to_string().contains("no gradient through"), "{e}");
     // mismatched cotangents
     let e = lf::vjp(&[&x], &[], &[&x]).expect_err("count");

@@ -450,6 +450,21 @@ fn rule(node: &Arc<Node>, inputs: &[Arc<Node>], g: Array) -> Result<Vec<(Arc<Nod
                 _ => return Err(no_rule(node, "")),
             }
         }
+        Op::Reduce(r, ReduceLayout::Scan) if floating(&inputs[0]) => {
+            // inclusive scans along the last axis of [m, r]: the cotangent of input j
+            // gathers the outputs k >= j, a reversed cumulative sum
+            let xn = &inputs[0];
+            let rev_cumsum = |a: &Array| a.flip(1).cumsum(1).flip(1);
+            match r {
+                ReduceOp::Sum => v.push((xn.clone(), rev_cumsum(&g))),
+                ReduceOp::Prod if !xn.dtype.is_complex() => {
+                    // d out_k / d x_j = out_k / x_j for k >= j (exact for inputs without
+                    // zeros, as for `prod`)
+                    v.push((xn.clone(), &rev_cumsum(&(&g * &out())) / &arr(xn)));
+                }
+                _ => return Err(no_rule(node, "")),
+            }
+        }
         Op::MatMul => {
             let (an, bn) = (&inputs[0], &inputs[1]);
             let (a, bm) = (arr(an), arr(bn));

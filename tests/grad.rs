@@ -322,6 +322,18 @@ fn where_routes_the_cotangent(dev: &Device) {
         let x = &a[0];
         lf::where_(&x.gt(0.1), x * x, -x).sum()
     });
+    let m = (data(12, 24, -1.0, 1.0), vec![3, 4]);
+    let u = (data(2, 25, -1.0, 1.0), vec![2]);
+    check_grad("indexed updates", dev, &[m, u], |a| {
+        let (m, u) = (&a[0], &a[1]);
+        let y = m.at(lf::s![1, 1..3]).set(u.exp());
+        let y = y
+            .at(lf::s![.., 0])
+            .add(2.0)
+            .at(lf::s![2, ..;2])
+            .mul(m.slice(lf::s![0, ..2]));
+        y.masked_fill(&m.gt(0.5), 0.25).sin().sum()
+    });
 }
 
 device_test!(matmul_rules);

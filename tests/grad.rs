@@ -14,20 +14,7 @@ type Unary = (&'static str, fn(&Array) -> Array);
 /// A named two-operand case.
 type Binary = (&'static str, fn(&Array, &Array) -> Array);
 
-/// Deterministic pseudo-random values in [lo, hi) (a 64-bit LCG).
-fn data(n: usize, seed: u64, lo: f64, hi: f64) -> Vec<f64> {
-    let mut s = seed
-        .wrapping_mul(6364136223846793005)
-        .wrapping_add(1442695040888963407);
-    (0..n)
-        .map(|_| {
-            s = s
-                .wrapping_mul(6364136223846793005)
-                .wrapping_add(1442695040888963407);
-            lo + ((s >> 11) as f64 / (1u64 << 53) as f64) * (hi - lo)
-        })
-        .collect()
-}
+use common::uniform as data;
 
 /// Checks `lf::grad` of `f` at `inputs` (values, shape) against central differences of
 /// `f` evaluated on the device, element by element: shape and dtype first, then values

@@ -11,19 +11,9 @@ use lazyfuse as lf;
 use lf::{c32, c64, Array, DType, Device};
 use std::panic::{catch_unwind, AssertUnwindSafe};
 
-/// Deterministic pseudo-random values in [-1, 1) (a 64-bit LCG).
+/// Deterministic pseudo-random values in [-1, 1).
 fn data(n: usize, seed: u64) -> Vec<f64> {
-    let mut s = seed
-        .wrapping_mul(6364136223846793005)
-        .wrapping_add(1442695040888963407);
-    (0..n)
-        .map(|_| {
-            s = s
-                .wrapping_mul(6364136223846793005)
-                .wrapping_add(1442695040888963407);
-            ((s >> 11) as f64 / (1u64 << 53) as f64) * 2.0 - 1.0
-        })
-        .collect()
+    common::uniform(n, seed, -1.0, 1.0)
 }
 
 /// C-order strides of `shape`.

@@ -189,3 +189,19 @@ pub fn xorshift(n: usize, seed: u64) -> impl Iterator<Item = u64> {
         s
     })
 }
+
+/// Deterministic pseudo-random values in [lo, hi) (a 64-bit LCG), the same for every seed
+/// on every machine.
+pub fn uniform(n: usize, seed: u64, lo: f64, hi: f64) -> Vec<f64> {
+    let mut s = seed
+        .wrapping_mul(6364136223846793005)
+        .wrapping_add(1442695040888963407);
+    (0..n)
+        .map(|_| {
+            s = s
+                .wrapping_mul(6364136223846793005)
+                .wrapping_add(1442695040888963407);
+            lo + ((s >> 11) as f64 / (1u64 << 53) as f64) * (hi - lo)
+        })
+        .collect()
+}

@@ -383,6 +383,11 @@ fn errors_name_the_problem(dev: &Device) {
     let e = lf::grad(&y.sum(), &[&x]).expect_err("evaluated intermediate");
     assert!(e.to_string().contains("evaluated"), "{e}");
     assert!(e.to_string().contains("exp"), "{e}");
+    // an evaluated loss: its expression is gone
+    let l = (&x * &x).sum();
+    l.eval().expect("eval");
+    let e = lf::grad(&l, &[&x]).expect_err("evaluated loss");
+    assert!(e.to_string().contains("value_and_grad"), "{e}");
     // an evaluated array not computed straight from `wrt` is a constant
     let c = &Array::from_vec_on(vec![3.0f64, 4.0], &[2], dev).expect("c") * 2.0;
     c.eval().expect("eval");
@@ -457,4 +462,43 @@ fn gradients_trace_inside_a_function(dev: &Device) {
         let l2 = loss.item::<f64>().expect("loss");
         assert!((l1 - l2).abs() <= 1e-12 * l2.abs().max(1.0), "{l1} vs {l2}");
     }
+}
+
+device_test!(awkward_sizes_and_single_precision);
+fn awkward_sizes_and_single_precision(dev: &Device) {
+    // empty, one-element and odd shapes: gradients of the input's shape and dtype
+    for shape in [vec![0usize], vec![1], vec![3, 0], vec![1, 1], vec![783]] {
+        let n: usize = shape.iter().product();
+        let x = Array::from_vec_on(data(n, 26, -1.0, 1.0), &shape, dev).expect("x");
+        let g = lf::grad(&(x.sin() * 2.0).sum(), &[&x]).expect("grad");
+        assert_eq!(g[0].shape(), &shape[..], "shape {shape:?}");
+        assert_eq!(g[0].dtype(), DType::F64, "shape {shape:?}");
+        let xs = x.to_vec::<f64>().expect("x");
+        let gs = g[0].to_vec::<f64>().expect("g");
+        for (i, (&a, &b)) in xs.iter().zip(&gs).enumerate() {
+            let want = 2.0 * a.cos();
+            assert!(
+                (b - want).abs() <= 1e-12,
+                "shape {shape:?} [{i}]: {b} vs {want}"
+            );
+        }
+    }
+    // f32 inputs get f32 gradients, computed in f32
+    let v: Vec<f32> = data(5, 27, 0.5, 1.5).iter().map(|&x| x as f32).collect();
+    let x = Array::from_vec_on(v.clone(), &[5], dev).expect("x");
+    let g = lf::grad(&(x.log() * &x).sum(), &[&x]).expect("grad");
+    assert_eq!(g[0].dtype(), DType::F32);
+    let gs = g[0].to_vec::<f32>().expect("g");
+    for (i, (&a, &b)) in v.iter().zip(&gs).enumerate() {
+        let want = a.ln() + 1.0;
+        assert!(
+            (b - want).abs() <= 1e-6 * want.abs().max(1.0),
+            "[{i}]: {b} vs {want}"
+        );
+    }
+    // a 0-d input
+    let s = Array::from_vec_on(vec![0.5f64], &[], dev).expect("s");
+    let g = lf::grad(&(&s * &s), &[&s]).expect("grad");
+    assert_eq!(g[0].shape(), &[] as &[usize]);
+    assert_eq!(g[0].item::<f64>().expect("g"), 1.0);
 }

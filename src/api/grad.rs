@@ -105,6 +105,21 @@ pub fn vjp(outputs: &[&Array], cotangents: &[&Array], wrt: &[&Array]) -> Result<
         }
     }
     let targets: HashMap<u64, ()> = wrt.iter().map(|w| (w.node.id, ())).collect();
+    for o in outputs {
+        // an evaluated output has no expression left: every gradient would be zero
+        if o.is_evaluated() && !is_leaf_op(&o.node.op) && !targets.contains_key(&o.node.id) {
+            return Err(Error::Unsupported {
+                op: "grad",
+                msg: format!(
+                    "the output ({} of shape {:?}) was evaluated before the gradient was \
+                     asked for, so the expression under it is gone: ask with \
+                     `value_and_grad` (the loss and its gradients evaluate together)",
+                    o.dtype(),
+                    o.shape()
+                ),
+            });
+        }
+    }
     let order = reverse_order(outputs, &targets)?;
     let mut cot: HashMap<u64, Array> = HashMap::new();
     for (o, c) in outputs.iter().zip(cotangents) {

@@ -502,3 +502,35 @@ fn awkward_sizes_and_single_precision(dev: &Device) {
     assert_eq!(g[0].shape(), &[] as &[usize]);
     assert_eq!(g[0].item::<f64>().expect("g"), 1.0);
 }
+
+device_test!(gradients_from_several_threads);
+fn gradients_from_several_threads(dev: &Device) {
+    // threads take gradients through one shared unevaluated expression while another
+    // evaluates expressions built on it
+    let x = Array::from_vec_on(data(64, 28, -1.0, 1.0), &[64], dev).expect("x");
+    let base = x.sin();
+    let xs = x.to_vec::<f64>().expect("x");
+    std::thread::scope(|s| {
+        for k in 1..=4 {
+            let (x, base, xs, dev) = (&x, &base, &xs, dev.clone());
+            s.spawn(move || {
+                lf::with_default_device(&dev, || {
+                    for _ in 0..20 {
+                        let g = lf::grad(&(base * k as f64).sum(), &[x]).expect("grad");
+                        let got = g[0].to_vec::<f64>().expect("g");
+                        for (i, (&a, &b)) in xs.iter().zip(&got).enumerate() {
+                            let want = k as f64 * a.cos();
+                            assert!((b - want).abs() <= 1e-12, "thread {k} [{i}]: {b} vs {want}");
+                        }
+                    }
+                })
+            });
+        }
+        s.spawn(|| {
+            for j in 0..20 {
+                let v = (&base * j as f64).to_vec::<f64>().expect("eval");
+                assert_eq!(v.len(), 64);
+            }
+        });
+    });
+}

@@ -4,7 +4,7 @@
 //! `Function`.
 
 use super::make;
-use crate::graph::{FftKind, FftSpec, Node, Op};
+use crate::graph::{FftKind, FftSpec, Inputs, Node, Op};
 use crate::{where_, Array, Error, Result};
 use lazyfuse_codegen::{BinaryOp, ReduceLayout, ReduceOp, UnaryOp};
 use std::collections::HashMap;
@@ -125,16 +125,15 @@ pub fn vjp(outputs: &[&Array], cotangents: &[&Array], wrt: &[&Array]) -> Result<
     for (o, c) in outputs.iter().zip(cotangents) {
         accumulate(&mut cot, &o.node, (*c).clone());
     }
-    for node in &order {
+    for (node, inputs) in &order {
         let Some(g) = cot.get(&node.id).cloned() else {
             continue;
         };
-        let inputs = node.state().inputs.clone();
         // leaves, evaluated arrays (constants) and stop markers pass nothing on
-        if inputs.is_empty() || !node.dtype.is_inexact() || is_stop(node, &inputs) {
+        if inputs.is_empty() || !node.dtype.is_inexact() || is_stop(node, inputs) {
             continue;
         }
-        for (input, gi) in rule(node, &inputs, g)? {
+        for (input, gi) in rule(node, inputs, g)? {
             accumulate(&mut cot, &input, gi);
         }
     }
@@ -165,25 +164,31 @@ fn accumulate(cot: &mut HashMap<u64, Array>, node: &Arc<Node>, g: Array) {
     }
 }
 
-/// The nodes the outputs depend on through differentiable paths, users before inputs
-/// (iterative: no recursion on graph depth). The walk does not enter nodes without real
-/// floating values (conditions, indices) or `stop_gradient` markers: no cotangent flows
-/// there.
-fn reverse_order(outputs: &[&Array], targets: &HashMap<u64, ()>) -> Result<Vec<Arc<Node>>> {
+/// The nodes the outputs depend on through differentiable paths, users before inputs, each
+/// with its inputs as the walk read them (one consistent snapshot: another thread may
+/// evaluate a node meanwhile, which drops its inputs). Iterative: no recursion on graph
+/// depth. The walk does not enter nodes without floating or complex values (conditions,
+/// indices) or `stop_gradient` markers: no cotangent flows there.
+fn reverse_order(
+    outputs: &[&Array],
+    targets: &HashMap<u64, ()>,
+) -> Result<Vec<(Arc<Node>, Inputs)>> {
     // post-order DFS (inputs first), then reversed
-    let mut post: Vec<Arc<Node>> = Vec::new();
+    let mut post: Vec<(Arc<Node>, Inputs)> = Vec::new();
     let mut seen: HashMap<u64, ()> = HashMap::new();
-    let mut stack: Vec<(Arc<Node>, bool)> =
-        outputs.iter().map(|o| (o.node.clone(), false)).collect();
+    let mut stack: Vec<(Arc<Node>, Option<Inputs>)> =
+        outputs.iter().map(|o| (o.node.clone(), None)).collect();
     while let Some((n, expanded)) = stack.pop() {
-        if expanded {
-            post.push(n);
+        if let Some(inputs) = expanded {
+            post.push((n, inputs));
             continue;
         }
         if seen.insert(n.id, ()).is_some() {
             continue;
         }
-        let st = n.state();
+        // settled: a node whose buffer another thread is overwriting in place has its
+        // inputs detached until that step ends
+        let st = n.settled_state();
         let inputs = st.inputs.clone();
         let realized = st.buffer.is_some();
         drop(st);
@@ -210,11 +215,11 @@ fn reverse_order(outputs: &[&Array], targets: &HashMap<u64, ()>) -> Result<Vec<A
                 ),
             });
         }
-        stack.push((n, true));
+        stack.push((n, Some(inputs.clone())));
         if passes {
             for i in inputs.iter().rev() {
                 if !seen.contains_key(&i.id) {
-                    stack.push((i.clone(), false));
+                    stack.push((i.clone(), None));
                 }
             }
         }

@@ -122,7 +122,6 @@
 
 mod api;
 mod array;
-mod calls;
 mod config;
 mod device;
 pub mod doc;
@@ -201,7 +200,7 @@ pub struct ReadmeDoctests;
 pub mod debug {
     use crate::Array;
 
-    pub use crate::calls::DriverCalls;
+    pub use crate::profile::calls::DriverCalls;
 
     /// Runs `f` and returns, with its result, the CUDA driver, cuFFT and cuBLAS calls this
     /// thread made meanwhile: per entry point, how many and the host time spent inside
@@ -222,7 +221,7 @@ pub mod debug {
     /// # }
     /// ```
     pub fn driver_calls<R>(f: impl FnOnce() -> R) -> (R, DriverCalls) {
-        crate::calls::count(f)
+        crate::profile::calls::count(f)
     }
 
     /// The number of library calls (FFTs, matmuls) evaluating `arrays` would make now.

@@ -9,6 +9,7 @@
 //! the report is finished (which waits for the device); on the CPU a step's time is its wall
 //! time.
 
+pub(crate) mod calls;
 pub(crate) mod summary;
 
 use crate::runtime::{self, Buffer, Mark};
@@ -575,6 +576,10 @@ struct ThreadProfile {
     last_name: RefCell<String>,
     /// The launch shape of that kernel.
     last_launch: Cell<Option<LaunchShape>>,
+    /// The tally of the innermost `debug::driver_calls` closure (none: counting off).
+    calls: RefCell<Option<calls::Tally>>,
+    /// The folded profile under `LAZYFUSE_PROFILE=summary`, printed when the thread ends.
+    summary: RefCell<summary::Accumulated>,
 }
 
 thread_local! {
@@ -585,6 +590,8 @@ thread_local! {
             last_compile: Cell::new(None),
             last_name: RefCell::new(String::new()),
             last_launch: Cell::new(None),
+            calls: RefCell::new(None),
+            summary: RefCell::new(summary::Accumulated::new()),
         }
     };
 }

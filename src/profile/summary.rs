@@ -4,6 +4,7 @@
 //! or taken on demand with [`profile_summary`].
 
 use super::{fmt_time, EntryKind, Report, Timing};
+use crate::thread_field::Field;
 use std::cell::RefCell;
 use std::fmt;
 use std::time::Duration;
@@ -170,8 +171,15 @@ impl fmt::Display for Summary {
 }
 
 /// This thread's folded profile under `LAZYFUSE_PROFILE=summary`; printed to stderr when the
-/// thread ends unless taken before.
-struct Accumulated(Option<Summary>);
+/// thread ends unless taken before (a field of the thread's profiling state).
+pub(super) struct Accumulated(Option<Summary>);
+
+impl Accumulated {
+    /// Nothing folded yet.
+    pub(super) const fn new() -> Accumulated {
+        Accumulated(None)
+    }
+}
 
 impl Drop for Accumulated {
     fn drop(&mut self) {
@@ -181,9 +189,8 @@ impl Drop for Accumulated {
     }
 }
 
-thread_local! {
-    static ACC: RefCell<Accumulated> = const { RefCell::new(Accumulated(None)) };
-}
+const ACC: Field<super::ThreadProfile, RefCell<Accumulated>> =
+    Field::new(&super::PROFILE, |t| &t.summary);
 
 /// Folds a finished call's report into this thread's summary (`LAZYFUSE_PROFILE=summary`).
 pub(crate) fn fold(report: &Report) {

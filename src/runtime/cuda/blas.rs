@@ -54,7 +54,7 @@ fn cublas_present() -> bool {
 
 /// Wraps a cuBLAS status into the crate's error, naming the call and the product.
 fn check(status: blas_sys::cublasStatus_t, op: &'static str, spec: &GemmSpec) -> Result<()> {
-    crate::calls::note(op);
+    crate::profile::calls::note(op);
     if status == blas_sys::cublasStatus_t::CUBLAS_STATUS_SUCCESS {
         Ok(())
     } else {
@@ -84,7 +84,7 @@ impl BlasState {
         // SAFETY: `raw` is a valid place for the new handle; the device's context is
         // current on this thread (bound by the caller).
         let status = unsafe { blas_sys::cublasCreate_v2(&mut raw) };
-        crate::calls::note("cublasCreate");
+        crate::profile::calls::note("cublasCreate");
         if status != blas_sys::cublasStatus_t::CUBLAS_STATUS_SUCCESS {
             return Err(Error::Cuda {
                 op: "cublasCreate",

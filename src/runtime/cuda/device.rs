@@ -818,7 +818,7 @@ impl CudaDevice {
         // and any later free of them is ordered after this launch on the same stream;
         // outputs hold `n` elements, which the kernel's grid-stride loop writes exactly.
         let stream = self.work_stream()?;
-        crate::calls::clock("cuLaunchKernel", || unsafe {
+        crate::profile::calls::clock("cuLaunchKernel", || unsafe {
             drv::launch_kernel(
                 k.func.cu_function(),
                 (grid.0, grid.1, 1),

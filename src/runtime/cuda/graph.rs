@@ -562,7 +562,7 @@ impl GraphPlan {
         // stream (ordered after the work that wrote its inputs and after the plan's last run,
         // by `run`).
         let launch = || {
-            crate::calls::clock("cuGraphLaunch", || unsafe {
+            crate::profile::calls::clock("cuGraphLaunch", || unsafe {
                 drv::graph::launch(rec.exec, lane.stream.cu_stream())
             })
             .map_err(driver_err("cuGraphLaunch"))

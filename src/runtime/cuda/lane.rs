@@ -64,11 +64,11 @@ impl Lane {
             .stream
             .record_event(Some(drv_sys::CUevent_flags::CU_EVENT_DISABLE_TIMING))
             .map_err(driver_err("cuEventRecord"))?;
-        crate::calls::note("cuEventCreate");
+        crate::profile::calls::note("cuEventCreate");
         self.stream
             .wait(&event)
             .map_err(driver_err("cuStreamWaitEvent"))?;
-        crate::calls::note("cuEventDestroy");
+        crate::profile::calls::note("cuEventDestroy");
         Ok(())
     }
 }

@@ -208,7 +208,7 @@ impl FreeList {
     /// otherwise it is freed here (`cuMemFreeAsync` on its stream).
     fn put(&self, slice: CudaSlice<u8>, stream: &Arc<cudarc::driver::CudaStream>) {
         if let Some(declined) = self.keep(slice, stream) {
-            crate::calls::timed("cuMemFreeAsync", || drop(declined));
+            crate::profile::calls::timed("cuMemFreeAsync", || drop(declined));
         }
     }
 
@@ -354,8 +354,8 @@ impl CudaDevice {
         // output element).
         let alloc = || {
             // cudarc binds the context (cuCtxGetCurrent) before allocating
-            crate::calls::note("cuCtxGetCurrent");
-            crate::calls::timed("cuMemAllocAsync", || unsafe { stream.alloc::<u8>(size) })
+            crate::profile::calls::note("cuCtxGetCurrent");
+            crate::profile::calls::timed("cuMemAllocAsync", || unsafe { stream.alloc::<u8>(size) })
         };
         let slice = match kept.map(Ok).unwrap_or_else(alloc) {
             Err(e) if is_oom(&e) => {

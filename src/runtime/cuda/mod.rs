@@ -122,7 +122,7 @@ static CUDA: CudaProcess = CudaProcess {
 /// backend maps its result through one of these, built right after the call returns, so
 /// building it also counts the call (`crate::calls`, for `lf::debug::driver_calls`).
 fn driver_err(op: &'static str) -> impl Fn(DriverError) -> Error {
-    crate::calls::note(op);
+    crate::profile::calls::note(op);
     move |e| driver_error(op, e)
 }
 

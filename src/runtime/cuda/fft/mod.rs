@@ -77,7 +77,7 @@ const PLAN_CACHE_CAP: usize = 64;
 /// Wraps a cuFFT error into the crate's error, naming the call.
 /// Like `driver_err`: built right after each cuFFT call returns, so it counts the call.
 fn cufft_err(op: &'static str) -> impl Fn(cufft::CufftError) -> Error {
-    crate::calls::note(op);
+    crate::profile::calls::note(op);
     move |e| Error::Cuda {
         op,
         msg: format!("{:?}", e.0),
@@ -443,8 +443,10 @@ impl Runner<'_> {
             // (written), which are sized by the transform's shapes; with these offsets every
             // execution stays inside them (checked by the emulator tests). The buffers
             // outlive the queued work (their frees are ordered after it on this stream).
-            crate::calls::clock("cufftExec", || unsafe { exec(key.ty, handle, i, o, dir) })
-                .map_err(cufft_err("cufftExec"))?;
+            crate::profile::calls::clock("cufftExec", || unsafe {
+                exec(key.ty, handle, i, o, dir)
+            })
+            .map_err(cufft_err("cufftExec"))?;
         }
         Ok(())
     }

@@ -5,23 +5,24 @@
 // without the `cuda` feature nothing makes driver calls
 #![cfg_attr(not(feature = "cuda"), allow(dead_code))]
 
+use crate::thread_field::Field;
 use std::cell::RefCell;
 use std::fmt;
 use std::time::{Duration, Instant};
 
 /// Per call name: how many, and the host time inside them.
-type Tally = Vec<(&'static str, u64, Duration)>;
+pub(super) type Tally = Vec<(&'static str, u64, Duration)>;
 
-thread_local! {
-    /// The tally of the innermost `driver_calls` closure running on this thread; `None`
-    /// when none runs (counting is off).
-    static TALLY: RefCell<Option<Tally>> = const { RefCell::new(None) };
-}
+/// The tally of the innermost `driver_calls` closure running on this thread; `None` when
+/// none runs (counting is off). A field of the thread's profiling state.
+const TALLY: Field<super::ThreadProfile, RefCell<Option<Tally>>> =
+    Field::new(&super::PROFILE, |t| &t.calls);
 
 /// Whether this thread counts its calls now.
 #[inline]
 pub(crate) fn on() -> bool {
-    TALLY.with(|t| t.borrow().is_some())
+    // `try_with`: calls made by other thread-local destructors at thread end count nothing
+    TALLY.try_with(|t| t.borrow().is_some()).unwrap_or(false)
 }
 
 /// Adds `count` calls of `name` taking `time` to `tally`.
@@ -36,7 +37,7 @@ fn merge(tally: &mut Tally, name: &'static str, count: u64, time: Duration) {
 }
 
 fn add(name: &'static str, count: u64, time: Duration) {
-    TALLY.with(|t| {
+    let _ = TALLY.try_with(|t| {
         if let Some(t) = t.borrow_mut().as_mut() {
             merge(t, name, count, time);
         }

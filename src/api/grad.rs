@@ -7,7 +7,7 @@ use super::make;
 use crate::graph::{FftKind, FftSpec, Inputs, Node, Op};
 use crate::{where_, Array, Error, Result};
 use lazyfuse_codegen::{BinaryOp, ReduceLayout, ReduceOp, UnaryOp};
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
 
 impl Array {
@@ -104,10 +104,10 @@ pub fn vjp(outputs: &[&Array], cotangents: &[&Array], wrt: &[&Array]) -> Result<
             });
         }
     }
-    let targets: HashMap<u64, ()> = wrt.iter().map(|w| (w.node.id, ())).collect();
+    let targets: HashSet<u64> = wrt.iter().map(|w| w.node.id).collect();
     for o in outputs {
         // an evaluated output has no expression left: every gradient would be zero
-        if o.is_evaluated() && !is_leaf_op(&o.node.op) && !targets.contains_key(&o.node.id) {
+        if o.is_evaluated() && !is_leaf_op(&o.node.op) && !targets.contains(&o.node.id) {
             return Err(Error::Unsupported {
                 op: "grad",
                 msg: format!(
@@ -155,13 +155,9 @@ fn accumulate(cot: &mut HashMap<u64, Array>, node: &Arc<Node>, g: Array) {
         g.astype(node.dtype)
     };
     match cot.remove(&node.id) {
-        Some(prev) => {
-            cot.insert(node.id, &prev + &g);
-        }
-        None => {
-            cot.insert(node.id, g);
-        }
-    }
+        Some(prev) => cot.insert(node.id, &prev + &g),
+        None => cot.insert(node.id, g),
+    };
 }
 
 /// The nodes the outputs depend on through differentiable paths, users before inputs, each
@@ -169,13 +165,10 @@ fn accumulate(cot: &mut HashMap<u64, Array>, node: &Arc<Node>, g: Array) {
 /// evaluate a node meanwhile, which drops its inputs). Iterative: no recursion on graph
 /// depth. The walk does not enter nodes without floating or complex values (conditions,
 /// indices) or `stop_gradient` markers: no cotangent flows there.
-fn reverse_order(
-    outputs: &[&Array],
-    targets: &HashMap<u64, ()>,
-) -> Result<Vec<(Arc<Node>, Inputs)>> {
+fn reverse_order(outputs: &[&Array], targets: &HashSet<u64>) -> Result<Vec<(Arc<Node>, Inputs)>> {
     // post-order DFS (inputs first), then reversed
     let mut post: Vec<(Arc<Node>, Inputs)> = Vec::new();
-    let mut seen: HashMap<u64, ()> = HashMap::new();
+    let mut seen: HashSet<u64> = HashSet::new();
     let mut stack: Vec<(Arc<Node>, Option<Inputs>)> =
         outputs.iter().map(|o| (o.node.clone(), None)).collect();
     while let Some((n, expanded)) = stack.pop() {
@@ -183,7 +176,7 @@ fn reverse_order(
             post.push((n, inputs));
             continue;
         }
-        if seen.insert(n.id, ()).is_some() {
+        if !seen.insert(n.id) {
             continue;
         }
         // settled: a node whose buffer another thread is overwriting in place has its
@@ -199,8 +192,8 @@ fn reverse_order(
         if passes
             && realized
             && !is_leaf_op(&n.op)
-            && !targets.contains_key(&n.id)
-            && n.input_ids().iter().any(|i| targets.contains_key(i))
+            && !targets.contains(&n.id)
+            && n.input_ids().iter().any(|i| targets.contains(i))
         {
             return Err(Error::Unsupported {
                 op: "grad",
@@ -218,7 +211,7 @@ fn reverse_order(
         stack.push((n, Some(inputs.clone())));
         if passes {
             for i in inputs.iter().rev() {
-                if !seen.contains_key(&i.id) {
+                if !seen.contains(&i.id) {
                     stack.push((i.clone(), None));
                 }
             }
@@ -249,15 +242,6 @@ fn no_rule(node: &Node, why: &str) -> Error {
             node.dtype,
             &node.shape[..]
         ),
-    }
-}
-
-/// `a` conjugated (itself when real).
-fn cj(a: &Array) -> Array {
-    if a.dtype().is_complex() {
-        a.conj()
-    } else {
-        a.clone()
     }
 }
 
@@ -376,7 +360,7 @@ fn rule(node: &Arc<Node>, inputs: &[Arc<Node>], g: Array) -> Result<Vec<(Arc<Nod
                 _ => None,
             };
             let gx = match (u, d) {
-                (_, Some(d)) => &g * &cj(&d),
+                (_, Some(d)) => &g * &d.conj(),
                 (U::Neg, _) => -&g,
                 (U::Abs, _) if complex_in => {
                     // d|z| = Re(conj(z) dz) / |z|: the cotangent g z / |z| (0 at 0)
@@ -388,7 +372,7 @@ fn rule(node: &Arc<Node>, inputs: &[Arc<Node>], g: Array) -> Result<Vec<(Arc<Nod
                 (U::Real, _) => g.clone(),
                 (U::Imag, _) if complex_in => crate::complex(&(&g * 0.0), &g),
                 (U::Imag, _) => &g * 0.0,
-                (U::Conj, _) => cj(&g),
+                (U::Conj, _) => g.conj(),
                 (U::Angle, _) if complex_in => {
                     // angle = atan2(y, x): the cotangent i g / conj(z) (0 at 0)
                     let ig = crate::complex(&(&g * 0.0), &g);
@@ -410,8 +394,8 @@ fn rule(node: &Arc<Node>, inputs: &[Arc<Node>], g: Array) -> Result<Vec<(Arc<Nod
             let (gx, gy) = match b {
                 B::Add => (g.clone(), g.clone()),
                 B::Sub => (g.clone(), -&g),
-                B::Mul => (&g * &cj(&y), &g * &cj(&x)),
-                B::Div => (&g / &cj(&y), -(&g * &cj(&(&out() / &y)))),
+                B::Mul => (&g * &y.conj(), &g * &x.conj()),
+                B::Div => (&g / &y.conj(), -(&g * &(&out() / &y).conj())),
                 B::Complex => (g.real(), g.imag()),
                 B::Maximum | B::Minimum if !complex => {
                     // ties split evenly, as JAX does
@@ -497,8 +481,8 @@ fn rule(node: &Arc<Node>, inputs: &[Arc<Node>], g: Array) -> Result<Vec<(Arc<Nod
             full.push(m);
             full.push(n);
             let g = g.reshape_to(full);
-            let ga = g.matmul(&cj(&bm).swapaxes(-1, -2));
-            let gb = cj(&a).swapaxes(-1, -2).matmul(&g);
+            let ga = g.matmul(&bm.conj().swapaxes(-1, -2));
+            let gb = a.conj().swapaxes(-1, -2).matmul(&g);
             v.push((an.clone(), unbroadcast(&ga, &an.shape)));
             v.push((bn.clone(), unbroadcast(&gb, &bn.shape)));
         }

@@ -37,7 +37,16 @@ fn main() -> lf::Result<()> {
     let t = common::time_per_call(&dev, iters, 5, || psf(n, &dev).eval().expect("eval"));
     println!("per eval (synchronized, median): {:.1} us", t * 1e6);
 
+    let t0 = std::time::Instant::now();
     let host: Vec<f32> = img.to_vec()?;
+    let secs = t0.elapsed().as_secs_f64();
+    let bytes = 4.0 * host.len() as f64;
+    println!(
+        "readback of {:.1} MB into a fresh Vec: {:.2} ms ({:.1} GB/s)",
+        bytes / 1e6,
+        secs * 1e3,
+        bytes / secs / 1e9
+    );
     let (arg, peak) = host
         .iter()
         .enumerate()

@@ -33,8 +33,8 @@ pub(crate) struct Config {
     grid_waves: OnceLock<u64>,
     /// `LAZYFUSE_DUMP_DIR`.
     dump_dir: OnceLock<Option<PathBuf>>,
-    /// `LAZYFUSE_GRAPHS`.
-    graphs: OnceLock<bool>,
+    /// `LAZYFUSE_GRAPHS`: 0 off, 1 on, 2 `all`.
+    graphs: OnceLock<u8>,
     /// `LAZYFUSE_NVRTC_CHECK`.
     nvrtc_check: OnceLock<bool>,
     /// `LAZYFUSE_CPU_THREADS`.
@@ -139,9 +139,21 @@ impl Config {
     /// `LAZYFUSE_GRAPHS`: CUDA graphs on (the default) unless it is `0`.
     #[cfg_attr(not(feature = "cuda"), allow(dead_code))]
     pub(crate) fn graphs(&self) -> bool {
-        *self
-            .graphs
-            .get_or_init(|| var("LAZYFUSE_GRAPHS").is_none_or(|v| v.trim() != "0"))
+        self.graphs_mode() != 0
+    }
+
+    /// `LAZYFUSE_GRAPHS=all`: plain evaluations of single-kernel plans replay graphs too.
+    #[cfg_attr(not(feature = "cuda"), allow(dead_code))]
+    pub(crate) fn graphs_all(&self) -> bool {
+        self.graphs_mode() == 2
+    }
+
+    fn graphs_mode(&self) -> u8 {
+        *self.graphs.get_or_init(|| match var("LAZYFUSE_GRAPHS") {
+            Some(v) if v.trim() == "0" => 0,
+            Some(v) if v.trim().eq_ignore_ascii_case("all") => 2,
+            _ => 1,
+        })
     }
 
     /// `LAZYFUSE_NVRTC_CHECK=1`: the CPU backend compile-checks its kernels with NVRTC too.

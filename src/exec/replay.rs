@@ -455,7 +455,7 @@ pub(crate) fn eval_graph(
         return Ok(false);
     };
     if !crate::runtime::cuda::graph::graphs_enabled()
-        || template.steps().len() < 2
+        || (template.steps().len() < 2 && !crate::config::CONFIG.graphs_all())
         || roots
             .iter()
             .any(|r| r.buffer().is_some() || r.device != roots[0].device)

@@ -213,6 +213,11 @@ fn complex_intermediates(dev: &Device) {
             let z = x.astype(DType::C128) * lf::complex(y, x);
             z.abs() + z.real()
         }),
+        ("complex pow, both operands complex", |x, y| {
+            let z = lf::complex(&(x + 0.5), y);
+            let w = lf::complex(&(y * 0.5 + 1.0), &(x * 0.3));
+            z.pow(&w).abs() + z.pow(&w).real()
+        }),
     ];
     for (name, f) in cases {
         check_grad(name, dev, &[x.clone(), y.clone()], |a| {
@@ -393,13 +398,42 @@ fn errors_name_the_problem(dev: &Device) {
     c.eval().expect("eval");
     let g = lf::grad(&(&x * &c).sum(), &[&x]).expect("grad");
     assert_eq!(g[0].to_vec::<f64>().expect("g"), vec![6.0, 8.0]);
-    // an operation without a rule is named
-    let idx = Array::from_vec_on(vec![1i64, 0, 1], &[3], dev).expect("indices");
-    let e = lf::grad(&x.take(&idx, 0).sum(), &[&x]).expect_err("no rule");
-    assert!(e.to_string().contains("no gradient through"), "{e}");
+    // a gather whose one-hot gradient would be too large is refused, naming the sizes
+    let big = Array::zeros_on(&[70_000], DType::F64, dev);
+    let idx = Array::zeros_on(&[70_000], DType::I64, dev);
+    let e = lf::grad(&big.take(&idx, 0).sum(), &[&big]).expect_err("too large");
+    let msg = e.to_string();
+    assert!(msg.contains("no gradient through"), "{msg}");
+    assert!(
+        msg.contains("70000 indices into an axis of length 70000"),
+        "{msg}"
+    );
     // mismatched cotangents
     let e = lf::vjp(&[&x], &[], &[&x]).expect_err("count");
     assert!(e.to_string().contains("cotangents"), "{e}");
+}
+
+device_test!(gathers_scatter_add_their_cotangents);
+fn gathers_scatter_add_their_cotangents(dev: &Device) {
+    let x = (data(12, 31, -1.0, 1.0), vec![3, 4]);
+    let y = (data(6, 32, 0.5, 1.5), vec![3, 2]);
+    // repeated and negative indices: their cotangents accumulate
+    let take2 = Array::from_vec_on(vec![0i64, -1, 2, 0], &[2, 2], dev).expect("indices");
+    let along = Array::from_vec_on(vec![3i64, 3, 0, 1, -2, 1], &[3, 2], dev).expect("indices");
+    let row = Array::from_vec_on(vec![2i64, 2, 0, 1], &[1, 4], dev).expect("indices");
+    let f = |a: &[Array]| {
+        let t = a[0].take(&take2, 1); // [3, 2, 2]: an index array of rank 2 on axis 1
+        let s = lf::take_along_axis(&a[0], &along, 1) * &a[1]; // [3, 2]
+        let r = lf::take_along_axis(&a[0], &row, 0); // indices broadcast over the rows
+        (t.square() * 0.5).sum() + s.sin().sum() + (r * &a[0]).sum()
+    };
+    check_grad("take, take_along_axis", dev, &[x.clone(), y.clone()], f);
+    // the gradient with respect to the gathered source counts each index's uses
+    let v = Array::from_vec_on(vec![1.0f64, 2.0, 3.0], &[3], dev).expect("v");
+    let i = Array::from_vec_on(vec![2i64, 2, -3, 2], &[4], dev).expect("i");
+    let g = lf::grad(&v.take(&i, 0).sum(), &[&v]).expect("grad");
+    assert_eq!(g[0].shape(), &[3]);
+    assert_eq!(g[0].to_vec::<f64>().expect("g"), vec![1.0, 0.0, 3.0]);
 }
 
 device_test!(backward_chain_fuses);

@@ -404,12 +404,14 @@ fn rule(node: &Arc<Node>, inputs: &[Arc<Node>], g: Array) -> Result<Vec<(Arc<Nod
                     let share = where_(&tie, 0.5, where_(&wins, 1.0, 0.0)).astype(node.dtype);
                     (&g * &share, &g * &(1.0f64 - &share))
                 }
-                B::Pow if !complex => {
+                B::Pow => {
+                    // holomorphic in both operands: d/dx = y x^(y-1), d/dy = x^y ln x,
+                    // the latter taken as 0 where x is 0 (JAX's convention)
                     let z = out();
-                    let gx = &(&g * &y) * &x.pow(&(&y - 1.0));
-                    // d/dy x^y = x^y ln x, taken as 0 where x is 0 (JAX's convention)
+                    let dx = &y * &x.pow(&(&y - 1.0));
                     let safe = where_(&x.eq(0.0), 1.0, &x);
-                    (gx, &(&g * &z) * &safe.log())
+                    let dy = &z * &safe.log();
+                    (&g * &dx.conj(), &g * &dy.conj())
                 }
                 B::Atan2 => {
                     let r = &(&x * &x) + &(&y * &y);
@@ -487,9 +489,57 @@ fn rule(node: &Arc<Node>, inputs: &[Arc<Node>], g: Array) -> Result<Vec<(Arc<Nod
             v.push((bn.clone(), unbroadcast(&gb, &bn.shape)));
         }
         Op::Fft(spec) => v.push((inputs[0].clone(), fft_adjoint(node, spec, &inputs[0], &g)?)),
+        Op::Gather { axis, span } if floating(&inputs[0]) => {
+            let gs = gather_adjoint(node, *axis, *span, &inputs[0], &arr(&inputs[1]), &g)?;
+            v.push((inputs[0].clone(), gs));
+        }
+        Op::Gather { .. } => {}
         _ => return Err(no_rule(node, "")),
     }
     Ok(v)
+}
+
+/// Most comparisons (indices times the source axis's length, times the other axes) the
+/// gradient of a gather may cost: beyond, it is refused rather than run for hours.
+const GATHER_ADJOINT_MAX: u128 = 1 << 32;
+
+/// The cotangent of a gather's source (`take`, `take_along_axis`): every output element
+/// adds its cotangent to the source element its index names (a scatter-add; repeated
+/// indices accumulate). Built from array operations as a one-hot sum, so it fuses into one
+/// reduction kernel: `gs[p, j, q] = sum_k where(idx[p, k, q] == j, g[p, k, q], 0)`, which
+/// costs `k * n` work per `(p, q)` for `k` indices into an axis of length `n`.
+fn gather_adjoint(
+    node: &Node,
+    axis: usize,
+    span: usize,
+    src: &Node,
+    idx: &Array,
+    g: &Array,
+) -> Result<Array> {
+    let prod = |s: &[usize]| s.iter().product::<usize>();
+    let n = src.shape[axis];
+    let (pre, post) = (prod(&src.shape[..axis]), prod(&src.shape[axis + 1..]));
+    let k = prod(&node.shape[axis..axis + span]);
+    let work = pre as u128 * post as u128 * k as u128 * n as u128;
+    if work > GATHER_ADJOINT_MAX {
+        return Err(no_rule(
+            node,
+            &format!(
+                ": its gradient is a one-hot sum of {k} indices into an axis of length {n}                  ({work} comparisons, more than the {GATHER_ADJOINT_MAX} allowed; a                  scatter-add is not implemented)"
+            ),
+        ));
+    }
+    let four: crate::graph::Shape = [pre, k, 1, post].into_iter().collect();
+    let g4 = g.reshape_to(four.clone());
+    let i4 = idx.reshape_to(four);
+    // negative indices count from the end (an out-of-range index fails the forward pass)
+    let i4 = where_(&i4.lt(0i64), &i4 + n as i64, &i4);
+    let at = Array::iota_on(n, &g.device()).reshape_to([1, 1, n, 1].into_iter().collect());
+    let hit = i4.eq(&at);
+    let onehot = where_(&hit, &g4, 0.0);
+    Ok(onehot
+        .sum_axes(&[1], false)
+        .reshape_to(src.shape.iter().copied().collect()))
 }
 
 /// An unnormalized transform node of `x` along `axes`.

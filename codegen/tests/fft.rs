@@ -256,6 +256,11 @@ fn rendered_passes_compile_with_nvrtc() {
         (vec![1, 1 << 14], 1),
         (vec![2, 7, 3], 1),
         (vec![4, 1], 1),
+        // shared memory at its limit: strided 1024 complex64 lines, 4096 / 2048 per line
+        (vec![1024, 3], 0),
+        (vec![3, 4096], 1),
+        (vec![2048, 3], 0),
+        (vec![2, 2187], 1),
     ] {
         for dt in [DType::C64, DType::C128] {
             for inv in [false, true] {

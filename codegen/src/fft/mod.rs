@@ -48,6 +48,9 @@ pub const MAX_BLOCK_SHARED: usize = 49152;
 /// Most threads of one block.
 pub const MAX_THREADS: usize = 1024;
 
+/// Shared bytes of one line besides its elements (`ib`, `ob`, `lbv` of the kernel).
+const LINE_EXTRA: usize = 24;
+
 /// Threads per block a pass aims at when lines are short.
 const TARGET_THREADS: usize = 256;
 
@@ -233,7 +236,8 @@ impl FftPass {
         let radices = factor(n).expect("a covered length");
         let size = complex_size(dtype).expect("a complex dtype");
         let tpl = threads_per_line(n, &radices);
-        let by_shared = (MAX_BLOCK_SHARED / (n * size)).max(1);
+        // each line also takes its two base offsets and its middle coordinate (8 bytes each)
+        let by_shared = (MAX_BLOCK_SHARED / (n * size + LINE_EXTRA)).max(1);
         let by_threads = (MAX_THREADS / tpl).max(1);
         let mut lpb = (TARGET_THREADS / tpl).max(1);
         if strided_load || strided_store {
@@ -465,7 +469,8 @@ mod tests {
                 for strided in [false, true] {
                     let p = FftPass::new(n, dt, false, strided, strided, false);
                     assert!(p.block() as usize <= MAX_THREADS, "{p:?}");
-                    let shared = p.lines_per_block as usize * n * complex_size(dt).unwrap();
+                    let per_line = n * complex_size(dt).unwrap() + LINE_EXTRA;
+                    let shared = p.lines_per_block as usize * per_line;
                     assert!(shared <= MAX_BLOCK_SHARED, "{p:?}");
                 }
             }

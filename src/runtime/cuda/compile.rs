@@ -651,9 +651,8 @@ impl KernelCache {
         let r = lazyfuse_codegen::cuda::fft::render(pass);
         debug_log!(5, "source of {}:\n{}", r.entry, r.source);
         let dumped = dump_if_asked(&r);
-        let loaded = Arc::new(self.build_rendered(ctx, t0, r, dumped, || {
-            "a generated FFT pass".into()
-        })?);
+        let loaded =
+            Arc::new(self.build_rendered(ctx, t0, r, dumped, || "a generated FFT pass".into())?);
         lock(&self.fft).insert(pass.clone(), loaded.clone());
         Ok(loaded)
     }

@@ -151,4 +151,3 @@ impl CudaDevice {
         Ok(true)
     }
 }
-

@@ -2,7 +2,7 @@
 //! `workload size system time_us extra`, the columns of `benches/anchors/anchor_bench.py`,
 //! so that our rows and the anchors' concatenate into one table for `bench_report`.
 //!
-//! `cargo bench --bench workloads [-- psf chain bcast matmul latency sim sumsq mean update cumsum transfers] [--quick] [--tsv PATH]`
+//! `cargo bench --bench workloads [-- psf chain bcast matmul latency sim sumsq mean update cumsum transfers fft1d] [--quick] [--tsv PATH]`
 //!
 //! `--tsv PATH` also writes the rows (after a `#` line naming the device) to PATH. The
 //! `extra` column of the psf, chain and sim100 fused rows holds the device time of one
@@ -579,6 +579,63 @@ fn run_update_scan(dev: &Device, quick: bool) -> lf::Result<()> {
     Ok(())
 }
 
+/// Batched 1-D complex64 FFTs along the last and the first axis, lengths 2^10 to 2^16,
+/// 2^24 elements in all on CUDA (2^20 on the CPU): the generated passes against cuFFT alone
+/// (`lf::set_fft_backend`; on the CPU both settings run rustfft, so one row). Each call
+/// builds the transform of an evaluated input again and drops the result; the `extra`
+/// column gives the device time of one profiled call and the rate of one read and one
+/// write of the array.
+fn run_fft1d(dev: &Device, quick: bool) -> lf::Result<()> {
+    let total: usize = match (dev.is_cuda(), quick) {
+        (true, false) => 1 << 24,
+        (true, true) => 1 << 22,
+        (false, _) => 1 << 20,
+    };
+    let exps: &[u32] = if quick {
+        &[10, 13, 16]
+    } else {
+        &[10, 11, 12, 13, 14, 15, 16]
+    };
+    let backends: &[(lf::FftBackend, &str)] = if dev.is_cuda() {
+        &[
+            (lf::FftBackend::Cufft, "lazyfuse-cufft"),
+            (lf::FftBackend::Generated, "lazyfuse-generated"),
+        ]
+    } else {
+        &[(lf::FftBackend::Cufft, "lazyfuse-rustfft")]
+    };
+    for &e in exps {
+        let n = 1usize << e;
+        let batch = total / n;
+        for (axis, shape, name) in [(1isize, [batch, n], "last"), (0, [n, batch], "first")] {
+            // evaluated first: a leaf, so no real-input rewrite applies
+            let a = lf::complex(
+                &lf::random::normal_on(&shape, DType::F32, 7, dev),
+                &lf::random::normal_on(&shape, DType::F32, 8, dev),
+            );
+            a.eval()?;
+            for &(backend, system) in backends {
+                let before = lf::set_fft_backend(backend);
+                let (iters, reps) = if dev.is_cuda() { (20, 7) } else { (3, 3) };
+                let t = bench(dev, iters, reps, |_| {
+                    lf::fft::fft(&a, axis).eval().expect("eval")
+                });
+                let note = device_note(|| lf::fft::fft(&a, axis).eval().expect("eval"));
+                let gbs = 16.0 * total as f64 / t / 1e9;
+                row(
+                    "fft1d",
+                    format!("2^{e}x{batch} {name}"),
+                    system,
+                    t,
+                    &format!("{gbs:.0} GB/s; {note}"),
+                );
+                lf::set_fft_backend(before);
+            }
+        }
+    }
+    Ok(())
+}
+
 fn main() -> lf::Result<()> {
     let args: Vec<String> = std::env::args()
         .skip(1)
@@ -639,6 +696,9 @@ fn main() -> lf::Result<()> {
     }
     if want("update") || want("cumsum") {
         run_update_scan(&dev, quick)?;
+    }
+    if want("fft1d") {
+        run_fft1d(&dev, quick)?;
     }
     Ok(())
 }

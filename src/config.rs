@@ -29,6 +29,9 @@ pub(crate) struct Config {
     pruned_fft_min: AtomicUsize,
     /// `LAZYFUSE_PROFILE`: 0 not read yet, 1 off, 2 on (a table per call), 3 `summary`.
     profile: AtomicU8,
+    /// Which implementation runs CUDA transforms (`set_fft_backend`, `LAZYFUSE_FFT`): 0
+    /// unread, else `FftBackend as u8 + 1`.
+    fft_backend: AtomicU8,
     /// `LAZYFUSE_GRID_WAVES`.
     grid_waves: OnceLock<u64>,
     /// `LAZYFUSE_DUMP_DIR`.
@@ -56,6 +59,7 @@ pub(crate) static CONFIG: Config = Config {
     real_fft: AtomicU8::new(0),
     pruned_fft_min: AtomicUsize::new(UNREAD),
     profile: AtomicU8::new(0),
+    fft_backend: AtomicU8::new(0),
     grid_waves: OnceLock::new(),
     dump_dir: OnceLock::new(),
     graphs: OnceLock::new(),
@@ -362,6 +366,63 @@ pub fn pruned_fft_min_elements() -> usize {
     // a concurrent `set_pruned_fft_min_elements` wins over the environment
     let _ = pruned.compare_exchange(UNREAD, not_unread(v), Relaxed, Relaxed);
     pruned.load(Relaxed)
+}
+
+/// Which implementation runs complex-to-complex transforms on CUDA devices
+/// ([`set_fft_backend`], `LAZYFUSE_FFT`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Default)]
+pub enum FftBackend {
+    /// cuFFT for every transform.
+    Cufft,
+    /// The project's generated passes (`lazyfuse_codegen::fft`) for C2C transforms whose
+    /// every transformed length they cover (products of 2, 3, 5 and 7 up to 4096^2
+    /// complex64 or 2048^2 complex128 elements per line), cuFFT for the others.
+    Generated,
+    /// The default: for now the same as [`FftBackend::Cufft`] (a per-shape choice by
+    /// measurement is to come).
+    #[default]
+    Auto,
+}
+
+/// Sets which implementation runs complex-to-complex transforms on CUDA devices, for the
+/// transforms queued afterwards (a recorded CUDA graph keeps what it recorded), and returns
+/// the previous setting. R2C and C2R transforms, and lengths the generated passes do not
+/// cover, always use cuFFT. The results agree within FFT rounding; normalization is the
+/// same. `LAZYFUSE_FFT=cufft|generated|auto` sets it at start.
+pub fn set_fft_backend(backend: FftBackend) -> FftBackend {
+    let before = fft_backend();
+    CONFIG.fft_backend.store(backend as u8 + 1, Relaxed);
+    before
+}
+
+/// The setting of [`set_fft_backend`].
+pub fn fft_backend() -> FftBackend {
+    let cell = &CONFIG.fft_backend;
+    let decode = |v: u8| match v {
+        1 => FftBackend::Cufft,
+        2 => FftBackend::Generated,
+        _ => FftBackend::Auto,
+    };
+    match cell.load(Relaxed) {
+        0 => {
+            let b = match var("LAZYFUSE_FFT").as_deref().map(str::trim) {
+                None | Some("") => FftBackend::Auto,
+                Some(s) if s.eq_ignore_ascii_case("cufft") => FftBackend::Cufft,
+                Some(s) if s.eq_ignore_ascii_case("generated") => FftBackend::Generated,
+                Some(s) if s.eq_ignore_ascii_case("auto") => FftBackend::Auto,
+                Some(s) => {
+                    eprintln!(
+                        "lazyfuse: LAZYFUSE_FFT={s:?} is none of cufft, generated, auto; using auto"
+                    );
+                    FftBackend::Auto
+                }
+            };
+            // a concurrent `set_fft_backend` wins over the environment
+            let _ = cell.compare_exchange(0, b as u8 + 1, Relaxed, Relaxed);
+            decode(cell.load(Relaxed))
+        }
+        v => decode(v),
+    }
 }
 
 /// Whether the real-FFT rewrites are on for arrays on the default device

@@ -21,4 +21,5 @@ pub use ir::{
 pub use ops::{BinaryOp, RandomKind, ReduceLayout, ReduceOp, UnaryOp};
 pub use scalar::Scalar;
 pub mod cuda;
+pub mod fft;
 pub mod interp;

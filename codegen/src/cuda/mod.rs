@@ -79,6 +79,7 @@
 
 mod cmath;
 mod emit;
+pub mod fft;
 mod prelude;
 mod reduce;
 mod scan;

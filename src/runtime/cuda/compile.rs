@@ -449,6 +449,8 @@ pub(super) struct KernelCache {
     /// that `Arc`, so the address cannot be reused while the entry lives): a cached plan's
     /// launch finds its kernel without hashing or comparing the IR, under a shared lock.
     front: RwLock<HashMap<(usize, RenderOptions), Prepared, FxBuild>>,
+    /// Generated FFT passes by their structure.
+    fft: Mutex<HashMap<lazyfuse_codegen::fft::FftPass, Arc<LoadedKernel>>>,
 }
 
 /// A loaded kernel with what every launch of it needs, resolved once.
@@ -498,6 +500,7 @@ impl KernelCache {
             target,
             disk,
             front: RwLock::new(HashMap::default()),
+            fft: Mutex::new(HashMap::new()),
         }
     }
 
@@ -514,6 +517,7 @@ impl KernelCache {
             .unwrap_or_else(|e| e.into_inner())
             .clear();
         lock(&self.map).clear();
+        lock(&self.fft).clear();
     }
 
     /// The launch-ready kernel for a plan's shared `kernel`: by address from the front
@@ -610,6 +614,59 @@ impl KernelCache {
     ) -> Result<LoadedKernel> {
         let t0 = Instant::now();
         let (r, dumped) = render_kernel(kernel, opts)?;
+        self.build_rendered(ctx, t0, r, dumped, || {
+            if crate::config::debug_level() >= 2 {
+                let map = lock(&self.map);
+                let cached = map
+                    .iter()
+                    .flat_map(|(o, m)| m.keys().map(move |k| (k, o.index32)));
+                crate::explain::kernel_miss(kernel, opts.index32, cached)
+            } else {
+                String::new()
+            }
+        })
+    }
+
+    /// The loaded kernel of the generated FFT pass `pass`: from memory, else from disk,
+    /// else compiled (like [`KernelCache::get`], keyed by the pass's structure).
+    pub(super) fn get_fft(
+        &self,
+        ctx: &Arc<CudaContext>,
+        pass: &lazyfuse_codegen::fft::FftPass,
+    ) -> Result<Arc<LoadedKernel>> {
+        let hit = |k: &Arc<LoadedKernel>| {
+            bump::kernel_cache_hits(1);
+            profile::note_compile(&k.rendered.entry, CompileSource::MemoryHit, Duration::ZERO);
+        };
+        if let Some(k) = lock(&self.fft).get(pass).cloned() {
+            hit(&k);
+            return Ok(k);
+        }
+        let _compiling = lock(&self.compile_lock);
+        if let Some(k) = lock(&self.fft).get(pass).cloned() {
+            hit(&k); // another thread compiled it while this one waited
+            return Ok(k);
+        }
+        let t0 = Instant::now();
+        let r = lazyfuse_codegen::cuda::fft::render(pass);
+        debug_log!(5, "source of {}:\n{}", r.entry, r.source);
+        let dumped = dump_if_asked(&r);
+        let loaded =
+            Arc::new(self.build_rendered(ctx, t0, r, dumped, || "a generated FFT pass".into())?);
+        lock(&self.fft).insert(pass.clone(), loaded.clone());
+        Ok(loaded)
+    }
+
+    /// Loads the rendered `r` from the disk cache, else compiles and stores it; `why`
+    /// explains a compile at debug level 2.
+    fn build_rendered(
+        &self,
+        ctx: &Arc<CudaContext>,
+        t0: Instant,
+        r: Rendered,
+        dumped: Option<PathBuf>,
+        why: impl FnOnce() -> String,
+    ) -> Result<LoadedKernel> {
         let _range = crate::nvtx::range_with(|| format!("lazyfuse.compile {}", r.entry));
         let key = self.disk_key(&r);
         let reason = match &self.disk {
@@ -647,15 +704,7 @@ impl KernelCache {
         let loaded = load_image(ctx, &img, &r)?;
         bump::compile_time_ns(t1.elapsed().as_nanos() as u64);
         profile::note_compile(&r.entry, CompileSource::Compiled, t0.elapsed());
-        let why = if crate::config::debug_level() >= 2 {
-            let map = lock(&self.map);
-            let cached = map
-                .iter()
-                .flat_map(|(o, m)| m.keys().map(move |k| (k, o.index32)));
-            crate::explain::kernel_miss(kernel, opts.index32, cached)
-        } else {
-            String::new()
-        };
+        let why = why();
         debug_log!(
             2,
             "kernel {}: compiled ({reason}; {why}) for {} to {:?} ({} bytes) in {compiled_in:.2?}, loaded in {:.2?}",

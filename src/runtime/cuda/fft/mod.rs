@@ -51,6 +51,7 @@
 //! so the transform is ordered after the kernels that wrote its input and before those that
 //! read its output; nothing here synchronizes except a plan eviction.
 
+mod generated;
 mod helpers;
 pub(super) use helpers::HelperKernels;
 mod plan;
@@ -169,6 +170,9 @@ pub(crate) struct FftState {
     /// CUDA graphs. A graph replayed on another stream than the one it was recorded on
     /// orders itself after the area's other users (`PinnedPlan::order_on`).
     scratch: HashMap<usize, Arc<CudaBuffer>>,
+    /// Twiddle tables of the generated passes by length and dtype (`generated`), kept
+    /// while the device lives: recorded CUDA graphs read them.
+    tables: HashMap<(usize, DType), Arc<CudaBuffer>>,
 }
 
 // ---------------------------------------------------------------------------------------
@@ -238,6 +242,9 @@ impl CudaDevice {
             ));
         }
         if out_len == 0 {
+            return Ok(());
+        }
+        if self.fft_generated(spec, input, out, in_shape, prec)? {
             return Ok(());
         }
         if !cufft_present() {

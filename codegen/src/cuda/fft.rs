@@ -1,0 +1,334 @@
+//! CUDA C of one generated FFT pass ([`crate::fft::FftPass`]): a block loads its lines into
+//! shared memory through `lf_fft_load`, runs the Stockham stages there (butterflies in
+//! registers, twiddles from the table argument) and stores through `lf_fft_store`.
+//!
+//! # The kernel
+//! `extern "C" __global__ void lf_fft_<16 hex digits>(const lf_fft_args a)`, blocks of
+//! [`FftPass::block`] threads, one block per [`FftPass::lines_per_block`] lines (the last
+//! block may hold fewer). Three phases, separated by `__syncthreads`:
+//! 1. *load*: the block's lines into `sm`, element `p` of line `li` from
+//!    `lf_fft_load(a, base_in[li] + p * in_stride)` (times `tw_big[p * lb]` for
+//!    `twiddle_in` passes), neighbouring threads on neighbouring lines when the pass's
+//!    loads are strided, else on neighbouring elements;
+//! 2. *stages*: `threads_per_line` threads per line; per stage each thread reads its
+//!    butterflies' inputs into registers, the block synchronizes, and it writes the outputs
+//!    (in place in `sm`);
+//! 3. *store*: `lf_fft_store(a, base_out[li] + k * out_stride, sm[li * n + k])`.
+//!
+//! `lf_fft_load` and `lf_fft_store` take the linear element index in the input and output
+//! buffers: they are the places where a fused pass will compute its producers' values and
+//! its consumers' results instead of reading and writing plain buffers.
+//!
+//! # Arguments (`lf_fft_args`, by value, 15 fields of 8 bytes: [`ARG_BYTES`])
+//! `in`, `out`, `tw` (the table of the line length), `tw_big` (the table of `big_n`, or any
+//! pointer when the pass does not use it), `lines` (total), `cnt_b`, `cnt_c` (counts of the
+//! middle and fastest line coordinates), then `da, db, dc, stride` of the input and of the
+//! output ([`crate::fft::LineMap`]). Written by [`pack_args`].
+//!
+//! # Numerics
+//! Twiddles are read from tables the host computed in f64 and rounded once, never from
+//! `sincosf` (whose fast-math variants lose most digits near the zeros of sin); the constants
+//! of radices 3, 5, 7 and 8 are literals of the f64 values rounded to the precision. Complex
+//! products are written plainly (NVRTC may contract them into FMAs, which only helps here).
+
+use super::Rendered;
+use crate::fft::{odd_radix_constants, FftPass, PassArgs};
+use crate::ir::fnv1a;
+use crate::DType;
+use std::fmt::Write;
+
+/// Bytes of the argument struct.
+pub const ARG_BYTES: usize = 120;
+
+/// The argument struct of one launch: device pointers `[in, out, tw, tw_big]`, then the
+/// line counts and maps of `args` (see the module docs).
+pub fn pack_args(args: &PassArgs, ptrs: [u64; 4]) -> Vec<u8> {
+    let fields: [u64; 15] = [
+        ptrs[0],
+        ptrs[1],
+        ptrs[2],
+        ptrs[3],
+        args.line_count(),
+        args.lines[1],
+        args.lines[2],
+        args.input.dist[0] as u64,
+        args.input.dist[1] as u64,
+        args.input.dist[2] as u64,
+        args.input.stride as u64,
+        args.output.dist[0] as u64,
+        args.output.dist[1] as u64,
+        args.output.dist[2] as u64,
+        args.output.stride as u64,
+    ];
+    fields.iter().flat_map(|f| f.to_le_bytes()).collect()
+}
+
+/// The entry name of `pass`: `lf_fft_` and 16 hex digits of a hash of its structure.
+pub fn entry(pass: &FftPass) -> String {
+    format!("lf_fft_{:016x}", fnv1a(format!("{pass:?}").as_bytes()))
+}
+
+/// A floating literal of `v` rounded to the real type of `dtype`.
+fn lit(v: f64, dtype: DType) -> String {
+    match dtype {
+        DType::C64 => format!("{:?}f", v as f32),
+        _ => format!("{v:?}"),
+    }
+}
+
+/// Renders `pass` (see the module docs). Pure; the pass must come from [`FftPass::new`].
+pub fn render(pass: &FftPass) -> Rendered {
+    let (c, r) = match pass.dtype {
+        DType::C64 => ("c32", "float"),
+        _ => ("c64", "double"),
+    };
+    let align = if pass.dtype == DType::C64 { 8 } else { 16 };
+    let n = pass.n as usize;
+    let lpb = pass.lines_per_block as usize;
+    let tpl = pass.threads_per_line as usize;
+    let block = pass.block() as usize;
+    let name = entry(pass);
+    let mut s = String::new();
+    let w = &mut s;
+    let _ = writeln!(w, "// generated FFT pass: {pass:?}");
+    let _ = writeln!(w, "struct __align__({align}) {c} {{ {r} re, im; }};");
+    let _ = writeln!(
+        w,
+        "struct lf_fft_args {{\n  const {c}* in;\n  {c}* out;\n  const {c}* __restrict__ tw;\n  \
+         const {c}* __restrict__ tw_big;\n  long long lines, cnt_b, cnt_c;\n  \
+         long long in_da, in_db, in_dc, in_stride;\n  \
+         long long out_da, out_db, out_dc, out_stride;\n}};"
+    );
+    let _ = writeln!(
+        w,
+        "__device__ __forceinline__ {c} lf_cadd({c} a, {c} b) {{ return {{a.re + b.re, a.im + b.im}}; }}\n\
+         __device__ __forceinline__ {c} lf_csub({c} a, {c} b) {{ return {{a.re - b.re, a.im - b.im}}; }}\n\
+         __device__ __forceinline__ {c} lf_rmul({r} k, {c} a) {{ return {{k * a.re, k * a.im}}; }}"
+    );
+    // a value times a twiddle (conjugated for inverse transforms)
+    let tw = if pass.inverse {
+        "{a.re * t.re + a.im * t.im, a.im * t.re - a.re * t.im}"
+    } else {
+        "{a.re * t.re - a.im * t.im, a.re * t.im + a.im * t.re}"
+    };
+    let _ = writeln!(
+        w,
+        "__device__ __forceinline__ {c} lf_tw({c} a, {c} t) {{ return {tw}; }}"
+    );
+    // z * (-i) forward, z * i inverse
+    let rot = if pass.inverse {
+        "{-z.im, z.re}"
+    } else {
+        "{z.im, -z.re}"
+    };
+    let _ = writeln!(
+        w,
+        "__device__ __forceinline__ {c} lf_rot({c} z) {{ return {rot}; }}"
+    );
+    let _ = writeln!(
+        w,
+        "// the load and store of a pass, by linear element index in the input and output\n\
+         __device__ __forceinline__ {c} lf_fft_load(const lf_fft_args& a, long long i) {{ return a.in[i]; }}\n\
+         __device__ __forceinline__ void lf_fft_store(const lf_fft_args& a, long long i, {c} v) {{ a.out[i] = v; }}"
+    );
+    let mut radices: Vec<u8> = pass.radices.to_vec();
+    radices.sort_unstable();
+    radices.dedup();
+    if radices.contains(&8) && !radices.contains(&4) {
+        radices.insert(0, 4); // radix 8 calls radix 4
+    }
+    for &rad in &radices {
+        butterfly(w, rad as usize, c, pass);
+    }
+    let _ = writeln!(
+        w,
+        "extern \"C\" __global__ void __launch_bounds__({block}) {name}(const lf_fft_args a) {{"
+    );
+    let _ = writeln!(
+        w,
+        "  __shared__ {c} sm[{}];\n  __shared__ long long ib[{lpb}], ob[{lpb}];",
+        lpb * n
+    );
+    if pass.twiddle_in {
+        let _ = writeln!(w, "  __shared__ long long lbv[{lpb}];");
+    }
+    let _ = writeln!(
+        w,
+        "  const long long line0 = (long long)blockIdx.x * {lpb};\n  \
+         const int nl = (int)min((long long){lpb}, a.lines - line0);\n  \
+         if (threadIdx.x < nl) {{\n    \
+         const long long l = line0 + threadIdx.x;\n    \
+         const long long lc = l % a.cnt_c, t = l / a.cnt_c, lb = t % a.cnt_b, la = t / a.cnt_b;\n    \
+         ib[threadIdx.x] = la * a.in_da + lb * a.in_db + lc * a.in_dc;\n    \
+         ob[threadIdx.x] = la * a.out_da + lb * a.out_db + lc * a.out_dc;"
+    );
+    if pass.twiddle_in {
+        let _ = writeln!(w, "    lbv[threadIdx.x] = lb;");
+    }
+    let _ = writeln!(w, "  }}\n  __syncthreads();");
+    // phase 1: load
+    let split = |lines_fastest: bool| {
+        if lines_fastest {
+            format!("const int li = e % {lpb}, p = e / {lpb};")
+        } else {
+            format!("const int li = e / {n}, p = e % {n};")
+        }
+    };
+    let _ = writeln!(
+        w,
+        "  // load\n  for (int e = threadIdx.x; e < {}; e += {block}) {{\n    {}\n    if (li < nl) {{\n      \
+         {c} v = lf_fft_load(a, ib[li] + (long long)p * a.in_stride);",
+        lpb * n,
+        split(pass.load_lines_fastest)
+    );
+    if pass.twiddle_in {
+        let _ = writeln!(w, "      v = lf_tw(v, a.tw_big[(long long)p * lbv[li]]);");
+    }
+    let _ = writeln!(
+        w,
+        "      sm[li * {n} + p] = v;\n    }}\n  }}\n  __syncthreads();"
+    );
+    // phase 2: stages
+    if !pass.radices.is_empty() {
+        let _ = writeln!(
+            w,
+            "  const int li = threadIdx.x / {tpl}, t = threadIdx.x % {tpl};\n  {c}* x = sm + li * {n};"
+        );
+    }
+    let mut ns = 1usize;
+    for (st, &rad) in pass.radices.iter().enumerate() {
+        let rad = rad as usize;
+        let m = n / rad;
+        let k = m.div_ceil(tpl);
+        let guard = if k * tpl == m {
+            String::new()
+        } else {
+            format!(" && j < {m}")
+        };
+        let _ = writeln!(
+            w,
+            "  // stage {st}: radix {rad}, ns {ns}\n  {{\n    {c} v[{k}][{rad}];\n    #pragma unroll\n    \
+             for (int q = 0; q < {k}; q++) {{\n      const int j = t + q * {tpl};\n      \
+             if (li < nl{guard}) {{\n        #pragma unroll\n        \
+             for (int r = 0; r < {rad}; r++) v[q][r] = x[j + r * {m}];"
+        );
+        if ns > 1 {
+            let _ = writeln!(
+                w,
+                "        const int k = (j % {ns}) * {};\n        #pragma unroll\n        \
+                 for (int r = 1; r < {rad}; r++) v[q][r] = lf_tw(v[q][r], a.tw[r * k]);",
+                n / (ns * rad)
+            );
+        }
+        let _ = writeln!(
+            w,
+            "        lf_bfly{rad}(v[q]);\n      }}\n    }}\n    __syncthreads();\n    #pragma unroll\n    \
+             for (int q = 0; q < {k}; q++) {{\n      const int j = t + q * {tpl};\n      \
+             if (li < nl{guard}) {{\n        const int d = (j / {ns}) * {} + j % {ns};\n        \
+             #pragma unroll\n        for (int r = 0; r < {rad}; r++) x[d + r * {ns}] = v[q][r];\n      \
+             }}\n    }}\n    __syncthreads();\n  }}",
+            ns * rad
+        );
+        ns *= rad;
+    }
+    // phase 3: store
+    let _ = writeln!(
+        w,
+        "  // store\n  for (int e = threadIdx.x; e < {}; e += {block}) {{\n    {}\n    \
+         if (li < nl) lf_fft_store(a, ob[li] + (long long)p * a.out_stride, sm[li * {n} + p]);\n  }}\n}}",
+        lpb * n,
+        split(pass.store_lines_fastest)
+    );
+    Rendered {
+        source: s,
+        entry: name,
+        block: block as u32,
+        per_thread: 1,
+    }
+}
+
+/// Writes the `rad`-point butterfly `lf_bfly<rad>(v)` of `pass`'s direction, computing what
+/// `crate::fft::host` computes, in the same order.
+fn butterfly(w: &mut String, rad: usize, c: &str, pass: &FftPass) {
+    let _ = writeln!(w, "__device__ __forceinline__ void lf_bfly{rad}({c}* v) {{");
+    match rad {
+        2 => {
+            let _ = writeln!(
+                w,
+                "  const {c} a = v[0], b = v[1];\n  v[0] = lf_cadd(a, b);\n  v[1] = lf_csub(a, b);"
+            );
+        }
+        4 => {
+            let _ = writeln!(
+                w,
+                "  const {c} t0 = lf_cadd(v[0], v[2]), t1 = lf_csub(v[0], v[2]);\n  \
+                 const {c} t2 = lf_cadd(v[1], v[3]), t3 = lf_rot(lf_csub(v[1], v[3]));\n  \
+                 v[0] = lf_cadd(t0, t2);\n  v[2] = lf_csub(t0, t2);\n  \
+                 v[1] = lf_cadd(t1, t3);\n  v[3] = lf_csub(t1, t3);"
+            );
+        }
+        8 => {
+            let k = lit(std::f64::consts::FRAC_1_SQRT_2, pass.dtype);
+            let (o1, o3) = if pass.inverse {
+                (
+                    format!("{{{k} * (o[1].re - o[1].im), {k} * (o[1].re + o[1].im)}}"),
+                    format!("{{-({k} * (o[3].re + o[3].im)), {k} * (o[3].re - o[3].im)}}"),
+                )
+            } else {
+                (
+                    format!("{{{k} * (o[1].re + o[1].im), {k} * (o[1].im - o[1].re)}}"),
+                    format!("{{{k} * (o[3].im - o[3].re), -({k} * (o[3].re + o[3].im))}}"),
+                )
+            };
+            let _ = writeln!(
+                w,
+                "  {c} e[4] = {{v[0], v[2], v[4], v[6]}};\n  {c} o[4] = {{v[1], v[3], v[5], v[7]}};\n  \
+                 lf_bfly4(e);\n  lf_bfly4(o);\n  o[1] = {o1};\n  o[2] = lf_rot(o[2]);\n  o[3] = {o3};\n  \
+                 #pragma unroll\n  for (int k = 0; k < 4; k++) {{ v[k] = lf_cadd(e[k], o[k]); v[k + 4] = lf_csub(e[k], o[k]); }}"
+            );
+        }
+        _ => {
+            let h = (rad - 1) / 2;
+            let consts = odd_radix_constants(rad);
+            let _ = writeln!(w, "  const {c} x0 = v[0];");
+            for m in 1..=h {
+                let _ = writeln!(
+                    w,
+                    "  const {c} s{m} = lf_cadd(v[{m}], v[{}]), d{m} = lf_csub(v[{m}], v[{}]);",
+                    rad - m,
+                    rad - m
+                );
+            }
+            let _ = write!(w, "  {c} y0 = x0;");
+            for m in 1..=h {
+                let _ = write!(w, " y0 = lf_cadd(y0, s{m});");
+            }
+            let _ = writeln!(w, "\n  v[0] = y0;");
+            for k in 1..=h {
+                let _ = writeln!(w, "  {{\n    {c} a = x0, b = {{0, 0}};");
+                for m in 1..=h {
+                    let i = (k * m) % rad;
+                    let (cs, sn) = if i <= h {
+                        consts[i - 1]
+                    } else {
+                        let (cs, sn) = consts[rad - i - 1];
+                        (cs, -sn)
+                    };
+                    let _ = writeln!(
+                        w,
+                        "    a = lf_cadd(a, lf_rmul({}, s{m}));\n    b = lf_cadd(b, lf_rmul({}, d{m}));",
+                        lit(cs, pass.dtype),
+                        lit(sn, pass.dtype)
+                    );
+                }
+                let (yk, yrk) = if pass.inverse {
+                    ("{a.re - b.im, a.im + b.re}", "{a.re + b.im, a.im - b.re}")
+                } else {
+                    ("{a.re + b.im, a.im - b.re}", "{a.re - b.im, a.im + b.re}")
+                };
+                let _ = writeln!(w, "    v[{k}] = {yk};\n    v[{}] = {yrk};\n  }}", rad - k);
+            }
+        }
+    }
+    let _ = writeln!(w, "}}");
+}

@@ -1,0 +1,486 @@
+//! Generated FFT passes as plain data: the factorization of a line length into radices,
+//! one pass (Stockham transforms of a block of lines held in shared memory, loaded and
+//! stored through a three-level line map), the programs of passes that transform axes of a
+//! C-order array, and the twiddle tables. [`crate::cuda::fft`] renders a pass to CUDA C;
+//! [`host`] executes the same passes on the host (the CPU test of the algorithm).
+//!
+//! # The algorithm of one pass
+//! A pass transforms lines of length `n = r_0 * r_1 * ... * r_{s-1}` (radices from
+//! [`RADICES`]) by the Stockham autosort formulation: with `ns = r_0 * ... * r_{t-1}`
+//! before stage `t` of radix `r`, butterfly `j < n / r` reads `x[j + q * n / r]`
+//! (`q < r`), multiplies them by `w^{q * (j % ns) * n / (ns * r)}` (`w = e^{-2 pi i / n}`,
+//! conjugated for inverse transforms; no twiddles at the first stage), transforms them with
+//! an `r`-point DFT, and writes `y[(j / ns) * ns * r + j % ns + q * ns]`. After the last
+//! stage the line is in natural order. Twiddles come from a table of `w^k`, `k < n`,
+//! computed on the host in f64 and rounded once to the pass's precision ([`twiddles`]),
+//! never from `sincosf` on the device.
+//!
+//! # Lines and where they live
+//! Line `l < a * b * c` is `(la, lb, lc)` with `lc` fastest; its element `p` is read at
+//! `la * da + lb * db + lc * dc + p * stride` of the input, with the input's distances,
+//! and written at the same expression of the output's ([`LineMap`]). One map covers every
+//! axis of a C-order array (`[outer, n, inner]`: counts `(outer, 1, inner)`, distances
+//! `(n * inner, 0, 1)`, stride `inner`) and both passes of a long line split in two.
+//!
+//! # Lines longer than shared memory
+//! A line of `n = n1 * n2` is two passes (the "four-step" split, which is also what the
+//! Stockham stages compute when grouped): pass A transforms the `n2` sub-sequences
+//! `x[m + p * n2]` (length `n1`) into a work buffer at `m * n1 + k1`; pass B multiplies
+//! element `m` of line `k1` by `w_n^{m * k1}` (the pass's `twiddle_in`, from the table of
+//! length `n`) and transforms the `n1` lines `y[m * n1 + k1]` (length `n2`), writing
+//! `X[k1 + n1 * k2]`.
+
+pub mod host;
+
+use crate::DType;
+use smallvec::SmallVec;
+
+/// Radices a pass is built from.
+pub const RADICES: [usize; 6] = [8, 7, 5, 4, 3, 2];
+
+/// Largest line one pass holds in shared memory, in bytes: 4096 complex64 or 2048
+/// complex128 values.
+pub const MAX_LINE_BYTES: usize = 32768;
+
+/// Largest static shared memory of one block (CUDA's limit without opting in).
+pub const MAX_BLOCK_SHARED: usize = 49152;
+
+/// Most threads of one block.
+pub const MAX_THREADS: usize = 1024;
+
+/// Shared bytes of one line besides its elements (`ib`, `ob`, `lbv` of the kernel).
+const LINE_EXTRA: usize = 24;
+
+/// Threads per block a pass aims at when lines are short.
+const TARGET_THREADS: usize = 256;
+
+/// Lines per block a pass aims at when its loads or stores are strided (so that the lines'
+/// neighbouring elements fill memory transactions), shared memory allowing.
+const STRIDED_LINES: usize = 16;
+
+/// The radices of `n` in stage order, or `None` when `n` has a prime factor above 7 (or is
+/// 0). Powers of two use radix 8 and at most two radix-4 stages (radix 2 only for `n == 2`
+/// times odd factors); `1` has no stage.
+pub fn factor(n: usize) -> Option<SmallVec<[u8; 16]>> {
+    if n == 0 {
+        return None;
+    }
+    let mut m = n;
+    let mut odd: SmallVec<[u8; 16]> = SmallVec::new();
+    for p in [7usize, 5, 3] {
+        while m.is_multiple_of(p) {
+            odd.push(p as u8);
+            m /= p;
+        }
+    }
+    if !m.is_power_of_two() {
+        return None;
+    }
+    let k = m.trailing_zeros() as usize;
+    let mut r: SmallVec<[u8; 16]> = SmallVec::new();
+    match (k / 3, k % 3) {
+        (e, 0) => r.extend(std::iter::repeat_n(8, e)),
+        (0, 1) => r.push(2),
+        (e, 1) => {
+            r.extend(std::iter::repeat_n(8, e - 1));
+            r.extend([4, 4]);
+        }
+        (e, _) => {
+            r.extend(std::iter::repeat_n(8, e));
+            r.push(4);
+        }
+    }
+    r.extend(odd);
+    Some(r)
+}
+
+/// Bytes of one complex element of `dtype` (`C64` or `C128`), `None` for other dtypes.
+pub fn complex_size(dtype: DType) -> Option<usize> {
+    match dtype {
+        DType::C64 => Some(8),
+        DType::C128 => Some(16),
+        _ => None,
+    }
+}
+
+/// Whether one pass transforms lines of length `n` of `dtype` (in shared memory).
+pub fn one_pass(n: usize, dtype: DType) -> bool {
+    let Some(size) = complex_size(dtype) else {
+        return false;
+    };
+    match factor(n) {
+        Some(r) => n * size <= MAX_LINE_BYTES && threads_per_line(n, &r) <= MAX_THREADS,
+        None => false,
+    }
+}
+
+/// The split `(n1, n2)` of a line of length `n` into the two passes described in the
+/// module docs: both factors one-pass lengths, as close to `sqrt(n)` as possible. `None`
+/// when `n` is a one-pass length or has no such split.
+pub fn split(n: usize, dtype: DType) -> Option<(usize, usize)> {
+    if one_pass(n, dtype) {
+        return None;
+    }
+    let mut best: Option<(usize, usize)> = None;
+    let mut d = 2;
+    while d * d <= n {
+        if n.is_multiple_of(d) && one_pass(d, dtype) && one_pass(n / d, dtype) {
+            // the larger factor first: pass A's strided loads then cover more lines per
+            // block in pass B, which reads the work buffer strided as well
+            best = Some((n / d, d));
+        }
+        d += 1;
+    }
+    best
+}
+
+/// Whether the generated passes transform lines of length `n` of `dtype` (one pass, or two
+/// through a work buffer); lengths they do not cover go to the library FFT.
+pub fn covers(n: usize, dtype: DType) -> bool {
+    n >= 1 && (one_pass(n, dtype) || split(n, dtype).is_some())
+}
+
+/// Threads that share one line: one butterfly of the largest radix each (`n / r_max`);
+/// stages of smaller radices loop.
+fn threads_per_line(n: usize, radices: &[u8]) -> usize {
+    let rmax = radices.iter().copied().max().unwrap_or(1) as usize;
+    (n / rmax).max(1)
+}
+
+/// The twiddle table of length `n` in f64: `w^k = e^{-2 pi i k / n}` as `(re, im)`,
+/// `k < n`, with the angle reduced to `[-pi, pi]` before `sin_cos` (so every entry is
+/// within about one f64 rounding of the exact value).
+pub fn twiddles(n: usize) -> Vec<(f64, f64)> {
+    (0..n)
+        .map(|k| {
+            // k - n for k > n/2: the angle -2 pi k / n in [-pi, pi]
+            let kk = if 2 * k > n {
+                k as f64 - n as f64
+            } else {
+                k as f64
+            };
+            let (s, c) = (-2.0 * std::f64::consts::PI * kk / n as f64).sin_cos();
+            (c, s)
+        })
+        .collect()
+}
+
+/// Structure of one generated pass: everything its compiled kernel depends on (its cache
+/// key). Sizes of the batch, distances and strides are [`PassArgs`], kernel arguments.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub struct FftPass {
+    /// Line length.
+    pub n: u32,
+    /// Radices in stage order (product `n`; empty for `n == 1`).
+    pub radices: SmallVec<[u8; 16]>,
+    /// `C64` or `C128`.
+    pub dtype: DType,
+    /// Positive exponent (unnormalized inverse).
+    pub inverse: bool,
+    /// Lines each block transforms (its shared memory holds them all).
+    pub lines_per_block: u32,
+    /// Threads of a block working on one line.
+    pub threads_per_line: u32,
+    /// The load phase puts neighbouring lines on neighbouring threads (strided input),
+    /// else neighbouring elements of a line.
+    pub load_lines_fastest: bool,
+    /// The same for the store phase.
+    pub store_lines_fastest: bool,
+    /// Element `p` of a line whose middle line coordinate is `lb` is multiplied by
+    /// `W^{p * lb}` after its load, `W` the root of the second twiddle table (pass B of
+    /// a split line).
+    pub twiddle_in: bool,
+}
+
+/// Where element `p` of line `(la, lb, lc)` lives in a buffer: `la * dist[0] + lb *
+/// dist[1] + lc * dist[2] + p * stride` (elements).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Default)]
+pub struct LineMap {
+    /// Distances of the three line coordinates.
+    pub dist: [i64; 3],
+    /// Distance of neighbouring elements of a line.
+    pub stride: i64,
+}
+
+/// The launch arguments of one pass: the lines and where they are read and written.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Default)]
+pub struct PassArgs {
+    /// Counts of the line coordinates `(la, lb, lc)`; lines are their product.
+    pub lines: [u64; 3],
+    /// The input's map.
+    pub input: LineMap,
+    /// The output's map.
+    pub output: LineMap,
+    /// Length of the second twiddle table (`twiddle_in` passes), else 0.
+    pub big_n: u64,
+}
+
+impl PassArgs {
+    /// Number of lines.
+    pub fn line_count(&self) -> u64 {
+        self.lines.iter().product()
+    }
+}
+
+impl FftPass {
+    /// A pass over lines of length `n` (which [`one_pass`] must accept) with the thread
+    /// mapping chosen for the strides of its loads and stores.
+    pub fn new(
+        n: usize,
+        dtype: DType,
+        inverse: bool,
+        strided_load: bool,
+        strided_store: bool,
+        twiddle_in: bool,
+    ) -> FftPass {
+        let radices = factor(n).expect("a covered length");
+        let size = complex_size(dtype).expect("a complex dtype");
+        let tpl = threads_per_line(n, &radices);
+        // each line also takes its two base offsets and its middle coordinate (8 bytes each)
+        let by_shared = (MAX_BLOCK_SHARED / (n * size + LINE_EXTRA)).max(1);
+        let by_threads = (MAX_THREADS / tpl).max(1);
+        let mut lpb = (TARGET_THREADS / tpl).max(1);
+        if strided_load || strided_store {
+            lpb = lpb.max(STRIDED_LINES);
+        }
+        let lpb = lpb.min(by_shared).min(by_threads).max(1);
+        FftPass {
+            n: n as u32,
+            radices,
+            dtype,
+            inverse,
+            lines_per_block: lpb as u32,
+            threads_per_line: tpl as u32,
+            load_lines_fastest: strided_load,
+            store_lines_fastest: strided_store,
+            twiddle_in,
+        }
+    }
+
+    /// Threads per block.
+    pub fn block(&self) -> u32 {
+        self.lines_per_block * self.threads_per_line
+    }
+
+    /// Blocks of a launch over `lines` lines.
+    pub fn grid(&self, lines: u64) -> u64 {
+        lines.div_ceil(self.lines_per_block as u64)
+    }
+}
+
+/// A buffer of a program.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Buf {
+    /// The transform's input (read only).
+    Input,
+    /// The transform's output.
+    Output,
+    /// A work buffer of [`Program::work_len`] elements.
+    Work,
+}
+
+/// One launch of a program.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub struct Step {
+    /// The pass.
+    pub pass: FftPass,
+    /// Its arguments.
+    pub args: PassArgs,
+    /// The buffer it reads.
+    pub src: Buf,
+    /// The buffer it writes (may be `src`: a block reads all of its lines before it writes).
+    pub dst: Buf,
+}
+
+impl Step {
+    /// Length of the line twiddle table this step reads (`n` of its pass).
+    pub fn table_len(&self) -> usize {
+        self.pass.n as usize
+    }
+}
+
+/// The passes of an unnormalized C2C transform over some axes of a C-order array.
+#[derive(Clone, Debug, PartialEq, Eq, Hash, Default)]
+pub struct Program {
+    /// Launches in order.
+    pub steps: Vec<Step>,
+    /// Elements of the work buffer (0: none).
+    pub work_len: usize,
+}
+
+/// The program of an unnormalized C2C transform of a C-order array of `shape` and complex
+/// `dtype` along `axes` (each once, in range), from the input into the output: one pass per
+/// axis (two for a line longer than shared memory), the first reading the input, the
+/// others in place on the output. `None` when an axis length is not covered ([`covers`]),
+/// the dtype is not complex, or the array is empty (the caller keeps its other path).
+pub fn plan_c2c(shape: &[usize], axes: &[usize], dtype: DType, inverse: bool) -> Option<Program> {
+    complex_size(dtype)?;
+    if shape.contains(&0)
+        || axes.iter().any(|&a| a >= shape.len())
+        || axes.iter().any(|&a| !covers(shape[a], dtype))
+    {
+        return None;
+    }
+    // a length-1 axis is the identity; with nothing else to do, one pass copies
+    let mut todo: Vec<usize> = axes.iter().copied().filter(|&a| shape[a] > 1).collect();
+    if todo.is_empty() {
+        todo.push(*axes.first()?);
+    }
+    let mut prog = Program::default();
+    for (i, &ax) in todo.iter().enumerate() {
+        let n = shape[ax];
+        let outer: usize = shape[..ax].iter().product();
+        let inner: usize = shape[ax + 1..].iter().product();
+        let src = if i == 0 { Buf::Input } else { Buf::Output };
+        axis_steps(&mut prog, n, outer, inner, dtype, inverse, src);
+    }
+    Some(prog)
+}
+
+/// Appends the steps of one axis of length `n` (covered) of an `[outer, n, inner]` view,
+/// reading `src` and writing the output.
+fn axis_steps(
+    prog: &mut Program,
+    n: usize,
+    outer: usize,
+    inner: usize,
+    dtype: DType,
+    inverse: bool,
+    src: Buf,
+) {
+    let (ni, nn) = (inner as i64, n as i64);
+    let block = nn * ni;
+    match split(n, dtype) {
+        None => {
+            let map = LineMap {
+                dist: [block, 0, 1],
+                stride: ni,
+            };
+            prog.steps.push(Step {
+                pass: FftPass::new(n, dtype, inverse, inner > 1, inner > 1, false),
+                args: PassArgs {
+                    lines: [outer as u64, 1, inner as u64],
+                    input: map,
+                    output: map,
+                    big_n: 0,
+                },
+                src,
+                dst: Buf::Output,
+            });
+        }
+        Some((n1, n2)) => {
+            let (i1, i2) = (n1 as i64, n2 as i64);
+            prog.work_len = prog.work_len.max(outer * n * inner);
+            // pass A: line (o, m, i) reads x[m + p * n2], writes y[m * n1 + k1]
+            prog.steps.push(Step {
+                pass: FftPass::new(n1, dtype, inverse, true, inner > 1, false),
+                args: PassArgs {
+                    lines: [outer as u64, n2 as u64, inner as u64],
+                    input: LineMap {
+                        dist: [block, ni, 1],
+                        stride: i2 * ni,
+                    },
+                    output: LineMap {
+                        dist: [block, i1 * ni, 1],
+                        stride: ni,
+                    },
+                    big_n: 0,
+                },
+                src,
+                dst: Buf::Work,
+            });
+            // pass B: line (o, k1, i) reads y[m * n1 + k1] times w_n^(m k1), writes
+            // X[k1 + n1 * k2]
+            let map = LineMap {
+                dist: [block, ni, 1],
+                stride: i1 * ni,
+            };
+            prog.steps.push(Step {
+                pass: FftPass::new(n2, dtype, inverse, true, true, true),
+                args: PassArgs {
+                    lines: [outer as u64, n1 as u64, inner as u64],
+                    input: map,
+                    output: map,
+                    big_n: n as u64,
+                },
+                src: Buf::Work,
+                dst: Buf::Output,
+            });
+        }
+    }
+}
+
+/// The constants of an odd prime radix `r`: `(cos(2 pi k / r), sin(2 pi k / r))` for
+/// `k = 1..=(r-1)/2`, in f64 (the renderer prints them; the host executor rounds them to
+/// its precision the same way).
+pub fn odd_radix_constants(r: usize) -> Vec<(f64, f64)> {
+    (1..=(r - 1) / 2)
+        .map(|k| {
+            let (s, c) = (2.0 * std::f64::consts::PI * k as f64 / r as f64).sin_cos();
+            (c, s)
+        })
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn factorizations() {
+        let f = |n| factor(n).map(|v| v.to_vec());
+        assert_eq!(f(1), Some(vec![]));
+        assert_eq!(f(2), Some(vec![2]));
+        assert_eq!(f(16), Some(vec![4, 4]));
+        assert_eq!(f(32), Some(vec![8, 4]));
+        assert_eq!(f(1024), Some(vec![8, 8, 4, 4]));
+        assert_eq!(f(4096), Some(vec![8, 8, 8, 8]));
+        assert_eq!(f(1000), Some(vec![8, 5, 5, 5]));
+        assert_eq!(f(60), Some(vec![4, 5, 3]));
+        assert_eq!(f(11), None);
+        assert_eq!(f(0), None);
+        for n in 1..5000 {
+            if let Some(r) = factor(n) {
+                assert_eq!(r.iter().map(|&x| x as usize).product::<usize>(), n);
+            }
+        }
+    }
+
+    #[test]
+    fn coverage_and_splits() {
+        assert!(one_pass(4096, DType::C64));
+        assert!(!one_pass(4096, DType::C128));
+        assert!(one_pass(2048, DType::C128));
+        assert_eq!(split(1 << 14, DType::C64), Some((128, 128)));
+        assert_eq!(split(1 << 16, DType::C64), Some((256, 256)));
+        assert!(covers(1 << 24, DType::C64));
+        assert!(!covers(1 << 25, DType::C64));
+        assert!(!covers(22, DType::C64));
+        assert!(!covers(8, DType::F32));
+    }
+
+    #[test]
+    fn passes_fit_a_block() {
+        for n in 1..=4096 {
+            for dt in [DType::C64, DType::C128] {
+                if !one_pass(n, dt) {
+                    continue;
+                }
+                for strided in [false, true] {
+                    let p = FftPass::new(n, dt, false, strided, strided, false);
+                    assert!(p.block() as usize <= MAX_THREADS, "{p:?}");
+                    let per_line = n * complex_size(dt).unwrap() + LINE_EXTRA;
+                    let shared = p.lines_per_block as usize * per_line;
+                    assert!(shared <= MAX_BLOCK_SHARED, "{p:?}");
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn twiddle_table() {
+        let t = twiddles(8);
+        assert!((t[2].0).abs() < 1e-16 && (t[2].1 + 1.0).abs() < 1e-16);
+        assert!((t[6].1 - 1.0).abs() < 1e-16);
+    }
+}

@@ -1,0 +1,284 @@
+//! Tests of the generated FFT passes on the host: the host executor (same passes, radices,
+//! butterflies and rounded twiddles as the rendered CUDA C) against a compensated f64 DFT,
+//! with rustfft's error at the same length and precision as the yardstick; the rendered
+//! source's structure; and (where NVRTC is installed) its compilation.
+
+use lazyfuse_codegen::cuda::fft::{pack_args, render, ARG_BYTES};
+use lazyfuse_codegen::fft::{self, host, Buf, Program};
+use lazyfuse_codegen::DType;
+use num_complex::{Complex, Complex32, Complex64};
+
+/// Deterministic inputs in [-1, 1) (f32 values, exact in f64).
+fn input(len: usize, seed: u64) -> Vec<Complex64> {
+    let mut s = seed.wrapping_mul(0x9e37_79b9_7f4a_7c15) | 1;
+    let mut next = || {
+        s ^= s << 13;
+        s ^= s >> 7;
+        s ^= s << 17;
+        ((s >> 40) as f32 / (1u64 << 23) as f32 - 1.0) as f64
+    };
+    (0..len).map(|_| Complex64::new(next(), next())).collect()
+}
+
+/// `a + b` as a rounded sum and its error (Knuth's TwoSum).
+fn two_sum(a: f64, b: f64) -> (f64, f64) {
+    let s = a + b;
+    let bb = s - a;
+    (s, (a - (s - bb)) + (b - bb))
+}
+
+/// The DFT of `x` along the middle axis of `[outer, n, inner]`, summed with compensation
+/// (TwoSum), so that its own error stays near one f64 rounding per term at every length,
+/// below the error of any f64 FFT it checks (a plain sum's grows like `sqrt(n)` ulps).
+fn dft(x: &[Complex64], outer: usize, n: usize, inner: usize, inverse: bool) -> Vec<Complex64> {
+    let tw = fft::twiddles(n);
+    let mut out = vec![Complex64::default(); x.len()];
+    for o in 0..outer {
+        for i in 0..inner {
+            for k in 0..n {
+                let (mut re, mut rc, mut im, mut ic) = (0.0, 0.0, 0.0, 0.0);
+                for j in 0..n {
+                    let (c, mut s) = tw[(j * k) % n];
+                    if inverse {
+                        s = -s;
+                    }
+                    let v = x[(o * n + j) * inner + i];
+                    let (a, e) = two_sum(re, v.re * c - v.im * s);
+                    re = a;
+                    rc += e;
+                    let (a, e) = two_sum(im, v.re * s + v.im * c);
+                    im = a;
+                    ic += e;
+                }
+                out[(o * n + k) * inner + i] = Complex64::new(re + rc, im + ic);
+            }
+        }
+    }
+    out
+}
+
+/// Relative L2 error of `got` against `want`.
+fn rel_err<T: Copy + Into<f64>>(got: &[Complex<T>], want: &[Complex64]) -> f64 {
+    let (mut num, mut den) = (0.0, 0.0);
+    for (g, w) in got.iter().zip(want) {
+        let (gr, gi): (f64, f64) = (g.re.into(), g.im.into());
+        num += (gr - w.re).powi(2) + (gi - w.im).powi(2);
+        den += w.re * w.re + w.im * w.im;
+    }
+    if den == 0.0 {
+        num.sqrt()
+    } else {
+        (num / den).sqrt()
+    }
+}
+
+/// rustfft's result along the middle axis of `[outer, n, inner]`.
+fn rustfft_along<T: rustfft::FftNum>(
+    x: &[Complex<T>],
+    outer: usize,
+    n: usize,
+    inner: usize,
+    inverse: bool,
+) -> Vec<Complex<T>> {
+    let mut planner = rustfft::FftPlanner::<T>::new();
+    let plan = if inverse {
+        planner.plan_fft_inverse(n)
+    } else {
+        planner.plan_fft_forward(n)
+    };
+    let mut out = x.to_vec();
+    let mut line = vec![x[0]; n];
+    for o in 0..outer {
+        for i in 0..inner {
+            for (j, l) in line.iter_mut().enumerate() {
+                *l = x[(o * n + j) * inner + i];
+            }
+            plan.process(&mut line);
+            for (j, l) in line.iter().enumerate() {
+                out[(o * n + j) * inner + i] = *l;
+            }
+        }
+    }
+    out
+}
+
+/// The bound on the generated passes' relative L2 error: twice rustfft's at the same
+/// length and precision (the goal is "no worse than 2x cuFFT's"; rustfft stands in
+/// for cuFFT on the CPU: both are mixed-radix FFTs with twiddles accurate to one rounding,
+/// so their errors grow alike, like `eps * log n`), and never below one unit roundoff
+/// (at n <= 2 either may be exact or one rounding away).
+fn bound(rust_err: f64, eps: f64) -> f64 {
+    2.0 * rust_err.max(eps)
+}
+
+/// Checks the program for `shape` along `axis` in both precisions and directions.
+fn check_axis(shape: &[usize], axis: usize) {
+    let n = shape[axis];
+    let outer: usize = shape[..axis].iter().product();
+    let inner: usize = shape[axis + 1..].iter().product();
+    let x = input(shape.iter().product(), n as u64 * 7 + axis as u64);
+    for inverse in [false, true] {
+        let want = dft(&x, outer, n, inner, inverse);
+        // f32 / C64
+        let prog = fft::plan_c2c(shape, &[axis], DType::C64, inverse).expect("covered");
+        let x32: Vec<Complex32> = x
+            .iter()
+            .map(|z| Complex32::new(z.re as f32, z.im as f32))
+            .collect();
+        let got = host::run_program(&prog, &x32);
+        let err = rel_err(&got, &want);
+        let rust = rel_err(&rustfft_along(&x32, outer, n, inner, inverse), &want);
+        println!("C64 {shape:?} axis {axis} inverse {inverse}: {err:.2e} (rustfft {rust:.2e})");
+        assert!(
+            err <= bound(rust, f32::EPSILON as f64 / 2.0),
+            "C64 {shape:?} axis {axis} inverse {inverse}: error {err:.3e}, rustfft {rust:.3e}"
+        );
+        // f64 / C128
+        let prog = fft::plan_c2c(shape, &[axis], DType::C128, inverse).expect("covered");
+        let got = host::run_program(&prog, &x);
+        let err = rel_err(&got, &want);
+        let rust = rel_err(&rustfft_along(&x, outer, n, inner, inverse), &want);
+        println!("C128 {shape:?} axis {axis} inverse {inverse}: {err:.2e} (rustfft {rust:.2e})");
+        assert!(
+            err <= bound(rust, f64::EPSILON / 2.0),
+            "C128 {shape:?} axis {axis} inverse {inverse}: error {err:.3e}, rustfft {rust:.3e}"
+        );
+    }
+}
+
+#[test]
+fn last_axis_lengths() {
+    for n in [1, 2, 3, 5, 7, 8, 12, 60, 128, 1000, 4096] {
+        check_axis(&[3, n], 1);
+    }
+}
+
+#[test]
+fn beyond_shared_memory_two_passes() {
+    // 2^14: two passes of 128 through the work buffer in both precisions
+    let p = fft::plan_c2c(&[1, 1 << 14], &[1], DType::C64, false).unwrap();
+    assert_eq!(p.steps.len(), 2);
+    assert_eq!((p.steps[0].src, p.steps[0].dst), (Buf::Input, Buf::Work));
+    assert_eq!((p.steps[1].src, p.steps[1].dst), (Buf::Work, Buf::Output));
+    assert!(p.steps[1].pass.twiddle_in && p.steps[1].args.big_n == 1 << 14);
+    check_axis(&[1, 1 << 14], 1);
+}
+
+#[test]
+fn first_and_middle_axes() {
+    for n in [2, 3, 8, 12, 60, 128, 1000] {
+        check_axis(&[n, 5], 0);
+        check_axis(&[2, n, 3], 1);
+    }
+    // 4096 complex128 is two passes (64 x 64), along a strided axis
+    check_axis(&[4096, 3], 0);
+}
+
+#[test]
+fn several_axes_match_one_axis_at_a_time() {
+    let shape = [6, 8, 5];
+    let x: Vec<Complex32> = input(240, 3)
+        .iter()
+        .map(|z| Complex32::new(z.re as f32, z.im as f32))
+        .collect();
+    let all = fft::plan_c2c(&shape, &[0, 1, 2], DType::C64, false).unwrap();
+    assert_eq!(all.steps.len(), 3);
+    assert_eq!(all.steps[1].src, Buf::Output);
+    let got = host::run_program(&all, &x);
+    let mut want = x.clone();
+    for ax in [0, 1, 2] {
+        let p = fft::plan_c2c(&shape, &[ax], DType::C64, false).unwrap();
+        want = host::run_program(&p, &want);
+    }
+    assert_eq!(got, want);
+}
+
+#[test]
+fn uncovered_lengths_and_dtypes() {
+    assert!(fft::plan_c2c(&[4, 11], &[1], DType::C64, false).is_none());
+    assert!(fft::plan_c2c(&[4, 8], &[1], DType::F32, false).is_none());
+    assert!(fft::plan_c2c(&[0, 8], &[1], DType::C64, false).is_none());
+    // length-1 axes only: one copy pass
+    let p: Program = fft::plan_c2c(&[3, 1], &[1], DType::C64, false).unwrap();
+    assert_eq!(p.steps.len(), 1);
+}
+
+#[test]
+fn rendered_pass_structure() {
+    let p = fft::plan_c2c(&[7, 1000], &[1], DType::C64, false).unwrap();
+    let pass = &p.steps[0].pass;
+    let r = render(pass);
+    assert!(r.entry.starts_with("lf_fft_"));
+    let src = &r.source;
+    // the load and store hooks a fused pass replaces, by linear element index
+    assert!(
+        src.contains("lf_fft_load(const lf_fft_args& a, long long i)"),
+        "{src}"
+    );
+    assert!(src.contains("lf_fft_store(const lf_fft_args& a, long long i, c32 v)"));
+    // one stage block per radix, twiddles from the table, never sincos
+    assert_eq!(src.matches("// stage").count(), 4);
+    assert!(src.contains("a.tw["));
+    assert!(!src.contains("sincos") && !src.contains("__sinf"));
+    assert!(src.contains(&format!(
+        "__shared__ c32 sm[{}]",
+        pass.lines_per_block * 1000
+    )));
+    assert_eq!(r.block, pass.block());
+    // inverse differs; f64 uses c64
+    let inv = fft::plan_c2c(&[7, 1000], &[1], DType::C64, true).unwrap();
+    assert_ne!(render(&inv.steps[0].pass).entry, r.entry);
+    let d = fft::plan_c2c(&[7, 1000], &[1], DType::C128, false).unwrap();
+    assert!(render(&d.steps[0].pass).source.contains("c64 sm["));
+    // arguments: 15 eight-byte fields
+    let blob = pack_args(&p.steps[0].args, [1, 2, 3, 4]);
+    assert_eq!(blob.len(), ARG_BYTES);
+    assert_eq!(&blob[..8], &1u64.to_le_bytes());
+}
+
+#[test]
+fn rendered_passes_compile_with_nvrtc() {
+    // SAFETY: only tries to dlopen the library candidates.
+    let present = std::panic::catch_unwind(|| unsafe { cudarc::nvrtc::sys::is_culib_present() })
+        .unwrap_or(false);
+    if !present {
+        assert!(
+            std::env::var("LAZYFUSE_REQUIRE_NVRTC").as_deref() != Ok("1"),
+            "NVRTC required but not found"
+        );
+        eprintln!("NVRTC not found: compile check skipped");
+        return;
+    }
+    let mut passes = Vec::new();
+    for (shape, axis) in [
+        (vec![3usize, 1000], 1usize),
+        (vec![60, 5], 0),
+        (vec![1, 1 << 14], 1),
+        (vec![2, 7, 3], 1),
+        (vec![4, 1], 1),
+        // shared memory at its limit: strided 1024 complex64 lines, 4096 / 2048 per line
+        (vec![1024, 3], 0),
+        (vec![3, 4096], 1),
+        (vec![2048, 3], 0),
+        (vec![2, 2187], 1),
+    ] {
+        for dt in [DType::C64, DType::C128] {
+            for inv in [false, true] {
+                let p = fft::plan_c2c(&shape, &[axis], dt, inv).unwrap();
+                passes.extend(p.steps.into_iter().map(|s| s.pass));
+            }
+        }
+    }
+    for pass in passes {
+        let r = render(&pass);
+        let ptx = cudarc::nvrtc::compile_ptx_with_opts(
+            &r.source,
+            cudarc::nvrtc::CompileOptions {
+                arch: Some("sm_90"),
+                options: vec!["--std=c++17".into()],
+                ..Default::default()
+            },
+        );
+        assert!(ptx.is_ok(), "{:?}\n{}", ptx.err(), r.source);
+    }
+}

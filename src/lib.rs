@@ -124,6 +124,7 @@ mod api;
 mod array;
 mod config;
 mod device;
+pub mod distributed;
 pub mod doc;
 mod element;
 mod error;

@@ -339,21 +339,6 @@ impl Comms {
         })
     }
 
-    /// The number of ranks of the job.
-    pub(crate) fn world(&self) -> usize {
-        self.world
-    }
-
-    /// The number of this process's communicators.
-    pub(crate) fn local_count(&self) -> usize {
-        self.ranks.len()
-    }
-
-    /// The device of local communicator `local`.
-    pub(crate) fn device(&self, local: usize) -> &'static CudaDevice {
-        self.ranks[local].dev
-    }
-
     /// The rank of local communicator `local`.
     pub(crate) fn rank(&self, local: usize) -> usize {
         self.ranks[local].rank
@@ -600,11 +585,6 @@ impl Calls<'_> {
         };
         self.check(r, "ncclRecv")
     }
-}
-
-/// The NCCL type and the values per element of moving `dtype` as raw bytes.
-pub(crate) fn bytes_type(dtype: DType) -> (NcclType, usize) {
-    (NcclType::ncclUint8, dtype.size())
 }
 
 #[cfg(test)]

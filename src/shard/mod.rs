@@ -140,7 +140,8 @@ impl Mesh {
         Err(Error::Distributed {
             op: "Mesh::global",
             msg: format!(
-                "a mesh spanning {world} processes moves data through NCCL, which needs every                  rank on a GPU; this rank runs on {}",
+                "a mesh spanning {world} processes moves data through NCCL, which needs every \
+                 rank on a GPU; this rank runs on {}",
                 group.local_device()
             ),
         })

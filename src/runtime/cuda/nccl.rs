@@ -356,6 +356,7 @@ impl Comms {
     /// or network). Returns once the calls are queued.
     pub(crate) fn group<R>(&self, f: impl FnOnce(&mut Calls<'_>) -> Result<R>) -> Result<R> {
         let _guard = lock(&self.lock);
+        let _range = crate::nvtx::range(c"lazyfuse.nccl");
         let api = &self.lib.api;
         // SAFETY: ncclGroupStart has no arguments; it is paired with the ncclGroupEnd below.
         self.lib

@@ -87,7 +87,12 @@ fn slurm_and_mpi_variables_with_the_default_port() {
     assert_eq!(l.master, Some(("head".into(), 29400)));
     assert_eq!(l.timeout, Duration::from_millis(2500));
     // the local rank defaults to the rank (one host)
-    let l = parse(&[("SLURM_PROCID", "1"), ("SLURM_NTASKS", "2"), ("MASTER_ADDR", "h")]).unwrap();
+    let l = parse(&[
+        ("SLURM_PROCID", "1"),
+        ("SLURM_NTASKS", "2"),
+        ("MASTER_ADDR", "h"),
+    ])
+    .unwrap();
     assert_eq!(l.local_rank, 1);
 }
 
@@ -103,7 +108,10 @@ fn torchrun_inside_slurm_takes_torchruns_variables() {
         ("MASTER_PORT", "29500"),
     ])
     .unwrap();
-    assert_eq!((l.launcher, l.rank, l.world_size), (Launcher::Torchrun, 6, 8));
+    assert_eq!(
+        (l.launcher, l.rank, l.world_size),
+        (Launcher::Torchrun, 6, 8)
+    );
 }
 
 #[test]
@@ -113,7 +121,10 @@ fn no_variables_is_a_world_of_one() {
     assert_eq!((l.rank, l.world_size, l.master.clone()), (0, 1, None));
     // one process needs no rendezvous address
     let l = parse(&[("RANK", "0"), ("WORLD_SIZE", "1")]).unwrap();
-    assert_eq!((l.launcher, l.world_size, l.master), (Launcher::Torchrun, 1, None));
+    assert_eq!(
+        (l.launcher, l.world_size, l.master),
+        (Launcher::Torchrun, 1, None)
+    );
 }
 
 #[test]
@@ -122,23 +133,52 @@ fn malformed_launches_are_errors_naming_the_variable() {
     let with = |extra: &[(&'static str, &'static str)]| -> Vec<(&'static str, &'static str)> {
         two.iter().chain(extra).copied().collect()
     };
-    let cases: Vec<(Vec<(&str, &str)>, &[&str])> = vec![
-        (with(&[("RANK", "one"), ("WORLD_SIZE", "2")]), &["RANK=\"one\"", "non-negative integer"]),
-        (with(&[("RANK", "-1"), ("WORLD_SIZE", "2")]), &["RANK=\"-1\""]),
-        (with(&[("RANK", "0"), ("WORLD_SIZE", "0")]), &["WORLD_SIZE=\"0\"", "at least one"]),
-        (with(&[("RANK", "2"), ("WORLD_SIZE", "2")]), &["RANK=2", "WORLD_SIZE=2"]),
-        (with(&[("RANK", "1")]), &["RANK is set but WORLD_SIZE is not"]),
-        (with(&[("WORLD_SIZE", "4")]), &["WORLD_SIZE=\"4\" is set but RANK is not"]),
-        (with(&[("SLURM_NTASKS", "4")]), &["SLURM_NTASKS", "SLURM_PROCID is not"]),
+    type Case = (Vec<(&'static str, &'static str)>, &'static [&'static str]);
+    let cases: Vec<Case> = vec![
         (
-            with(&[("SLURM_PROCID", "1"), ("SLURM_NTASKS", "2"), ("SLURM_LOCALID", "x")]),
+            with(&[("RANK", "one"), ("WORLD_SIZE", "2")]),
+            &["RANK=\"one\"", "non-negative integer"],
+        ),
+        (
+            with(&[("RANK", "-1"), ("WORLD_SIZE", "2")]),
+            &["RANK=\"-1\""],
+        ),
+        (
+            with(&[("RANK", "0"), ("WORLD_SIZE", "0")]),
+            &["WORLD_SIZE=\"0\"", "at least one"],
+        ),
+        (
+            with(&[("RANK", "2"), ("WORLD_SIZE", "2")]),
+            &["RANK=2", "WORLD_SIZE=2"],
+        ),
+        (
+            with(&[("RANK", "1")]),
+            &["RANK is set but WORLD_SIZE is not"],
+        ),
+        (
+            with(&[("WORLD_SIZE", "4")]),
+            &["WORLD_SIZE=\"4\" is set but RANK is not"],
+        ),
+        (
+            with(&[("SLURM_NTASKS", "4")]),
+            &["SLURM_NTASKS", "SLURM_PROCID is not"],
+        ),
+        (
+            with(&[
+                ("SLURM_PROCID", "1"),
+                ("SLURM_NTASKS", "2"),
+                ("SLURM_LOCALID", "x"),
+            ]),
             &["SLURM_LOCALID=\"x\""],
         ),
         (
             with(&[("OMPI_COMM_WORLD_RANK", "3"), ("OMPI_COMM_WORLD_SIZE", "2")]),
             &["OMPI_COMM_WORLD_RANK=3", "OMPI_COMM_WORLD_SIZE=2"],
         ),
-        (vec![("RANK", "1"), ("WORLD_SIZE", "2")], &["MASTER_ADDR is not set", "2 processes"]),
+        (
+            vec![("RANK", "1"), ("WORLD_SIZE", "2")],
+            &["MASTER_ADDR is not set", "2 processes"],
+        ),
         (
             with(&[("RANK", "1"), ("WORLD_SIZE", "2"), ("MASTER_PORT", "70000")]),
             &["MASTER_PORT=\"70000\""],
@@ -147,8 +187,14 @@ fn malformed_launches_are_errors_naming_the_variable() {
             with(&[("RANK", "1"), ("WORLD_SIZE", "2"), ("MASTER_PORT", "0")]),
             &["MASTER_PORT=\"0\""],
         ),
-        (vec![("LAZYFUSE_DIST_TIMEOUT", "-3")], &["LAZYFUSE_DIST_TIMEOUT=\"-3\""]),
-        (vec![("LAZYFUSE_DIST_TIMEOUT", "soon")], &["LAZYFUSE_DIST_TIMEOUT=\"soon\""]),
+        (
+            vec![("LAZYFUSE_DIST_TIMEOUT", "-3")],
+            &["LAZYFUSE_DIST_TIMEOUT=\"-3\""],
+        ),
+        (
+            vec![("LAZYFUSE_DIST_TIMEOUT", "soon")],
+            &["LAZYFUSE_DIST_TIMEOUT=\"soon\""],
+        ),
     ];
     for (vars, wants) in cases {
         let e = parse_err(&vars);
@@ -202,7 +248,10 @@ fn meet_threads(
             })
         })
         .collect();
-    handles.into_iter().map(|h| h.join().expect("rank thread")).collect()
+    handles
+        .into_iter()
+        .map(|h| h.join().expect("rank thread"))
+        .collect()
 }
 
 #[test]
@@ -249,7 +298,11 @@ fn a_barrier_waits_for_the_last_rank() {
     })
     .expect("rendezvous");
     r.barrier().expect("barrier");
-    assert!(t0.elapsed() >= Duration::from_millis(300), "{:?}", t0.elapsed());
+    assert!(
+        t0.elapsed() >= Duration::from_millis(300),
+        "{:?}",
+        t0.elapsed()
+    );
     late.join().unwrap();
 }
 
@@ -293,7 +346,11 @@ fn duplicate_ranks_and_different_world_sizes_are_errors() {
     let got = meet_threads(&[(0, 2), (1, 3)], Duration::from_secs(20));
     let e0 = err_of(&got[0]);
     assert!(e0.contains("world size of 3, rank 0 has 2"), "{e0}");
-    assert!(err_of(&got[1]).contains("world size of 3"), "{}", err_of(&got[1]));
+    assert!(
+        err_of(&got[1]).contains("world size of 3"),
+        "{}",
+        err_of(&got[1])
+    );
 }
 
 #[test]
@@ -310,7 +367,11 @@ fn an_unreachable_rank_0_is_an_error_naming_the_address() {
         ..l
     };
     let e = lf::distributed::rendezvous(&bad, || Ok(fake_id())).expect_err("no such host");
-    assert!(e.to_string().contains("MASTER_ADDR=\"no-such-host.invalid\""), "{e}");
+    assert!(
+        e.to_string()
+            .contains("MASTER_ADDR=\"no-such-host.invalid\""),
+        "{e}"
+    );
 }
 
 #[test]
@@ -325,8 +386,14 @@ fn a_barrier_names_a_rank_whose_process_ended() {
     gone.join().unwrap();
     let start = std::time::Instant::now();
     let e = r.barrier().expect_err("rank 1 is gone").to_string();
-    assert!(start.elapsed() < Duration::from_secs(10), "no wait for a closed connection");
-    assert!(e.contains("rank(s) 1 of 2 did not reach the barrier"), "{e}");
+    assert!(
+        start.elapsed() < Duration::from_secs(10),
+        "no wait for a closed connection"
+    );
+    assert!(
+        e.contains("rank(s) 1 of 2 did not reach the barrier"),
+        "{e}"
+    );
     assert!(e.contains("closed"), "{e}");
 }
 
@@ -376,7 +443,9 @@ fn cpu_ranks_form_a_group_but_no_global_mesh() {
                 let g = lf::distributed::init_with(&l, &Device::cpu()).expect("cpu group");
                 assert_eq!((g.rank(), g.world_size()), (rank, world));
                 g.barrier().expect("barrier");
-                let e = Mesh::global(&g).expect_err("no NCCL between CPUs").to_string();
+                let e = Mesh::global(&g)
+                    .expect_err("no NCCL between CPUs")
+                    .to_string();
                 assert!(e.contains("Mesh::global") && e.contains("NCCL"), "{e}");
                 g.barrier().expect("barrier");
             })
@@ -470,7 +539,10 @@ fn two_processes_meet_and_exchange_a_payload() {
         for (rank, o) in outs.iter().enumerate() {
             let stdout = String::from_utf8_lossy(&o.stdout);
             let stderr = String::from_utf8_lossy(&o.stderr);
-            assert!(o.status.success(), "{name} rank {rank} failed:\n{stdout}\n{stderr}");
+            assert!(
+                o.status.success(),
+                "{name} rank {rank} failed:\n{stdout}\n{stderr}"
+            );
             assert!(
                 stdout.contains(&format!(
                     "CHILD rank {rank} world 2 launcher {name} device cpu"
@@ -505,7 +577,10 @@ fn nccl_mesh(d: &Device) -> Mesh {
         let m = m.unwrap_or_else(|e| panic!("a one-rank NCCL mesh on {d}: {e}"));
         assert_eq!(m.backend(), Backend::Nccl);
         // picked by default too
-        assert_eq!(Mesh::new(std::slice::from_ref(d)).unwrap().backend(), Backend::Nccl);
+        assert_eq!(
+            Mesh::new(std::slice::from_ref(d)).unwrap().backend(),
+            Backend::Nccl
+        );
         m
     } else {
         let e = m.expect_err("NCCL on the cpu").to_string();
@@ -551,7 +626,11 @@ fn collectives(mesh: &Mesh, d: &Device) -> Vec<(&'static str, Vec<f64>, Vec<f64>
     let mut out = Vec::new();
     let s0 = a.shard(mesh, 0).unwrap();
     // all-reduce: sums of every NCCL type, a product, NaN-propagating maxima, integers
-    out.push(("sum f64", whole(&s0.sum_axes(&[0], false).unwrap()), flat(nd.sum_axis(Axis(0)))));
+    out.push((
+        "sum f64",
+        whole(&s0.sum_axes(&[0], false).unwrap()),
+        flat(nd.sum_axis(Axis(0))),
+    ));
     let f32s = a.astype(DType::F32).shard(mesh, 1).unwrap();
     let want32: f64 = a.astype(DType::F32).sum().item_as::<f64>().unwrap();
     out.push(("sum f32", whole(&f32s.sum().unwrap()), vec![want32]));
@@ -569,7 +648,11 @@ fn collectives(mesh: &Mesh, d: &Device) -> Vec<(&'static str, Vec<f64>, Vec<f64>
     let col_min: Vec<f64> = (0..8)
         .map(|j| (0..6).map(|i| iv[i * 8 + j]).min().unwrap() as f64)
         .collect();
-    out.push(("min i32", whole(&i32s.min_axes(&[0], false).unwrap()), col_min));
+    out.push((
+        "min i32",
+        whole(&i32s.min_axes(&[0], false).unwrap()),
+        col_min,
+    ));
     out.push((
         "sum i32 keepdims",
         whole(&i32s.sum_axes(&[0], true).unwrap()),
@@ -595,11 +678,21 @@ fn collectives(mesh: &Mesh, d: &Device) -> Vec<(&'static str, Vec<f64>, Vec<f64>
         .map(|j| {
             (0..6)
                 .map(|i| nan[[i, j]] as f32 as f64)
-                .fold(f64::NEG_INFINITY, |m, v| if m.is_nan() || v.is_nan() { f64::NAN } else { m.max(v) })
+                .fold(f64::NEG_INFINITY, |m, v| {
+                    if m.is_nan() || v.is_nan() {
+                        f64::NAN
+                    } else {
+                        m.max(v)
+                    }
+                })
         })
         .collect();
     let m32 = an.astype(DType::F32).shard(mesh, 0).unwrap();
-    out.push(("max f32 with NaN", whole(&m32.max_axes(&[0], false).unwrap()), col_max));
+    out.push((
+        "max f32 with NaN",
+        whole(&m32.max_axes(&[0], false).unwrap()),
+        col_max,
+    ));
     out.push((
         "mean f64",
         whole(&s0.mean_axes(&[0], false).unwrap()),
@@ -623,10 +716,25 @@ fn collectives(mesh: &Mesh, d: &Device) -> Vec<(&'static str, Vec<f64>, Vec<f64>
     assert_eq!(rs.placement(), Placement::Split(0));
     out.push(("reduce-scatter", whole(&rs), flat(nd.sum_axis(Axis(0)))));
     let rs = s0.sum_axes_split(&[0], true, 1).unwrap();
-    assert_eq!((rs.placement(), rs.shape()), (Placement::Split(1), &[1usize, 8][..]));
-    out.push(("reduce-scatter keepdims", whole(&rs), flat(nd.sum_axis(Axis(0)))));
-    let ms = a.shard(mesh, 1).unwrap().mean_axes_split(&[1], false, 0).unwrap();
-    out.push(("mean reduce-scatter", whole(&ms), flat(nd.mean_axis(Axis(1)).unwrap())));
+    assert_eq!(
+        (rs.placement(), rs.shape()),
+        (Placement::Split(1), &[1usize, 8][..])
+    );
+    out.push((
+        "reduce-scatter keepdims",
+        whole(&rs),
+        flat(nd.sum_axis(Axis(0))),
+    ));
+    let ms = a
+        .shard(mesh, 1)
+        .unwrap()
+        .mean_axes_split(&[1], false, 0)
+        .unwrap();
+    out.push((
+        "mean reduce-scatter",
+        whole(&ms),
+        flat(nd.mean_axis(Axis(1)).unwrap()),
+    ));
     // gather to rank 0
     let g = s0.gather_to_rank(0).unwrap().expect("rank 0");
     out.push(("gather_to_rank", values(&g), flat(nd.clone())));
@@ -638,9 +746,9 @@ fn collectives(mesh: &Mesh, d: &Device) -> Vec<(&'static str, Vec<f64>, Vec<f64>
 
 fn close(a: &[f64], b: &[f64], tol: f64) -> bool {
     a.len() == b.len()
-        && a.iter().zip(b).all(|(x, y)| {
-            (x.is_nan() && y.is_nan()) || (x - y).abs() <= tol * (1.0 + y.abs())
-        })
+        && a.iter()
+            .zip(b)
+            .all(|(x, y)| (x.is_nan() && y.is_nan()) || (x - y).abs() <= tol * (1.0 + y.abs()))
 }
 
 device_test!(one_rank_collectives_match_the_host_staged_backend_and_numpy);
@@ -654,7 +762,9 @@ fn one_rank_collectives_match_the_host_staged_backend_and_numpy(d: &Device) {
     for ((name, v, want), (_, b, _)) in got.iter().zip(&base) {
         // one rank: the same values bit for bit as the host-staged backend
         let same = v.len() == b.len()
-            && v.iter().zip(b).all(|(x, y)| x.to_bits() == y.to_bits() || (x.is_nan() && y.is_nan()));
+            && v.iter()
+                .zip(b)
+                .all(|(x, y)| x.to_bits() == y.to_bits() || (x.is_nan() && y.is_nan()));
         assert!(same, "{name} on {d}: nccl {v:?} host-staged {b:?}");
         assert!(close(v, want, 1e-5), "{name} on {d}: {v:?}, numpy {want:?}");
     }
@@ -662,9 +772,15 @@ fn one_rank_collectives_match_the_host_staged_backend_and_numpy(d: &Device) {
         // an NCCL collective is queued when it is built: its result is evaluated already
         let (_, a) = data(&[4, 4], 3, d);
         let s = a.shard(&nccl, 0).unwrap().sum().unwrap();
-        assert!(s.parts()[0].is_evaluated(), "all-reduce queued at build time");
+        assert!(
+            s.parts()[0].is_evaluated(),
+            "all-reduce queued at build time"
+        );
         let s = a.shard(&host, 0).unwrap().sum().unwrap();
-        assert!(!s.parts()[0].is_evaluated(), "the host-staged backend stays lazy");
+        assert!(
+            !s.parts()[0].is_evaluated(),
+            "the host-staged backend stays lazy"
+        );
     }
 }
 
@@ -674,6 +790,7 @@ fn one_rank_collectives_match_the_host_staged_backend_and_numpy(d: &Device) {
 
 /// Set in a child process started with a library name that does not exist.
 const NCCL_CHILD: &str = "LAZYFUSE_TEST_NCCL_CHILD";
+#[cfg(feature = "cuda")]
 const MISSING: &str = "/nonexistent/lazyfuse-test/libnccl.so.2";
 
 #[test]
@@ -712,22 +829,37 @@ fn nccl_that_cannot_be_loaded_is_an_error_saying_so() {
         .expect("spawn");
     let stdout = String::from_utf8_lossy(&o.stdout);
     let stderr = String::from_utf8_lossy(&o.stderr);
-    assert!(o.status.success(), "child failed (a panic?):\n{stdout}\n{stderr}");
+    assert!(
+        o.status.success(),
+        "child failed (a panic?):\n{stdout}\n{stderr}"
+    );
     let line = |k: &str| -> String {
         stdout
             .lines()
-            .find_map(|l| l.split_once(&format!("CHILD {k} ")).map(|(_, v)| v.to_string()))
+            .find_map(|l| {
+                l.split_once(&format!("CHILD {k} "))
+                    .map(|(_, v)| v.to_string())
+            })
             .unwrap_or_else(|| panic!("child printed no {k}:\n{stdout}\n{stderr}"))
     };
     let v = line("version_err");
     assert!(v.contains("NCCL cannot be loaded"), "{v}");
     assert!(v.contains(MISSING), "{v}");
-    assert!(v.contains("LD_LIBRARY_PATH") && v.contains("LAZYFUSE_NCCL_LIBRARY"), "{v}");
+    assert!(
+        v.contains("LD_LIBRARY_PATH") && v.contains("LAZYFUSE_NCCL_LIBRARY"),
+        "{v}"
+    );
     if common::cuda_device().is_some() {
-        assert!(line("mesh_err").contains("NCCL cannot be loaded"), "{stdout}");
+        assert!(
+            line("mesh_err").contains("NCCL cannot be loaded"),
+            "{stdout}"
+        );
         assert_eq!(line("auto"), "Transfer");
         assert_eq!(line("sum_ok"), "true");
-        assert!(line("init_err").contains("NCCL cannot be loaded"), "{stdout}");
+        assert!(
+            line("init_err").contains("NCCL cannot be loaded"),
+            "{stdout}"
+        );
     }
 }
 
@@ -757,9 +889,21 @@ fn copies_between_two_gpus_are_peer_copies() {
         let y = x.to_device(dst);
         let (r, calls) = lf::debug::driver_calls(|| y.eval());
         r.unwrap();
-        assert_eq!(calls.count("cuMemcpyPeerAsync"), 1, "{src} -> {dst}: {calls}");
-        assert_eq!(calls.count("cuMemcpyDtoHAsync"), 0, "{src} -> {dst}: {calls}");
-        assert_eq!(calls.count("cuMemcpyHtoDAsync"), 0, "{src} -> {dst}: {calls}");
+        assert_eq!(
+            calls.count("cuMemcpyPeerAsync"),
+            1,
+            "{src} -> {dst}: {calls}"
+        );
+        assert_eq!(
+            calls.count("cuMemcpyDtoHAsync"),
+            0,
+            "{src} -> {dst}: {calls}"
+        );
+        assert_eq!(
+            calls.count("cuMemcpyHtoDAsync"),
+            0,
+            "{src} -> {dst}: {calls}"
+        );
         assert_eq!(&y.device(), dst);
         assert_eq!(y.to_host::<f64>().unwrap(), nd);
         // the copy is ordered after work queued on the source and before work after it
@@ -775,9 +919,14 @@ fn a_two_gpu_nccl_mesh_matches_the_host_staged_backend() {
     };
     let devs = [d0.clone(), d1];
     let nccl = Mesh::new(&devs).unwrap();
-    assert_eq!(nccl.backend(), Backend::Nccl, "NCCL must load for this test");
+    assert_eq!(
+        nccl.backend(),
+        Backend::Nccl,
+        "NCCL must load for this test"
+    );
     let host = Mesh::with_backend(&devs, Backend::Transfer).unwrap();
-    for ((name, v, want), (_, b, _)) in collectives(&nccl, &d0).iter().zip(&collectives(&host, &d0)) {
+    for ((name, v, want), (_, b, _)) in collectives(&nccl, &d0).iter().zip(&collectives(&host, &d0))
+    {
         assert!(close(v, b, 1e-12), "{name}: nccl {v:?} host-staged {b:?}");
         assert!(close(v, want, 1e-5), "{name}: {v:?}, numpy {want:?}");
     }

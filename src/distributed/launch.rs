@@ -160,7 +160,9 @@ impl Launch {
         };
         let world_size = number(size_var, &size)?;
         if world_size == 0 {
-            return Err(bad(format!("{size_var}={size:?}: a job has at least one process")));
+            return Err(bad(format!(
+                "{size_var}={size:?}: a job has at least one process"
+            )));
         }
         if rank >= world_size {
             return Err(bad(format!(

@@ -88,14 +88,14 @@ pub fn init_with(launch: &Launch, device: &Device) -> Result<Group> {
     })?;
     #[cfg(feature = "cuda")]
     let comms = match device {
-        Device::Cuda(d) if nccl && meeting.is_nccl_id() => Some(Arc::new(
-            crate::runtime::cuda::nccl::Comms::for_rank(
+        Device::Cuda(d) if nccl && meeting.is_nccl_id() => {
+            Some(Arc::new(crate::runtime::cuda::nccl::Comms::for_rank(
                 d,
                 launch.rank,
                 launch.world_size,
                 meeting.payload(),
-            )?,
-        )),
+            )?))
+        }
         _ => None,
     };
     Ok(Group {

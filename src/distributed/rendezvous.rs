@@ -304,7 +304,8 @@ impl Rendezvous {
         from: SocketAddr,
         deadline: Instant,
     ) -> Result<Option<(usize, usize, u8)>> {
-        let io = |e: std::io::Error| err("rendezvous", format!("rank 0, connection from {from}: {e}"));
+        let io =
+            |e: std::io::Error| err("rendezvous", format!("rank 0, connection from {from}: {e}"));
         s.set_nonblocking(false).map_err(io)?;
         s.set_nodelay(true).map_err(io)?;
         s.set_read_timeout(Some(left(deadline))).map_err(io)?;
@@ -357,7 +358,8 @@ impl Rendezvous {
                 ),
             ));
         };
-        let io = |e: std::io::Error| err("rendezvous", format!("rank {rank} at {}: {e}", self.place));
+        let io =
+            |e: std::io::Error| err("rendezvous", format!("rank {rank} at {}: {e}", self.place));
         s.set_nodelay(true).map_err(io)?;
         let mut hello = Vec::with_capacity(16);
         hello.extend_from_slice(MAGIC);
@@ -380,7 +382,10 @@ impl Rendezvous {
         }
         if status[0] != 0 {
             let msg = read_message(&mut s);
-            return Err(err("rendezvous", format!("rank {rank}: rank 0 reports: {msg}")));
+            return Err(err(
+                "rendezvous",
+                format!("rank {rank}: rank 0 reports: {msg}"),
+            ));
         }
         s.read_exact(&mut status[1..]).map_err(io)?;
         self.kind = status[1];
@@ -400,7 +405,10 @@ impl Rendezvous {
                 let io = |e: std::io::Error| {
                     err(
                         "barrier",
-                        format!("rank {}: connection to rank 0 at {}: {e}", self.rank, self.place),
+                        format!(
+                            "rank {}: connection to rank 0 at {}: {e}",
+                            self.rank, self.place
+                        ),
                     )
                 };
                 s.write_all(b"B").map_err(io)?;

@@ -149,7 +149,11 @@ pub(crate) fn lazy_gather(parts: &[Array], axis: usize, dst: &Device) -> Array {
 }
 
 /// The all-to-all of `pieces` from lazy device copies and concatenations.
-pub(crate) fn lazy_all_to_all(pieces: &[Vec<Array>], axis: usize, devices: &[Device]) -> Vec<Array> {
+pub(crate) fn lazy_all_to_all(
+    pieces: &[Vec<Array>],
+    axis: usize,
+    devices: &[Device],
+) -> Vec<Array> {
     devices
         .iter()
         .enumerate()

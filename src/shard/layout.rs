@@ -55,7 +55,9 @@ impl Sharded {
                             .collect()
                     })
                     .collect();
-                self.mesh.coll().all_to_all(&pieces, a, self.mesh.devices())?
+                self.mesh
+                    .coll()
+                    .all_to_all(&pieces, a, self.mesh.devices())?
             }
             Placement::Replicated => self
                 .parts
@@ -124,10 +126,11 @@ impl Sharded {
     pub fn replicated(&self) -> Result<Sharded> {
         let parts = match self.placement {
             Placement::Replicated => return Ok(self.clone()),
-            Placement::Split(a) => self
-                .mesh
-                .coll()
-                .all_gather(&self.parts, a, self.mesh.devices())?,
+            Placement::Split(a) => {
+                self.mesh
+                    .coll()
+                    .all_gather(&self.parts, a, self.mesh.devices())?
+            }
         };
         Ok(Sharded {
             parts,

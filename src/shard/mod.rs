@@ -103,8 +103,7 @@ impl Mesh {
             #[cfg(not(feature = "cuda"))]
             Backend::Nccl => {
                 return Err(Error::NoCuda(
-                    "lazyfuse was built without the `cuda` feature, which NCCL meshes need"
-                        .into(),
+                    "lazyfuse was built without the `cuda` feature, which NCCL meshes need".into(),
                 ))
             }
             #[cfg(feature = "cuda")]

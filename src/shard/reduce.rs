@@ -111,7 +111,13 @@ impl Sharded {
     /// axis add nothing, and a max or min of one would have no identity, so only blocks
     /// holding elements take part (all of them when none does, so that the local
     /// reduction reports the empty case). A mean's partials are sums (`op` is `Sum`).
-    fn partials(&self, op: ReduceOp, norm: &[usize], keepdims: bool, a: usize) -> Vec<Option<Array>> {
+    fn partials(
+        &self,
+        op: ReduceOp,
+        norm: &[usize],
+        keepdims: bool,
+        a: usize,
+    ) -> Vec<Option<Array>> {
         let ax: Vec<isize> = norm.iter().map(|&k| k as isize).collect();
         let none_takes = self.parts.iter().all(|p| p.shape()[a] == 0);
         self.parts

@@ -54,13 +54,35 @@ struct Api {
     comm_destroy: unsafe extern "C" fn(Comm) -> Res,
     comm_get_async_error: unsafe extern "C" fn(Comm, *mut c_int) -> Res,
     get_error_string: unsafe extern "C" fn(Res) -> *const c_char,
-    all_reduce:
-        unsafe extern "C" fn(*const c_void, *mut c_void, usize, NcclType, NcclOp, Comm, Stream) -> Res,
-    broadcast:
-        unsafe extern "C" fn(*const c_void, *mut c_void, usize, NcclType, c_int, Comm, Stream) -> Res,
-    all_gather: unsafe extern "C" fn(*const c_void, *mut c_void, usize, NcclType, Comm, Stream) -> Res,
-    reduce_scatter:
-        unsafe extern "C" fn(*const c_void, *mut c_void, usize, NcclType, NcclOp, Comm, Stream) -> Res,
+    all_reduce: unsafe extern "C" fn(
+        *const c_void,
+        *mut c_void,
+        usize,
+        NcclType,
+        NcclOp,
+        Comm,
+        Stream,
+    ) -> Res,
+    broadcast: unsafe extern "C" fn(
+        *const c_void,
+        *mut c_void,
+        usize,
+        NcclType,
+        c_int,
+        Comm,
+        Stream,
+    ) -> Res,
+    all_gather:
+        unsafe extern "C" fn(*const c_void, *mut c_void, usize, NcclType, Comm, Stream) -> Res,
+    reduce_scatter: unsafe extern "C" fn(
+        *const c_void,
+        *mut c_void,
+        usize,
+        NcclType,
+        NcclOp,
+        Comm,
+        Stream,
+    ) -> Res,
     send: unsafe extern "C" fn(*const c_void, usize, NcclType, c_int, Comm, Stream) -> Res,
     recv: unsafe extern "C" fn(*mut c_void, usize, NcclType, c_int, Comm, Stream) -> Res,
     group_start: unsafe extern "C" fn() -> Res,
@@ -275,7 +297,12 @@ impl std::fmt::Debug for Comms {
             .iter()
             .map(|r| format!("rank {} on cuda:{}", r.rank, r.dev.ordinal()))
             .collect();
-        write!(f, "Comms({} of {}: {ranks:?})", self.ranks.len(), self.world)
+        write!(
+            f,
+            "Comms({} of {}: {ranks:?})",
+            self.ranks.len(),
+            self.world
+        )
     }
 }
 
@@ -293,7 +320,11 @@ impl Comms {
         let mut comms: Vec<Comm> = vec![std::ptr::null_mut(); devs.len()];
         // SAFETY: `comms` has room for one handle per device of `ordinals`.
         let r = unsafe {
-            (lib.api.comm_init_all)(comms.as_mut_ptr(), ordinals.len() as c_int, ordinals.as_ptr())
+            (lib.api.comm_init_all)(
+                comms.as_mut_ptr(),
+                ordinals.len() as c_int,
+                ordinals.as_ptr(),
+            )
         };
         lib.check(r, "ncclCommInitAll")?;
         let set = Arc::new(Comms {
@@ -364,9 +395,7 @@ impl Comms {
         let mut calls = Calls { set: self };
         let r = f(&mut calls);
         // SAFETY: ends the group started above (also after an error, as NCCL requires).
-        let end = self
-            .lib
-            .check(unsafe { (api.group_end)() }, "ncclGroupEnd");
+        let end = self.lib.check(unsafe { (api.group_end)() }, "ncclGroupEnd");
         let out = r?;
         end?;
         self.check_async()?;
@@ -397,7 +426,12 @@ pub(crate) struct Calls<'a> {
 impl Calls<'_> {
     /// The raw stream of `local`'s device that this thread queues on, with `reads` and
     /// `writes` ordered on it.
-    fn stream(&self, local: usize, reads: &[&CudaBuffer], writes: &[&CudaBuffer]) -> Result<Stream> {
+    fn stream(
+        &self,
+        local: usize,
+        reads: &[&CudaBuffer],
+        writes: &[&CudaBuffer],
+    ) -> Result<Stream> {
         let r = &self.set.ranks[local];
         for b in reads.iter().chain(writes) {
             if b.device().ordinal() != r.dev.ordinal() {

@@ -760,12 +760,12 @@ fn one_rank_collectives_match_the_host_staged_backend_and_numpy(d: &Device) {
     let base = collectives(&host, d);
     assert_eq!(got.len(), base.len());
     for ((name, v, want), (_, b, _)) in got.iter().zip(&base) {
-        // one rank: the same values bit for bit as the host-staged backend
-        let same = v.len() == b.len()
-            && v.iter()
-                .zip(b)
-                .all(|(x, y)| x.to_bits() == y.to_bits() || (x.is_nan() && y.is_nan()));
-        assert!(same, "{name} on {d}: nccl {v:?} host-staged {b:?}");
+        // one rank: the values of the host-staged backend (the same local kernels; NCCL
+        // only copies), and NumPy's within float rounding
+        assert!(
+            close(v, b, 1e-12),
+            "{name} on {d}: nccl {v:?} host-staged {b:?}"
+        );
         assert!(close(v, want, 1e-5), "{name} on {d}: {v:?}, numpy {want:?}");
     }
     if d.is_cuda() {

@@ -209,15 +209,18 @@ impl Launch {
         })
     }
 
-    /// The device this process uses: CUDA device `local_rank` when the default device is a
-    /// GPU (device 0 when the process sees only one GPU, as under a launcher that gives each
-    /// process its own), else the CPU. An error when the host has several GPUs but none of
-    /// ordinal `local_rank`.
+    /// The device this process uses: CUDA device `local_rank` when CUDA is usable (device 0
+    /// when the process sees only one GPU, as under a launcher that gives each process its
+    /// own), else the CPU; `LAZYFUSE_DEVICE=cpu` forces the CPU. No other GPU is touched
+    /// (opening device 0 in every process would put a context of each on it). An error
+    /// when the host has several GPUs but none of ordinal `local_rank`.
     pub fn local_device(&self) -> Result<Device> {
-        if !Device::try_default()?.is_cuda() {
+        let forced_cpu =
+            crate::config::device_var().is_ok_and(|v| v.trim().eq_ignore_ascii_case("cpu"));
+        let count = Device::cuda_count();
+        if forced_cpu || count == 0 {
             return Ok(Device::Cpu);
         }
-        let count = Device::cuda_count();
         let ordinal = match count {
             1 => 0,
             n if self.local_rank < n => self.local_rank,

@@ -57,7 +57,8 @@ struct Inner {
 
 /// Joins the job this process was started in: [`Launch::from_env`] reads the launcher's
 /// variables, [`Launch::local_device`] picks the device (CUDA device `LOCAL_RANK` when a
-/// GPU is usable, else the CPU), and [`init_with`] meets the other ranks. Without launcher
+/// GPU is usable, else the CPU; `LAZYFUSE_DEVICE=cpu` forces the CPU), and [`init_with`]
+/// meets the other ranks. Without launcher
 /// variables this is a world of one and returns at once.
 ///
 /// Call it once per process and keep the group; every rank must call it.

@@ -327,9 +327,15 @@ fn stand_in(shape: &[usize], dtype: DType, dev: &Device) -> Array {
     Array::zeros_on(shape, dtype, dev)
 }
 
-/// The buffers of `arrays`, evaluated in one plan.
+/// The buffers of `arrays`, evaluated in one plan (an array listed twice, as a part sent
+/// to every block, is one root).
 fn evaluated(arrays: &[Array]) -> Result<Vec<Arc<Buffer>>> {
-    let refs: Vec<&Array> = arrays.iter().collect();
+    let mut refs: Vec<&Array> = Vec::with_capacity(arrays.len());
+    for a in arrays {
+        if !refs.iter().any(|r| Arc::ptr_eq(&r.node, &a.node)) {
+            refs.push(a);
+        }
+    }
     crate::eval(&refs)?;
     arrays.iter().map(|a| a.buffer()).collect()
 }

@@ -201,7 +201,8 @@ impl Nccl {
             recvs.push((self.local_of(m.dst).unwrap_or(0), m.src, recv));
         }
         // issued in move order on both ends, so that NCCL pairs each send with its receive
-        comms.group(|c| {
+        let moved: usize = sends.iter().map(|s| s.2).sum();
+        comms.group("send/recv", moved as u64, |c| {
             let mut s = sends.iter();
             for (m, (rl, src, recv)) in moves.iter().zip(&recvs) {
                 if m.array.size() > 0 && self.local_of(m.src).is_some() {
@@ -403,7 +404,7 @@ impl Collectives for Nccl {
         };
         let outs = self.alloc(&comms, &locals, dtype, n)?;
         let bytes = n * dtype.size();
-        comms.group(|c| {
+        comms.group("broadcast", (bytes * locals.len()) as u64, |c| {
             for (&(b, l), out) in locals.iter().zip(&outs) {
                 let send = match (&root, b) {
                     (Some(r), 0) => Some(cuda_of(r)?),
@@ -448,7 +449,8 @@ impl Collectives for Nccl {
             .collect();
         let bufs = evaluated(&inputs)?;
         let outs = self.alloc(&comms, &locals, dtype, n)?;
-        comms.group(|c| {
+        let bytes = (2 * n * dtype.size() * locals.len()) as u64;
+        comms.group("all_reduce", bytes, |c| {
             for ((&(_, l), b), out) in locals.iter().zip(&bufs).zip(&outs) {
                 c.all_reduce(l, cuda_of(b)?, out, ty, n * per, nccl_op(op))?;
             }
@@ -504,7 +506,8 @@ impl Collectives for Nccl {
         let bufs = evaluated(&inputs)?;
         let outs = self.alloc(&comms, &locals, dtype, k * n)?;
         let bytes = n * dtype.size();
-        comms.group(|c| {
+        let moved = ((k + 1) * bytes * locals.len()) as u64;
+        comms.group("all_gather", moved, |c| {
             for ((&(_, l), b), out) in locals.iter().zip(&bufs).zip(&outs) {
                 c.all_gather(l, cuda_of(b)?, out, NcclType::ncclUint8, bytes)?;
             }
@@ -556,7 +559,8 @@ impl Collectives for Nccl {
         let bufs = evaluated(&inputs)?;
         let chunk = n / k;
         let outs = self.alloc(&comms, &locals, dtype, chunk)?;
-        comms.group(|c| {
+        let moved = ((n + chunk) * dtype.size() * locals.len()) as u64;
+        comms.group("reduce_scatter", moved, |c| {
             for ((&(_, l), b), out) in locals.iter().zip(&bufs).zip(&outs) {
                 c.reduce_scatter(l, cuda_of(b)?, out, ty, chunk * per, nccl_op(op))?;
             }

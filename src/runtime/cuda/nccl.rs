@@ -384,10 +384,18 @@ impl Comms {
 
     /// Runs `f`, which queues calls through [`Calls`], as one NCCL group under the set's
     /// lock, then asks every communicator of the set for asynchronous errors (a failed peer
-    /// or network). Returns once the calls are queued.
-    pub(crate) fn group<R>(&self, f: impl FnOnce(&mut Calls<'_>) -> Result<R>) -> Result<R> {
+    /// or network). Returns once the calls are queued. Profiled as one library step `nccl
+    /// {what}` of `bytes` bytes on the set's first device of this process.
+    pub(crate) fn group<R>(
+        &self,
+        what: &'static str,
+        bytes: u64,
+        f: impl FnOnce(&mut Calls<'_>) -> Result<R>,
+    ) -> Result<R> {
         let _guard = lock(&self.lock);
         let _range = crate::nvtx::range(c"lazyfuse.nccl");
+        let dev = crate::Device::Cuda(self.ranks[0].dev);
+        let probe = crate::profile::begin(&dev);
         let api = &self.lib.api;
         // SAFETY: ncclGroupStart has no arguments; it is paired with the ncclGroupEnd below.
         self.lib
@@ -399,6 +407,12 @@ impl Comms {
         let out = r?;
         end?;
         self.check_async()?;
+        let detail = format!(
+            "{} of {} ranks in this process",
+            self.ranks.len(),
+            self.world
+        );
+        crate::profile::library_done(probe, &dev, format!("nccl {what}"), detail, bytes);
         Ok(out)
     }
 

@@ -166,8 +166,8 @@ pub(crate) fn load(names: &[String]) -> std::result::Result<NcclLib, String> {
     }
     Err(format!(
         "NCCL cannot be loaded (tried {}). Put the directory of libnccl.so.2 on \
-         LD_LIBRARY_PATH (a pip install keeps it in site-packages/nvidia/nccl/lib) or name the \
-         library in LAZYFUSE_NCCL_LIBRARY",
+         LD_LIBRARY_PATH (a pip install keeps it under site-packages/nvidia/, e.g. \
+         nvidia/nccl/lib) or name the library in LAZYFUSE_NCCL_LIBRARY",
         why.join("; ")
     ))
 }

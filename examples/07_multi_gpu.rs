@@ -7,6 +7,11 @@
 //! to 4096 on CUDA, 256 on the CPU; STEPS to 20; SHARDS to the number of GPUs, or 2 on the
 //! CPU: more shards than devices are dealt out round-robin, so one GPU can hold several).
 //!
+//! Under a launcher (one process per GPU: `torchrun --nproc-per-node=8 target/release/
+//! examples/07_multi_gpu`, or `srun`/`mpirun` with `MASTER_ADDR` set) the mesh is
+//! `lf::Mesh::global`: every rank runs this program on its own GPU, holds its block, and
+//! rank 0 prints (SHARDS is then the number of ranks). See docs/distributed.md.
+//!
 //! The field is split by rows. `fft2` transforms the rows in place, moves the data so
 //! that every device holds whole columns (all-to-all), and transforms those: the spectrum
 //! is split by columns, where the multiplier is split the same way; `ifft2` runs the
@@ -47,32 +52,44 @@ fn main() -> lf::Result<()> {
         .skip(1)
         .filter_map(|a| a.parse().ok())
         .collect();
+    // a world of one without launcher variables
+    let group = lf::distributed::init()?;
+    let lead = group.rank() == 0;
     let gpus = Device::cuda_count();
-    let available: Vec<Device> = match gpus {
-        0 => vec![Device::cpu()],
-        g => (0..g).map(Device::cuda).collect::<lf::Result<_>>()?,
+    let mesh = if group.world_size() > 1 {
+        Mesh::global(&group)?
+    } else {
+        let available: Vec<Device> = match gpus {
+            0 => vec![Device::cpu()],
+            g => (0..g).map(Device::cuda).collect::<lf::Result<_>>()?,
+        };
+        let shards = nums
+            .get(2)
+            .copied()
+            .unwrap_or(if gpus > 0 { gpus } else { 2 })
+            .max(1);
+        let devices: Vec<Device> = (0..shards)
+            .map(|i| available[i % available.len()].clone())
+            .collect();
+        Mesh::new(&devices)?
     };
-    let shards = nums
-        .get(2)
-        .copied()
-        .unwrap_or(if gpus > 0 { gpus } else { 2 })
-        .max(1);
-    let devices: Vec<Device> = (0..shards)
-        .map(|i| available[i % available.len()].clone())
-        .collect();
     let n = nums
         .first()
         .copied()
         .unwrap_or(if gpus > 0 { 4096 } else { 256 });
     let steps = nums.get(1).copied().unwrap_or(20).max(1);
-    let mesh = Mesh::new(&devices)?;
-    let first = devices[0].clone();
-    println!(
-        "sim100 step, {n}x{n} f32, {steps} steps, {} shards on {:?} ({})",
-        mesh.len(),
-        mesh.devices(),
-        first.name()
-    );
+    let first = mesh.devices()[0].clone();
+    if lead {
+        println!(
+            "sim100 step, {n}x{n} f32, {steps} steps, {} shards on {:?} ({}, {} process(es), \
+             collectives: {:?})",
+            mesh.len(),
+            mesh.distinct_devices(),
+            first.name(),
+            group.world_size(),
+            mesh.backend()
+        );
+    }
 
     let mult = multiplier(n, &first);
     let u0 = lf::with_default_device(&first, || lf::random::normal(&[n, n], DType::F32, 0) * 0.1);
@@ -88,10 +105,12 @@ fn main() -> lf::Result<()> {
         u.eval()?;
     }
     mesh.synchronize()?;
-    println!(
-        "first two steps: {:.1} ms",
-        t0.elapsed().as_secs_f64() * 1e3
-    );
+    if lead {
+        println!(
+            "first two steps: {:.1} ms",
+            t0.elapsed().as_secs_f64() * 1e3
+        );
+    }
 
     let t = Instant::now();
     for _ in 2..steps {
@@ -100,10 +119,12 @@ fn main() -> lf::Result<()> {
     }
     mesh.synchronize()?;
     let timed = steps.saturating_sub(2).max(1);
-    println!(
-        "sharded: {:.3} ms/step",
-        t.elapsed().as_secs_f64() * 1e3 / timed as f64
-    );
+    if lead {
+        println!(
+            "sharded: {:.3} ms/step",
+            t.elapsed().as_secs_f64() * 1e3 / timed as f64
+        );
+    }
 
     // one more step, profiled: where each device's time went
     let (r, report) = lf::profile(|| -> lf::Result<Sharded> {
@@ -113,15 +134,21 @@ fn main() -> lf::Result<()> {
         Ok(next)
     });
     u = r?;
+    let whole = u.gather_to_rank(0)?;
+    group.barrier()?;
+    let Some(whole) = whole else {
+        return Ok(()); // ranks other than 0 are done
+    };
     println!("per device, one step:");
     for (dev, time, calls) in report.per_device() {
         println!(
-            "  {dev:<8} {:>9.3} ms in {calls} kernels and library calls",
+            "  {dev:<8} {:>9.3} ms in {calls} kernels and library calls (NCCL included)",
             time.as_secs_f64() * 1e3
         );
     }
     println!(
-        "  copies   {:>9.3} ms, {:.1} MiB (through host memory)",
+        "  copies   {:>9.3} ms, {:.1} MiB (peer copies between GPUs; to and from the host \
+         through host memory)",
         report.total_time(EntryKind::DeviceCopy).as_secs_f64() * 1e3,
         report.total_bytes(EntryKind::DeviceCopy) as f64 / (1 << 20) as f64
     );
@@ -138,7 +165,7 @@ fn main() -> lf::Result<()> {
         "one device: {:.3} ms/step (including the first)",
         t.elapsed().as_secs_f64() * 1e3 / (steps + 1) as f64
     );
-    let diff = (u.gather()? - &v).abs().max().item::<f32>()?;
+    let diff = (whole - &v).abs().max().item::<f32>()?;
     println!("max |sharded - single device| = {diff:.3e}");
     Ok(())
 }

@@ -206,6 +206,25 @@ pub(crate) fn nvtx_injection_path(name: &str) -> Option<OsString> {
     std::env::var_os(name).filter(|p| !p.is_empty())
 }
 
+/// The NCCL library to load (`LAZYFUSE_NCCL_LIBRARY`: a path or a file name), read now;
+/// `None` when unset or empty (the usual names are searched).
+#[cfg_attr(not(feature = "cuda"), allow(dead_code))]
+pub(crate) fn nccl_library() -> Option<String> {
+    var("LAZYFUSE_NCCL_LIBRARY").filter(|v| !v.trim().is_empty())
+}
+
+/// A launcher's variable (`RANK`, `SLURM_PROCID`, `MASTER_ADDR`, ..., and
+/// `LAZYFUSE_DIST_TIMEOUT`), read now: `Ok(None)` when unset, the raw value when it is not
+/// Unicode. Read on demand by `lf::distributed::init` rather than kept in [`Config`]: a
+/// launcher describes one start of the process, and `Launch::from_env` is the one reader.
+pub(crate) fn launcher_var(name: &str) -> std::result::Result<Option<String>, OsString> {
+    match std::env::var(name) {
+        Ok(v) => Ok(Some(v)),
+        Err(std::env::VarError::NotPresent) => Ok(None),
+        Err(std::env::VarError::NotUnicode(v)) => Err(v),
+    }
+}
+
 /// Turns fusion on (default) or off. With fusion off every operation is its own kernel:
 /// the honest baseline for fused-vs-unfused comparisons. `LAZYFUSE_NOFUSE=1` sets it off
 /// at start.

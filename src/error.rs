@@ -120,6 +120,18 @@ pub enum Error {
         source_path: String,
     },
 
+    // --- several devices or processes ---
+    /// A collective or a multi-process setup that failed: NCCL that cannot be loaded or
+    /// reports an error, a rendezvous between ranks that failed or timed out (the message
+    /// names the address, the launcher variables and the ranks involved).
+    #[error("{op}: {msg}")]
+    Distributed {
+        /// The operation (`ncclAllReduce`, `rendezvous`, `barrier`, `Mesh::global`, ...).
+        op: &'static str,
+        /// What went wrong.
+        msg: String,
+    },
+
     // --- internal ---
     /// The generated kernel IR was malformed (a bug in lazyfuse).
     #[error("internal error in {op}: {msg}")]

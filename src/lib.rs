@@ -110,6 +110,10 @@
 //!     generated kernels: needed to run anything on the GPU;
 //!   - `libcufft` (CUDA 12.x or 13.x) for FFTs and `libcublas` (CUDA 12.x or 13.x) for
 //!     matmuls; an FFT or matmul on the GPU without them is an [`Error`].
+//!   - `libnccl.so.2` (NCCL 2.7 or newer; the `nvidia-nccl-cu12`/`-cu13` wheels, or
+//!     `LAZYFUSE_NCCL_LIBRARY`) for collectives between GPUs and for one process per GPU
+//!     ([`distributed`], [`doc::distributed`]); without it a mesh of GPUs moves data with
+//!     its own copies, and a multi-process job is an [`Error`] saying NCCL cannot be loaded.
 //!
 //!   These come with a CUDA toolkit or as PyPI wheels (`nvidia-cuda-nvrtc`, `nvidia-cufft`,
 //!   `nvidia-cublas`). The bindings are built for CUDA 13.0 (cudarc's `cuda-13000`) and
@@ -124,6 +128,7 @@ mod api;
 mod array;
 mod config;
 mod device;
+pub mod distributed;
 pub mod doc;
 mod element;
 mod error;

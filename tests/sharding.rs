@@ -392,7 +392,7 @@ fn reshard_moves_the_split_and_keeps_the_values(d: &Device) {
                         check_blocks(&r, to);
                         assert_eq!(host(&r, &shape, DType::F64), nd, "{from}->{to}");
                     }
-                    let rep = s.replicated();
+                    let rep = s.replicated().expect("all-gather");
                     assert_eq!(rep.placement(), Placement::Replicated);
                     for p in rep.parts() {
                         assert_eq!(p.to_host::<f64>().unwrap(), nd);
@@ -570,7 +570,7 @@ device_test!(replicated_arrays_work_blockwise);
 fn replicated_arrays_work_blockwise(d: &Device) {
     let mesh = Mesh::new(&[d.clone(), d.clone(), d.clone()]).unwrap();
     let (nd, a) = data(&[4, 6], 81, d);
-    let r = a.replicate(&mesh);
+    let r = a.replicate(&mesh).expect("broadcast");
     assert_eq!(r.placement(), Placement::Replicated);
     assert_eq!(r.axis(), None);
     let y = (&r * 2.0).sum_axes(&[1], false).unwrap();

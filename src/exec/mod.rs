@@ -309,10 +309,10 @@ pub(crate) fn execute(sched: &Schedule) -> Result<()> {
                 let b = buffer_of(src)?;
                 let probe = profile::begin_wall();
                 let range = nvtx::range(c"lazyfuse.to_device");
-                let host = runtime::download(&b, 0, b.len())?;
-                let out = runtime::upload(&dst.device, host)?;
+                let (out, peer) = runtime::copy_to(&b, &dst.device)?;
                 drop(range);
-                let bytes = 2 * bytes_of(&[&out]);
+                // a peer copy moves the bytes once; through the host, down and up
+                let bytes = if peer { 1 } else { 2 } * bytes_of(&[&out]);
                 let detail = format!("{} -> {}", src.device, dst.device);
                 profile::host_done(
                     probe,

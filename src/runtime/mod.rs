@@ -225,6 +225,20 @@ pub(crate) fn download_into(buf: &Buffer, dst: &mut [u8]) -> Result<()> {
     }
 }
 
+/// A copy of `buf` on `dst` (another device), with whether it went device to device: one
+/// peer copy between two GPUs (`cuMemcpyPeerAsync` on `dst`'s stream, never through host
+/// memory), otherwise a download and an upload.
+pub(crate) fn copy_to(buf: &Buffer, dst: &Device) -> Result<(Buffer, bool)> {
+    #[cfg(feature = "cuda")]
+    if let (Buffer::Cuda(c), Device::Cuda(d)) = (buf, dst) {
+        if c.device().ordinal() != d.ordinal() {
+            return Ok((Buffer::Cuda(d.copy_from_peer(c)?), true));
+        }
+    }
+    let host = download(buf, 0, buf.len())?;
+    Ok((upload(dst, host)?, false))
+}
+
 /// Runs `copy` (a readback of `c` returning its result and the bytes it moved) with the
 /// profile's entries and the transfer counters.
 fn profiled_readback<R>(

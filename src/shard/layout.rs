@@ -2,6 +2,7 @@
 //! (all-gather), and the rolls, pads and ranges along the split axis whose output blocks
 //! are assembled from the input blocks they overlap (halo exchange).
 
+use super::collective::Move;
 use super::{axis_in, offsets, split_sizes, Placement, Sharded};
 use crate::{Array, Error, Result};
 
@@ -54,7 +55,9 @@ impl Sharded {
                             .collect()
                     })
                     .collect();
-                self.mesh.coll().all_to_all(&pieces, a, self.mesh.devices())
+                self.mesh
+                    .coll()
+                    .all_to_all(&pieces, a, self.mesh.devices())?
             }
             Placement::Replicated => self
                 .parts
@@ -118,23 +121,23 @@ impl Sharded {
         }
     }
 
-    /// The whole array on every device ([`Placement::Replicated`]; an all-gather). Lazy.
-    pub fn replicated(&self) -> Sharded {
+    /// The whole array on every device ([`Placement::Replicated`]; an all-gather: lazy
+    /// copies and concatenations on the host-staged backend, `ncclAllGather` on NCCL).
+    pub fn replicated(&self) -> Result<Sharded> {
         let parts = match self.placement {
-            Placement::Replicated => return self.clone(),
-            Placement::Split(a) => self
-                .mesh
-                .devices()
-                .iter()
-                .map(|d| self.mesh.coll().gather(&self.parts, a, d))
-                .collect(),
+            Placement::Replicated => return Ok(self.clone()),
+            Placement::Split(a) => {
+                self.mesh
+                    .coll()
+                    .all_gather(&self.parts, a, self.mesh.devices())?
+            }
         };
-        Sharded {
+        Ok(Sharded {
             parts,
             placement: Placement::Replicated,
             shape: self.shape.clone(),
             mesh: self.mesh.clone(),
-        }
+        })
     }
 
     /// `numpy.roll(a, shift, axis)`, lazily. Along the split axis each output block is
@@ -152,7 +155,7 @@ impl Sharded {
             return Ok(self.clone());
         }
         let s = shift.rem_euclid(n as isize) as usize;
-        Ok(self.exchange(a, n, &roll_runs(n, s), 0.0))
+        self.exchange(a, n, &roll_runs(n, s), 0.0)
     }
 
     /// Positions `start..stop` along `axis` (clipped to the axis, as NumPy's slicing;
@@ -174,7 +177,7 @@ impl Sharded {
             len,
             src: Source::Input(start),
         }];
-        Ok(self.exchange(a, len, &runs, 0.0))
+        self.exchange(a, len, &runs, 0.0)
     }
 
     /// Constant padding, as [`Array::pad`] (`widths` holds one `(before, after)` pair for
@@ -224,51 +227,75 @@ impl Sharded {
                 src: Source::Fill,
             },
         ];
-        Ok(x.exchange(a, before + n + after, &runs, value))
+        x.exchange(a, before + n + after, &runs, value)
     }
 
     /// The array whose split axis `a` has `out_len` positions filled by `runs` (covering
     /// `0..out_len` in order), split into `array_split` blocks: each block joins, on its
-    /// device, the slices of the input blocks and the fills its positions come from.
-    fn exchange(&self, a: usize, out_len: usize, runs: &[Run], fill: f64) -> Sharded {
+    /// device, the slices of the input blocks and the fills its positions come from. The
+    /// slices move in one batch ([`Collectives::exchange`](super::collective::Collectives)).
+    fn exchange(&self, a: usize, out_len: usize, runs: &[Run], fill: f64) -> Result<Sharded> {
         let k = self.mesh.len();
         let in_sizes: Vec<usize> = self.parts.iter().map(|p| p.shape()[a]).collect();
         let out_sizes = split_sizes(out_len, k);
         let out_offs = offsets(&out_sizes);
-        let coll = self.mesh.coll();
-        let mut shape = self.parts[0].shape().to_vec();
-        let parts = (0..k)
+        let pieces: Vec<Vec<Piece>> = (0..k)
             .map(|i| {
-                let dev = &self.mesh.devices()[i];
                 let (lo, hi) = (out_offs[i], out_offs[i] + out_sizes[i]);
-                let pieces: Vec<Array> = block_pieces(&in_sizes, lo, hi, runs)
-                    .into_iter()
-                    .map(|piece| match piece {
-                        Piece::Fill(len) => {
-                            shape[a] = len;
-                            Array::full_on(&shape, fill, self.dtype(), dev)
-                        }
-                        Piece::Block { j, start, stop } => {
-                            coll.send(&self.parts[j].slice_axis(a, start, stop), dev)
-                        }
-                    })
-                    .collect();
-                if pieces.is_empty() {
-                    shape[a] = 0;
-                    return Array::zeros_on(&shape, self.dtype(), dev);
-                }
-                let refs: Vec<&Array> = pieces.iter().collect();
-                crate::concatenate(&refs, a as isize)
+                block_pieces(&in_sizes, lo, hi, runs)
             })
             .collect();
+        let moves: Vec<Move> = pieces
+            .iter()
+            .enumerate()
+            .flat_map(|(i, ps)| {
+                ps.iter().filter_map(move |piece| match *piece {
+                    Piece::Block { j, start, stop } => Some(Move {
+                        src: j,
+                        dst: i,
+                        array: self.parts[j].slice_axis(a, start, stop),
+                    }),
+                    Piece::Fill(_) => None,
+                })
+            })
+            .collect();
+        let mut moved = self
+            .mesh
+            .coll()
+            .exchange(&moves, self.mesh.devices())?
+            .into_iter();
+        let mut shape = self.parts[0].shape().to_vec();
+        let mut parts = Vec::with_capacity(k);
+        for (i, ps) in pieces.iter().enumerate() {
+            let dev = &self.mesh.devices()[i];
+            let mut joined: Vec<Array> = Vec::with_capacity(ps.len());
+            for piece in ps {
+                joined.push(match piece {
+                    Piece::Fill(len) => {
+                        shape[a] = *len;
+                        Array::full_on(&shape, fill, self.dtype(), dev)
+                    }
+                    Piece::Block { .. } => moved
+                        .next()
+                        .ok_or_else(|| crate::Error::internal("exchange", "moves out of step"))?,
+                });
+            }
+            parts.push(if joined.is_empty() {
+                shape[a] = 0;
+                Array::zeros_on(&shape, self.dtype(), dev)
+            } else {
+                let refs: Vec<&Array> = joined.iter().collect();
+                crate::concatenate(&refs, a as isize)
+            });
+        }
         let mut full = self.parts[0].shape().to_vec();
         full[a] = out_len;
-        Sharded {
+        Ok(Sharded {
             parts,
             placement: Placement::Split(a),
             shape: full,
             mesh: self.mesh.clone(),
-        }
+        })
     }
 }
 

@@ -33,38 +33,116 @@
 pub(crate) mod collective;
 mod fft;
 mod layout;
+#[cfg(feature = "cuda")]
+mod nccl;
 mod ops;
 mod reduce;
 
 use crate::shape::norm_axis;
 use crate::{Array, DType, Device, Error, Result};
-use collective::{Collectives, Transfer};
+use collective::{Collectives, Move, Transfer};
 use std::fmt;
 use std::sync::Arc;
+
+/// The transport of a mesh's collectives ([`Mesh::with_backend`], [`Mesh::backend`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum Backend {
+    /// NCCL for a mesh of distinct GPUs when NCCL can be loaded, the host-staged
+    /// [`Backend::Transfer`] otherwise (what [`Mesh::new`] picks).
+    Auto,
+    /// The library's own lazy device copies, slices and concatenations: any devices of one
+    /// process (CPU meshes, a GPU listed several times, mixed meshes); a copy between two
+    /// GPUs is one peer copy, between the host and a GPU it goes through host memory.
+    Transfer,
+    /// NCCL's collectives on the devices' streams: distinct GPUs, one communicator per
+    /// device (or, for [`Mesh::global`], per process). A collective evaluates its inputs
+    /// when it is built and queues the NCCL calls then, without waiting on the host.
+    Nccl,
+}
 
 /// The devices a sharded array is spread over, in block order. A device may appear
 /// several times: a mesh `[cpu, cpu, cpu]` has three shards on the host (the stand-in
 /// for several GPUs that tests run on), `[cuda:0, cuda:0]` two on one GPU.
+///
+/// A mesh made by [`Mesh::global`] spans the processes of a job: block `r` lives in rank
+/// `r`'s process, on its device. There, [`Mesh::devices`] lists this process's device for
+/// every block, the blocks of other ranks in a [`Sharded`] are stand-ins of the right shape
+/// that are never evaluated (see [`Mesh::local_block`]), and data between blocks moves
+/// through NCCL.
 #[derive(Clone)]
 pub struct Mesh {
     devices: Arc<[Device]>,
     collectives: Arc<dyn Collectives>,
+    backend: Backend,
 }
 
 impl Mesh {
     /// A mesh over `devices` (block `i` of a sharded array lives on `devices[i]`); an
-    /// error for an empty list. Data between shards moves through the library's own lazy
-    /// device copies, slices and concatenations.
+    /// error for an empty list. Collectives run through NCCL when the devices are distinct
+    /// GPUs and NCCL can be loaded, otherwise through the library's own lazy device copies,
+    /// slices and concatenations ([`Backend::Auto`]).
     pub fn new(devices: &[Device]) -> Result<Mesh> {
+        Mesh::with_backend(devices, Backend::Auto)
+    }
+
+    /// A mesh over `devices` whose collectives use `backend`. [`Backend::Nccl`] is an error
+    /// unless the devices are distinct GPUs and NCCL can be loaded (the message says which,
+    /// and for a missing library where it was looked for).
+    pub fn with_backend(devices: &[Device], backend: Backend) -> Result<Mesh> {
         if devices.is_empty() {
             return Err(Error::Shape {
                 op: "Mesh::new",
                 msg: "a mesh needs at least one device, got none".into(),
             });
         }
+        let (collectives, backend): (Arc<dyn Collectives>, Backend) = match backend {
+            Backend::Transfer => (Arc::new(Transfer), Backend::Transfer),
+            #[cfg(feature = "cuda")]
+            Backend::Nccl => (Arc::new(nccl::Nccl::for_devices(devices)?), Backend::Nccl),
+            #[cfg(not(feature = "cuda"))]
+            Backend::Nccl => {
+                return Err(Error::NoCuda(
+                    "lazyfuse was built without the `cuda` feature, which NCCL meshes need".into(),
+                ))
+            }
+            #[cfg(feature = "cuda")]
+            Backend::Auto if nccl::Nccl::suits(devices) => {
+                (Arc::new(nccl::Nccl::for_devices(devices)?), Backend::Nccl)
+            }
+            Backend::Auto => (Arc::new(Transfer), Backend::Transfer),
+        };
         Ok(Mesh {
             devices: devices.into(),
-            collectives: Arc::new(Transfer),
+            collectives,
+            backend,
+        })
+    }
+
+    /// The mesh of a job's processes: block `r` on rank `r`'s device. A world of one is the
+    /// one-device mesh of [`Mesh::new`] (NCCL on a GPU where it loads, the host-staged
+    /// backend on the CPU). Across processes the ranks must run on GPUs with NCCL (the
+    /// group's communicator); an error otherwise.
+    pub fn global(group: &crate::distributed::Group) -> Result<Mesh> {
+        let world = group.world_size();
+        if world == 1 {
+            return Mesh::new(&[group.local_device()]);
+        }
+        #[cfg(feature = "cuda")]
+        if let Some(comms) = group.comms() {
+            return Ok(Mesh {
+                devices: vec![group.local_device(); world].into(),
+                collectives: Arc::new(nccl::Nccl::for_job(comms)),
+                backend: Backend::Nccl,
+            });
+        }
+        Err(Error::Distributed {
+            op: "Mesh::global",
+            msg: format!(
+                "a mesh spanning {world} processes moves data through NCCL, which needs every \
+                 rank on a GPU; this rank runs on {}",
+                group.local_device()
+            ),
         })
     }
 
@@ -78,9 +156,26 @@ impl Mesh {
         self.devices.is_empty()
     }
 
-    /// The devices, in block order.
+    /// The devices, in block order (on a mesh spanning processes, this process's device
+    /// for every block).
     pub fn devices(&self) -> &[Device] {
         &self.devices
+    }
+
+    /// The transport its collectives use: [`Backend::Nccl`] or [`Backend::Transfer`].
+    pub fn backend(&self) -> Backend {
+        self.backend
+    }
+
+    /// On a mesh spanning processes ([`Mesh::global`] of more than one rank), the block of
+    /// this process (its rank); `None` when every block is in this process.
+    pub fn local_block(&self) -> Option<usize> {
+        self.collectives.local_block()
+    }
+
+    /// Whether block `i` is in this process.
+    pub fn is_local(&self, i: usize) -> bool {
+        self.local_block().is_none_or(|b| b == i)
     }
 
     /// The distinct devices of the mesh, in first-appearance order.
@@ -94,7 +189,7 @@ impl Mesh {
         out
     }
 
-    /// Waits for the work queued on every device of the mesh.
+    /// Waits for the work queued on every device of the mesh (of this process).
     pub fn synchronize(&self) -> Result<()> {
         self.distinct_devices()
             .iter()
@@ -108,14 +203,23 @@ impl Mesh {
 
 impl PartialEq for Mesh {
     fn eq(&self, other: &Mesh) -> bool {
-        self.devices == other.devices
+        self.devices == other.devices && self.local_block() == other.local_block()
     }
 }
 impl Eq for Mesh {}
 
 impl fmt::Debug for Mesh {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "Mesh({:?}, {:?})", &self.devices[..], self.collectives)
+        match self.local_block() {
+            None => write!(f, "Mesh({:?}, {:?})", &self.devices[..], self.collectives),
+            Some(r) => write!(
+                f,
+                "Mesh({} ranks, rank {r} on {}, {:?})",
+                self.devices.len(),
+                self.devices[r],
+                self.collectives
+            ),
+        }
     }
 }
 
@@ -142,9 +246,10 @@ pub struct Sharded {
 }
 
 /// Evaluates the blocks of several sharded arrays in one plan (as [`crate::eval`]; shared
-/// subexpressions are computed once).
+/// subexpressions are computed once). On a mesh spanning processes, the blocks of this
+/// process.
 pub fn eval(arrays: &[&Sharded]) -> Result<()> {
-    let refs: Vec<&Array> = arrays.iter().flat_map(|s| s.parts.iter()).collect();
+    let refs: Vec<&Array> = arrays.iter().flat_map(|s| s.local_parts()).collect();
     crate::eval(&refs)
 }
 
@@ -177,7 +282,9 @@ pub(crate) fn axis_in(op: &'static str, axis: isize, shape: &[usize]) -> Result<
 impl Array {
     /// This array split along `axis` over `mesh`: block `i` (NumPy's `array_split` sizes,
     /// see [`Placement::Split`]) moved to `mesh.devices()[i]`. Lazy. An error for a 0-d
-    /// array or an axis out of range.
+    /// array or an axis out of range. On a mesh spanning processes every rank takes its
+    /// block from its own copy of the array, so every rank must build the same array (as
+    /// an SPMD program does; `replicate` first hands out rank 0's).
     pub fn shard(&self, mesh: &Mesh, axis: isize) -> Result<Sharded> {
         if self.ndim() == 0 {
             return Err(Error::Shape {
@@ -204,14 +311,16 @@ impl Array {
         })
     }
 
-    /// This array on every device of `mesh` ([`Placement::Replicated`]). Lazy.
-    pub fn replicate(&self, mesh: &Mesh) -> Sharded {
-        Sharded {
-            parts: mesh.coll().broadcast(self, mesh.devices()),
+    /// This array on every device of `mesh` ([`Placement::Replicated`]): a broadcast from
+    /// the first device (lazy copies on the host-staged backend, `ncclBroadcast` on NCCL; on
+    /// a mesh spanning processes, rank 0's array is the value every rank gets).
+    pub fn replicate(&self, mesh: &Mesh) -> Result<Sharded> {
+        Ok(Sharded {
+            parts: mesh.coll().broadcast(self, mesh.devices())?,
             placement: Placement::Replicated,
             shape: self.shape().to_vec(),
             mesh: mesh.clone(),
-        }
+        })
     }
 }
 
@@ -310,28 +419,80 @@ impl Sharded {
         self.parts
     }
 
-    /// Evaluates every block in one plan (per-device work is queued on each device; on
-    /// CUDA this returns once it is queued).
+    /// The blocks of this process (all of them unless the mesh spans processes).
+    pub fn local_parts(&self) -> impl Iterator<Item = &Array> {
+        let mesh = &self.mesh;
+        self.parts
+            .iter()
+            .enumerate()
+            .filter(move |(i, _)| mesh.is_local(*i))
+            .map(|(_, p)| p)
+    }
+
+    /// Evaluates every block of this process in one plan (per-device work is queued on
+    /// each device; on CUDA this returns once it is queued).
     pub fn eval(&self) -> Result<()> {
-        let refs: Vec<&Array> = self.parts.iter().collect();
+        let refs: Vec<&Array> = self.local_parts().collect();
         crate::eval(&refs)
     }
 
-    /// The whole array on the mesh's first device (lazy).
+    /// The whole array on the mesh's first device (lazy on the host-staged backend). On a
+    /// mesh spanning processes, the whole array on this process's device, in every
+    /// process (an all-gather; see [`Sharded::gather_to_rank`] for one rank only).
     pub fn gather(&self) -> Result<Array> {
         self.gather_to(&self.mesh.devices[0])
     }
 
-    /// The whole array on `dev` (lazy): the blocks concatenated there, or, replicated, the
-    /// copy already on `dev` if there is one.
+    /// The whole array on `dev`, a device of this process: the blocks concatenated there,
+    /// or, replicated, the copy already on `dev` if there is one.
     pub fn gather_to(&self, dev: &Device) -> Result<Array> {
-        Ok(match self.placement {
+        match self.placement {
             Placement::Split(a) => self.mesh.coll().gather(&self.parts, a, dev),
-            Placement::Replicated => match self.parts.iter().find(|p| &p.device() == dev) {
+            Placement::Replicated => Ok(match self.parts.iter().find(|p| &p.device() == dev) {
                 Some(p) => p.clone(),
                 None => self.mesh.coll().send(&self.parts[0], dev),
-            },
-        })
+            }),
+        }
+    }
+
+    /// The whole array in rank `rank`'s process, on its device: `Some` there, `None` in
+    /// every other process (only the blocks move, to that rank). Within one process (any
+    /// mesh but a [`Mesh::global`] of several ranks) the only rank is 0 and this is
+    /// `Some(self.gather()?)`. An error for a rank the job does not have.
+    pub fn gather_to_rank(&self, rank: usize) -> Result<Option<Array>> {
+        let k = self.mesh.len();
+        let Some(me) = self.mesh.local_block() else {
+            if rank != 0 {
+                return Err(Error::Shape {
+                    op: "gather_to_rank",
+                    msg: format!("rank {rank} of a mesh within one process (rank 0 only)"),
+                });
+            }
+            return self.gather().map(Some);
+        };
+        if rank >= k {
+            return Err(Error::Shape {
+                op: "gather_to_rank",
+                msg: format!("rank {rank} of a job of {k} ranks"),
+            });
+        }
+        let a = match self.placement {
+            Placement::Replicated => return Ok((me == rank).then(|| self.parts[me].clone())),
+            Placement::Split(a) => a,
+        };
+        let moves: Vec<Move> = (0..k)
+            .map(|j| Move {
+                src: j,
+                dst: rank,
+                array: self.parts[j].clone(),
+            })
+            .collect();
+        let got = self.mesh.coll().exchange(&moves, self.mesh.devices())?;
+        if me != rank {
+            return Ok(None);
+        }
+        let refs: Vec<&Array> = got.iter().collect();
+        Ok(Some(crate::concatenate(&refs, a as isize)))
     }
 
     /// `f` applied to every block, for work that keeps the split axis where it is and its
@@ -371,7 +532,7 @@ impl Sharded {
         }
         match self.placement {
             Placement::Split(ax) => a.shard(&self.mesh, ax as isize),
-            Placement::Replicated => Ok(a.replicate(&self.mesh)),
+            Placement::Replicated => a.replicate(&self.mesh),
         }
     }
 

@@ -4,7 +4,7 @@
 
 use super::collective::ReduceOp;
 use super::{axis_in, Placement, Sharded};
-use crate::{Array, Result};
+use crate::{Array, Error, Result};
 
 impl Sharded {
     /// The sum over all elements (replicated 0-d result).
@@ -93,34 +93,116 @@ impl Sharded {
                 return self.reduced(parts, Placement::Replicated);
             }
         };
-        // blocks with no elements along the split axis add nothing; a max or min of one
-        // would have no identity, so only blocks holding elements take part (all of them
-        // when none does, so that the local reduction reports the empty case)
-        let mut takers: Vec<&Array> = self.parts.iter().filter(|p| p.shape()[a] > 0).collect();
-        if takers.is_empty() {
-            takers = self.parts.iter().collect();
-        }
-        let partial: Vec<Array> = takers
-            .iter()
-            .map(|p| match (op, mean) {
-                // a mean is the all-reduced sum over the count of the logical array
-                (ReduceOp::Sum, true) => {
-                    let ax: Vec<isize> = norm.iter().map(|&k| k as isize).collect();
-                    p.sum_axes(&ax, keepdims)
-                }
-                _ => local(p),
-            })
-            .collect();
+        let partial = self.partials(op, &norm, keepdims, a);
         let mut parts = self
             .mesh
             .coll()
-            .all_reduce(&partial, op, self.mesh.devices());
+            .all_reduce(&partial, op, self.mesh.devices())?;
         if mean {
             let count: usize = norm.iter().map(|&k| self.shape[k]).product();
             // NumPy: an integer mean is a float64 division; a float mean keeps its dtype
             parts = parts.into_iter().map(|p| p / count as f64).collect();
         }
         self.reduced(parts, Placement::Replicated)
+    }
+
+    /// The local partial results of a reduction over `norm`, which holds the split axis
+    /// `a`: `None` for a block that takes no part. Blocks with no elements along the split
+    /// axis add nothing, and a max or min of one would have no identity, so only blocks
+    /// holding elements take part (all of them when none does, so that the local
+    /// reduction reports the empty case). A mean's partials are sums (`op` is `Sum`).
+    fn partials(
+        &self,
+        op: ReduceOp,
+        norm: &[usize],
+        keepdims: bool,
+        a: usize,
+    ) -> Vec<Option<Array>> {
+        let ax: Vec<isize> = norm.iter().map(|&k| k as isize).collect();
+        let none_takes = self.parts.iter().all(|p| p.shape()[a] == 0);
+        self.parts
+            .iter()
+            .map(|p| {
+                (none_takes || p.shape()[a] > 0).then(|| match op {
+                    ReduceOp::Sum => p.sum_axes(&ax, keepdims),
+                    ReduceOp::Prod => p.prod_axes(&ax, keepdims),
+                    ReduceOp::Max => p.max_axes(&ax, keepdims),
+                    ReduceOp::Min => p.min_axes(&ax, keepdims),
+                })
+            })
+            .collect()
+    }
+
+    /// [`Sharded::sum_axes`] over axes that include the split axis, with the result split
+    /// along its axis `split` instead of replicated: a reduce-scatter, in which each device
+    /// receives only its block of the sum (half the traffic of an all-reduce, and no
+    /// replica). `split` counts the result's axes (`keepdims` decides which remain); an
+    /// error when the result has no axis (a full reduction) or `axes` leaves the split axis
+    /// out (then the sum is blockwise and stays split: use [`Sharded::sum_axes`]).
+    pub fn sum_axes_split(&self, axes: &[isize], keepdims: bool, split: isize) -> Result<Sharded> {
+        self.reduce_split("sum_axes_split", axes, keepdims, split, false)
+    }
+
+    /// [`Sharded::mean_axes`] with the result split along `split`, as
+    /// [`Sharded::sum_axes_split`].
+    pub fn mean_axes_split(&self, axes: &[isize], keepdims: bool, split: isize) -> Result<Sharded> {
+        self.reduce_split("mean_axes_split", axes, keepdims, split, true)
+    }
+
+    fn reduce_split(
+        &self,
+        name: &'static str,
+        axes: &[isize],
+        keepdims: bool,
+        split: isize,
+        mean: bool,
+    ) -> Result<Sharded> {
+        let mut norm: Vec<usize> = axes
+            .iter()
+            .map(|&ax| axis_in(name, ax, &self.shape))
+            .collect::<Result<_>>()?;
+        norm.sort_unstable();
+        norm.dedup();
+        let a = match self.placement {
+            Placement::Split(a) if norm.contains(&a) => a,
+            _ => {
+                return Err(Error::Shape {
+                    op: name,
+                    msg: format!(
+                        "{:?} does not reduce over the split axis of a {:?} array; the sum \
+                         is blockwise there (sum_axes/mean_axes)",
+                        axes, self.placement
+                    ),
+                })
+            }
+        };
+        let out_shape: Vec<usize> = (0..self.ndim())
+            .filter_map(|k| match norm.contains(&k) {
+                true if keepdims => Some(1),
+                true => None,
+                false => Some(self.shape[k]),
+            })
+            .collect();
+        if out_shape.is_empty() {
+            return Err(Error::Shape {
+                op: name,
+                msg: format!(
+                    "reducing {axes:?} of shape {:?} leaves no axis to split",
+                    self.shape
+                ),
+            });
+        }
+        let b = axis_in(name, split, &out_shape)?;
+        let partial = self.partials(ReduceOp::Sum, &norm, keepdims, a);
+        let mut parts =
+            self.mesh
+                .coll()
+                .reduce_scatter(&partial, ReduceOp::Sum, b, self.mesh.devices())?;
+        if mean {
+            let count: usize = norm.iter().map(|&k| self.shape[k]).product();
+            parts = parts.into_iter().map(|p| p / count as f64).collect();
+        }
+        self.reduced(parts, Placement::Split(b))
     }
 
     fn reduced(&self, parts: Vec<Array>, placement: Placement) -> Result<Sharded> {

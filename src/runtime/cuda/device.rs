@@ -47,6 +47,8 @@ pub struct CudaDevice {
     pub(super) fft: Mutex<super::fft::FftState>,
     /// The FFT helper kernels (resize, conversions) as IR, built on first use.
     pub(super) fft_helpers: super::fft::HelperKernels,
+    /// Which other GPUs this one accesses directly (`peer`), asked once per peer.
+    pub(super) peers: super::peer::Peers,
     /// State the layers above keep for this device: the CUDA graph states of plain
     /// evaluations (per plan template), the kept half spectra of real filters.
     attached: crate::runtime::attached::Attached,
@@ -274,6 +276,7 @@ impl CudaDevice {
             blas: Mutex::default(),
             fft: Mutex::default(),
             fft_helpers: Default::default(),
+            peers: Default::default(),
             attached: Default::default(),
         })))
     }

@@ -19,6 +19,10 @@
 //! - **Memory** comes from the device's default stream-ordered pool (`cuMemAllocAsync`,
 //!   256-byte aligned) whose release threshold is raised to `u64::MAX`, so freed blocks stay
 //!   in the pool instead of going back to the driver at each synchronization.
+//! - **Between devices**: a copy from another GPU is one `cuMemcpyPeerAsync` on the
+//!   destination's stream, after an event of the source's writer, with peer access enabled
+//!   once per pair where the hardware allows (`peer`); collectives go through NCCL
+//!   (`nccl`), queued on the devices' streams the same way.
 //! - **Readback** goes through one pinned staging buffer per device (grown on demand up to a
 //!   cap): chunks of 1-2 MiB, each followed by an event the host polls, are copied out as
 //!   they arrive (on every worker thread from 2 MiB), overlapping the two copies; pageable
@@ -37,6 +41,8 @@ mod fft;
 pub(crate) mod graph;
 pub(crate) mod lane;
 mod memory;
+pub(crate) mod nccl;
+mod peer;
 
 pub use compile::nvrtc_check;
 pub use device::CudaDevice;
@@ -72,6 +78,11 @@ struct CudaProcess {
     cufft: OnceLock<bool>,
     /// Whether libcublas loads.
     cublas: OnceLock<bool>,
+    /// NCCL's entry points, or why it cannot be loaded (`nccl::lib`).
+    nccl: OnceLock<std::result::Result<nccl::NcclLib, String>>,
+    /// The NCCL communicators of device sets within this process, by ordinals (a set's
+    /// communicators span several devices, so no one device owns them).
+    nccl_comms: Mutex<Vec<(Vec<usize>, Arc<nccl::Comms>)>>,
     /// Sequence number of the disk cache's temporary file names (unique in the process;
     /// the pid tells processes apart).
     disk_seq: AtomicU64,
@@ -115,6 +126,8 @@ static CUDA: CudaProcess = CudaProcess {
     param_info: OnceLock::new(),
     cufft: OnceLock::new(),
     cublas: OnceLock::new(),
+    nccl: OnceLock::new(),
+    nccl_comms: Mutex::new(Vec::new()),
     disk_seq: AtomicU64::new(0),
 };
 

@@ -217,6 +217,8 @@ pub(crate) fn evaluate(roots: &[Arc<Node>]) -> Result<()> {
     }
     let _scope = crate::profile::scope(true);
     let _eval = nvtx::range(c"lazyfuse.eval");
+    #[cfg(feature = "cuda")]
+    let _evaluating = replay::Evaluating::enter(roots);
     let probe = crate::profile::begin_wall();
     let planning = nvtx::range(c"lazyfuse.plan");
     let (template, nodes, hit) = schedule::template_for_hit(roots)?;
@@ -234,7 +236,9 @@ pub(crate) fn evaluate(roots: &[Arc<Node>]) -> Result<()> {
     drop(nodes); // the schedule holds what it needs; fewer handles, more in-place reuse
     crate::profile::plan_done(probe, hit, sched.steps.len());
     config::debug_log!(3, "{sched}");
-    execute(&sched)
+    let in_place = execute(&sched)?;
+    template.note_plain_run(in_place);
+    Ok(())
 }
 
 /// Bytes held by `bufs` together (what a step reads from them, each read once).
@@ -249,8 +253,10 @@ fn buffer_of(n: &Node) -> Result<Arc<Buffer>> {
         .ok_or_else(|| Error::internal("execute", format!("input {n:?} not materialized")))
 }
 
-/// Runs a schedule step by step, realizing each step's outputs.
-pub(crate) fn execute(sched: &Schedule) -> Result<()> {
+/// Runs a schedule step by step, realizing each step's outputs; whether a step wrote in
+/// place.
+pub(crate) fn execute(sched: &Schedule) -> Result<bool> {
+    let mut in_place = false;
     for (si, step) in sched.steps.iter().enumerate() {
         match step {
             Step::Kernel {
@@ -260,6 +266,7 @@ pub(crate) fn execute(sched: &Schedule) -> Result<()> {
                 args,
             } => {
                 if inplace::try_run(sched, si, kernel, inputs, outputs, args)? {
+                    in_place = true;
                     continue;
                 }
                 let bufs: SmallVec<[Arc<Buffer>; 4]> =
@@ -325,5 +332,5 @@ pub(crate) fn execute(sched: &Schedule) -> Result<()> {
             }
         }
     }
-    Ok(())
+    Ok(in_place)
 }

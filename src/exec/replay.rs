@@ -454,8 +454,19 @@ pub(crate) fn eval_graph(
     let Some(Device::Cuda(dev)) = roots.first().map(|r| &r.device) else {
         return Ok(false);
     };
+    // A single kernel replays as a graph only after a plain run of its plan wrote nothing
+    // in place (a loop `u = f(u)` keeps writing in place), and only while this thread is
+    // the device's only evaluating one: a graph launch costs less host time than a kernel
+    // launch (H100: a
+    // plain `a + b` eval 3.4-3.7 us replayed against 6.1-6.2 us launched), but the driver
+    // serializes graph launches across threads, so 8 threads evaluating at once got 366k
+    // evals/s replayed against 470k launched (`benches/NOTES.md`, "Host path").
+    let single = template.steps().len() < 2;
     if !crate::runtime::cuda::graph::graphs_enabled()
-        || (template.steps().len() < 2 && !crate::config::CONFIG.graphs_all())
+        || (single
+            && !crate::config::CONFIG.graphs_all()
+            && (dev.evaluating().load(std::sync::atomic::Ordering::Relaxed) > 1
+                || !template.ran_without_in_place()))
         || roots
             .iter()
             .any(|r| r.buffer().is_some() || r.device != roots[0].device)
@@ -484,6 +495,33 @@ pub(crate) fn eval_graph(
     }
     state.call(template, nodes, &bufs)?;
     Ok(true)
+}
+
+/// Counts the calling thread as evaluating on a CUDA device while it lives (see
+/// [`eval_graph`]).
+pub(crate) struct Evaluating(Option<&'static CudaDevice>);
+
+impl Evaluating {
+    /// Enters the evaluation of `roots` (counted only when the first root is on CUDA).
+    pub(crate) fn enter(roots: &[Arc<Node>]) -> Evaluating {
+        match roots.first().map(|r| &r.device) {
+            Some(Device::Cuda(dev)) => {
+                dev.evaluating()
+                    .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                Evaluating(Some(*dev))
+            }
+            _ => Evaluating(None),
+        }
+    }
+}
+
+impl Drop for Evaluating {
+    fn drop(&mut self) {
+        if let Some(dev) = self.0 {
+            dev.evaluating()
+                .fetch_sub(1, std::sync::atomic::Ordering::Relaxed);
+        }
+    }
 }
 
 /// The graph state of an evaluation plan: realized positions are the per-eval inputs

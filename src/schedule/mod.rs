@@ -73,6 +73,9 @@ pub(crate) struct Template {
     /// The structure of the DAG the plan was made for: verifies a cache hit found by the
     /// roots' structural keys.
     skeleton: skeleton::Skeleton,
+    /// What plain executions of this plan did: 0 none yet, 1 ran without writing in place,
+    /// 2 wrote a result in place (see [`Template::note_plain_run`]).
+    plain_runs: std::sync::atomic::AtomicU8,
 }
 
 /// Scratch space of [`walk`], kept per thread so that a cached eval allocates nothing to
@@ -376,6 +379,21 @@ impl TStep {
 }
 
 impl Template {
+    /// Records a plain execution of this plan and whether it wrote a result in place.
+    pub(crate) fn note_plain_run(&self, in_place: bool) {
+        use std::sync::atomic::Ordering::Relaxed;
+        if in_place {
+            self.plain_runs.store(2, Relaxed);
+        } else {
+            let _ = self.plain_runs.compare_exchange(0, 1, Relaxed, Relaxed);
+        }
+    }
+    /// Whether this plan has run plainly and never written in place: a single-kernel plan
+    /// may then replay as a CUDA graph (`exec::replay::eval_graph`) without losing the
+    /// in-place writes of a loop such as `u = f(u)`.
+    pub(crate) fn ran_without_in_place(&self) -> bool {
+        self.plain_runs.load(std::sync::atomic::Ordering::Relaxed) == 1
+    }
     /// The steps, over DAG positions.
     pub(crate) fn steps(&self) -> &[TStep] {
         &self.steps
@@ -471,6 +489,7 @@ fn make_template(
                 steps,
                 reuse,
                 skeleton,
+                plain_runs: Default::default(),
             });
         }
         // Materialize only the outermost of the reported nodes: the ones below them may be

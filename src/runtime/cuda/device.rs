@@ -52,6 +52,8 @@ pub struct CudaDevice {
     /// State the layers above keep for this device: the CUDA graph states of plain
     /// evaluations (per plan template), the kept half spectra of real filters.
     attached: crate::runtime::attached::Attached,
+    /// Threads inside a plain evaluation on this device now (`exec::replay::Evaluating`).
+    evaluating: std::sync::atomic::AtomicUsize,
 }
 
 /// Completion counters available to one reduction launch (one per row block).
@@ -278,10 +280,17 @@ impl CudaDevice {
             fft_helpers: Default::default(),
             peers: Default::default(),
             attached: Default::default(),
+            evaluating: Default::default(),
         })))
     }
 
     /// State the layers above keep for this device.
+    /// The count of threads inside a plain evaluation on this device (kept by
+    /// `exec::replay::Evaluating`).
+    pub(crate) fn evaluating(&self) -> &std::sync::atomic::AtomicUsize {
+        &self.evaluating
+    }
+
     pub(crate) fn attached(&self) -> &crate::runtime::attached::Attached {
         &self.attached
     }

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Device call A: host path with plain single-kernel launches against graph replay
 # (LAZYFUSE_GRAPHS=all), alternating; latency rows both ways with anchors; gradient example,
-# rows and anchors; transfer rows; psf 2048 example (readback into a fresh Vec).
+# rows and anchors; batched 1-D FFTs, generated passes against cuFFT; transfer rows; psf 2048 example (readback into a fresh Vec).
 export PYTHONUNBUFFERED=1
 OUT=${OUT:-/tmp/out}; mkdir -p $OUT
 bash .gpu/run.sh example host_path 10 build cpu > /dev/null 2>&1   # unpacks the bundle
@@ -24,6 +24,7 @@ timeout 60 .gpu/examples/08_phase_retrieval 256 500
 timeout 60 .gpu/benches/workloads --bench grad
 timeout 120 python3 benches/anchors/grad_anchors.py 128 512
 } > $OUT/grad.txt 2>&1
+timeout 120 .gpu/benches/workloads --bench fft1d > $OUT/fft1d.txt 2>&1
 timeout 60 .gpu/benches/workloads --bench transfers > $OUT/transfers.txt 2>&1
 (cd $OUT && for r in 1 2; do timeout 60 $OLDPWD/.gpu/examples/02_psf 2048; done) > $OUT/psf2048.txt 2>&1
 rm -f $OUT/psf.png

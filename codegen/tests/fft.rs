@@ -3,9 +3,11 @@
 //! with rustfft's error at the same length and precision as the yardstick; the rendered
 //! source's structure; and (where NVRTC is installed) its compilation.
 
-use lazyfuse_codegen::cuda::fft::{pack_args, render, ARG_BYTES};
+use lazyfuse_codegen::cuda::fft::{
+    fused_layout, pack_args, pack_fused_args, render, render_fused, ARG_BYTES,
+};
 use lazyfuse_codegen::fft::{self, host, Buf, Program};
-use lazyfuse_codegen::DType;
+use lazyfuse_codegen::{BinaryOp, Builder, DType, Inst, Kernel, LaunchArgs, Scalar, UnaryOp};
 use num_complex::{Complex, Complex32, Complex64};
 
 /// Deterministic inputs in [-1, 1) (f32 values, exact in f64).
@@ -236,6 +238,72 @@ fn rendered_pass_structure() {
     assert_eq!(&blob[..8], &1u64.to_le_bytes());
 }
 
+/// A prologue of rank 2 and dtype `dt`: `where(ax1 < p0, exp(in0[i] * p1), 0)`, the load
+/// under the guard (the shape of a padded, computed FFT input).
+fn prologue(dt: DType) -> Kernel {
+    let mut b = Builder::new(2);
+    let i = b.push(Inst::Index, DType::I64);
+    let ax1 = b.push(Inst::Axis(1), DType::I64);
+    let lim = b.param(DType::I64);
+    let scale = b.param(dt);
+    let x = b.input(dt);
+    let inside = b.binary(BinaryOp::Lt, ax1, lim);
+    let v = b.push(
+        Inst::Load {
+            input: x,
+            index: i,
+            guard: Some(inside),
+        },
+        dt,
+    );
+    let m = b.binary(BinaryOp::Mul, v, scale);
+    let e = b.unary(UnaryOp::Exp, m);
+    let z = b.cast(lim, dt);
+    let zero = b.binary(BinaryOp::Sub, z, z);
+    let r = b.select(inside, e, zero);
+    b.store(r);
+    b.finish()
+}
+
+#[test]
+fn fused_prologue_pass() {
+    let k = prologue(DType::C64);
+    let p = fft::plan_c2c(&[12, 16], &[0, 1], DType::C64, false).unwrap();
+    let pass = &p.steps[0].pass;
+    let r = render_fused(pass, &k).unwrap();
+    assert!(r.entry.starts_with("lf_fftp_"));
+    assert_ne!(r.entry, render(pass).entry);
+    let src = &r.source;
+    assert!(src.contains("lf_pro_args pro;"), "{src}");
+    assert!(
+        src.contains("lf_fft_load(const lf_fft_args& fa, long long li)"),
+        "{src}"
+    );
+    // one complex struct only (the helpers' one), the prologue's math inside the load
+    assert_eq!(src.matches("struct __align__(8) c32").count(), 1, "{src}");
+    assert!(src.contains("const lf_pro_args& a = fa.pro;"));
+    // another prologue is another kernel
+    let k2 = prologue(DType::C64).normalize();
+    assert_eq!(render_fused(pass, &k2).unwrap().entry, r.entry);
+    // a prologue of the wrong dtype is refused
+    assert!(render_fused(pass, &prologue(DType::C128)).is_err());
+    // arguments: the pass's, then the prologue's struct
+    let (at, size) = fused_layout(&k).unwrap();
+    assert_eq!(at, ARG_BYTES.div_ceil(8) * 8);
+    let args = LaunchArgs {
+        shape: [12, 16].into_iter().collect(),
+        params: [
+            Scalar::I64(9),
+            Scalar::C64(Complex32::new(1.0, 0.5)),
+        ]
+        .into_iter()
+        .collect(),
+    };
+    let blob = pack_fused_args(&p.steps[0].args, [1, 2, 3, 4], &k, &[77], &args).unwrap();
+    assert_eq!(blob.len(), size);
+    assert_eq!(&blob[at..at + 8], &77u64.to_le_bytes());
+}
+
 #[test]
 fn rendered_passes_compile_with_nvrtc() {
     // SAFETY: only tries to dlopen the library candidates.
@@ -269,8 +337,13 @@ fn rendered_passes_compile_with_nvrtc() {
             }
         }
     }
-    for pass in passes {
-        let r = render(&pass);
+    let mut rendered: Vec<_> = passes.iter().map(render).collect();
+    for dt in [DType::C64, DType::C128] {
+        for pass in fft::plan_c2c(&[6, 1 << 14], &[0, 1], dt, true).unwrap().steps {
+            rendered.push(render_fused(&pass.pass, &prologue(dt)).unwrap());
+        }
+    }
+    for r in rendered {
         let ptx = cudarc::nvrtc::compile_ptx_with_opts(
             &r.source,
             cudarc::nvrtc::CompileOptions {

@@ -238,6 +238,39 @@ pub(super) fn emit(k: &Kernel, opts: &RenderOptions, layout: &ArgLayout, entry: 
     }
 }
 
+/// The statements of `k` (validated, normalized, elementwise) computing its stored values
+/// for one element, as the body of a device function: the caller has `a` (a reference to
+/// `k`'s argument struct) and `i` (the element's linear index, an `IDX`) in scope. Declares
+/// the input pointers and shape extents it reads, then the values; the stored ones are
+/// `v<id>` of `k.stores`. Returns the statements and the helpers they call.
+pub(super) fn device_body(
+    k: &Kernel,
+    opts: &RenderOptions,
+    ind: &str,
+) -> (String, BTreeSet<Helper>) {
+    let mut e = Emitter {
+        k,
+        helpers: BTreeSet::new(),
+        prefetched: BTreeSet::new(),
+    };
+    e.complex_types();
+    let roots: Vec<u32> = k.stores.iter().map(|s| s.value).collect();
+    let live = live_from(k, &roots, Mode::Scalar);
+    let axes = used_axes(k, &live);
+    let mut w = String::new();
+    for &i in &loaded_inputs(k) {
+        let t = c_type(k.inputs[i as usize]);
+        let _ = writeln!(w, "{ind}const {t}* __restrict__ in{i} = a.in{i};");
+    }
+    if let Some(&m) = axes.first() {
+        for s in m.max(1)..k.rank {
+            let _ = writeln!(w, "{ind}const IDX s{s} = (IDX)a.shape[{s}];");
+        }
+    }
+    e.element(Mode::Scalar, ind, &axes, &roots, opts, &mut w);
+    (w, e.helpers)
+}
+
 /// The axes the live values read.
 fn used_axes(k: &Kernel, live: &[bool]) -> BTreeSet<u8> {
     k.values

@@ -34,7 +34,7 @@
 use super::Rendered;
 use crate::fft::{odd_radix_constants, FftPass, PassArgs};
 use crate::ir::fnv1a;
-use crate::DType;
+use crate::{DType, IrError, Kernel, LaunchArgs};
 use std::fmt::Write;
 
 /// Bytes of the argument struct.
@@ -78,6 +78,80 @@ fn lit(v: f64, dtype: DType) -> String {
 
 /// Renders `pass` (see the module docs). Pure; the pass must come from [`FftPass::new`].
 pub fn render(pass: &FftPass) -> Rendered {
+    render_pass(pass, None)
+}
+
+/// Where the prologue's argument struct starts in a fused pass's arguments, and the total
+/// size of those arguments (see [`render_fused`]).
+pub fn fused_layout(prologue: &Kernel) -> Result<(usize, usize), IrError> {
+    let layout = super::arg_layout(prologue)?;
+    let at = ARG_BYTES.div_ceil(layout.align) * layout.align;
+    let size = (at + layout.size).div_ceil(layout.align) * layout.align;
+    if size > super::MAX_ARG_BYTES {
+        return Err(IrError(format!(
+            "fused FFT pass arguments of {size} bytes exceed {}",
+            super::MAX_ARG_BYTES
+        )));
+    }
+    Ok((at, size))
+}
+
+/// Checks that `prologue` can be a pass's load: a valid elementwise kernel with one output
+/// of the pass's dtype.
+fn check_prologue(pass: &FftPass, prologue: &Kernel) -> Result<(), IrError> {
+    prologue.validate()?;
+    if prologue.reduce.is_some()
+        || prologue.outputs.as_slice() != [pass.dtype]
+        || prologue.stores.len() != 1
+    {
+        return Err(IrError(format!(
+            "a fused FFT prologue is an elementwise kernel with one {} output",
+            pass.dtype
+        )));
+    }
+    Ok(())
+}
+
+/// The entry name of `pass` with `prologue` computing its input: `lf_fftp_` and 16 hex
+/// digits of a hash of both structures.
+pub fn fused_entry(pass: &FftPass, prologue: &Kernel) -> String {
+    let key = format!("{pass:?}|{}", prologue.normalize().cache_key());
+    format!("lf_fftp_{:016x}", fnv1a(key.as_bytes()))
+}
+
+/// Renders `pass` with `prologue` as its load: element `i` of the transform's input is the
+/// value `prologue` stores at its linear index `i` (its launch shape is the input's shape),
+/// computed inside `lf_fft_load` from the prologue's own inputs and parameters, which
+/// follow the pass's arguments (see [`fused_layout`], [`pack_fused_args`]); the pass's
+/// `in` pointer is not read. Pure; `Err` for a prologue that is not a valid elementwise
+/// kernel with one output of the pass's dtype.
+pub fn render_fused(pass: &FftPass, prologue: &Kernel) -> Result<Rendered, IrError> {
+    check_prologue(pass, prologue)?;
+    fused_layout(prologue)?;
+    Ok(render_pass(pass, Some(&prologue.normalize())))
+}
+
+/// The argument blob of a fused pass: [`pack_args`]'s fields, then the prologue's argument
+/// struct (inputs' pointers, its launch shape and parameters in `pro`) at its offset.
+pub fn pack_fused_args(
+    args: &PassArgs,
+    ptrs: [u64; 4],
+    prologue: &Kernel,
+    inputs: &[u64],
+    pro: &LaunchArgs,
+) -> Result<Vec<u8>, IrError> {
+    let (at, size) = fused_layout(prologue)?;
+    let mut blob = pack_args(args, ptrs);
+    let outputs = vec![0u64; prologue.outputs.len()];
+    let p = super::pack_args(prologue, &Default::default(), inputs, &outputs, pro)?;
+    blob.resize(at, 0);
+    blob.extend_from_slice(&p);
+    blob.resize(size, 0);
+    Ok(blob)
+}
+
+/// [`render`], with the normalized `prologue` (checked) as the load when given.
+fn render_pass(pass: &FftPass, prologue: Option<&Kernel>) -> Rendered {
     let (c, r) = match pass.dtype {
         DType::C64 => ("c32", "float"),
         _ => ("c64", "double"),
@@ -87,17 +161,48 @@ pub fn render(pass: &FftPass) -> Rendered {
     let lpb = pass.lines_per_block as usize;
     let tpl = pass.threads_per_line as usize;
     let block = pass.block() as usize;
-    let name = entry(pass);
+    let name = match prologue {
+        Some(k) => fused_entry(pass, k),
+        None => entry(pass),
+    };
+    let opts = super::RenderOptions::default();
+    let fused = prologue.map(|k| {
+        let (body, mut helpers) = super::emit::device_body(k, &opts, "  ");
+        helpers.insert(super::prelude::Helper::CType(pass.dtype));
+        (k, body, helpers)
+    });
     let mut s = String::new();
     let w = &mut s;
     let _ = writeln!(w, "// generated FFT pass: {pass:?}");
-    let _ = writeln!(w, "struct __align__({align}) {c} {{ {r} re, im; }};");
+    let mut pro_member = "";
+    match &fused {
+        None => {
+            let _ = writeln!(w, "struct __align__({align}) {c} {{ {r} re, im; }};");
+        }
+        Some((k, _, helpers)) => {
+            let _ = writeln!(w, "// fused prologue IR:");
+            for line in k.to_string().lines() {
+                let _ = writeln!(w, "//   {line}");
+            }
+            let _ = writeln!(w, "typedef unsigned long long IDX;");
+            super::prelude::emit_helpers(helpers, w);
+            // the layout was checked by `render_fused`
+            if let Ok(layout) = super::arg_layout(k) {
+                let _ = writeln!(w, "struct lf_pro_args {{");
+                for f in &layout.fields {
+                    let _ = writeln!(w, "  {}; /* offset {} */", f.decl, f.offset);
+                }
+                let _ = writeln!(w, "}};");
+            }
+            pro_member = "  lf_pro_args pro;\n";
+        }
+    }
     let _ = writeln!(
         w,
         "struct lf_fft_args {{\n  const {c}* in;\n  {c}* out;\n  const {c}* __restrict__ tw;\n  \
          const {c}* __restrict__ tw_big;\n  long long lines, cnt_b, cnt_c;\n  \
          long long in_da, in_db, in_dc, in_stride;\n  \
-         long long out_da, out_db, out_dc, out_stride;\n}};"
+         long long out_da, out_db, out_dc, out_stride;\n{pro_member}}};"
     );
     let _ = writeln!(
         w,
@@ -127,9 +232,27 @@ pub fn render(pass: &FftPass) -> Rendered {
     );
     let _ = writeln!(
         w,
-        "// the load and store of a pass, by linear element index in the input and output\n\
-         __device__ __forceinline__ {c} lf_fft_load(const lf_fft_args& a, long long i) {{ return a.in[i]; }}\n\
-         __device__ __forceinline__ void lf_fft_store(const lf_fft_args& a, long long i, {c} v) {{ a.out[i] = v; }}"
+        "// the load and store of a pass, by linear element index in the input and output"
+    );
+    match &fused {
+        None => {
+            let _ = writeln!(
+                w,
+                "__device__ __forceinline__ {c} lf_fft_load(const lf_fft_args& a, long long i) {{ return a.in[i]; }}"
+            );
+        }
+        Some((k, body, _)) => {
+            let _ = writeln!(
+                w,
+                "__device__ __forceinline__ {c} lf_fft_load(const lf_fft_args& fa, long long li) {{\n  \
+                 const lf_pro_args& a = fa.pro;\n  const IDX i = (IDX)li;\n{body}  return v{};\n}}",
+                k.stores[0].value
+            );
+        }
+    }
+    let _ = writeln!(
+        w,
+        "__device__ __forceinline__ void lf_fft_store(const lf_fft_args& a, long long i, {c} v) {{ a.out[i] = v; }}"
     );
     let mut radices: Vec<u8> = pass.radices.to_vec();
     radices.sort_unstable();

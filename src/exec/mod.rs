@@ -53,6 +53,16 @@ pub(crate) enum Step {
     Copy { src: Arc<Node>, dst: Arc<Node> },
     /// The FFT `dst` of `src`'s buffer (a cuFFT / rustfft call).
     Fft { src: Arc<Node>, dst: Arc<Node> },
+    /// The FFT `dst` of the values `kernel` computes from `inputs` (launched with `args`
+    /// over `src`'s shape): `src`, the transform's input, is computed inside the
+    /// transform's first pass and never stored (generated passes on CUDA).
+    FftFused {
+        kernel: Arc<Kernel>,
+        inputs: NodeList,
+        args: LaunchArgs,
+        src: Arc<Node>,
+        dst: Arc<Node>,
+    },
     /// `dst`, a reshape of `src`, takes `src`'s buffer (C order is unchanged).
     Alias { src: Arc<Node>, dst: Arc<Node> },
     /// The product `dst` read from `a`'s and `b`'s buffers as `spec` lays them out (a
@@ -97,7 +107,12 @@ impl Schedule {
     pub(crate) fn library_count(&self) -> usize {
         self.steps
             .iter()
-            .filter(|s| matches!(s, Step::Fft { .. } | Step::MatMul { .. }))
+            .filter(|s| {
+                matches!(
+                    s,
+                    Step::Fft { .. } | Step::FftFused { .. } | Step::MatMul { .. }
+                )
+            })
             .count()
     }
 }
@@ -124,6 +139,23 @@ impl fmt::Display for Schedule {
                 }
                 Step::Copy { src, dst } => writeln!(f, "step {i}: copy {src:?} -> {dst:?}")?,
                 Step::Fft { src, dst } => writeln!(f, "step {i}: fft {src:?} -> {dst:?}")?,
+                Step::FftFused {
+                    kernel,
+                    inputs,
+                    args,
+                    src,
+                    dst,
+                } => {
+                    writeln!(
+                        f,
+                        "step {i}: fft {src:?} -> {dst:?}, first pass computing {src:?}: \
+                         fused prologue shape={:?} inputs={inputs:?} params={:?}",
+                        args.shape, args.params
+                    )?;
+                    for line in kernel.to_string().lines() {
+                        writeln!(f, "    {line}")?;
+                    }
+                }
                 Step::Alias { src, dst } => writeln!(f, "step {i}: alias {src:?} -> {dst:?}")?,
                 Step::MatMul { a, b, dst, spec } => {
                     writeln!(f, "step {i}: matmul {a:?} @ {b:?} -> {dst:?}: {spec}")?
@@ -188,6 +220,29 @@ pub(crate) fn bind(t: &Template, nodes: &[Arc<Node>]) -> Result<Schedule> {
                     dst: nodes[*dst].clone(),
                 },
                 TStep::Fft { src, dst } => Step::Fft {
+                    src: nodes[*src].clone(),
+                    dst: nodes[*dst].clone(),
+                },
+                TStep::FftFused {
+                    kernel,
+                    inputs,
+                    shape,
+                    params,
+                    src,
+                    dst,
+                } => Step::FftFused {
+                    kernel: kernel.clone(),
+                    inputs: inputs.iter().map(|&p| nodes[p].clone()).collect(),
+                    args: LaunchArgs {
+                        shape: shape.clone(),
+                        params: params
+                            .iter()
+                            .map(|p| match p {
+                                ParamSrc::Fixed(v) => Ok(*v),
+                                ParamSrc::Node(i) => value(*i),
+                            })
+                            .collect::<Result<_>>()?,
+                    },
                     src: nodes[*src].clone(),
                     dst: nodes[*dst].clone(),
                 },
@@ -286,6 +341,39 @@ pub(crate) fn execute(sched: &Schedule) -> Result<()> {
                 if probe.is_some() {
                     let bytes = bytes_of(&[&b]) + bytes_of(&[&out]);
                     let detail = format!("{:?} {:?} -> {:?}", spec.kind, src.shape, dst.shape);
+                    profile::library_done(probe, &dst.device, spec.label(), detail, bytes);
+                }
+                dst.realize(Arc::new(out));
+            }
+            Step::FftFused {
+                kernel,
+                inputs,
+                args,
+                src,
+                dst,
+            } => {
+                let Op::Fft(spec) = &dst.op else {
+                    return Err(Error::internal("execute", "fft step on a non-fft node"));
+                };
+                let bufs: SmallVec<[Arc<Buffer>; 4]> =
+                    inputs.iter().map(|n| buffer_of(n)).collect::<Result<_>>()?;
+                let refs: SmallVec<[&Buffer; 4]> = bufs.iter().map(|b| b.as_ref()).collect();
+                crate::stats::bump::library_calls(1);
+                let probe = profile::begin(&dst.device);
+                let range = nvtx::range_with(|| format!("lazyfuse.{} fused", spec.label()));
+                let out = runtime::fft_fused(
+                    &dst.device,
+                    spec,
+                    kernel,
+                    &refs,
+                    args,
+                    &src.shape,
+                    &dst.shape,
+                )?;
+                drop(range);
+                if probe.is_some() {
+                    let bytes = bytes_of(&refs) + bytes_of(&[&out]);
+                    let detail = format!("fused {:?} {:?} -> {:?}", spec.kind, src.shape, dst.shape);
                     profile::library_done(probe, &dst.device, spec.label(), detail, bytes);
                 }
                 dst.realize(Arc::new(out));

@@ -415,6 +415,50 @@ fn nvrtc_check_enabled() -> bool {
     crate::config::CONFIG.nvrtc_check()
 }
 
+/// The unnormalized C2C transform `spec` of the values `prologue` computes (an
+/// elementwise kernel with one output, launched over `in_shape` with `args`, reading
+/// `inputs`): on a CUDA device as generated passes whose first pass computes its input in
+/// its load, where the generator runs the transform; otherwise (and on the CPU) the
+/// prologue runs as a kernel and the transform reads its result.
+pub(crate) fn fft_fused(
+    dev: &Device,
+    spec: &crate::graph::FftSpec,
+    prologue: &std::sync::Arc<Kernel>,
+    inputs: &[&Buffer],
+    args: &LaunchArgs,
+    in_shape: &[usize],
+    out_shape: &[usize],
+) -> Result<Buffer> {
+    #[cfg(feature = "cuda")]
+    if let Device::Cuda(d) = dev {
+        let ins: smallvec::SmallVec<[&cuda::CudaBuffer; 4]> = inputs
+            .iter()
+            .map(|b| match b {
+                Buffer::Cuda(c) => Ok(c),
+                _ => Err(crate::Error::internal("fft", "host buffer given to CUDA")),
+            })
+            .collect::<Result<_>>()?;
+        let dtype = *prologue
+            .outputs
+            .first()
+            .ok_or_else(|| crate::Error::internal("fft", "prologue without output"))?;
+        let out = d.alloc_buffer(dtype, out_shape.iter().product())?;
+        let p = cuda::Prologue {
+            kernel: prologue,
+            inputs: &ins,
+            args,
+        };
+        if in_shape == out_shape && d.fft_fused(spec, &p, &out, in_shape, dtype)? {
+            return Ok(Buffer::Cuda(out));
+        }
+    }
+    let input = run_kernel(dev, prologue, inputs, args)?
+        .into_iter()
+        .next()
+        .ok_or_else(|| crate::Error::internal("fft", "prologue without output"))?;
+    fft(dev, spec, &input, in_shape, out_shape)
+}
+
 /// The unnormalized FFT `spec` of `input` (shape `in_shape`) as a new buffer of
 /// `out_shape` on `dev`.
 pub(crate) fn fft(

@@ -52,6 +52,17 @@ pub(crate) enum TStep {
         src: usize,
         dst: usize,
     },
+    /// The transform `dst` of `src`, whose values the elementwise `kernel` (launched over
+    /// `shape` with `params`, reading `inputs`) computes inside the transform's first pass:
+    /// `src` itself is never stored (`fuse_prologues`).
+    FftFused {
+        kernel: Arc<Kernel>,
+        inputs: Vec<usize>,
+        shape: lazyfuse_codegen::LaunchShape,
+        params: Vec<ParamSrc>,
+        src: usize,
+        dst: usize,
+    },
     /// `dst` (a reshape) shares `src`'s buffer.
     Alias {
         src: usize,
@@ -158,23 +169,32 @@ impl Dag {
 
 /// Every node reachable from `roots` (realized nodes included, not walked through),
 /// inputs before users, in a deterministic order; and the structural plan key of the DAG,
-/// written into `key`: the fusion switch, per node its structure hash (ops without
+/// written into `key`: the planning settings (`plan_mode`), per node its structure hash (ops without
 /// constant values and seeds, dtypes, shapes, devices), realized-ness and the walk
 /// positions of its inputs, then the roots' positions. Equal keys mean equal plans, and
 /// the plan cache compares whole keys (not a hash of them). `dag` receives what the key
 /// was made from.
-fn walk(roots: &[Arc<Node>], fuse: bool, key: &mut Vec<u64>, dag: &mut Dag) -> NodeOrder {
+fn walk(roots: &[Arc<Node>], mode: u64, key: &mut Vec<u64>, dag: &mut Dag) -> NodeOrder {
     WALK.with(|w| match w.try_borrow_mut() {
-        Ok(mut scratch) => walk_with(&mut scratch, roots, fuse, key, dag),
+        Ok(mut scratch) => walk_with(&mut scratch, roots, mode, key, dag),
         // re-entered from a walk on this thread (cannot happen today): fresh scratch
-        Err(_) => walk_with(&mut WalkScratch::new(), roots, fuse, key, dag),
+        Err(_) => walk_with(&mut WalkScratch::new(), roots, mode, key, dag),
     })
+}
+
+/// The settings a plan depends on besides its DAG, as part of the plan key: bit 0 the
+/// fusion switch, bit 1 whether transforms may take their producer's kernel into their
+/// first pass (fusion on and the generated FFT passes selected: `fuse_prologues`).
+fn plan_mode() -> u64 {
+    let fuse = config::fusion_enabled();
+    let fft = fuse && config::fft_backend() == config::FftBackend::Generated;
+    fuse as u64 | (fft as u64) << 1
 }
 
 fn walk_with(
     scratch: &mut WalkScratch,
     roots: &[Arc<Node>],
-    fuse: bool,
+    mode: u64,
     key: &mut Vec<u64>,
     dag: &mut Dag,
 ) -> NodeOrder {
@@ -185,7 +205,7 @@ fn walk_with(
     ids.clear();
     key.clear();
     dag.clear();
-    key.push(fuse as u64);
+    key.push(mode);
     let mut order = NodeOrder::new();
     stack.extend(roots.iter().rev().map(|r| Frame::Visit(r.clone())));
     while let Some(frame) = stack.pop() {
@@ -272,30 +292,30 @@ struct Walked {
 /// positioned over, and whether it came from the cache. Readers of the plan cache never
 /// block each other; the key is built in a per-thread buffer.
 pub(crate) fn template_for_hit(roots: &[Arc<Node>]) -> Result<(Arc<Template>, NodeOrder, bool)> {
-    let fuse = config::fusion_enabled(); // read once: the key and the plan agree
-    if let Some((t, nodes)) = skeleton::lookup(roots, fuse) {
+    let mode = plan_mode(); // read once: the key and the plan agree
+    if let Some((t, nodes)) = skeleton::lookup(roots, mode) {
         crate::stats::bump::plan_cache_hits(1);
         return Ok((t, nodes, true));
     }
     let (t, nodes, hit) = KEY.with(|k| match k.try_borrow_mut() {
         Ok(mut w) => {
             let Walked { key, dag } = &mut *w;
-            template_with_key(roots, fuse, key, dag)
+            template_with_key(roots, mode, key, dag)
         }
-        Err(_) => template_with_key(roots, fuse, &mut Vec::new(), &mut Dag::default()),
+        Err(_) => template_with_key(roots, mode, &mut Vec::new(), &mut Dag::default()),
     })?;
-    skeleton::remember(roots, fuse, &t);
+    skeleton::remember(roots, mode, &t);
     Ok((t, nodes, hit))
 }
 
 fn template_with_key(
     roots: &[Arc<Node>],
-    fuse: bool,
+    mode: u64,
     key: &mut Vec<u64>,
     dag: &mut Dag,
 ) -> Result<(Arc<Template>, NodeOrder, bool)> {
     loop {
-        let nodes = walk(roots, fuse, key, dag);
+        let nodes = walk(roots, mode, key, dag);
         let cached = PLANS
             .templates
             .read()
@@ -317,7 +337,7 @@ fn template_with_key(
             .iter()
             .map(|&p| p as usize)
             .collect();
-        let planned = make_template(&nodes, dag, &root_pos, fuse);
+        let planned = make_template(&nodes, dag, &root_pos, mode & 1 != 0, mode & 2 != 0);
         // Planning reads the walk's snapshot (`dag`), except for the operand views of a
         // matmul (`matmul`), read live. When another thread realized one of those
         // meanwhile, the plan (or its error) belongs to a DAG other than the key's: plan
@@ -325,7 +345,7 @@ fn template_with_key(
         // this ends.
         if nodes.iter().any(|n| n.op == Op::MatMul) {
             let mut again = Vec::with_capacity(key.len());
-            drop(walk(roots, fuse, &mut again, &mut Dag::default()));
+            drop(walk(roots, mode, &mut again, &mut Dag::default()));
             if again != *key {
                 config::debug_log!(2, "a node was realized while planning: planning again");
                 continue;
@@ -356,7 +376,9 @@ impl TStep {
     /// what it reads (in-place reuse and traced functions rely on it).
     pub(crate) fn reads(&self) -> SmallVec<[usize; 8]> {
         match self {
-            TStep::Kernel { inputs, .. } => inputs.iter().copied().collect(),
+            TStep::Kernel { inputs, .. } | TStep::FftFused { inputs, .. } => {
+                inputs.iter().copied().collect()
+            }
             TStep::Copy { src, .. } | TStep::Fft { src, .. } | TStep::Alias { src, .. } => {
                 [*src].into_iter().collect()
             }
@@ -369,6 +391,7 @@ impl TStep {
             TStep::Kernel { outputs, .. } => outputs.iter().copied().collect(),
             TStep::Copy { dst, .. }
             | TStep::Fft { dst, .. }
+            | TStep::FftFused { dst, .. }
             | TStep::Alias { dst, .. }
             | TStep::MatMul { dst, .. } => [*dst].into_iter().collect(),
         }
@@ -394,6 +417,7 @@ fn make_template(
     dag: &Dag,
     root_pos: &[usize],
     fuse: bool,
+    fft_fuse: bool,
 ) -> Result<Template> {
     // node id -> position, for the library steps (which resolve their operands by node)
     let pos: HashMap<u64, usize, FxBuild> = match nodes.iter().any(|n| n.op.is_library()) {
@@ -465,6 +489,9 @@ fn make_template(
         if extra.is_empty() {
             crate::stats::bump::plans(1);
             steps.append(&mut aliases);
+            if fft_fuse {
+                fuse_prologues(&mut steps, nodes, root_pos);
+            }
             let reuse = inplace::candidates(&steps, nodes, dag, root_pos);
             let skeleton = skeleton::Skeleton::new(nodes, dag, root_pos);
             return Ok(Template {
@@ -564,6 +591,87 @@ fn absorb_epilogues(nodes: &[Arc<Node>], dag: &Dag, root_pos: &[usize], mat: &mu
             cur = e;
         }
     }
+}
+
+/// Takes the kernel computing a transform's input into the transform's first pass
+/// (`TStep::FftFused`), so that the input is computed where the pass loads it and never
+/// stored: a C2C transform on a CUDA device whose every transformed length the generated
+/// passes cover, of an input that is no root, computed by an elementwise kernel of one
+/// output over the input's shape, and read by no other step. The caller selected the
+/// generated passes (`plan_mode`); other plans are left as they are.
+fn fuse_prologues(steps: &mut Vec<TStep>, nodes: &[Arc<Node>], root_pos: &[usize]) {
+    use crate::graph::FftKind;
+    // (producer step, transform step)
+    let mut pairs: Vec<(usize, usize)> = Vec::new();
+    for (fi, s) in steps.iter().enumerate() {
+        let TStep::Fft { src, dst } = *s else {
+            continue;
+        };
+        let (sn, dn) = (&nodes[src], &nodes[dst]);
+        let Op::Fft(spec) = &dn.op else {
+            continue;
+        };
+        if !matches!(dn.device, crate::Device::Cuda(_))
+            || spec.kind != FftKind::C2C
+            || root_pos.contains(&src)
+            || sn.shape != dn.shape
+            || sn.dtype != dn.dtype
+            || lazyfuse_codegen::fft::plan_c2c(&sn.shape, &spec.axes, sn.dtype, spec.inverse)
+                .is_none()
+        {
+            continue;
+        }
+        let producer = steps.iter().position(|s| {
+            matches!(s, TStep::Kernel { outputs, .. } if outputs.as_slice() == [src])
+        });
+        let Some(ki) = producer else {
+            continue;
+        };
+        let TStep::Kernel { kernel, shape, .. } = &steps[ki] else {
+            continue;
+        };
+        let fits = kernel.reduce.is_none()
+            && shape.as_slice() == sn.shape.as_slice()
+            && kernel.outputs.as_slice() == [sn.dtype]
+            && lazyfuse_codegen::cuda::fft::fused_layout(kernel).is_ok();
+        let other_reader = steps
+            .iter()
+            .enumerate()
+            .any(|(i, s)| i != fi && s.reads().contains(&src));
+        if fits && !other_reader && ki < fi {
+            pairs.push((ki, fi));
+        }
+    }
+    if pairs.is_empty() {
+        return;
+    }
+    let mut taken: Vec<Option<TStep>> = std::mem::take(steps).into_iter().map(Some).collect();
+    for &(ki, fi) in &pairs {
+        let (Some(TStep::Kernel {
+            kernel,
+            inputs,
+            shape,
+            params,
+            ..
+        }), Some(TStep::Fft { src, dst })) = (taken[ki].take(), taken[fi].take())
+        else {
+            continue; // not reached: the pairs name a kernel and a transform each
+        };
+        config::debug_log!(
+            2,
+            "plan: the kernel computing node #{} runs inside the first pass of its transform",
+            nodes[src].id
+        );
+        taken[fi] = Some(TStep::FftFused {
+            kernel,
+            inputs,
+            shape,
+            params,
+            src,
+            dst,
+        });
+    }
+    steps.extend(taken.into_iter().flatten());
 }
 
 /// Nodes computed beneath any of `tops` (walking inputs, stopping at materialized nodes).

@@ -451,7 +451,18 @@ pub(super) struct KernelCache {
     front: RwLock<HashMap<(usize, RenderOptions), Prepared, FxBuild>>,
     /// Generated FFT passes by their structure.
     fft: Mutex<HashMap<lazyfuse_codegen::fft::FftPass, Arc<LoadedKernel>>>,
+    /// Generated FFT passes with a fused prologue by the pass and the address of the plan's
+    /// prologue (each entry holds that `Arc`, so the address is not reused while it lives):
+    /// a cached plan's launch finds its pass without hashing the IR.
+    fft_front: Mutex<FusedFront>,
+    /// The same passes by the pass and the prologue's normal form (a new plan with an
+    /// equal prologue compiles nothing).
+    fft_fused: Mutex<HashMap<(lazyfuse_codegen::fft::FftPass, Kernel), Arc<LoadedKernel>>>,
 }
+
+/// [`KernelCache::fft_front`]'s map.
+type FusedFront =
+    HashMap<(lazyfuse_codegen::fft::FftPass, usize), (Arc<Kernel>, Arc<LoadedKernel>), FxBuild>;
 
 /// A loaded kernel with what every launch of it needs, resolved once.
 #[derive(Clone)]
@@ -501,6 +512,8 @@ impl KernelCache {
             disk,
             front: RwLock::new(HashMap::default()),
             fft: Mutex::new(HashMap::new()),
+            fft_front: Mutex::new(HashMap::default()),
+            fft_fused: Mutex::new(HashMap::new()),
         }
     }
 
@@ -518,6 +531,8 @@ impl KernelCache {
             .clear();
         lock(&self.map).clear();
         lock(&self.fft).clear();
+        lock(&self.fft_front).clear();
+        lock(&self.fft_fused).clear();
     }
 
     /// The launch-ready kernel for a plan's shared `kernel`: by address from the front
@@ -654,6 +669,52 @@ impl KernelCache {
         let loaded =
             Arc::new(self.build_rendered(ctx, t0, r, dumped, || "a generated FFT pass".into())?);
         lock(&self.fft).insert(pass.clone(), loaded.clone());
+        Ok(loaded)
+    }
+
+    /// The loaded kernel of the generated FFT pass `pass` whose load computes `prologue`
+    /// ([`lazyfuse_codegen::cuda::fft::render_fused`]): by the prologue's address, else by
+    /// its normal form, else rendered and built like [`KernelCache::get_fft`].
+    pub(super) fn get_fft_fused(
+        &self,
+        ctx: &Arc<CudaContext>,
+        pass: &lazyfuse_codegen::fft::FftPass,
+        prologue: &Arc<Kernel>,
+    ) -> Result<Arc<LoadedKernel>> {
+        let addr = Arc::as_ptr(prologue) as usize;
+        if let Some((_, k)) = lock(&self.fft_front).get(&(pass.clone(), addr)) {
+            bump::kernel_cache_hits(1);
+            return Ok(k.clone());
+        }
+        let key = (pass.clone(), prologue.normalize());
+        let found = lock(&self.fft_fused).get(&key).cloned();
+        let loaded = match found {
+            Some(k) => k,
+            None => {
+                let _compiling = lock(&self.compile_lock);
+                let again = lock(&self.fft_fused).get(&key).cloned();
+                match again {
+                    Some(k) => k,
+                    None => {
+                        let t0 = Instant::now();
+                        let r = lazyfuse_codegen::cuda::fft::render_fused(pass, prologue)
+                            .map_err(|e| Error::internal("render fused fft", e))?;
+                        debug_log!(5, "source of {}:\n{}", r.entry, r.source);
+                        let dumped = dump_if_asked(&r);
+                        let loaded = Arc::new(self.build_rendered(ctx, t0, r, dumped, || {
+                            "a generated FFT pass with a fused prologue".into()
+                        })?);
+                        lock(&self.fft_fused).insert(key, loaded.clone());
+                        loaded
+                    }
+                }
+            }
+        };
+        let mut front = lock(&self.fft_front);
+        if front.len() >= FRONT_MAX {
+            front.clear();
+        }
+        front.insert((pass.clone(), addr), (prologue.clone(), loaded.clone()));
         Ok(loaded)
     }
 

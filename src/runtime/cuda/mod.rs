@@ -39,6 +39,7 @@ pub(crate) mod lane;
 mod memory;
 
 pub use compile::nvrtc_check;
+pub(crate) use fft::Prologue;
 pub use device::CudaDevice;
 pub(crate) use device::{event_elapsed, TimingEvent};
 pub use memory::{CudaBuffer, PinnedHost};

@@ -4,7 +4,9 @@
 //! the device's kernel cache (memory, disk, NVRTC) keyed by their structure, so a new batch
 //! size or array shape reuses them; twiddle tables are uploaded once per length and
 //! precision and kept by the device's FFT state. Unnormalized in both directions, as the
-//! cuFFT path.
+//! cuFFT path. A plan may fuse the elementwise kernel producing a transform's input into
+//! the first pass ([`Prologue`], `CudaDevice::fft_fused`): that pass computes each input
+//! element in its load, and the input is never written.
 
 use super::plan::Precision;
 use super::FftState;
@@ -15,9 +17,9 @@ use crate::runtime::cuda::device::CudaDevice;
 use crate::runtime::cuda::driver_err;
 use crate::runtime::cuda::memory::CudaBuffer;
 use crate::{Error, Result};
-use lazyfuse_codegen::cuda::fft::pack_args;
+use lazyfuse_codegen::cuda::fft::{pack_args, pack_fused_args};
 use lazyfuse_codegen::fft::{self as gen, Buf};
-use lazyfuse_codegen::DType;
+use lazyfuse_codegen::{DType, Kernel, LaunchArgs};
 use std::sync::Arc;
 
 /// Most twiddle tables a device keeps (one per length and precision used); beyond it the
@@ -59,6 +61,18 @@ impl FftState {
     }
 }
 
+/// Elementwise work fused into the first pass of a generated transform: the kernel whose
+/// stored value at linear index `i` is element `i` of the transform's input, its input
+/// buffers and its launch arguments (launch shape: the transform's input shape).
+pub(crate) struct Prologue<'a> {
+    /// The kernel (an elementwise kernel with one output of the transform's dtype).
+    pub(crate) kernel: &'a Arc<Kernel>,
+    /// Its input buffers.
+    pub(crate) inputs: &'a [&'a CudaBuffer],
+    /// Its launch arguments.
+    pub(crate) args: &'a LaunchArgs,
+}
+
 impl CudaDevice {
     /// Queues the C2C transform `spec` of `input` into `out` (both of `shape`, checked by
     /// the caller) as generated passes when the setting asks for them and the generator
@@ -75,7 +89,41 @@ impl CudaDevice {
         if spec.kind != FftKind::C2C || crate::config::fft_backend() != FftBackend::Generated {
             return Ok(false);
         }
-        let dtype = prec.complex_dtype();
+        self.run_generated(spec, Source::Buffer(input), out, shape, prec.complex_dtype())
+    }
+
+    /// Queues the C2C transform `spec` (unnormalized) of the values `prologue` computes
+    /// into `out` (of `shape` and the complex dtype `dtype`) as generated passes, the first
+    /// computing its input in its load: `Ok(false)`, with nothing queued, when the
+    /// generator does not cover the transform or cannot run it now (the caller then runs
+    /// the prologue as a kernel and the transform on its result).
+    pub(crate) fn fft_fused(
+        &self,
+        spec: &FftSpec,
+        prologue: &Prologue,
+        out: &CudaBuffer,
+        shape: &[usize],
+        dtype: DType,
+    ) -> Result<bool> {
+        if spec.kind != FftKind::C2C
+            || out.dtype() != dtype
+            || out.len() != shape.iter().product::<usize>()
+            || prologue.inputs.iter().any(|b| b.device().ordinal() != self.ordinal())
+        {
+            return Ok(false);
+        }
+        self.run_generated(spec, Source::Prologue(prologue), out, shape, dtype)
+    }
+
+    /// The passes of the C2C transform `spec` of `src` into `out` (see the callers).
+    fn run_generated(
+        &self,
+        spec: &FftSpec,
+        src: Source,
+        out: &CudaBuffer,
+        shape: &[usize],
+        dtype: DType,
+    ) -> Result<bool> {
         let Some(prog) = gen::plan_c2c(shape, &spec.axes, dtype, spec.inverse) else {
             return Ok(false);
         };
@@ -89,7 +137,14 @@ impl CudaDevice {
             if grid >= 1 << 31 {
                 return Ok(false);
             }
-            launches.push((self.kernels.get_fft(&self.ctx, &s.pass)?, grid));
+            // the step reading the transform's input computes it through the prologue
+            let k = match (&src, s.src) {
+                (Source::Prologue(p), Buf::Input) => {
+                    self.kernels.get_fft_fused(&self.ctx, &s.pass, p.kernel)?
+                }
+                _ => self.kernels.get_fft(&self.ctx, &s.pass)?,
+            };
+            launches.push((k, grid));
         }
         // the tables of every step: (line table, table of the input twiddles)
         let mut tables: Vec<(Arc<CudaBuffer>, Option<Arc<CudaBuffer>>)> = Vec::new();
@@ -117,7 +172,10 @@ impl CudaDevice {
         self.ctx
             .bind_to_thread()
             .map_err(driver_err("cuCtxGetCurrent"))?;
-        let mut reads: Vec<&CudaBuffer> = vec![input];
+        let mut reads: Vec<&CudaBuffer> = match &src {
+            Source::Buffer(b) => vec![b],
+            Source::Prologue(p) => p.inputs.to_vec(),
+        };
         for (line, big) in &tables {
             reads.push(line);
             if let Some(b) = big {
@@ -127,10 +185,12 @@ impl CudaDevice {
         // the buffers on this thread's stream, after their writers
         self.order(&reads, &[out])?;
         let ptr = |b: Buf| -> Result<u64> {
-            match b {
-                Buf::Input => Ok(input.device_ptr()),
-                Buf::Output => Ok(out.device_ptr()),
-                Buf::Work => work
+            match (b, &src) {
+                (Buf::Input, Source::Buffer(input)) => Ok(input.device_ptr()),
+                // not read: the fused load computes the input
+                (Buf::Input, Source::Prologue(_)) => Ok(0),
+                (Buf::Output, _) => Ok(out.device_ptr()),
+                (Buf::Work, _) => work
                     .as_ref()
                     .map(|w| w.device_ptr())
                     .ok_or_else(|| Error::internal("generated fft", "no work buffer")),
@@ -139,15 +199,33 @@ impl CudaDevice {
         for ((s, (k, grid)), (line, big)) in prog.steps.iter().zip(&launches).zip(&tables) {
             let tw = line.device_ptr();
             let tw_big = big.as_ref().map_or(tw, |b| b.device_ptr());
-            let blob = pack_args(&s.args, [ptr(s.src)?, ptr(s.dst)?, tw, tw_big]);
+            let ptrs = [ptr(s.src)?, ptr(s.dst)?, tw, tw_big];
+            let blob = match (&src, s.src) {
+                (Source::Prologue(p), Buf::Input) => {
+                    let ins: Vec<u64> = p.inputs.iter().map(|b| b.device_ptr()).collect();
+                    pack_fused_args(&s.args, ptrs, p.kernel, &ins, p.args)
+                        .map_err(|e| Error::internal("generated fft", e))?
+                }
+                _ => pack_args(&s.args, ptrs),
+            };
             // The pointers: the transform's input and output (sized by the shape the
             // program was planned for, as the caller checked), the work buffer of the
             // program's `work_len` elements and the tables of the lengths the steps name,
             // all ordered on this stream; the line maps address only elements inside them
-            // (tested on the host executor, which indexes slices of those lengths).
+            // (tested on the host executor, which indexes slices of those lengths). A
+            // fused prologue's loads are its kernel's, over its own inputs and launch shape
+            // (the transform's input shape).
             self.launch_grid(k, blob, *grid)?;
         }
         drop(work); // freed on the stream, after the passes that use it
         Ok(true)
     }
+}
+
+/// What the first pass of a generated transform reads.
+enum Source<'a> {
+    /// The input buffer.
+    Buffer(&'a CudaBuffer),
+    /// Values computed by a fused prologue.
+    Prologue(&'a Prologue<'a>),
 }

@@ -139,8 +139,14 @@ fn check_psf(dev: &Device, n: usize) {
     let want = psf_reference(n);
     let e_plain = rel_to_peak(&plain, &want);
     let e_fused = rel_to_peak(&fused, &want);
-    assert!(e_plain < 1e-4, "{dev} n={n}: unfused plan off by {e_plain:.2e}");
-    assert!(e_fused < 1e-4, "{dev} n={n}: fused plan off by {e_fused:.2e}");
+    assert!(
+        e_plain < 1e-4,
+        "{dev} n={n}: unfused plan off by {e_plain:.2e}"
+    );
+    assert!(
+        e_fused < 1e-4,
+        "{dev} n={n}: fused plan off by {e_fused:.2e}"
+    );
     let peak = want.iter().copied().fold(0.0, f64::max);
     let apart = fused
         .iter()
@@ -148,7 +154,10 @@ fn check_psf(dev: &Device, n: usize) {
         .map(|(&a, &b)| (a as f64 - b as f64).abs())
         .fold(0.0, f64::max)
         / peak;
-    assert!(apart < 2e-5, "{dev} n={n}: fused and unfused {apart:.2e} apart");
+    assert!(
+        apart < 2e-5,
+        "{dev} n={n}: fused and unfused {apart:.2e} apart"
+    );
 }
 
 device_test!(psf_8_prologue_fused);

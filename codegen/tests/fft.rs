@@ -292,12 +292,9 @@ fn fused_prologue_pass() {
     assert_eq!(at, ARG_BYTES.div_ceil(8) * 8);
     let args = LaunchArgs {
         shape: [12, 16].into_iter().collect(),
-        params: [
-            Scalar::I64(9),
-            Scalar::C64(Complex32::new(1.0, 0.5)),
-        ]
-        .into_iter()
-        .collect(),
+        params: [Scalar::I64(9), Scalar::C64(Complex32::new(1.0, 0.5))]
+            .into_iter()
+            .collect(),
     };
     let blob = pack_fused_args(&p.steps[0].args, [1, 2, 3, 4], &k, &[77], &args).unwrap();
     assert_eq!(blob.len(), size);
@@ -339,7 +336,10 @@ fn rendered_passes_compile_with_nvrtc() {
     }
     let mut rendered: Vec<_> = passes.iter().map(render).collect();
     for dt in [DType::C64, DType::C128] {
-        for pass in fft::plan_c2c(&[6, 1 << 14], &[0, 1], dt, true).unwrap().steps {
+        for pass in fft::plan_c2c(&[6, 1 << 14], &[0, 1], dt, true)
+            .unwrap()
+            .steps
+        {
             rendered.push(render_fused(&pass.pass, &prologue(dt)).unwrap());
         }
     }

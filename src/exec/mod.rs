@@ -373,7 +373,8 @@ pub(crate) fn execute(sched: &Schedule) -> Result<()> {
                 drop(range);
                 if probe.is_some() {
                     let bytes = bytes_of(&refs) + bytes_of(&[&out]);
-                    let detail = format!("fused {:?} {:?} -> {:?}", spec.kind, src.shape, dst.shape);
+                    let detail =
+                        format!("fused {:?} {:?} -> {:?}", spec.kind, src.shape, dst.shape);
                     profile::library_done(probe, &dst.device, spec.label(), detail, bytes);
                 }
                 dst.realize(Arc::new(out));

@@ -621,9 +621,9 @@ fn fuse_prologues(steps: &mut Vec<TStep>, nodes: &[Arc<Node>], root_pos: &[usize
         {
             continue;
         }
-        let producer = steps.iter().position(|s| {
-            matches!(s, TStep::Kernel { outputs, .. } if outputs.as_slice() == [src])
-        });
+        let producer = steps.iter().position(
+            |s| matches!(s, TStep::Kernel { outputs, .. } if outputs.as_slice() == [src]),
+        );
         let Some(ki) = producer else {
             continue;
         };
@@ -647,13 +647,16 @@ fn fuse_prologues(steps: &mut Vec<TStep>, nodes: &[Arc<Node>], root_pos: &[usize
     }
     let mut taken: Vec<Option<TStep>> = std::mem::take(steps).into_iter().map(Some).collect();
     for &(ki, fi) in &pairs {
-        let (Some(TStep::Kernel {
-            kernel,
-            inputs,
-            shape,
-            params,
-            ..
-        }), Some(TStep::Fft { src, dst })) = (taken[ki].take(), taken[fi].take())
+        let (
+            Some(TStep::Kernel {
+                kernel,
+                inputs,
+                shape,
+                params,
+                ..
+            }),
+            Some(TStep::Fft { src, dst }),
+        ) = (taken[ki].take(), taken[fi].take())
         else {
             continue; // not reached: the pairs name a kernel and a transform each
         };

@@ -105,9 +105,7 @@ impl Skeleton {
 fn hint(roots: &[Arc<Node>], mode: u64) -> u64 {
     roots
         .iter()
-        .fold(mix(mode, roots.len() as u64), |h, r| {
-            mix(h, r.use_key())
-        })
+        .fold(mix(mode, roots.len() as u64), |h, r| mix(h, r.use_key()))
 }
 
 /// Plans this thread found lately, by [`hint`]. Per thread, so a hit takes no lock.

@@ -39,9 +39,9 @@ pub(crate) mod lane;
 mod memory;
 
 pub use compile::nvrtc_check;
-pub(crate) use fft::Prologue;
 pub use device::CudaDevice;
 pub(crate) use device::{event_elapsed, TimingEvent};
+pub(crate) use fft::Prologue;
 pub use memory::{CudaBuffer, PinnedHost};
 
 use crate::Error;

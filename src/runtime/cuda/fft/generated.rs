@@ -89,7 +89,13 @@ impl CudaDevice {
         if spec.kind != FftKind::C2C || crate::config::fft_backend() != FftBackend::Generated {
             return Ok(false);
         }
-        self.run_generated(spec, Source::Buffer(input), out, shape, prec.complex_dtype())
+        self.run_generated(
+            spec,
+            Source::Buffer(input),
+            out,
+            shape,
+            prec.complex_dtype(),
+        )
     }
 
     /// Queues the C2C transform `spec` (unnormalized) of the values `prologue` computes
@@ -108,7 +114,10 @@ impl CudaDevice {
         if spec.kind != FftKind::C2C
             || out.dtype() != dtype
             || out.len() != shape.iter().product::<usize>()
-            || prologue.inputs.iter().any(|b| b.device().ordinal() != self.ordinal())
+            || prologue
+                .inputs
+                .iter()
+                .any(|b| b.device().ordinal() != self.ordinal())
         {
             return Ok(false);
         }

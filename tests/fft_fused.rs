@@ -219,3 +219,42 @@ fn cufft_backend_keeps_the_plan(_: &Device) {
     lf::set_fft_backend(before);
     assert_eq!(kernels.unwrap(), 2);
 }
+
+device_test!(traced_function_runs_the_fused_transform);
+fn traced_function_runs_the_fused_transform(_: &Device) {
+    generated(|| {
+        // a pupil phase as the input: its exponential, padding and shift feed the
+        // transform's first pass on CUDA, call after call
+        let n = 12;
+        let phase = Array::linspace(0.0, 1.0, n * n, DType::F32).reshape(&[n as isize, n as isize]);
+        let f = lf::Function::trace(&[&phase], |x| {
+            let wave = (&x[0] * (2.0 * PI) * lf::c64::i()).exp();
+            let padded = wave.pad(&[(n / 2, n / 2), (n / 2, n / 2)], 0.0);
+            let field = lf::fft::fft2(&lf::fft::ifftshift(&padded, None));
+            vec![lf::fft::fftshift(&field, None).abs().square()]
+        })
+        .unwrap();
+        for k in 0..3 {
+            let p = &phase * (1.0 + k as f64);
+            let got: Vec<f32> = f.call(&[&p]).unwrap()[0].to_vec().unwrap();
+            let wave = (&p * (2.0 * PI) * lf::c64::i()).exp();
+            let padded = wave.pad(&[(n / 2, n / 2), (n / 2, n / 2)], 0.0);
+            let want: Vec<f32> = lf::with_fusion(false, || {
+                let field = lf::fft::fft2(&lf::fft::ifftshift(&padded, None));
+                lf::fft::fftshift(&field, None)
+                    .abs()
+                    .square()
+                    .to_vec()
+                    .unwrap()
+            });
+            let peak = want.iter().copied().fold(0.0f32, f32::max) as f64;
+            let apart = got
+                .iter()
+                .zip(&want)
+                .map(|(&a, &b)| (a as f64 - b as f64).abs())
+                .fold(0.0, f64::max)
+                / peak;
+            assert!(apart < 2e-5, "call {k}: {apart:.2e} from the unfused plan");
+        }
+    });
+}

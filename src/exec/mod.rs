@@ -54,13 +54,13 @@ pub(crate) enum Step {
     /// The FFT `dst` of `src`'s buffer (a cuFFT / rustfft call).
     Fft { src: Arc<Node>, dst: Arc<Node> },
     /// The FFT `dst` of the values `kernel` computes from `inputs` (launched with `args`
-    /// over `src`'s shape): `src`, the transform's input, is computed inside the
-    /// transform's first pass and never stored (generated passes on CUDA).
+    /// over the transform's input shape, `args.shape`): the transform's input is computed
+    /// inside its first pass and never stored (generated passes on CUDA). The input's node
+    /// is not bound: a traced function's call has none.
     FftFused {
         kernel: Arc<Kernel>,
         inputs: NodeList,
         args: LaunchArgs,
-        src: Arc<Node>,
         dst: Arc<Node>,
     },
     /// `dst`, a reshape of `src`, takes `src`'s buffer (C order is unchanged).
@@ -143,12 +143,11 @@ impl fmt::Display for Schedule {
                     kernel,
                     inputs,
                     args,
-                    src,
                     dst,
                 } => {
                     writeln!(
                         f,
-                        "step {i}: fft {src:?} -> {dst:?}, first pass computing {src:?}: \
+                        "step {i}: fft -> {dst:?}, its input computed in the first pass: \
                          fused prologue shape={:?} inputs={inputs:?} params={:?}",
                         args.shape, args.params
                     )?;
@@ -228,7 +227,6 @@ pub(crate) fn bind(t: &Template, nodes: &[Arc<Node>]) -> Result<Schedule> {
                     inputs,
                     shape,
                     params,
-                    src,
                     dst,
                 } => Step::FftFused {
                     kernel: kernel.clone(),
@@ -243,7 +241,6 @@ pub(crate) fn bind(t: &Template, nodes: &[Arc<Node>]) -> Result<Schedule> {
                             })
                             .collect::<Result<_>>()?,
                     },
-                    src: nodes[*src].clone(),
                     dst: nodes[*dst].clone(),
                 },
                 TStep::Alias { src, dst } => Step::Alias {
@@ -349,7 +346,6 @@ pub(crate) fn execute(sched: &Schedule) -> Result<()> {
                 kernel,
                 inputs,
                 args,
-                src,
                 dst,
             } => {
                 let Op::Fft(spec) = &dst.op else {
@@ -367,14 +363,14 @@ pub(crate) fn execute(sched: &Schedule) -> Result<()> {
                     kernel,
                     &refs,
                     args,
-                    &src.shape,
+                    &args.shape,
                     &dst.shape,
                 )?;
                 drop(range);
                 if probe.is_some() {
                     let bytes = bytes_of(&refs) + bytes_of(&[&out]);
                     let detail =
-                        format!("fused {:?} {:?} -> {:?}", spec.kind, src.shape, dst.shape);
+                        format!("fused {:?} {:?} -> {:?}", spec.kind, args.shape, dst.shape);
                     profile::library_done(probe, &dst.device, spec.label(), detail, bytes);
                 }
                 dst.realize(Arc::new(out));

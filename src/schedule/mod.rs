@@ -52,15 +52,14 @@ pub(crate) enum TStep {
         src: usize,
         dst: usize,
     },
-    /// The transform `dst` of `src`, whose values the elementwise `kernel` (launched over
-    /// `shape` with `params`, reading `inputs`) computes inside the transform's first pass:
-    /// `src` itself is never stored (`fuse_prologues`).
+    /// The transform `dst` of the values the elementwise `kernel` (launched over `shape`,
+    /// the transform's input shape, with `params`, reading `inputs`) computes inside the
+    /// transform's first pass: the input itself is never stored (`fuse_prologues`).
     FftFused {
         kernel: Arc<Kernel>,
         inputs: Vec<usize>,
         shape: lazyfuse_codegen::LaunchShape,
         params: Vec<ParamSrc>,
-        src: usize,
         dst: usize,
     },
     /// `dst` (a reshape) shares `src`'s buffer.
@@ -670,7 +669,6 @@ fn fuse_prologues(steps: &mut Vec<TStep>, nodes: &[Arc<Node>], root_pos: &[usize
             inputs,
             shape,
             params,
-            src,
             dst,
         });
     }

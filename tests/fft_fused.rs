@@ -1,9 +1,10 @@
-//! Transforms with a fused prologue: with the generated FFT passes selected
+//! Transforms with fused elementwise work: with the generated FFT passes selected
 //! (`lf::set_fft_backend(Generated)`), the kernel computing a C2C transform's input runs
-//! inside the transform's first pass on CUDA (one kernel fewer in the plan). The PSF
-//! pipeline at n = 8, 12 and 64 is checked against the unfused plan and against a naive
-//! f64 DFT; lengths the generator does not cover, inputs read elsewhere and the CPU keep
-//! today's plan (kernel + FFT + kernel).
+//! inside the transform's first pass on CUDA, and a consumer reading the transform through
+//! rolls only (`fftshift`) inside its last pass: the PSF pipeline plans as one transform
+//! and no kernel. It is checked at n = 8, 12 and 64 against the unfused plan and against a
+//! naive f64 DFT; lengths the generator does not cover, inputs and outputs read elsewhere
+//! and the CPU keep today's plan (kernel + FFT + kernel).
 
 #[macro_use]
 mod common;
@@ -129,9 +130,11 @@ fn check_psf(dev: &Device, n: usize) {
     let (kernels, libs, plan, fused, plain) = psf_both(n);
     assert_eq!(libs, 1, "plan:\n{plan}");
     if matches!(dev, Device::Cuda(_)) {
-        // the kernel computing the transform's input runs inside its first pass
-        assert_eq!(kernels, 1, "plan:\n{plan}");
+        // the kernel computing the transform's input runs inside its first pass, the
+        // shifted squared magnitude inside its last
+        assert_eq!(kernels, 0, "plan:\n{plan}");
         assert!(plan.contains("fused prologue"), "plan:\n{plan}");
+        assert!(plan.contains("fused epilogue"), "plan:\n{plan}");
     } else {
         assert_eq!(kernels, 2, "plan:\n{plan}");
         assert!(!plan.contains("fused prologue"), "plan:\n{plan}");
@@ -255,6 +258,37 @@ fn traced_function_runs_the_fused_transform(_: &Device) {
                 .fold(0.0, f64::max)
                 / peak;
             assert!(apart < 2e-5, "call {k}: {apart:.2e} from the unfused plan");
+        }
+    });
+}
+
+/// The transform of the PSF input read twice (at two indices), or through a transpose.
+fn misfit(what: &str) -> Array {
+    let f = lf::fft::fft2(&psf_input(8));
+    match what {
+        "two reads" => &f.abs() + &lf::fft::fftshift(&f, None).abs(),
+        _ => f.abs().transpose(),
+    }
+}
+
+device_test!(consumers_that_do_not_fit_stay_kernels);
+fn consumers_that_do_not_fit_stay_kernels(dev: &Device) {
+    generated(|| {
+        let cuda = matches!(dev, Device::Cuda(_));
+        for what in ["two reads", "transpose"] {
+            // each case from fresh nodes (an evaluated transform would be a leaf)
+            let y = misfit(what);
+            let plan = lf::debug::plan(&[&y]).unwrap();
+            let kernels = lf::debug::kernel_count(&[&y]).unwrap();
+            assert_eq!(kernels, if cuda { 1 } else { 2 }, "{what}: plan:\n{plan}");
+            assert!(!plan.contains("fused epilogue"), "{what}: plan:\n{plan}");
+            let got: Vec<f32> = y.to_vec().unwrap();
+            drop(y);
+            let want: Vec<f32> = lf::with_fusion(false, || misfit(what).to_vec().unwrap());
+            let peak = want.iter().copied().fold(0.0f32, f32::max);
+            for (a, b) in got.iter().zip(&want) {
+                assert!((a - b).abs() <= 2e-5 * peak, "{what}: {a} vs {b}");
+            }
         }
     });
 }

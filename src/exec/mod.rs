@@ -53,16 +53,9 @@ pub(crate) enum Step {
     Copy { src: Arc<Node>, dst: Arc<Node> },
     /// The FFT `dst` of `src`'s buffer (a cuFFT / rustfft call).
     Fft { src: Arc<Node>, dst: Arc<Node> },
-    /// The FFT `dst` of the values `kernel` computes from `inputs` (launched with `args`
-    /// over the transform's input shape, `args.shape`): the transform's input is computed
-    /// inside its first pass and never stored (generated passes on CUDA). The input's node
-    /// is not bound: a traced function's call has none.
-    FftFused {
-        kernel: Arc<Kernel>,
-        inputs: NodeList,
-        args: LaunchArgs,
-        dst: Arc<Node>,
-    },
+    /// A transform whose input is computed inside its first pass (and, with an
+    /// epilogue, whose consumer is computed inside its last): generated passes on CUDA.
+    FftFused(Box<FusedFft>),
     /// `dst`, a reshape of `src`, takes `src`'s buffer (C order is unchanged).
     Alias { src: Arc<Node>, dst: Arc<Node> },
     /// The product `dst` read from `a`'s and `b`'s buffers as `spec` lays them out (a
@@ -73,6 +66,30 @@ pub(crate) enum Step {
         dst: Arc<Node>,
         spec: Arc<GemmSpec>,
     },
+}
+
+/// A bound `TStep::FftFused`.
+pub(crate) struct FusedFft {
+    /// The prologue: computes the transform's input at each linear index.
+    pub(crate) kernel: Arc<Kernel>,
+    pub(crate) inputs: NodeList,
+    /// The prologue's launch arguments (launch shape: the transform's input shape).
+    pub(crate) args: LaunchArgs,
+    pub(crate) spec: Arc<crate::graph::FftSpec>,
+    /// The node the step computes: the transform, or the epilogue's output. (The
+    /// transform's input node is not bound: a traced function's call has none.)
+    pub(crate) dst: Arc<Node>,
+    pub(crate) epilogue: Option<BoundEpi>,
+}
+
+/// A bound `schedule::EpiPlan`.
+pub(crate) struct BoundEpi {
+    pub(crate) kernel: Arc<Kernel>,
+    /// Its inputs; the one at `value_input` is the transform (not read).
+    pub(crate) inputs: NodeList,
+    pub(crate) value_input: u32,
+    pub(crate) shift_param: u32,
+    pub(crate) args: LaunchArgs,
 }
 
 /// The plan of one evaluation.
@@ -110,7 +127,7 @@ impl Schedule {
             .filter(|s| {
                 matches!(
                     s,
-                    Step::Fft { .. } | Step::FftFused { .. } | Step::MatMul { .. }
+                    Step::Fft { .. } | Step::FftFused(_) | Step::MatMul { .. }
                 )
             })
             .count()
@@ -139,20 +156,36 @@ impl fmt::Display for Schedule {
                 }
                 Step::Copy { src, dst } => writeln!(f, "step {i}: copy {src:?} -> {dst:?}")?,
                 Step::Fft { src, dst } => writeln!(f, "step {i}: fft {src:?} -> {dst:?}")?,
-                Step::FftFused {
-                    kernel,
-                    inputs,
-                    args,
-                    dst,
-                } => {
+                Step::FftFused(ff) => {
+                    let FusedFft {
+                        kernel,
+                        inputs,
+                        args,
+                        spec,
+                        dst,
+                        epilogue,
+                    } = &**ff;
                     writeln!(
                         f,
-                        "step {i}: fft -> {dst:?}, its input computed in the first pass: \
+                        "step {i}: {} -> {dst:?}, its input computed in the first pass: \
                          fused prologue shape={:?} inputs={inputs:?} params={:?}",
-                        args.shape, args.params
+                        spec.label(),
+                        args.shape,
+                        args.params
                     )?;
                     for line in kernel.to_string().lines() {
                         writeln!(f, "    {line}")?;
+                    }
+                    if let Some(e) = epilogue {
+                        writeln!(
+                            f,
+                            "  and its consumer in the last pass: fused epilogue inputs={:?} \
+                             (transform at {}) params={:?}",
+                            e.inputs, e.value_input, e.args.params
+                        )?;
+                        for line in e.kernel.to_string().lines() {
+                            writeln!(f, "    {line}")?;
+                        }
                     }
                 }
                 Step::Alias { src, dst } => writeln!(f, "step {i}: alias {src:?} -> {dst:?}")?,
@@ -227,22 +260,47 @@ pub(crate) fn bind(t: &Template, nodes: &[Arc<Node>]) -> Result<Schedule> {
                     inputs,
                     shape,
                     params,
+                    spec,
                     dst,
-                } => Step::FftFused {
-                    kernel: kernel.clone(),
-                    inputs: inputs.iter().map(|&p| nodes[p].clone()).collect(),
-                    args: LaunchArgs {
-                        shape: shape.clone(),
-                        params: params
-                            .iter()
+                    epilogue,
+                } => {
+                    let params_of = |ps: &[ParamSrc]| -> Result<_> {
+                        ps.iter()
                             .map(|p| match p {
                                 ParamSrc::Fixed(v) => Ok(*v),
                                 ParamSrc::Node(i) => value(*i),
                             })
-                            .collect::<Result<_>>()?,
-                    },
-                    dst: nodes[*dst].clone(),
-                },
+                            .collect::<Result<_>>()
+                    };
+                    let epilogue = match epilogue {
+                        Some(e) => Some(BoundEpi {
+                            kernel: e.kernel.clone(),
+                            inputs: e.inputs.iter().map(|&p| nodes[p].clone()).collect(),
+                            value_input: e.value_input,
+                            shift_param: e.shift_param,
+                            args: LaunchArgs {
+                                shape: shape.clone(),
+                                params: params_of(&e.params)?,
+                            },
+                        }),
+                        None => None,
+                    };
+                    let dst = match &epilogue {
+                        Some(_) => epilogue_out(s),
+                        None => *dst,
+                    };
+                    Step::FftFused(Box::new(FusedFft {
+                        kernel: kernel.clone(),
+                        inputs: inputs.iter().map(|&p| nodes[p].clone()).collect(),
+                        args: LaunchArgs {
+                            shape: shape.clone(),
+                            params: params_of(params)?,
+                        },
+                        spec: spec.clone(),
+                        dst: nodes[dst].clone(),
+                        epilogue,
+                    }))
+                }
                 TStep::Alias { src, dst } => Step::Alias {
                     src: nodes[*src].clone(),
                     dst: nodes[*dst].clone(),
@@ -260,6 +318,17 @@ pub(crate) fn bind(t: &Template, nodes: &[Arc<Node>]) -> Result<Schedule> {
         steps,
         reuse: inplace::bind(t.reuse(), nodes),
     })
+}
+
+/// The position a fused transform with an epilogue computes (its epilogue's output).
+fn epilogue_out(s: &TStep) -> usize {
+    match s {
+        TStep::FftFused {
+            epilogue: Some(e), ..
+        } => e.out,
+        TStep::FftFused { dst, .. } => *dst,
+        _ => usize::MAX,
+    }
 }
 
 /// Plans and runs the evaluation of `roots`.
@@ -342,18 +411,40 @@ pub(crate) fn execute(sched: &Schedule) -> Result<()> {
                 }
                 dst.realize(Arc::new(out));
             }
-            Step::FftFused {
-                kernel,
-                inputs,
-                args,
-                dst,
-            } => {
-                let Op::Fft(spec) = &dst.op else {
-                    return Err(Error::internal("execute", "fft step on a non-fft node"));
-                };
+            Step::FftFused(ff) => {
+                let FusedFft {
+                    kernel,
+                    inputs,
+                    args,
+                    spec,
+                    dst,
+                    epilogue,
+                } = &**ff;
                 let bufs: SmallVec<[Arc<Buffer>; 4]> =
                     inputs.iter().map(|n| buffer_of(n)).collect::<Result<_>>()?;
                 let refs: SmallVec<[&Buffer; 4]> = bufs.iter().map(|b| b.as_ref()).collect();
+                // the epilogue's inputs but the transform's output
+                let epi_bufs: SmallVec<[Option<Arc<Buffer>>; 4]> = match epilogue {
+                    Some(e) => e
+                        .inputs
+                        .iter()
+                        .enumerate()
+                        .map(|(k, n)| match k as u32 == e.value_input {
+                            true => Ok(None),
+                            false => buffer_of(n).map(Some),
+                        })
+                        .collect::<Result<_>>()?,
+                    None => SmallVec::new(),
+                };
+                let epi_refs: SmallVec<[Option<&Buffer>; 4]> =
+                    epi_bufs.iter().map(|b| b.as_deref()).collect();
+                let epi = epilogue.as_ref().map(|e| runtime::EpiRun {
+                    kernel: &e.kernel,
+                    inputs: &epi_refs,
+                    value_input: e.value_input,
+                    shift_param: e.shift_param,
+                    args: &e.args,
+                });
                 crate::stats::bump::library_calls(1);
                 let probe = profile::begin(&dst.device);
                 let range = nvtx::range_with(|| format!("lazyfuse.{} fused", spec.label()));
@@ -364,13 +455,13 @@ pub(crate) fn execute(sched: &Schedule) -> Result<()> {
                     &refs,
                     args,
                     &args.shape,
-                    &dst.shape,
+                    &args.shape,
+                    epi.as_ref(),
                 )?;
                 drop(range);
                 if probe.is_some() {
                     let bytes = bytes_of(&refs) + bytes_of(&[&out]);
-                    let detail =
-                        format!("fused {:?} {:?} -> {:?}", spec.kind, args.shape, dst.shape);
+                    let detail = format!("fused {:?} {:?}", spec.kind, args.shape);
                     profile::library_done(probe, &dst.device, spec.label(), detail, bytes);
                 }
                 dst.realize(Arc::new(out));

@@ -55,12 +55,16 @@ pub(crate) enum TStep {
     /// The transform `dst` of the values the elementwise `kernel` (launched over `shape`,
     /// the transform's input shape, with `params`, reading `inputs`) computes inside the
     /// transform's first pass: the input itself is never stored (`fuse_prologues`).
+    /// With an `epilogue`, the transform's consumer is computed in its last pass instead:
+    /// `dst` is not stored either, the epilogue's output is.
     FftFused {
         kernel: Arc<Kernel>,
         inputs: Vec<usize>,
         shape: lazyfuse_codegen::LaunchShape,
         params: Vec<ParamSrc>,
+        spec: Arc<crate::graph::FftSpec>,
         dst: usize,
+        epilogue: Option<Box<EpiPlan>>,
     },
     /// `dst` (a reshape) shares `src`'s buffer.
     Alias {
@@ -73,6 +77,21 @@ pub(crate) enum TStep {
         dst: usize,
         spec: Arc<GemmSpec>,
     },
+}
+
+/// The consumer of a fused transform's output, computed in the transform's last pass
+/// (`fuse_prologues`): an elementwise kernel of one output over the transform's shape that
+/// reads the transform (its input `value_input`, at DAG position `inputs[value_input]`)
+/// once, at a cyclic shift of its own index by the I64 parameters from `shift_param` on
+/// (`lazyfuse_codegen::cuda::fft::Epilogue`).
+pub(crate) struct EpiPlan {
+    pub(crate) kernel: Arc<Kernel>,
+    pub(crate) inputs: Vec<usize>,
+    pub(crate) params: Vec<ParamSrc>,
+    pub(crate) value_input: u32,
+    pub(crate) shift_param: u32,
+    /// The position the kernel computes.
+    pub(crate) out: usize,
 }
 
 /// A plan for every DAG of one structure: cached, then bound to each new DAG.
@@ -375,8 +394,19 @@ impl TStep {
     /// what it reads (in-place reuse and traced functions rely on it).
     pub(crate) fn reads(&self) -> SmallVec<[usize; 8]> {
         match self {
-            TStep::Kernel { inputs, .. } | TStep::FftFused { inputs, .. } => {
-                inputs.iter().copied().collect()
+            TStep::Kernel { inputs, .. } => inputs.iter().copied().collect(),
+            TStep::FftFused {
+                inputs,
+                epilogue,
+                dst,
+                ..
+            } => {
+                let mut r: SmallVec<[usize; 8]> = inputs.iter().copied().collect();
+                // the epilogue's inputs but the transform, which the step computes
+                if let Some(e) = epilogue {
+                    r.extend(e.inputs.iter().copied().filter(|p| p != dst));
+                }
+                r
             }
             TStep::Copy { src, .. } | TStep::Fft { src, .. } | TStep::Alias { src, .. } => {
                 [*src].into_iter().collect()
@@ -388,9 +418,12 @@ impl TStep {
     pub(crate) fn writes(&self) -> SmallVec<[usize; 4]> {
         match self {
             TStep::Kernel { outputs, .. } => outputs.iter().copied().collect(),
+            TStep::FftFused { dst, epilogue, .. } => match epilogue {
+                Some(e) => [e.out].into_iter().collect(),
+                None => [*dst].into_iter().collect(),
+            },
             TStep::Copy { dst, .. }
             | TStep::Fft { dst, .. }
-            | TStep::FftFused { dst, .. }
             | TStep::Alias { dst, .. }
             | TStep::MatMul { dst, .. } => [*dst].into_iter().collect(),
         }
@@ -489,7 +522,7 @@ fn make_template(
             crate::stats::bump::plans(1);
             steps.append(&mut aliases);
             if fft_fuse {
-                fuse_prologues(&mut steps, nodes, root_pos);
+                fuse_prologues(&mut steps, nodes, dag, root_pos);
             }
             let reuse = inplace::candidates(&steps, nodes, dag, root_pos);
             let skeleton = skeleton::Skeleton::new(nodes, dag, root_pos);
@@ -596,12 +629,16 @@ fn absorb_epilogues(nodes: &[Arc<Node>], dag: &Dag, root_pos: &[usize], mat: &mu
 /// (`TStep::FftFused`), so that the input is computed where the pass loads it and never
 /// stored: a C2C transform on a CUDA device whose every transformed length the generated
 /// passes cover, of an input that is no root, computed by an elementwise kernel of one
-/// output over the input's shape, and read by no other step. The caller selected the
-/// generated passes (`plan_mode`); other plans are left as they are.
-fn fuse_prologues(steps: &mut Vec<TStep>, nodes: &[Arc<Node>], root_pos: &[usize]) {
+/// output over the input's shape, and read by no other step. Then, where the transform's
+/// only consumer is such a kernel reading it through rolls only (`epilogue_of`), that
+/// kernel too, into the last pass. The caller selected the generated passes
+/// (`plan_mode`); other plans are left as they are.
+fn fuse_prologues(steps: &mut Vec<TStep>, nodes: &[Arc<Node>], dag: &Dag, root_pos: &[usize]) {
     use crate::graph::FftKind;
-    // (producer step, transform step)
-    let mut pairs: Vec<(usize, usize)> = Vec::new();
+    use lazyfuse_codegen::cuda::fft::{fused_layout, Fused};
+    // (producer step, transform step, consumer step and the shifts of its rolls)
+    type Found = (usize, usize, Option<(usize, Vec<usize>)>);
+    let mut found: Vec<Found> = Vec::new();
     for (fi, s) in steps.iter().enumerate() {
         let TStep::Fft { src, dst } = *s else {
             continue;
@@ -629,23 +666,34 @@ fn fuse_prologues(steps: &mut Vec<TStep>, nodes: &[Arc<Node>], root_pos: &[usize
         let TStep::Kernel { kernel, shape, .. } = &steps[ki] else {
             continue;
         };
+        let pro = Fused {
+            prologue: Some(kernel),
+            epilogue: None,
+        };
         let fits = kernel.reduce.is_none()
             && shape.as_slice() == sn.shape.as_slice()
             && kernel.outputs.as_slice() == [sn.dtype]
-            && lazyfuse_codegen::cuda::fft::fused_layout(kernel).is_ok();
+            && fused_layout(&pro).is_ok();
         let other_reader = steps
             .iter()
             .enumerate()
             .any(|(i, s)| i != fi && s.reads().contains(&src));
         if fits && !other_reader && ki < fi {
-            pairs.push((ki, fi));
+            let ci = epilogue_of(steps, fi, nodes, dag, root_pos).filter(|(ci, _)| {
+                !found
+                    .iter()
+                    .any(|f| f.2.as_ref().is_some_and(|c| c.0 == *ci))
+            });
+            found.push((ki, fi, ci));
         }
     }
-    if pairs.is_empty() {
+    if found.is_empty() {
         return;
     }
     let mut taken: Vec<Option<TStep>> = std::mem::take(steps).into_iter().map(Some).collect();
-    for &(ki, fi) in &pairs {
+    // the fused step goes where the consumer was (its other inputs are ready there), else
+    // where the transform was
+    for (ki, fi, ci) in found {
         let (
             Some(TStep::Kernel {
                 kernel,
@@ -659,20 +707,152 @@ fn fuse_prologues(steps: &mut Vec<TStep>, nodes: &[Arc<Node>], root_pos: &[usize
         else {
             continue; // not reached: the pairs name a kernel and a transform each
         };
+        let Op::Fft(spec) = &nodes[dst].op else {
+            continue;
+        };
+        let at = ci.as_ref().map_or(fi, |c| c.0);
+        let epilogue = ci.and_then(|(ci, shifts)| match taken[ci].take() {
+            Some(TStep::Kernel {
+                kernel,
+                inputs,
+                outputs,
+                params,
+                ..
+            }) => Some(epi_plan(kernel, inputs, outputs[0], params, dst, &shifts)),
+            _ => None,
+        });
         config::debug_log!(
             2,
-            "plan: the kernel computing node #{} runs inside the first pass of its transform",
-            nodes[src].id
+            "plan: the kernel computing node #{} runs inside the first pass of its transform{}",
+            nodes[src].id,
+            if epilogue.is_some() {
+                ", its consumer inside the last"
+            } else {
+                ""
+            }
         );
-        taken[fi] = Some(TStep::FftFused {
+        taken[at] = Some(TStep::FftFused {
             kernel,
             inputs,
             shape,
             params,
+            spec: Arc::new((**spec).clone()),
             dst,
+            epilogue: epilogue.map(Box::new),
         });
     }
     steps.extend(taken.into_iter().flatten());
+}
+
+/// The consumer step of the transform step `fi` that its last pass can compute: the only
+/// reader of the transform (no root), a kernel of one output over the transform's shape
+/// reading it in one unguarded load, through rolls only (each read by the next alone).
+fn epilogue_of(
+    steps: &[TStep],
+    fi: usize,
+    nodes: &[Arc<Node>],
+    dag: &Dag,
+    root_pos: &[usize],
+) -> Option<(usize, Vec<usize>)> {
+    let TStep::Fft { dst, .. } = steps[fi] else {
+        return None;
+    };
+    if root_pos.contains(&dst) {
+        return None;
+    }
+    let readers: Vec<usize> = (0..steps.len())
+        .filter(|&i| i != fi && steps[i].reads().contains(&dst))
+        .collect();
+    let [ci] = readers.as_slice() else {
+        return None;
+    };
+    let TStep::Kernel {
+        kernel,
+        inputs,
+        outputs,
+        shape,
+        ..
+    } = &steps[*ci]
+    else {
+        return None;
+    };
+    let [out] = outputs.as_slice() else {
+        return None;
+    };
+    let slot = inputs.iter().position(|&p| p == dst)? as u32;
+    let loads = kernel
+        .values
+        .iter()
+        .filter(|v| matches!(v.inst, lazyfuse_codegen::Inst::Load { input, .. } if input == slot))
+        .count();
+    let unguarded = kernel.values.iter().all(|v| {
+        !matches!(v.inst, lazyfuse_codegen::Inst::Load { input, guard: Some(_), .. } if input == slot)
+    });
+    if kernel.reduce.is_some()
+        || shape.as_slice() != nodes[dst].shape.as_slice()
+        || nodes[*out].shape != nodes[dst].shape
+        || loads != 1
+        || !unguarded
+    {
+        return None;
+    }
+    Some((*ci, rolls_to(dst, *out, nodes, dag)?))
+}
+
+/// The shift per axis of the rolls through which `out`'s computation reads `dst`: from
+/// `dst` up, each node has one reader, rolls first, then elementwise ops up to `out`
+/// (which read their inputs at their own index); `None` for any other shape of the path.
+/// `out`'s element `j` then reads `dst`'s element `i` with `j_k = (i_k + s_k) mod n_k`.
+fn rolls_to(dst: usize, out: usize, nodes: &[Arc<Node>], dag: &Dag) -> Option<Vec<usize>> {
+    let shape = &nodes[dst].shape;
+    let mut shifts = vec![0usize; shape.len()];
+    let mut elementwise = false;
+    let mut cur = dst;
+    while cur != out {
+        let readers: Vec<usize> = (cur + 1..nodes.len())
+            .filter(|&q| dag.inputs(q).iter().any(|&i| i as usize == cur))
+            .collect();
+        let [u] = readers.as_slice() else {
+            return None;
+        };
+        match nodes[*u].op {
+            Op::Roll { axis, shift } if !elementwise => {
+                shifts[axis] = (shifts[axis] + shift) % shape[axis];
+            }
+            ref op if op.is_elementwise() && nodes[*u].shape == *shape => elementwise = true,
+            _ => return None,
+        }
+        cur = *u;
+    }
+    Some(shifts)
+}
+
+/// The epilogue of a fused transform from its consumer kernel: the consumer with one I64
+/// shift parameter per axis appended (`rolls_to`).
+fn epi_plan(
+    kernel: Arc<Kernel>,
+    inputs: Vec<usize>,
+    out: usize,
+    mut params: Vec<ParamSrc>,
+    dst: usize,
+    shifts: &[usize],
+) -> EpiPlan {
+    let value_input = inputs.iter().position(|&p| p == dst).unwrap_or(0) as u32;
+    let mut k = (*kernel).clone();
+    let shift_param = k.params.len() as u32;
+    // fixed by the plan's structure (shapes and shifts are part of the plan key)
+    for &s in shifts {
+        k.params.push(lazyfuse_codegen::DType::I64);
+        params.push(ParamSrc::Fixed(lazyfuse_codegen::Scalar::I64(s as i64)));
+    }
+    EpiPlan {
+        kernel: Arc::new(k),
+        inputs,
+        params,
+        value_input,
+        shift_param,
+        out,
+    }
 }
 
 /// Nodes computed beneath any of `tops` (walking inputs, stopping at materialized nodes).

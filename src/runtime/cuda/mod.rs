@@ -41,7 +41,7 @@ mod memory;
 pub use compile::nvrtc_check;
 pub use device::CudaDevice;
 pub(crate) use device::{event_elapsed, TimingEvent};
-pub(crate) use fft::Prologue;
+pub(crate) use fft::{Epilogue, Prologue};
 pub use memory::{CudaBuffer, PinnedHost};
 
 use crate::Error;

@@ -16,8 +16,10 @@
 //! 3. *store*: `lf_fft_store(a, base_out[li] + k * out_stride, sm[li * n + k])`.
 //!
 //! `lf_fft_load` and `lf_fft_store` take the linear element index in the input and output
-//! buffers: they are the places where a fused pass will compute its producers' values and
-//! its consumers' results instead of reading and writing plain buffers.
+//! buffers: a fused pass ([`render_fused`]) computes its producer's value there (a
+//! prologue kernel's body, `lf_pro_args pro` in the arguments) and its consumer's result
+//! (an epilogue kernel's body at the shifted index, `lf_epi_args epi`) instead of reading
+//! and writing plain buffers.
 //!
 //! # Arguments (`lf_fft_args`, by value, 15 fields of 8 bytes: [`ARG_BYTES`])
 //! `in`, `out`, `tw` (the table of the line length), `tw_big` (the table of `big_n`, or any

@@ -282,6 +282,17 @@ fn run_psf(dev: &Device, quick: bool) -> lf::Result<()> {
             row("psf", n, system(fused), t, &note);
         }
         lf::set_fusion(true);
+        if dev.is_cuda() {
+            // the generated FFT passes, the pupil computed in the first pass's load
+            // (`lf::set_fft_backend`; the row above runs cuFFT unless LAZYFUSE_FFT says
+            // otherwise)
+            let before = lf::set_fft_backend(lf::FftBackend::Generated);
+            let (iters, reps) = if n == 2048 { (5, 5) } else { (20, 7) };
+            let t = bench(dev, iters, reps, |_| psf(n, dev).eval().expect("eval"));
+            let note = device_note(|| psf(n, dev).eval().expect("eval"));
+            row("psf", n, "lazyfuse-generated-fft", t, &note);
+            lf::set_fft_backend(before);
+        }
     }
     Ok(())
 }

@@ -241,7 +241,7 @@ pub(crate) fn remember_plan(key: &[u64], nodes: &[Arc<Node>]) {
 }
 
 /// Why the structure `key` of `nodes` is not among `cached` plan keys. Keys are laid out as
-/// `schedule::structure_key` writes them: the fusion switch, one hash per node (in walk
+/// `schedule::structure_key` writes them: the planning settings, one hash per node (in walk
 /// order), then the roots' positions.
 pub(crate) fn plan_miss<'a>(
     key: &[u64],
@@ -272,11 +272,17 @@ pub(crate) fn plan_miss<'a>(
             closest_len.map_or(0, |l| l.saturating_sub(1))
         );
     };
-    if other[0] != key[0] {
+    if (other[0] ^ key[0]) & 1 != 0 {
         return format!(
             "fusion is {} now; the cached plan of this structure was made with it {}",
-            if key[0] == 1 { "on" } else { "off" },
-            if key[0] == 1 { "off" } else { "on" }
+            if key[0] & 1 == 1 { "on" } else { "off" },
+            if key[0] & 1 == 1 { "off" } else { "on" }
+        );
+    }
+    if other[0] != key[0] {
+        return format!(
+            "the FFT backend setting changed (generated passes with fused prologues {} now)",
+            if key[0] & 2 != 0 { "on" } else { "off" }
         );
     }
     let remembered = plan_nodes()

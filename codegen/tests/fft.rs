@@ -3,9 +3,12 @@
 //! with rustfft's error at the same length and precision as the yardstick; the rendered
 //! source's structure; and (where NVRTC is installed) its compilation.
 
-use lazyfuse_codegen::cuda::fft::{pack_args, render, ARG_BYTES};
+use lazyfuse_codegen::cuda::fft::{
+    fused_layout, pack_args, pack_fused_args, render, render_fused, Epilogue, Fused, FusedArgs,
+    ARG_BYTES,
+};
 use lazyfuse_codegen::fft::{self, host, Buf, Program};
-use lazyfuse_codegen::DType;
+use lazyfuse_codegen::{BinaryOp, Builder, DType, Inst, Kernel, LaunchArgs, Scalar, UnaryOp};
 use num_complex::{Complex, Complex32, Complex64};
 
 /// Deterministic inputs in [-1, 1) (f32 values, exact in f64).
@@ -236,6 +239,172 @@ fn rendered_pass_structure() {
     assert_eq!(&blob[..8], &1u64.to_le_bytes());
 }
 
+/// A prologue of rank 2 and dtype `dt`: `where(ax1 < p0, exp(in0[i] * p1), 0)`, the load
+/// under the guard (the shape of a padded, computed FFT input).
+fn prologue(dt: DType) -> Kernel {
+    let mut b = Builder::new(2);
+    let i = b.push(Inst::Index, DType::I64);
+    let ax1 = b.push(Inst::Axis(1), DType::I64);
+    let lim = b.param(DType::I64);
+    let scale = b.param(dt);
+    let x = b.input(dt);
+    let inside = b.binary(BinaryOp::Lt, ax1, lim);
+    let v = b.push(
+        Inst::Load {
+            input: x,
+            index: i,
+            guard: Some(inside),
+        },
+        dt,
+    );
+    let m = b.binary(BinaryOp::Mul, v, scale);
+    let e = b.unary(UnaryOp::Exp, m);
+    let z = b.cast(lim, dt);
+    let zero = b.binary(BinaryOp::Sub, z, z);
+    let r = b.select(inside, e, zero);
+    b.store(r);
+    b.finish()
+}
+
+/// An epilogue of rank 2 reading the transform (input 1, of `dt`) at a shifted index and a
+/// real input 0 at its own: `abs(x)^2 * w[i]`, with the two I64 shifts from parameter 0.
+fn epilogue(dt: DType) -> Kernel {
+    let mut b = Builder::new(2);
+    let i = b.push(Inst::Index, DType::I64);
+    let s0 = b.param(DType::I64);
+    let _s1 = b.param(DType::I64);
+    let w = b.input(DType::F32);
+    let x = b.input(dt);
+    // any index: the store replaces the load by the transform's value
+    let at = b.binary(BinaryOp::Add, i, s0);
+    let v = b.push(
+        Inst::Load {
+            input: x,
+            index: at,
+            guard: None,
+        },
+        dt,
+    );
+    let a = b.unary(UnaryOp::Abs, v);
+    let sq = b.unary(UnaryOp::Square, a);
+    let wv = b.push(
+        Inst::Load {
+            input: w,
+            index: i,
+            guard: None,
+        },
+        DType::F32,
+    );
+    let wv = b.cast(wv, sq_dtype(dt));
+    let r = b.binary(BinaryOp::Mul, sq, wv);
+    b.store(r);
+    b.finish()
+}
+
+fn sq_dtype(dt: DType) -> DType {
+    if dt == DType::C64 {
+        DType::F32
+    } else {
+        DType::F64
+    }
+}
+
+#[test]
+fn fused_prologue_and_epilogue_pass() {
+    let k = prologue(DType::C64);
+    let e = epilogue(DType::C64);
+    let p = fft::plan_c2c(&[12, 16], &[0, 1], DType::C64, false).unwrap();
+    let pass = &p.steps[0].pass;
+    let pro = Fused {
+        prologue: Some(&k),
+        epilogue: None,
+    };
+    let r = render_fused(pass, &pro).unwrap();
+    assert!(r.entry.starts_with("lf_fftf_"));
+    assert_ne!(r.entry, render(pass).entry);
+    let src = &r.source;
+    assert!(src.contains("lf_pro_args pro;"), "{src}");
+    assert!(
+        src.contains("lf_fft_load(const lf_fft_args& fa, long long li)"),
+        "{src}"
+    );
+    // one complex struct only (the helpers' one), the prologue's math inside the load
+    assert_eq!(src.matches("struct __align__(8) c32").count(), 1, "{src}");
+    assert!(src.contains("const lf_pro_args& a = fa.pro;"));
+    // an equal prologue is the same kernel
+    let k2 = prologue(DType::C64).normalize();
+    let same = Fused {
+        prologue: Some(&k2),
+        epilogue: None,
+    };
+    assert_eq!(render_fused(pass, &same).unwrap().entry, r.entry);
+    // a prologue of the wrong dtype is refused
+    let wrong = prologue(DType::C128);
+    let bad = Fused {
+        prologue: Some(&wrong),
+        epilogue: None,
+    };
+    assert!(render_fused(pass, &bad).is_err());
+    // both: the epilogue in the store
+    let both = Fused {
+        prologue: Some(&k),
+        epilogue: Some(Epilogue {
+            kernel: &e,
+            value_input: 1,
+            shift_param: 0,
+        }),
+    };
+    let rb = render_fused(pass, &both).unwrap();
+    assert!(rb.source.contains("lf_epi_args epi;"), "{}", rb.source);
+    assert!(rb.source.contains("const lf_epi_args& a = fa.epi;"));
+    assert!(!rb.source.contains("in1["), "{}", rb.source);
+    assert_ne!(rb.entry, r.entry);
+    // the epilogue must read the transform's dtype with its shifts
+    let no_shift = Fused {
+        prologue: None,
+        epilogue: Some(Epilogue {
+            kernel: &e,
+            value_input: 1,
+            shift_param: 1,
+        }),
+    };
+    assert!(render_fused(pass, &no_shift).is_err());
+    // arguments: the pass's, then the prologue's struct, then the epilogue's
+    let (at, eat, size) = fused_layout(&both).unwrap();
+    assert_eq!(at, ARG_BYTES.div_ceil(8) * 8);
+    assert!(eat > at && size > eat);
+    let args = LaunchArgs {
+        shape: [12, 16].into_iter().collect(),
+        params: [Scalar::I64(9), Scalar::C64(Complex32::new(1.0, 0.5))]
+            .into_iter()
+            .collect(),
+    };
+    let eargs = LaunchArgs {
+        shape: [12, 16].into_iter().collect(),
+        params: [Scalar::I64(6), Scalar::I64(8)].into_iter().collect(),
+    };
+    let blob = pack_fused_args(
+        &p.steps[0].args,
+        [1, 2, 3, 4],
+        &both,
+        Some(FusedArgs {
+            inputs: &[77],
+            outputs: &[],
+            args: &args,
+        }),
+        Some(FusedArgs {
+            inputs: &[55, 0],
+            outputs: &[66],
+            args: &eargs,
+        }),
+    )
+    .unwrap();
+    assert_eq!(blob.len(), size);
+    assert_eq!(&blob[at..at + 8], &77u64.to_le_bytes());
+    assert_eq!(&blob[eat..eat + 8], &55u64.to_le_bytes());
+    assert_eq!(&blob[eat + 16..eat + 24], &66u64.to_le_bytes());
+}
+
 #[test]
 fn rendered_passes_compile_with_nvrtc() {
     // SAFETY: only tries to dlopen the library candidates.
@@ -269,8 +438,25 @@ fn rendered_passes_compile_with_nvrtc() {
             }
         }
     }
-    for pass in passes {
-        let r = render(&pass);
+    let mut rendered: Vec<_> = passes.iter().map(render).collect();
+    for dt in [DType::C64, DType::C128] {
+        let (k, e) = (prologue(dt), epilogue(dt));
+        let both = Fused {
+            prologue: Some(&k),
+            epilogue: Some(Epilogue {
+                kernel: &e,
+                value_input: 1,
+                shift_param: 0,
+            }),
+        };
+        for pass in fft::plan_c2c(&[6, 1 << 14], &[0, 1], dt, true)
+            .unwrap()
+            .steps
+        {
+            rendered.push(render_fused(&pass.pass, &both).unwrap());
+        }
+    }
+    for r in rendered {
         let ptx = cudarc::nvrtc::compile_ptx_with_opts(
             &r.source,
             cudarc::nvrtc::CompileOptions {

@@ -53,6 +53,9 @@ pub(crate) enum Step {
     Copy { src: Arc<Node>, dst: Arc<Node> },
     /// The FFT `dst` of `src`'s buffer (a cuFFT / rustfft call).
     Fft { src: Arc<Node>, dst: Arc<Node> },
+    /// A transform whose input is computed inside its first pass (and, with an
+    /// epilogue, whose consumer is computed inside its last): generated passes on CUDA.
+    FftFused(Box<FusedFft>),
     /// `dst`, a reshape of `src`, takes `src`'s buffer (C order is unchanged).
     Alias { src: Arc<Node>, dst: Arc<Node> },
     /// The product `dst` read from `a`'s and `b`'s buffers as `spec` lays them out (a
@@ -63,6 +66,30 @@ pub(crate) enum Step {
         dst: Arc<Node>,
         spec: Arc<GemmSpec>,
     },
+}
+
+/// A bound `TStep::FftFused`.
+pub(crate) struct FusedFft {
+    /// The prologue: computes the transform's input at each linear index.
+    pub(crate) kernel: Arc<Kernel>,
+    pub(crate) inputs: NodeList,
+    /// The prologue's launch arguments (launch shape: the transform's input shape).
+    pub(crate) args: LaunchArgs,
+    pub(crate) spec: Arc<crate::graph::FftSpec>,
+    /// The node the step computes: the transform, or the epilogue's output. (The
+    /// transform's input node is not bound: a traced function's call has none.)
+    pub(crate) dst: Arc<Node>,
+    pub(crate) epilogue: Option<BoundEpi>,
+}
+
+/// A bound `schedule::EpiPlan`.
+pub(crate) struct BoundEpi {
+    pub(crate) kernel: Arc<Kernel>,
+    /// Its inputs; the one at `value_input` is the transform (not read).
+    pub(crate) inputs: NodeList,
+    pub(crate) value_input: u32,
+    pub(crate) shift_param: u32,
+    pub(crate) args: LaunchArgs,
 }
 
 /// The plan of one evaluation.
@@ -97,7 +124,12 @@ impl Schedule {
     pub(crate) fn library_count(&self) -> usize {
         self.steps
             .iter()
-            .filter(|s| matches!(s, Step::Fft { .. } | Step::MatMul { .. }))
+            .filter(|s| {
+                matches!(
+                    s,
+                    Step::Fft { .. } | Step::FftFused(_) | Step::MatMul { .. }
+                )
+            })
             .count()
     }
 }
@@ -124,6 +156,38 @@ impl fmt::Display for Schedule {
                 }
                 Step::Copy { src, dst } => writeln!(f, "step {i}: copy {src:?} -> {dst:?}")?,
                 Step::Fft { src, dst } => writeln!(f, "step {i}: fft {src:?} -> {dst:?}")?,
+                Step::FftFused(ff) => {
+                    let FusedFft {
+                        kernel,
+                        inputs,
+                        args,
+                        spec,
+                        dst,
+                        epilogue,
+                    } = &**ff;
+                    writeln!(
+                        f,
+                        "step {i}: {} -> {dst:?}, its input computed in the first pass: \
+                         fused prologue shape={:?} inputs={inputs:?} params={:?}",
+                        spec.label(),
+                        args.shape,
+                        args.params
+                    )?;
+                    for line in kernel.to_string().lines() {
+                        writeln!(f, "    {line}")?;
+                    }
+                    if let Some(e) = epilogue {
+                        writeln!(
+                            f,
+                            "  and its consumer in the last pass: fused epilogue inputs={:?} \
+                             (transform at {}) params={:?}",
+                            e.inputs, e.value_input, e.args.params
+                        )?;
+                        for line in e.kernel.to_string().lines() {
+                            writeln!(f, "    {line}")?;
+                        }
+                    }
+                }
                 Step::Alias { src, dst } => writeln!(f, "step {i}: alias {src:?} -> {dst:?}")?,
                 Step::MatMul { a, b, dst, spec } => {
                     writeln!(f, "step {i}: matmul {a:?} @ {b:?} -> {dst:?}: {spec}")?
@@ -191,6 +255,52 @@ pub(crate) fn bind(t: &Template, nodes: &[Arc<Node>]) -> Result<Schedule> {
                     src: nodes[*src].clone(),
                     dst: nodes[*dst].clone(),
                 },
+                TStep::FftFused {
+                    kernel,
+                    inputs,
+                    shape,
+                    params,
+                    spec,
+                    dst,
+                    epilogue,
+                } => {
+                    let params_of = |ps: &[ParamSrc]| -> Result<_> {
+                        ps.iter()
+                            .map(|p| match p {
+                                ParamSrc::Fixed(v) => Ok(*v),
+                                ParamSrc::Node(i) => value(*i),
+                            })
+                            .collect::<Result<_>>()
+                    };
+                    let epilogue = match epilogue {
+                        Some(e) => Some(BoundEpi {
+                            kernel: e.kernel.clone(),
+                            inputs: e.inputs.iter().map(|&p| nodes[p].clone()).collect(),
+                            value_input: e.value_input,
+                            shift_param: e.shift_param,
+                            args: LaunchArgs {
+                                shape: shape.clone(),
+                                params: params_of(&e.params)?,
+                            },
+                        }),
+                        None => None,
+                    };
+                    let dst = match &epilogue {
+                        Some(_) => epilogue_out(s),
+                        None => *dst,
+                    };
+                    Step::FftFused(Box::new(FusedFft {
+                        kernel: kernel.clone(),
+                        inputs: inputs.iter().map(|&p| nodes[p].clone()).collect(),
+                        args: LaunchArgs {
+                            shape: shape.clone(),
+                            params: params_of(params)?,
+                        },
+                        spec: spec.clone(),
+                        dst: nodes[dst].clone(),
+                        epilogue,
+                    }))
+                }
                 TStep::Alias { src, dst } => Step::Alias {
                     src: nodes[*src].clone(),
                     dst: nodes[*dst].clone(),
@@ -208,6 +318,17 @@ pub(crate) fn bind(t: &Template, nodes: &[Arc<Node>]) -> Result<Schedule> {
         steps,
         reuse: inplace::bind(t.reuse(), nodes),
     })
+}
+
+/// The position a fused transform with an epilogue computes (its epilogue's output).
+fn epilogue_out(s: &TStep) -> usize {
+    match s {
+        TStep::FftFused {
+            epilogue: Some(e), ..
+        } => e.out,
+        TStep::FftFused { dst, .. } => *dst,
+        _ => usize::MAX,
+    }
 }
 
 /// Plans and runs the evaluation of `roots`.
@@ -293,6 +414,61 @@ pub(crate) fn execute(sched: &Schedule) -> Result<bool> {
                 if probe.is_some() {
                     let bytes = bytes_of(&[&b]) + bytes_of(&[&out]);
                     let detail = format!("{:?} {:?} -> {:?}", spec.kind, src.shape, dst.shape);
+                    profile::library_done(probe, &dst.device, spec.label(), detail, bytes);
+                }
+                dst.realize(Arc::new(out));
+            }
+            Step::FftFused(ff) => {
+                let FusedFft {
+                    kernel,
+                    inputs,
+                    args,
+                    spec,
+                    dst,
+                    epilogue,
+                } = &**ff;
+                let bufs: SmallVec<[Arc<Buffer>; 4]> =
+                    inputs.iter().map(|n| buffer_of(n)).collect::<Result<_>>()?;
+                let refs: SmallVec<[&Buffer; 4]> = bufs.iter().map(|b| b.as_ref()).collect();
+                // the epilogue's inputs but the transform's output
+                let epi_bufs: SmallVec<[Option<Arc<Buffer>>; 4]> = match epilogue {
+                    Some(e) => e
+                        .inputs
+                        .iter()
+                        .enumerate()
+                        .map(|(k, n)| match k as u32 == e.value_input {
+                            true => Ok(None),
+                            false => buffer_of(n).map(Some),
+                        })
+                        .collect::<Result<_>>()?,
+                    None => SmallVec::new(),
+                };
+                let epi_refs: SmallVec<[Option<&Buffer>; 4]> =
+                    epi_bufs.iter().map(|b| b.as_deref()).collect();
+                let epi = epilogue.as_ref().map(|e| runtime::EpiRun {
+                    kernel: &e.kernel,
+                    inputs: &epi_refs,
+                    value_input: e.value_input,
+                    shift_param: e.shift_param,
+                    args: &e.args,
+                });
+                crate::stats::bump::library_calls(1);
+                let probe = profile::begin(&dst.device);
+                let range = nvtx::range_with(|| format!("lazyfuse.{} fused", spec.label()));
+                let out = runtime::fft_fused(
+                    &dst.device,
+                    spec,
+                    kernel,
+                    &refs,
+                    args,
+                    &args.shape,
+                    &args.shape,
+                    epi.as_ref(),
+                )?;
+                drop(range);
+                if probe.is_some() {
+                    let bytes = bytes_of(&refs) + bytes_of(&[&out]);
+                    let detail = format!("fused {:?} {:?}", spec.kind, args.shape);
                     profile::library_done(probe, &dst.device, spec.label(), detail, bytes);
                 }
                 dst.realize(Arc::new(out));

@@ -97,6 +97,7 @@ impl GraphState {
             // reduction launches take a per-launch split and workspace: run plainly
             TStep::Kernel { kernel, .. } => kernel.reduce.is_none(),
             TStep::Fft { .. } => true,
+            // fused transforms (generated passes with a prologue) run plainly for now
             _ => false,
         }) {
             return None;

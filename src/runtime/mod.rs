@@ -429,6 +429,119 @@ fn nvrtc_check_enabled() -> bool {
     crate::config::CONFIG.nvrtc_check()
 }
 
+/// `b` as a CUDA buffer.
+#[cfg(feature = "cuda")]
+fn cuda_buf(b: &Buffer) -> Result<&cuda::CudaBuffer> {
+    match b {
+        Buffer::Cuda(c) => Ok(c),
+        _ => Err(crate::Error::internal("fft", "host buffer given to CUDA")),
+    }
+}
+
+/// The consumer of a fused transform's output (`schedule::EpiPlan`) for one run: its
+/// kernel, its input buffers (`None` at `value_input`, the transform's output), its first
+/// shift parameter and its launch arguments.
+pub(crate) struct EpiRun<'a> {
+    pub(crate) kernel: &'a std::sync::Arc<Kernel>,
+    pub(crate) inputs: &'a [Option<&'a Buffer>],
+    pub(crate) value_input: u32,
+    pub(crate) shift_param: u32,
+    pub(crate) args: &'a LaunchArgs,
+}
+
+/// The unnormalized C2C transform `spec` of the values `prologue` computes (an
+/// elementwise kernel with one output, launched over `in_shape` with `args`, reading
+/// `inputs`), or, with `epi`, that consumer's output of the transform: on a CUDA device as
+/// generated passes computing the prologue in the first pass's loads and the epilogue in
+/// the last pass's stores, where the generator runs the transform; otherwise (and on the
+/// CPU) the kernels run apart and the transform between them.
+#[allow(clippy::too_many_arguments)]
+pub(crate) fn fft_fused(
+    dev: &Device,
+    spec: &crate::graph::FftSpec,
+    prologue: &std::sync::Arc<Kernel>,
+    inputs: &[&Buffer],
+    args: &LaunchArgs,
+    in_shape: &[usize],
+    out_shape: &[usize],
+    epi: Option<&EpiRun>,
+) -> Result<Buffer> {
+    let err = |m: &str| crate::Error::internal("fft", m.to_string());
+    #[cfg(feature = "cuda")]
+    if let Device::Cuda(d) = dev {
+        let ins: smallvec::SmallVec<[&cuda::CudaBuffer; 4]> =
+            inputs.iter().map(|b| cuda_buf(b)).collect::<Result<_>>()?;
+        let dtype = *prologue
+            .outputs
+            .first()
+            .ok_or_else(|| err("prologue without output"))?;
+        let n: usize = out_shape.iter().product();
+        let out = d.alloc_buffer(dtype, n)?;
+        let p = cuda::Prologue {
+            kernel: prologue,
+            inputs: &ins,
+            args,
+        };
+        let epi_ins: smallvec::SmallVec<[Option<&cuda::CudaBuffer>; 4]> = match epi {
+            Some(e) => e
+                .inputs
+                .iter()
+                .map(|b| b.map(cuda_buf).transpose())
+                .collect::<Result<_>>()?,
+            None => Default::default(),
+        };
+        let epi_out = match epi {
+            Some(e) => {
+                let d_out = *e
+                    .kernel
+                    .outputs
+                    .first()
+                    .ok_or_else(|| err("epilogue without output"))?;
+                Some(d.alloc_buffer(d_out, e.args.len())?)
+            }
+            None => None,
+        };
+        let e = match (epi, &epi_out) {
+            (Some(e), Some(o)) => Some(cuda::Epilogue {
+                kernel: e.kernel,
+                inputs: &epi_ins,
+                value_input: e.value_input,
+                shift_param: e.shift_param,
+                args: e.args,
+                out: o,
+            }),
+            _ => None,
+        };
+        if in_shape == out_shape && d.fft_fused(spec, &p, e.as_ref(), &out, in_shape, dtype)? {
+            return Ok(Buffer::Cuda(epi_out.unwrap_or(out)));
+        }
+    }
+    let input = run_kernel(dev, prologue, inputs, args)?
+        .into_iter()
+        .next()
+        .ok_or_else(|| err("prologue without output"))?;
+    let f = fft(dev, spec, &input, in_shape, out_shape)?;
+    let Some(e) = epi else {
+        return Ok(f);
+    };
+    // the shift parameters are the epilogue's last ones; as a plain kernel it ignores them
+    debug_assert!(e.shift_param as usize <= e.kernel.params.len());
+    let ins: smallvec::SmallVec<[&Buffer; 4]> = e
+        .inputs
+        .iter()
+        .enumerate()
+        .map(|(k, b)| match (b, k as u32 == e.value_input) {
+            (_, true) => Ok(&f),
+            (Some(b), false) => Ok(*b),
+            (None, false) => Err(err("epilogue input missing")),
+        })
+        .collect::<Result<_>>()?;
+    run_kernel(dev, e.kernel, &ins, e.args)?
+        .into_iter()
+        .next()
+        .ok_or_else(|| err("epilogue without output"))
+}
+
 /// The unnormalized FFT `spec` of `input` (shape `in_shape`) as a new buffer of
 /// `out_shape` on `dev`.
 pub(crate) fn fft(

@@ -52,6 +52,20 @@ pub(crate) enum TStep {
         src: usize,
         dst: usize,
     },
+    /// The transform `dst` of the values the elementwise `kernel` (launched over `shape`,
+    /// the transform's input shape, with `params`, reading `inputs`) computes inside the
+    /// transform's first pass: the input itself is never stored (`fuse_prologues`).
+    /// With an `epilogue`, the transform's consumer is computed in its last pass instead:
+    /// `dst` is not stored either, the epilogue's output is.
+    FftFused {
+        kernel: Arc<Kernel>,
+        inputs: Vec<usize>,
+        shape: lazyfuse_codegen::LaunchShape,
+        params: Vec<ParamSrc>,
+        spec: Arc<crate::graph::FftSpec>,
+        dst: usize,
+        epilogue: Option<Box<EpiPlan>>,
+    },
     /// `dst` (a reshape) shares `src`'s buffer.
     Alias {
         src: usize,
@@ -63,6 +77,21 @@ pub(crate) enum TStep {
         dst: usize,
         spec: Arc<GemmSpec>,
     },
+}
+
+/// The consumer of a fused transform's output, computed in the transform's last pass
+/// (`fuse_prologues`): an elementwise kernel of one output over the transform's shape that
+/// reads the transform (its input `value_input`, at DAG position `inputs[value_input]`)
+/// once, at a cyclic shift of its own index by the I64 parameters from `shift_param` on
+/// (`lazyfuse_codegen::cuda::fft::Epilogue`).
+pub(crate) struct EpiPlan {
+    pub(crate) kernel: Arc<Kernel>,
+    pub(crate) inputs: Vec<usize>,
+    pub(crate) params: Vec<ParamSrc>,
+    pub(crate) value_input: u32,
+    pub(crate) shift_param: u32,
+    /// The position the kernel computes.
+    pub(crate) out: usize,
 }
 
 /// A plan for every DAG of one structure: cached, then bound to each new DAG.
@@ -161,23 +190,32 @@ impl Dag {
 
 /// Every node reachable from `roots` (realized nodes included, not walked through),
 /// inputs before users, in a deterministic order; and the structural plan key of the DAG,
-/// written into `key`: the fusion switch, per node its structure hash (ops without
+/// written into `key`: the planning settings (`plan_mode`), per node its structure hash (ops without
 /// constant values and seeds, dtypes, shapes, devices), realized-ness and the walk
 /// positions of its inputs, then the roots' positions. Equal keys mean equal plans, and
 /// the plan cache compares whole keys (not a hash of them). `dag` receives what the key
 /// was made from.
-fn walk(roots: &[Arc<Node>], fuse: bool, key: &mut Vec<u64>, dag: &mut Dag) -> NodeOrder {
+fn walk(roots: &[Arc<Node>], mode: u64, key: &mut Vec<u64>, dag: &mut Dag) -> NodeOrder {
     WALK.with(|w| match w.try_borrow_mut() {
-        Ok(mut scratch) => walk_with(&mut scratch, roots, fuse, key, dag),
+        Ok(mut scratch) => walk_with(&mut scratch, roots, mode, key, dag),
         // re-entered from a walk on this thread (cannot happen today): fresh scratch
-        Err(_) => walk_with(&mut WalkScratch::new(), roots, fuse, key, dag),
+        Err(_) => walk_with(&mut WalkScratch::new(), roots, mode, key, dag),
     })
+}
+
+/// The settings a plan depends on besides its DAG, as part of the plan key: bit 0 the
+/// fusion switch, bit 1 whether transforms may take their producer's kernel into their
+/// first pass (fusion on and the generated FFT passes selected: `fuse_prologues`).
+fn plan_mode() -> u64 {
+    let fuse = config::fusion_enabled();
+    let fft = fuse && config::fft_backend() == config::FftBackend::Generated;
+    fuse as u64 | (fft as u64) << 1
 }
 
 fn walk_with(
     scratch: &mut WalkScratch,
     roots: &[Arc<Node>],
-    fuse: bool,
+    mode: u64,
     key: &mut Vec<u64>,
     dag: &mut Dag,
 ) -> NodeOrder {
@@ -188,7 +226,7 @@ fn walk_with(
     ids.clear();
     key.clear();
     dag.clear();
-    key.push(fuse as u64);
+    key.push(mode);
     let mut order = NodeOrder::new();
     stack.extend(roots.iter().rev().map(|r| Frame::Visit(r.clone())));
     while let Some(frame) = stack.pop() {
@@ -275,30 +313,30 @@ struct Walked {
 /// positioned over, and whether it came from the cache. Readers of the plan cache never
 /// block each other; the key is built in a per-thread buffer.
 pub(crate) fn template_for_hit(roots: &[Arc<Node>]) -> Result<(Arc<Template>, NodeOrder, bool)> {
-    let fuse = config::fusion_enabled(); // read once: the key and the plan agree
-    if let Some((t, nodes)) = skeleton::lookup(roots, fuse) {
+    let mode = plan_mode(); // read once: the key and the plan agree
+    if let Some((t, nodes)) = skeleton::lookup(roots, mode) {
         crate::stats::bump::plan_cache_hits(1);
         return Ok((t, nodes, true));
     }
     let (t, nodes, hit) = KEY.with(|k| match k.try_borrow_mut() {
         Ok(mut w) => {
             let Walked { key, dag } = &mut *w;
-            template_with_key(roots, fuse, key, dag)
+            template_with_key(roots, mode, key, dag)
         }
-        Err(_) => template_with_key(roots, fuse, &mut Vec::new(), &mut Dag::default()),
+        Err(_) => template_with_key(roots, mode, &mut Vec::new(), &mut Dag::default()),
     })?;
-    skeleton::remember(roots, fuse, &t);
+    skeleton::remember(roots, mode, &t);
     Ok((t, nodes, hit))
 }
 
 fn template_with_key(
     roots: &[Arc<Node>],
-    fuse: bool,
+    mode: u64,
     key: &mut Vec<u64>,
     dag: &mut Dag,
 ) -> Result<(Arc<Template>, NodeOrder, bool)> {
     loop {
-        let nodes = walk(roots, fuse, key, dag);
+        let nodes = walk(roots, mode, key, dag);
         let cached = PLANS
             .templates
             .read()
@@ -320,7 +358,7 @@ fn template_with_key(
             .iter()
             .map(|&p| p as usize)
             .collect();
-        let planned = make_template(&nodes, dag, &root_pos, fuse);
+        let planned = make_template(&nodes, dag, &root_pos, mode & 1 != 0, mode & 2 != 0);
         // Planning reads the walk's snapshot (`dag`), except for the operand views of a
         // matmul (`matmul`), read live. When another thread realized one of those
         // meanwhile, the plan (or its error) belongs to a DAG other than the key's: plan
@@ -328,7 +366,7 @@ fn template_with_key(
         // this ends.
         if nodes.iter().any(|n| n.op == Op::MatMul) {
             let mut again = Vec::with_capacity(key.len());
-            drop(walk(roots, fuse, &mut again, &mut Dag::default()));
+            drop(walk(roots, mode, &mut again, &mut Dag::default()));
             if again != *key {
                 config::debug_log!(2, "a node was realized while planning: planning again");
                 continue;
@@ -360,6 +398,19 @@ impl TStep {
     pub(crate) fn reads(&self) -> SmallVec<[usize; 8]> {
         match self {
             TStep::Kernel { inputs, .. } => inputs.iter().copied().collect(),
+            TStep::FftFused {
+                inputs,
+                epilogue,
+                dst,
+                ..
+            } => {
+                let mut r: SmallVec<[usize; 8]> = inputs.iter().copied().collect();
+                // the epilogue's inputs but the transform, which the step computes
+                if let Some(e) = epilogue {
+                    r.extend(e.inputs.iter().copied().filter(|p| p != dst));
+                }
+                r
+            }
             TStep::Copy { src, .. } | TStep::Fft { src, .. } | TStep::Alias { src, .. } => {
                 [*src].into_iter().collect()
             }
@@ -370,6 +421,10 @@ impl TStep {
     pub(crate) fn writes(&self) -> SmallVec<[usize; 4]> {
         match self {
             TStep::Kernel { outputs, .. } => outputs.iter().copied().collect(),
+            TStep::FftFused { dst, epilogue, .. } => match epilogue {
+                Some(e) => [e.out].into_iter().collect(),
+                None => [*dst].into_iter().collect(),
+            },
             TStep::Copy { dst, .. }
             | TStep::Fft { dst, .. }
             | TStep::Alias { dst, .. }
@@ -412,6 +467,7 @@ fn make_template(
     dag: &Dag,
     root_pos: &[usize],
     fuse: bool,
+    fft_fuse: bool,
 ) -> Result<Template> {
     // node id -> position, for the library steps (which resolve their operands by node)
     let pos: HashMap<u64, usize, FxBuild> = match nodes.iter().any(|n| n.op.is_library()) {
@@ -483,6 +539,9 @@ fn make_template(
         if extra.is_empty() {
             crate::stats::bump::plans(1);
             steps.append(&mut aliases);
+            if fft_fuse {
+                fuse_prologues(&mut steps, nodes, dag, root_pos);
+            }
             let reuse = inplace::candidates(&steps, nodes, dag, root_pos);
             let skeleton = skeleton::Skeleton::new(nodes, dag, root_pos);
             return Ok(Template {
@@ -582,6 +641,236 @@ fn absorb_epilogues(nodes: &[Arc<Node>], dag: &Dag, root_pos: &[usize], mat: &mu
             mat[e] = true;
             cur = e;
         }
+    }
+}
+
+/// Takes the kernel computing a transform's input into the transform's first pass
+/// (`TStep::FftFused`), so that the input is computed where the pass loads it and never
+/// stored: a C2C transform on a CUDA device whose every transformed length the generated
+/// passes cover, of an input that is no root, computed by an elementwise kernel of one
+/// output over the input's shape, and read by no other step. Then, where the transform's
+/// only consumer is such a kernel reading it through rolls only (`epilogue_of`), that
+/// kernel too, into the last pass. The caller selected the generated passes
+/// (`plan_mode`); other plans are left as they are.
+fn fuse_prologues(steps: &mut Vec<TStep>, nodes: &[Arc<Node>], dag: &Dag, root_pos: &[usize]) {
+    use crate::graph::FftKind;
+    use lazyfuse_codegen::cuda::fft::{fused_layout, Fused};
+    // (producer step, transform step, consumer step and the shifts of its rolls)
+    type Found = (usize, usize, Option<(usize, Vec<usize>)>);
+    let mut found: Vec<Found> = Vec::new();
+    for (fi, s) in steps.iter().enumerate() {
+        let TStep::Fft { src, dst } = *s else {
+            continue;
+        };
+        let (sn, dn) = (&nodes[src], &nodes[dst]);
+        let Op::Fft(spec) = &dn.op else {
+            continue;
+        };
+        if !matches!(dn.device, crate::Device::Cuda(_))
+            || spec.kind != FftKind::C2C
+            || root_pos.contains(&src)
+            || sn.shape != dn.shape
+            || sn.dtype != dn.dtype
+            || lazyfuse_codegen::fft::plan_c2c(&sn.shape, &spec.axes, sn.dtype, spec.inverse)
+                .is_none()
+        {
+            continue;
+        }
+        let producer = steps.iter().position(
+            |s| matches!(s, TStep::Kernel { outputs, .. } if outputs.as_slice() == [src]),
+        );
+        let Some(ki) = producer else {
+            continue;
+        };
+        let TStep::Kernel { kernel, shape, .. } = &steps[ki] else {
+            continue;
+        };
+        let pro = Fused {
+            prologue: Some(kernel),
+            epilogue: None,
+        };
+        let fits = kernel.reduce.is_none()
+            && shape.as_slice() == sn.shape.as_slice()
+            && kernel.outputs.as_slice() == [sn.dtype]
+            && fused_layout(&pro).is_ok();
+        let other_reader = steps
+            .iter()
+            .enumerate()
+            .any(|(i, s)| i != fi && s.reads().contains(&src));
+        if fits && !other_reader && ki < fi {
+            let ci = epilogue_of(steps, fi, nodes, dag, root_pos).filter(|(ci, _)| {
+                !found
+                    .iter()
+                    .any(|f| f.2.as_ref().is_some_and(|c| c.0 == *ci))
+            });
+            found.push((ki, fi, ci));
+        }
+    }
+    if found.is_empty() {
+        return;
+    }
+    let mut taken: Vec<Option<TStep>> = std::mem::take(steps).into_iter().map(Some).collect();
+    // the fused step goes where the consumer was (its other inputs are ready there), else
+    // where the transform was
+    for (ki, fi, ci) in found {
+        let (
+            Some(TStep::Kernel {
+                kernel,
+                inputs,
+                shape,
+                params,
+                ..
+            }),
+            Some(TStep::Fft { src, dst }),
+        ) = (taken[ki].take(), taken[fi].take())
+        else {
+            continue; // not reached: the pairs name a kernel and a transform each
+        };
+        let Op::Fft(spec) = &nodes[dst].op else {
+            continue;
+        };
+        let at = ci.as_ref().map_or(fi, |c| c.0);
+        let epilogue = ci.and_then(|(ci, shifts)| match taken[ci].take() {
+            Some(TStep::Kernel {
+                kernel,
+                inputs,
+                outputs,
+                params,
+                ..
+            }) => Some(epi_plan(kernel, inputs, outputs[0], params, dst, &shifts)),
+            _ => None,
+        });
+        config::debug_log!(
+            2,
+            "plan: the kernel computing node #{} runs inside the first pass of its transform{}",
+            nodes[src].id,
+            if epilogue.is_some() {
+                ", its consumer inside the last"
+            } else {
+                ""
+            }
+        );
+        taken[at] = Some(TStep::FftFused {
+            kernel,
+            inputs,
+            shape,
+            params,
+            spec: Arc::new((**spec).clone()),
+            dst,
+            epilogue: epilogue.map(Box::new),
+        });
+    }
+    steps.extend(taken.into_iter().flatten());
+}
+
+/// The consumer step of the transform step `fi` that its last pass can compute: the only
+/// reader of the transform (no root), a kernel of one output over the transform's shape
+/// reading it in one unguarded load, through rolls only (each read by the next alone).
+fn epilogue_of(
+    steps: &[TStep],
+    fi: usize,
+    nodes: &[Arc<Node>],
+    dag: &Dag,
+    root_pos: &[usize],
+) -> Option<(usize, Vec<usize>)> {
+    let TStep::Fft { dst, .. } = steps[fi] else {
+        return None;
+    };
+    if root_pos.contains(&dst) {
+        return None;
+    }
+    let readers: Vec<usize> = (0..steps.len())
+        .filter(|&i| i != fi && steps[i].reads().contains(&dst))
+        .collect();
+    let [ci] = readers.as_slice() else {
+        return None;
+    };
+    let TStep::Kernel {
+        kernel,
+        inputs,
+        outputs,
+        shape,
+        ..
+    } = &steps[*ci]
+    else {
+        return None;
+    };
+    let [out] = outputs.as_slice() else {
+        return None;
+    };
+    let slot = inputs.iter().position(|&p| p == dst)? as u32;
+    let loads = kernel
+        .values
+        .iter()
+        .filter(|v| matches!(v.inst, lazyfuse_codegen::Inst::Load { input, .. } if input == slot))
+        .count();
+    let unguarded = kernel.values.iter().all(|v| {
+        !matches!(v.inst, lazyfuse_codegen::Inst::Load { input, guard: Some(_), .. } if input == slot)
+    });
+    if kernel.reduce.is_some()
+        || shape.as_slice() != nodes[dst].shape.as_slice()
+        || nodes[*out].shape != nodes[dst].shape
+        || loads != 1
+        || !unguarded
+    {
+        return None;
+    }
+    Some((*ci, rolls_to(dst, *out, nodes, dag)?))
+}
+
+/// The shift per axis of the rolls through which `out`'s computation reads `dst`: from
+/// `dst` up, each node has one reader, rolls first, then elementwise ops up to `out`
+/// (which read their inputs at their own index); `None` for any other shape of the path.
+/// `out`'s element `j` then reads `dst`'s element `i` with `j_k = (i_k + s_k) mod n_k`.
+fn rolls_to(dst: usize, out: usize, nodes: &[Arc<Node>], dag: &Dag) -> Option<Vec<usize>> {
+    let shape = &nodes[dst].shape;
+    let mut shifts = vec![0usize; shape.len()];
+    let mut elementwise = false;
+    let mut cur = dst;
+    while cur != out {
+        let readers: Vec<usize> = (cur + 1..nodes.len())
+            .filter(|&q| dag.inputs(q).iter().any(|&i| i as usize == cur))
+            .collect();
+        let [u] = readers.as_slice() else {
+            return None;
+        };
+        match nodes[*u].op {
+            Op::Roll { axis, shift } if !elementwise => {
+                shifts[axis] = (shifts[axis] + shift) % shape[axis];
+            }
+            ref op if op.is_elementwise() && nodes[*u].shape == *shape => elementwise = true,
+            _ => return None,
+        }
+        cur = *u;
+    }
+    Some(shifts)
+}
+
+/// The epilogue of a fused transform from its consumer kernel: the consumer with one I64
+/// shift parameter per axis appended (`rolls_to`).
+fn epi_plan(
+    kernel: Arc<Kernel>,
+    inputs: Vec<usize>,
+    out: usize,
+    mut params: Vec<ParamSrc>,
+    dst: usize,
+    shifts: &[usize],
+) -> EpiPlan {
+    let value_input = inputs.iter().position(|&p| p == dst).unwrap_or(0) as u32;
+    let mut k = (*kernel).clone();
+    let shift_param = k.params.len() as u32;
+    // fixed by the plan's structure (shapes and shifts are part of the plan key)
+    for &s in shifts {
+        k.params.push(lazyfuse_codegen::DType::I64);
+        params.push(ParamSrc::Fixed(lazyfuse_codegen::Scalar::I64(s as i64)));
+    }
+    EpiPlan {
+        kernel: Arc::new(k),
+        inputs,
+        params,
+        value_input,
+        shift_param,
+        out,
     }
 }
 

@@ -100,14 +100,12 @@ impl Skeleton {
     }
 }
 
-/// The key under which this thread remembers the plan of `roots`: the fusion switch and
-/// the roots' structural keys.
-fn hint(roots: &[Arc<Node>], fuse: bool) -> u64 {
+/// The key under which this thread remembers the plan of `roots`: the planning settings
+/// (`plan_mode`) and the roots' structural keys.
+fn hint(roots: &[Arc<Node>], mode: u64) -> u64 {
     roots
         .iter()
-        .fold(mix(fuse as u64, roots.len() as u64), |h, r| {
-            mix(h, r.use_key())
-        })
+        .fold(mix(mode, roots.len() as u64), |h, r| mix(h, r.use_key()))
 }
 
 /// Plans this thread found lately, by [`hint`]. Per thread, so a hit takes no lock.
@@ -120,8 +118,8 @@ const RECENT: Field<super::ThreadPlanning, RefCell<Recent>> =
 
 /// The plan this thread last used for a DAG with `roots`' structural keys, with the DAG's
 /// nodes by the plan's positions, when the DAG passes the plan's skeleton.
-pub(super) fn lookup(roots: &[Arc<Node>], fuse: bool) -> Option<(Arc<Template>, NodeOrder)> {
-    let h = hint(roots, fuse);
+pub(super) fn lookup(roots: &[Arc<Node>], mode: u64) -> Option<(Arc<Template>, NodeOrder)> {
+    let h = hint(roots, mode);
     let t = RECENT
         .try_with(|r| r.try_borrow().ok()?.get(&h).cloned())
         .ok()
@@ -131,8 +129,8 @@ pub(super) fn lookup(roots: &[Arc<Node>], fuse: bool) -> Option<(Arc<Template>, 
 }
 
 /// Remembers `t` as the plan of DAGs with `roots`' structural keys on this thread.
-pub(super) fn remember(roots: &[Arc<Node>], fuse: bool, t: &Arc<Template>) {
-    let h = hint(roots, fuse);
+pub(super) fn remember(roots: &[Arc<Node>], mode: u64, t: &Arc<Template>) {
+    let h = hint(roots, mode);
     let _ = RECENT.try_with(|r| {
         if let Ok(mut r) = r.try_borrow_mut() {
             if r.len() >= RECENT_MAX {

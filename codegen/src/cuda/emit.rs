@@ -29,6 +29,9 @@ pub(super) struct Emitter<'a> {
     /// Vector mode: the `(input, index value)` pairs read through a prefetched lane vector
     /// `pf<input>_<index>` (every other load in vector mode is at the linear index, `x<input>`).
     pub(super) prefetched: BTreeSet<(u32, u32)>,
+    /// An input whose loads are the value `lf_v` in scope instead (a fused FFT epilogue's
+    /// transform value, [`device_body`]).
+    pub(super) value_input: Option<u32>,
 }
 
 /// How the vectorized loop of an elementwise kernel reads its inputs.
@@ -141,6 +144,7 @@ pub(super) fn emit(k: &Kernel, opts: &RenderOptions, layout: &ArgLayout, entry: 
         k,
         helpers: BTreeSet::new(),
         prefetched: plan.prefetch.clone(),
+        value_input: None,
     };
     let used_inputs = loaded_inputs(k);
     let axes: BTreeSet<u8> = k
@@ -236,6 +240,41 @@ pub(super) fn emit(k: &Kernel, opts: &RenderOptions, layout: &ArgLayout, entry: 
         source: src,
         per_thread: pt,
     }
+}
+
+/// The statements of `k` (validated, normalized, elementwise) computing its stored values
+/// for one element, as the body of a device function: the caller has `a` (a reference to
+/// `k`'s argument struct) and `i` (the element's linear index, an `IDX`) in scope. Declares
+/// the input pointers and shape extents it reads, then the values; the stored ones are
+/// `v<id>` of `k.stores`. Returns the statements and the helpers they call.
+pub(super) fn device_body(
+    k: &Kernel,
+    opts: &RenderOptions,
+    ind: &str,
+    value_input: Option<u32>,
+) -> (String, BTreeSet<Helper>) {
+    let mut e = Emitter {
+        k,
+        helpers: BTreeSet::new(),
+        prefetched: BTreeSet::new(),
+        value_input,
+    };
+    e.complex_types();
+    let roots: Vec<u32> = k.stores.iter().map(|s| s.value).collect();
+    let live = live_from(k, &roots, Mode::Scalar);
+    let axes = used_axes(k, &live);
+    let mut w = String::new();
+    for &i in loaded_inputs(k).iter().filter(|&&i| Some(i) != value_input) {
+        let t = c_type(k.inputs[i as usize]);
+        let _ = writeln!(w, "{ind}const {t}* __restrict__ in{i} = a.in{i};");
+    }
+    if let Some(&m) = axes.first() {
+        for s in m.max(1)..k.rank {
+            let _ = writeln!(w, "{ind}const IDX s{s} = (IDX)a.shape[{s}];");
+        }
+    }
+    e.element(Mode::Scalar, ind, &axes, &roots, opts, &mut w);
+    (w, e.helpers)
 }
 
 /// The axes the live values read.
@@ -708,6 +747,7 @@ impl Emitter<'_> {
             Inst::Axis(a) => format!("(long long)ax{a}"),
             Inst::Param(p) => format!("a.p{p}"),
             Inst::Const(s) => literal(&s),
+            Inst::Load { input, .. } if self.value_input == Some(input) => "lf_v".into(),
             Inst::Load {
                 input,
                 index,

@@ -16,8 +16,10 @@
 //! 3. *store*: `lf_fft_store(a, base_out[li] + k * out_stride, sm[li * n + k])`.
 //!
 //! `lf_fft_load` and `lf_fft_store` take the linear element index in the input and output
-//! buffers: they are the places where a fused pass will compute its producers' values and
-//! its consumers' results instead of reading and writing plain buffers.
+//! buffers: a fused pass ([`render_fused`]) computes its producer's value there (a
+//! prologue kernel's body, `lf_pro_args pro` in the arguments) and its consumer's result
+//! (an epilogue kernel's body at the shifted index, `lf_epi_args epi`) instead of reading
+//! and writing plain buffers.
 //!
 //! # Arguments (`lf_fft_args`, by value, 15 fields of 8 bytes: [`ARG_BYTES`])
 //! `in`, `out`, `tw` (the table of the line length), `tw_big` (the table of `big_n`, or any
@@ -34,7 +36,7 @@
 use super::Rendered;
 use crate::fft::{odd_radix_constants, FftPass, PassArgs};
 use crate::ir::fnv1a;
-use crate::DType;
+use crate::{DType, Inst, IrError, Kernel, LaunchArgs};
 use std::fmt::Write;
 
 /// Bytes of the argument struct.
@@ -78,6 +80,198 @@ fn lit(v: f64, dtype: DType) -> String {
 
 /// Renders `pass` (see the module docs). Pure; the pass must come from [`FftPass::new`].
 pub fn render(pass: &FftPass) -> Rendered {
+    render_pass(pass, &Fused::default())
+}
+
+/// Elementwise work fused into a pass (see [`render_fused`]).
+#[derive(Clone, Copy, Debug, Default)]
+pub struct Fused<'a> {
+    /// Computes the pass's input (first passes): element `i` of the transform's input is
+    /// the value this elementwise kernel of one output stores at its linear index `i`
+    /// (launched over the input's shape).
+    pub prologue: Option<&'a Kernel>,
+    /// Consumes the pass's output (last passes).
+    pub epilogue: Option<Epilogue<'a>>,
+}
+
+/// A consumer of a transform's output computed in the last pass's store: an elementwise
+/// kernel of one output, launched over the transform's shape, that reads the transform's
+/// output (its input [`Epilogue::value_input`]) in one unguarded load at a cyclic shift of
+/// its own index. Element `i` of the transform's output (multi-index `i_k`) is read by the
+/// kernel's element `j` with `j_k = (i_k + s_k) mod n_k`, `s_k` (in `[0, n_k)`) the I64
+/// parameters from [`Epilogue::shift_param`] on, one per axis; the store computes element
+/// `j` with the value `v` in place of that load and writes it to the kernel's output.
+#[derive(Clone, Copy, Debug)]
+pub struct Epilogue<'a> {
+    /// The kernel.
+    pub kernel: &'a Kernel,
+    /// The input standing for the transform's output (not read through its pointer).
+    pub value_input: u32,
+    /// The first of the kernel's `rank` I64 shift parameters.
+    pub shift_param: u32,
+}
+
+/// Offsets of the prologue's and the epilogue's argument structs in a fused pass's
+/// arguments (after [`pack_args`]'s fields) and the arguments' total size.
+pub fn fused_layout(fused: &Fused) -> Result<(usize, usize, usize), IrError> {
+    let mut end = ARG_BYTES;
+    let mut align = 8;
+    let mut place = |k: Option<&Kernel>| -> Result<usize, IrError> {
+        let Some(k) = k else { return Ok(end) };
+        let layout = super::arg_layout(k)?;
+        let at = end.div_ceil(layout.align) * layout.align;
+        end = at + layout.size;
+        align = align.max(layout.align);
+        Ok(at)
+    };
+    let pro = place(fused.prologue)?;
+    let epi = place(fused.epilogue.map(|e| e.kernel))?;
+    let size = end.div_ceil(align) * align;
+    if size > super::MAX_ARG_BYTES {
+        return Err(IrError(format!(
+            "fused FFT pass arguments of {size} bytes exceed {}",
+            super::MAX_ARG_BYTES
+        )));
+    }
+    Ok((pro, epi, size))
+}
+
+/// Checks that `fused` fits `pass` (see [`Fused`], [`Epilogue`]).
+fn check_fused(pass: &FftPass, fused: &Fused) -> Result<(), IrError> {
+    let err = |m: String| Err(IrError(m));
+    if let Some(k) = fused.prologue {
+        k.validate()?;
+        if k.reduce.is_some() || k.outputs.as_slice() != [pass.dtype] || k.stores.len() != 1 {
+            return err(format!(
+                "a fused FFT prologue is an elementwise kernel with one {} output",
+                pass.dtype
+            ));
+        }
+    }
+    if let Some(e) = fused.epilogue {
+        let k = e.kernel;
+        k.validate()?;
+        let rank = k.rank as u32;
+        let loads: Vec<_> = k
+            .values
+            .iter()
+            .filter_map(|v| match v.inst {
+                Inst::Load { input, guard, .. } if input == e.value_input => Some(guard),
+                _ => None,
+            })
+            .collect();
+        let shifts_ok = (e.shift_param..e.shift_param + rank)
+            .all(|p| k.params.get(p as usize) == Some(&DType::I64));
+        if k.reduce.is_some()
+            || k.outputs.len() != 1
+            || k.stores.len() != 1
+            || k.inputs.get(e.value_input as usize) != Some(&pass.dtype)
+            || loads.as_slice() != [None]
+            || !shifts_ok
+        {
+            return err(format!(
+                "a fused FFT epilogue is an elementwise kernel with one output reading its \
+                 {} input {} once, unguarded, with {rank} shift parameters",
+                pass.dtype, e.value_input
+            ));
+        }
+    }
+    fused_layout(fused).map(|_| ())
+}
+
+/// The entry name of `pass` with `fused`: `lf_fftf_` and 16 hex digits of a hash of the
+/// structures.
+pub fn fused_entry(pass: &FftPass, fused: &Fused) -> String {
+    let mut key = format!("{pass:?}");
+    if let Some(k) = fused.prologue {
+        key += &format!("|pro {}", k.normalize().cache_key());
+    }
+    if let Some(e) = fused.epilogue {
+        key += &format!(
+            "|epi {} {} {}",
+            e.value_input,
+            e.shift_param,
+            e.kernel.normalize().cache_key()
+        );
+    }
+    format!("lf_fftf_{:016x}", fnv1a(key.as_bytes()))
+}
+
+/// Renders `pass` with `fused`: a prologue computes each input element inside
+/// `lf_fft_load` from its own inputs and parameters (the pass's `in` pointer is not read);
+/// an epilogue computes its output element inside `lf_fft_store` from the transform's
+/// value (the pass's `out` pointer is not written). Their argument structs follow the
+/// pass's arguments (see [`fused_layout`], [`pack_fused_args`]). Pure; `Err` for work
+/// that does not fit the pass (see [`Fused`]).
+pub fn render_fused(pass: &FftPass, fused: &Fused) -> Result<Rendered, IrError> {
+    check_fused(pass, fused)?;
+    let pro = fused.prologue.map(|k| k.normalize());
+    let epi = fused.epilogue.map(|e| (e.kernel.normalize(), e));
+    let norm = Fused {
+        prologue: pro.as_ref(),
+        epilogue: epi.as_ref().map(|(k, e)| Epilogue { kernel: k, ..*e }),
+    };
+    Ok(render_pass(pass, &norm))
+}
+
+/// The pointers and launch arguments of a fused kernel's argument struct.
+#[derive(Clone, Copy, Debug)]
+pub struct FusedArgs<'a> {
+    /// Input pointers (any value for an epilogue's [`Epilogue::value_input`]).
+    pub inputs: &'a [u64],
+    /// Output pointers (none read for a prologue).
+    pub outputs: &'a [u64],
+    /// Launch shape (the transform's) and parameters.
+    pub args: &'a LaunchArgs,
+}
+
+/// The argument blob of a fused pass: [`pack_args`]'s fields, then the prologue's and the
+/// epilogue's argument structs at their offsets ([`fused_layout`]).
+pub fn pack_fused_args(
+    args: &PassArgs,
+    ptrs: [u64; 4],
+    fused: &Fused,
+    pro: Option<FusedArgs>,
+    epi: Option<FusedArgs>,
+) -> Result<Vec<u8>, IrError> {
+    let (pro_at, epi_at, size) = fused_layout(fused)?;
+    let mut blob = pack_args(args, ptrs);
+    let opts = Default::default();
+    let parts = [
+        (fused.prologue, pro, pro_at),
+        (fused.epilogue.map(|e| e.kernel), epi, epi_at),
+    ];
+    for (k, a, at) in parts {
+        let (Some(k), Some(a)) = (k, a) else {
+            continue;
+        };
+        let zeros = vec![0u64; k.outputs.len()];
+        let outs = if a.outputs.is_empty() {
+            &zeros
+        } else {
+            a.outputs
+        };
+        let p = super::pack_args(k, &opts, a.inputs, outs, a.args)?;
+        blob.resize(at, 0);
+        blob.extend_from_slice(&p);
+    }
+    blob.resize(size, 0);
+    Ok(blob)
+}
+
+/// Declares the argument struct `name` of `k`.
+fn arg_struct(w: &mut String, name: &str, k: &Kernel) {
+    if let Ok(layout) = super::arg_layout(k) {
+        let _ = writeln!(w, "struct {name} {{");
+        for f in &layout.fields {
+            let _ = writeln!(w, "  {}; /* offset {} */", f.decl, f.offset);
+        }
+        let _ = writeln!(w, "}};");
+    }
+}
+
+/// [`render`], with the normalized, checked `fused` work in its load and store.
+fn render_pass(pass: &FftPass, fused: &Fused) -> Rendered {
     let (c, r) = match pass.dtype {
         DType::C64 => ("c32", "float"),
         _ => ("c64", "double"),
@@ -87,17 +281,59 @@ pub fn render(pass: &FftPass) -> Rendered {
     let lpb = pass.lines_per_block as usize;
     let tpl = pass.threads_per_line as usize;
     let block = pass.block() as usize;
-    let name = entry(pass);
+    let any = fused.prologue.is_some() || fused.epilogue.is_some();
+    let name = match any {
+        true => fused_entry(pass, fused),
+        false => entry(pass),
+    };
+    let opts = super::RenderOptions::default();
+    let mut helpers = std::collections::BTreeSet::new();
+    let pro = fused.prologue.map(|k| {
+        let (body, h) = super::emit::device_body(k, &opts, "  ", None);
+        helpers.extend(h);
+        (k, body)
+    });
+    let epi = fused.epilogue.map(|e| {
+        let (body, h) = super::emit::device_body(e.kernel, &opts, "  ", Some(e.value_input));
+        helpers.extend(h);
+        (e, body)
+    });
     let mut s = String::new();
     let w = &mut s;
     let _ = writeln!(w, "// generated FFT pass: {pass:?}");
-    let _ = writeln!(w, "struct __align__({align}) {c} {{ {r} re, im; }};");
+    let mut members = String::new();
+    if !any {
+        let _ = writeln!(w, "struct __align__({align}) {c} {{ {r} re, im; }};");
+    } else {
+        helpers.insert(super::prelude::Helper::CType(pass.dtype));
+        for (what, k) in [
+            ("prologue", fused.prologue),
+            ("epilogue", fused.epilogue.map(|e| e.kernel)),
+        ] {
+            if let Some(k) = k {
+                let _ = writeln!(w, "// fused {what} IR:");
+                for line in k.to_string().lines() {
+                    let _ = writeln!(w, "//   {line}");
+                }
+            }
+        }
+        let _ = writeln!(w, "typedef unsigned long long IDX;");
+        super::prelude::emit_helpers(&helpers, w);
+        if let Some(k) = fused.prologue {
+            arg_struct(w, "lf_pro_args", k);
+            members += "  lf_pro_args pro;\n";
+        }
+        if let Some(e) = fused.epilogue {
+            arg_struct(w, "lf_epi_args", e.kernel);
+            members += "  lf_epi_args epi;\n";
+        }
+    }
     let _ = writeln!(
         w,
         "struct lf_fft_args {{\n  const {c}* in;\n  {c}* out;\n  const {c}* __restrict__ tw;\n  \
          const {c}* __restrict__ tw_big;\n  long long lines, cnt_b, cnt_c;\n  \
          long long in_da, in_db, in_dc, in_stride;\n  \
-         long long out_da, out_db, out_dc, out_stride;\n}};"
+         long long out_da, out_db, out_dc, out_stride;\n{members}}};"
     );
     let _ = writeln!(
         w,
@@ -127,10 +363,53 @@ pub fn render(pass: &FftPass) -> Rendered {
     );
     let _ = writeln!(
         w,
-        "// the load and store of a pass, by linear element index in the input and output\n\
-         __device__ __forceinline__ {c} lf_fft_load(const lf_fft_args& a, long long i) {{ return a.in[i]; }}\n\
-         __device__ __forceinline__ void lf_fft_store(const lf_fft_args& a, long long i, {c} v) {{ a.out[i] = v; }}"
+        "// the load and store of a pass, by linear element index in the input and output"
     );
+    match &pro {
+        None => {
+            let _ = writeln!(
+                w,
+                "__device__ __forceinline__ {c} lf_fft_load(const lf_fft_args& a, long long i) {{ return a.in[i]; }}"
+            );
+        }
+        Some((k, body)) => {
+            let _ = writeln!(
+                w,
+                "__device__ __forceinline__ {c} lf_fft_load(const lf_fft_args& fa, long long li) {{\n  \
+                 const lf_pro_args& a = fa.pro;\n  const IDX i = (IDX)li;\n{body}  return v{};\n}}",
+                k.stores[0].value
+            );
+        }
+    }
+    match &epi {
+        None => {
+            let _ = writeln!(
+                w,
+                "__device__ __forceinline__ void lf_fft_store(const lf_fft_args& a, long long i, {c} v) {{ a.out[i] = v; }}"
+            );
+        }
+        Some((e, body)) => {
+            // the consumer's element j of the transform's element li: j_k = (i_k + s_k) mod n_k
+            let _ = writeln!(
+                w,
+                "__device__ __forceinline__ void lf_fft_store(const lf_fft_args& fa, long long li, {c} lf_v) {{\n  \
+                 const lf_epi_args& a = fa.epi;\n  long long rem = li, j = 0, st = 1;"
+            );
+            for k in (0..e.kernel.rank as u32).rev() {
+                let _ = writeln!(
+                    w,
+                    "  {{\n    const long long nk = a.shape[{k}], ik = rem % nk;\n    rem /= nk;\n    \
+                     long long jk = ik + a.p{};\n    if (jk >= nk) jk -= nk;\n    j += jk * st;\n    st *= nk;\n  }}",
+                    e.shift_param + k
+                );
+            }
+            let _ = writeln!(
+                w,
+                "  const IDX i = (IDX)j;\n{body}  a.out{}[i] = v{};\n}}",
+                e.kernel.stores[0].output, e.kernel.stores[0].value
+            );
+        }
+    }
     let mut radices: Vec<u8> = pass.radices.to_vec();
     radices.sort_unstable();
     radices.dedup();

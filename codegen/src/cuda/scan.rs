@@ -98,6 +98,7 @@ pub(super) fn emit(k: &Kernel, opts: &RenderOptions, layout: &ArgLayout, entry: 
         k,
         helpers: BTreeSet::new(),
         prefetched: BTreeSet::new(),
+        value_input: None,
     };
     e.complex_types();
     let vd = k.values[red.value as usize].dtype;

@@ -451,7 +451,33 @@ pub(super) struct KernelCache {
     front: RwLock<HashMap<(usize, RenderOptions), Prepared, FxBuild>>,
     /// Generated FFT passes by their structure.
     fft: Mutex<HashMap<lazyfuse_codegen::fft::FftPass, Arc<LoadedKernel>>>,
+    /// Generated FFT passes with fused work by the pass and the addresses of the plan's
+    /// prologue and epilogue (each entry holds those `Arc`s, so the addresses are not
+    /// reused while it lives): a cached plan's launch finds its pass without hashing IR.
+    fft_front: Mutex<FusedFront>,
+    /// The same passes by their fused work's normal forms (a new plan with equal work
+    /// compiles nothing).
+    fft_fused: Mutex<HashMap<FusedKey, Arc<LoadedKernel>>>,
 }
+
+/// The fused work of a generated pass: the prologue, and the epilogue with its value
+/// input and first shift parameter (`lazyfuse_codegen::cuda::fft::Fused`).
+pub(super) type FusedWork<'a> = (Option<&'a Arc<Kernel>>, Option<(&'a Arc<Kernel>, u32, u32)>);
+
+/// [`KernelCache::fft_fused`]'s key.
+type FusedKey = (
+    lazyfuse_codegen::fft::FftPass,
+    Option<Kernel>,
+    Option<(Kernel, u32, u32)>,
+);
+
+/// [`KernelCache::fft_front`]'s map: by the pass and the work's addresses, the work
+/// (kept alive) and the loaded pass.
+type FusedFront = HashMap<
+    (lazyfuse_codegen::fft::FftPass, usize, usize),
+    (Vec<Arc<Kernel>>, Arc<LoadedKernel>),
+    FxBuild,
+>;
 
 /// A loaded kernel with what every launch of it needs, resolved once.
 #[derive(Clone)]
@@ -501,6 +527,8 @@ impl KernelCache {
             disk,
             front: RwLock::new(HashMap::default()),
             fft: Mutex::new(HashMap::new()),
+            fft_front: Mutex::new(HashMap::default()),
+            fft_fused: Mutex::new(HashMap::new()),
         }
     }
 
@@ -518,6 +546,8 @@ impl KernelCache {
             .clear();
         lock(&self.map).clear();
         lock(&self.fft).clear();
+        lock(&self.fft_front).clear();
+        lock(&self.fft_fused).clear();
     }
 
     /// The launch-ready kernel for a plan's shared `kernel`: by address from the front
@@ -654,6 +684,68 @@ impl KernelCache {
         let loaded =
             Arc::new(self.build_rendered(ctx, t0, r, dumped, || "a generated FFT pass".into())?);
         lock(&self.fft).insert(pass.clone(), loaded.clone());
+        Ok(loaded)
+    }
+
+    /// The loaded kernel of the generated FFT pass `pass` with the fused `work`
+    /// ([`lazyfuse_codegen::cuda::fft::render_fused`]): by the work's addresses, else by
+    /// its normal form, else rendered and built like [`KernelCache::get_fft`].
+    pub(super) fn get_fft_fused(
+        &self,
+        ctx: &Arc<CudaContext>,
+        pass: &lazyfuse_codegen::fft::FftPass,
+        work: FusedWork,
+    ) -> Result<Arc<LoadedKernel>> {
+        use lazyfuse_codegen::cuda::fft::{render_fused, Epilogue, Fused};
+        let (pro, epi) = work;
+        let addr = |k: Option<&Arc<Kernel>>| k.map_or(0, |k| Arc::as_ptr(k) as usize);
+        let fkey = (pass.clone(), addr(pro), addr(epi.map(|e| e.0)));
+        if let Some((_, k)) = lock(&self.fft_front).get(&fkey) {
+            bump::kernel_cache_hits(1);
+            return Ok(k.clone());
+        }
+        let key: FusedKey = (
+            pass.clone(),
+            pro.map(|k| k.normalize()),
+            epi.map(|(k, v, s)| (k.normalize(), v, s)),
+        );
+        let found = lock(&self.fft_fused).get(&key).cloned();
+        let loaded = match found {
+            Some(k) => k,
+            None => {
+                let _compiling = lock(&self.compile_lock);
+                let again = lock(&self.fft_fused).get(&key).cloned();
+                match again {
+                    Some(k) => k,
+                    None => {
+                        let t0 = Instant::now();
+                        let fused = Fused {
+                            prologue: pro.map(|k| &**k),
+                            epilogue: epi.map(|(k, value_input, shift_param)| Epilogue {
+                                kernel: k,
+                                value_input,
+                                shift_param,
+                            }),
+                        };
+                        let r = render_fused(pass, &fused)
+                            .map_err(|e| Error::internal("render fused fft", e))?;
+                        debug_log!(5, "source of {}:\n{}", r.entry, r.source);
+                        let dumped = dump_if_asked(&r);
+                        let loaded = Arc::new(self.build_rendered(ctx, t0, r, dumped, || {
+                            "a generated FFT pass with fused elementwise work".into()
+                        })?);
+                        lock(&self.fft_fused).insert(key, loaded.clone());
+                        loaded
+                    }
+                }
+            }
+        };
+        let kept: Vec<Arc<Kernel>> = pro.into_iter().chain(epi.map(|e| e.0)).cloned().collect();
+        let mut front = lock(&self.fft_front);
+        if front.len() >= FRONT_MAX {
+            front.clear();
+        }
+        front.insert(fkey, (kept, loaded.clone()));
         Ok(loaded)
     }
 

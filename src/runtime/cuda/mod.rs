@@ -47,6 +47,7 @@ mod peer;
 pub use compile::nvrtc_check;
 pub use device::CudaDevice;
 pub(crate) use device::{event_elapsed, TimingEvent};
+pub(crate) use fft::{Epilogue, Prologue};
 pub use memory::{CudaBuffer, PinnedHost};
 
 use crate::Error;

@@ -4,7 +4,11 @@
 //! the device's kernel cache (memory, disk, NVRTC) keyed by their structure, so a new batch
 //! size or array shape reuses them; twiddle tables are uploaded once per length and
 //! precision and kept by the device's FFT state. Unnormalized in both directions, as the
-//! cuFFT path.
+//! cuFFT path. A plan may fuse the elementwise kernel producing a transform's input into
+//! the first pass ([`Prologue`], `CudaDevice::fft_fused`): that pass computes each input
+//! element in its load, and the input is never written; and the elementwise kernel
+//! consuming its output into the last pass ([`Epilogue`]), which stores the consumer's
+//! result instead of the transform.
 
 use super::plan::Precision;
 use super::FftState;
@@ -15,9 +19,11 @@ use crate::runtime::cuda::device::CudaDevice;
 use crate::runtime::cuda::driver_err;
 use crate::runtime::cuda::memory::CudaBuffer;
 use crate::{Error, Result};
-use lazyfuse_codegen::cuda::fft::pack_args;
+use lazyfuse_codegen::cuda::fft::{
+    pack_args, pack_fused_args, Epilogue as CgEpilogue, Fused, FusedArgs,
+};
 use lazyfuse_codegen::fft::{self as gen, Buf};
-use lazyfuse_codegen::DType;
+use lazyfuse_codegen::{DType, Kernel, LaunchArgs};
 use std::sync::Arc;
 
 /// Most twiddle tables a device keeps (one per length and precision used); beyond it the
@@ -59,6 +65,37 @@ impl FftState {
     }
 }
 
+/// Elementwise work fused into the first pass of a generated transform: the kernel whose
+/// stored value at linear index `i` is element `i` of the transform's input, its input
+/// buffers and its launch arguments (launch shape: the transform's input shape).
+pub(crate) struct Prologue<'a> {
+    /// The kernel (an elementwise kernel with one output of the transform's dtype).
+    pub(crate) kernel: &'a Arc<Kernel>,
+    /// Its input buffers.
+    pub(crate) inputs: &'a [&'a CudaBuffer],
+    /// Its launch arguments.
+    pub(crate) args: &'a LaunchArgs,
+}
+
+/// Elementwise work fused into the last pass of a generated transform: a kernel reading
+/// the transform's output at a cyclic shift of its own index
+/// (`lazyfuse_codegen::cuda::fft::Epilogue`), its other inputs, its launch arguments (the
+/// transform's shape, the shifts among the parameters) and its output buffer.
+pub(crate) struct Epilogue<'a> {
+    /// The kernel.
+    pub(crate) kernel: &'a Arc<Kernel>,
+    /// Its input buffers, `None` at `value_input`.
+    pub(crate) inputs: &'a [Option<&'a CudaBuffer>],
+    /// The input standing for the transform's output.
+    pub(crate) value_input: u32,
+    /// The first of its shift parameters.
+    pub(crate) shift_param: u32,
+    /// Its launch arguments.
+    pub(crate) args: &'a LaunchArgs,
+    /// Its output.
+    pub(crate) out: &'a CudaBuffer,
+}
+
 impl CudaDevice {
     /// Queues the C2C transform `spec` of `input` into `out` (both of `shape`, checked by
     /// the caller) as generated passes when the setting asks for them and the generator
@@ -76,11 +113,54 @@ impl CudaDevice {
             return Ok(false);
         }
         let dtype = prec.complex_dtype();
+        self.run_generated(spec, Source::Buffer(input), out, None, shape, dtype)
+    }
+
+    /// Queues the C2C transform `spec` (unnormalized) of the values `prologue` computes
+    /// into `out` (of `shape` and the complex dtype `dtype`) as generated passes, the first
+    /// computing its input in its load; with an `epilogue`, the last pass computes it in
+    /// its store instead of writing `out` (which then only holds the passes before).
+    /// `Ok(false)`, with nothing queued, when the generator does not cover the transform
+    /// or cannot run it now (the caller then runs the kernels and the transform apart).
+    pub(crate) fn fft_fused(
+        &self,
+        spec: &FftSpec,
+        prologue: &Prologue,
+        epilogue: Option<&Epilogue>,
+        out: &CudaBuffer,
+        shape: &[usize],
+        dtype: DType,
+    ) -> Result<bool> {
+        let here = |b: &CudaBuffer| b.device().ordinal() == self.ordinal();
+        let epi_here = |e: &Epilogue| here(e.out) && e.inputs.iter().flatten().all(|b| here(b));
+        if spec.kind != FftKind::C2C
+            || out.dtype() != dtype
+            || out.len() != shape.iter().product::<usize>()
+            || !prologue.inputs.iter().all(|b| here(b))
+            || epilogue.is_some_and(|e| !epi_here(e))
+        {
+            return Ok(false);
+        }
+        let src = Source::Prologue(prologue);
+        self.run_generated(spec, src, out, epilogue, shape, dtype)
+    }
+
+    /// The passes of the C2C transform `spec` of `src` into `out`, the last storing
+    /// through `epi` when given (see the callers).
+    fn run_generated(
+        &self,
+        spec: &FftSpec,
+        src: Source,
+        out: &CudaBuffer,
+        epi: Option<&Epilogue>,
+        shape: &[usize],
+        dtype: DType,
+    ) -> Result<bool> {
         let Some(prog) = gen::plan_c2c(shape, &spec.axes, dtype, spec.inverse) else {
             return Ok(false);
         };
         let mut launches = Vec::with_capacity(prog.steps.len());
-        for s in &prog.steps {
+        for (i, s) in prog.steps.iter().enumerate() {
             // a grid beyond CUDA's 2^31 - 1 blocks goes to cuFFT
             let grid = s.pass.grid(s.args.line_count());
             let Ok(grid) = u32::try_from(grid.min(1 << 31)) else {
@@ -89,7 +169,19 @@ impl CudaDevice {
             if grid >= 1 << 31 {
                 return Ok(false);
             }
-            launches.push((self.kernels.get_fft(&self.ctx, &s.pass)?, grid));
+            // the step reading the transform's input computes it through the prologue, the
+            // last one stores through the epilogue
+            let k = match fused_at(&prog, i, &src, epi) {
+                (None, None) => self.kernels.get_fft(&self.ctx, &s.pass)?,
+                (p, e) => {
+                    let work = (
+                        p.map(|p| p.kernel),
+                        e.map(|e| (e.kernel, e.value_input, e.shift_param)),
+                    );
+                    self.kernels.get_fft_fused(&self.ctx, &s.pass, work)?
+                }
+            };
+            launches.push((k, grid));
         }
         // the tables of every step: (line table, table of the input twiddles)
         let mut tables: Vec<(Arc<CudaBuffer>, Option<Arc<CudaBuffer>>)> = Vec::new();
@@ -117,7 +209,15 @@ impl CudaDevice {
         self.ctx
             .bind_to_thread()
             .map_err(driver_err("cuCtxGetCurrent"))?;
-        let mut reads: Vec<&CudaBuffer> = vec![input];
+        let mut reads: Vec<&CudaBuffer> = match &src {
+            Source::Buffer(b) => vec![b],
+            Source::Prologue(p) => p.inputs.to_vec(),
+        };
+        let mut writes: Vec<&CudaBuffer> = vec![out];
+        if let Some(e) = epi {
+            reads.extend(e.inputs.iter().flatten());
+            writes.push(e.out);
+        }
         for (line, big) in &tables {
             reads.push(line);
             if let Some(b) = big {
@@ -125,29 +225,102 @@ impl CudaDevice {
             }
         }
         // the buffers on this thread's stream, after their writers
-        self.order(&reads, &[out])?;
+        self.order(&reads, &writes)?;
         let ptr = |b: Buf| -> Result<u64> {
-            match b {
-                Buf::Input => Ok(input.device_ptr()),
-                Buf::Output => Ok(out.device_ptr()),
-                Buf::Work => work
+            match (b, &src) {
+                (Buf::Input, Source::Buffer(input)) => Ok(input.device_ptr()),
+                // not read: the fused load computes the input
+                (Buf::Input, Source::Prologue(_)) => Ok(0),
+                (Buf::Output, _) => Ok(out.device_ptr()),
+                (Buf::Work, _) => work
                     .as_ref()
                     .map(|w| w.device_ptr())
                     .ok_or_else(|| Error::internal("generated fft", "no work buffer")),
             }
         };
-        for ((s, (k, grid)), (line, big)) in prog.steps.iter().zip(&launches).zip(&tables) {
+        for (i, ((s, (k, grid)), (line, big))) in
+            prog.steps.iter().zip(&launches).zip(&tables).enumerate()
+        {
             let tw = line.device_ptr();
             let tw_big = big.as_ref().map_or(tw, |b| b.device_ptr());
-            let blob = pack_args(&s.args, [ptr(s.src)?, ptr(s.dst)?, tw, tw_big]);
+            let ptrs = [ptr(s.src)?, ptr(s.dst)?, tw, tw_big];
+            let blob = match fused_at(&prog, i, &src, epi) {
+                (None, None) => pack_args(&s.args, ptrs),
+                (p, e) => fused_blob(&s.args, ptrs, p, e)?,
+            };
             // The pointers: the transform's input and output (sized by the shape the
             // program was planned for, as the caller checked), the work buffer of the
             // program's `work_len` elements and the tables of the lengths the steps name,
             // all ordered on this stream; the line maps address only elements inside them
-            // (tested on the host executor, which indexes slices of those lengths).
+            // (tested on the host executor, which indexes slices of those lengths). Fused
+            // work loads and stores as its kernels do, over its own buffers (ordered above)
+            // and launch shape (the transform's, checked by the plan that fused them).
             self.launch_grid(k, blob, *grid)?;
         }
         drop(work); // freed on the stream, after the passes that use it
         Ok(true)
     }
+}
+
+/// The argument blob of a pass with fused work.
+fn fused_blob(
+    args: &gen::PassArgs,
+    ptrs: [u64; 4],
+    p: Option<&Prologue>,
+    e: Option<&Epilogue>,
+) -> Result<Vec<u8>> {
+    let pro_in: Vec<u64> = p
+        .map(|p| p.inputs.iter().map(|b| b.device_ptr()).collect())
+        .unwrap_or_default();
+    let epi_in: Vec<u64> = e
+        .map(|e| {
+            e.inputs
+                .iter()
+                .map(|b| b.map_or(0, |b| b.device_ptr()))
+                .collect()
+        })
+        .unwrap_or_default();
+    let epi_out: Vec<u64> = e.map(|e| vec![e.out.device_ptr()]).unwrap_or_default();
+    let fused = Fused {
+        prologue: p.map(|p| &**p.kernel),
+        epilogue: e.map(|e| CgEpilogue {
+            kernel: e.kernel,
+            value_input: e.value_input,
+            shift_param: e.shift_param,
+        }),
+    };
+    let pro = p.map(|p| FusedArgs {
+        inputs: &pro_in,
+        outputs: &[],
+        args: p.args,
+    });
+    let epi = e.map(|e| FusedArgs {
+        inputs: &epi_in,
+        outputs: &epi_out,
+        args: e.args,
+    });
+    pack_fused_args(args, ptrs, &fused, pro, epi).map_err(|e| Error::internal("generated fft", e))
+}
+
+/// The fused work of step `i` of `prog`: the prologue when it reads the transform's input,
+/// the epilogue when it is the last step.
+fn fused_at<'a>(
+    prog: &gen::Program,
+    i: usize,
+    src: &'a Source,
+    epi: Option<&'a Epilogue<'a>>,
+) -> (Option<&'a Prologue<'a>>, Option<&'a Epilogue<'a>>) {
+    let pro = match (src, prog.steps[i].src) {
+        (Source::Prologue(p), Buf::Input) => Some(*p),
+        _ => None,
+    };
+    (pro, epi.filter(|_| i + 1 == prog.steps.len()))
+}
+
+/// What the first pass of a generated transform reads.
+enum Source<'a> {
+    /// The input buffer.
+    Buffer(&'a CudaBuffer),
+    /// Values computed by a fused prologue.
+    Prologue(&'a Prologue<'a>),
 }

@@ -52,6 +52,7 @@
 //! read its output; nothing here synchronizes except a plan eviction.
 
 mod generated;
+pub(crate) use generated::{Epilogue, Prologue};
 mod helpers;
 pub(super) use helpers::HelperKernels;
 mod plan;

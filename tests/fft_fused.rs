@@ -1,0 +1,294 @@
+//! Transforms with fused elementwise work: with the generated FFT passes selected
+//! (`lf::set_fft_backend(Generated)`), the kernel computing a C2C transform's input runs
+//! inside the transform's first pass on CUDA, and a consumer reading the transform through
+//! rolls only (`fftshift`) inside its last pass: the PSF pipeline plans as one transform
+//! and no kernel. It is checked at n = 8, 12 and 64 against the unfused plan and against a
+//! naive f64 DFT; lengths the generator does not cover, inputs and outputs read elsewhere
+//! and the CPU keep today's plan (kernel + FFT + kernel).
+
+#[macro_use]
+mod common;
+
+use lazyfuse as lf;
+use lf::{Array, DType, Device, FftBackend};
+use num_complex::Complex64;
+use std::f64::consts::PI;
+use std::sync::Mutex;
+
+/// Serializes the tests of this binary: the backend is a process-wide setting.
+static BACKEND: Mutex<()> = Mutex::new(());
+
+/// Runs `f` with the generated passes selected (the previous setting back afterwards,
+/// even on panic).
+fn generated<R>(f: impl FnOnce() -> R) -> R {
+    let _g = BACKEND.lock().unwrap_or_else(|e| e.into_inner());
+    let before = lf::set_fft_backend(FftBackend::Generated);
+    let r = std::panic::catch_unwind(std::panic::AssertUnwindSafe(f));
+    lf::set_fft_backend(before);
+    r.unwrap_or_else(|e| std::panic::resume_unwind(e))
+}
+
+/// The padded, ifftshifted pupil of `examples/common` (`psf` before its FFT).
+fn psf_input(n: usize) -> Array {
+    let x = Array::linspace(-1.0, 1.0, n, DType::F32);
+    let g = lf::meshgrid(&[&x, &x], lf::Indexing::Xy);
+    let (xx, yy) = (&g[0], &g[1]);
+    let rho = (xx.square() + yy.square()).sqrt();
+    let phi = yy.atan2(xx);
+    let phase = rho.square() * phi.cos();
+    let wave = (phase * (2.0 * PI) * lf::c64::i()).exp(); // complex64
+    let pupil = lf::where_(&rho.gt(1.0), lf::c64::new(0.0, 0.0), &wave);
+    let p = n / 2;
+    let padded = pupil.pad(&[(p, p), (p, p)], 0.0);
+    lf::fft::ifftshift(&padded, None)
+}
+
+/// The PSF pipeline of `examples/common` (2p + n square image, `p = n / 2`).
+fn psf(n: usize) -> Array {
+    let field = lf::fft::fftshift(&lf::fft::fft2(&psf_input(n)), None);
+    field.abs().square()
+}
+
+/// The PSF computed on the host in f64: the pupil, zero padded, ifftshifted, a naive 2-D
+/// DFT (rows, then columns), fftshifted, squared magnitudes.
+fn psf_reference(n: usize) -> Vec<f64> {
+    let p = n / 2;
+    let m = n + 2 * p;
+    let x = |i: usize| -1.0 + 2.0 * i as f64 / (n - 1) as f64;
+    let mut padded = vec![Complex64::new(0.0, 0.0); m * m];
+    for i in 0..n {
+        for j in 0..n {
+            let (xx, yy) = (x(j), x(i)); // meshgrid "xy": xx varies along columns
+            let rho = (xx * xx + yy * yy).sqrt();
+            if rho > 1.0 {
+                continue;
+            }
+            let phase = rho * rho * yy.atan2(xx).cos();
+            padded[(i + p) * m + (j + p)] = Complex64::from_polar(1.0, 2.0 * PI * phase);
+        }
+    }
+    // ifftshift: y[i] = x[(i + floor(m / 2)) % m] on both axes
+    let h = m / 2;
+    let mut y = vec![Complex64::new(0.0, 0.0); m * m];
+    for i in 0..m {
+        for j in 0..m {
+            y[i * m + j] = padded[((i + h) % m) * m + (j + h) % m];
+        }
+    }
+    let dft = |v: &[Complex64], stride: usize, step: usize| -> Vec<Complex64> {
+        // along one axis: lines start at `l * step`, elements `stride` apart
+        let mut out = vec![Complex64::new(0.0, 0.0); m * m];
+        for l in 0..m {
+            for k in 0..m {
+                let mut s = Complex64::new(0.0, 0.0);
+                for j in 0..m {
+                    let w = Complex64::from_polar(1.0, -2.0 * PI * ((j * k) % m) as f64 / m as f64);
+                    s += v[l * step + j * stride] * w;
+                }
+                out[l * step + k * stride] = s;
+            }
+        }
+        out
+    };
+    let f = dft(&dft(&y, 1, m), m, 1);
+    // fftshift: out[k] = f[(k + m - floor(m / 2)) % m]
+    let mut out = vec![0.0; m * m];
+    for i in 0..m {
+        for j in 0..m {
+            out[i * m + j] = f[((i + m - h) % m) * m + (j + m - h) % m].norm_sqr();
+        }
+    }
+    out
+}
+
+/// Largest difference between `got` and `want`, relative to `want`'s peak.
+fn rel_to_peak(got: &[f32], want: &[f64]) -> f64 {
+    assert_eq!(got.len(), want.len());
+    let peak = want.iter().copied().fold(0.0, f64::max);
+    got.iter()
+        .zip(want)
+        .map(|(&g, &w)| (g as f64 - w).abs())
+        .fold(0.0, f64::max)
+        / peak
+}
+
+/// The PSF at `n` with the generated passes selected: its plan's kernel and library
+/// counts, its plan as text and its values; the unfused plan's values.
+fn psf_both(n: usize) -> (usize, usize, String, Vec<f32>, Vec<f32>) {
+    generated(|| {
+        let img = psf(n);
+        let kernels = lf::debug::kernel_count(&[&img]).unwrap();
+        let libs = lf::debug::library_count(&[&img]).unwrap();
+        let plan = lf::debug::plan(&[&img]).unwrap();
+        let fused: Vec<f32> = img.to_vec().unwrap();
+        let plain: Vec<f32> = lf::with_fusion(false, || psf(n).to_vec().unwrap());
+        (kernels, libs, plan, fused, plain)
+    })
+}
+
+fn check_psf(dev: &Device, n: usize) {
+    let (kernels, libs, plan, fused, plain) = psf_both(n);
+    assert_eq!(libs, 1, "plan:\n{plan}");
+    if matches!(dev, Device::Cuda(_)) {
+        // the kernel computing the transform's input runs inside its first pass, the
+        // shifted squared magnitude inside its last
+        assert_eq!(kernels, 0, "plan:\n{plan}");
+        assert!(plan.contains("fused prologue"), "plan:\n{plan}");
+        assert!(plan.contains("fused epilogue"), "plan:\n{plan}");
+    } else {
+        assert_eq!(kernels, 2, "plan:\n{plan}");
+        assert!(!plan.contains("fused prologue"), "plan:\n{plan}");
+    }
+    let want = psf_reference(n);
+    let e_plain = rel_to_peak(&plain, &want);
+    let e_fused = rel_to_peak(&fused, &want);
+    assert!(
+        e_plain < 1e-4,
+        "{dev} n={n}: unfused plan off by {e_plain:.2e}"
+    );
+    assert!(
+        e_fused < 1e-4,
+        "{dev} n={n}: fused plan off by {e_fused:.2e}"
+    );
+    let peak = want.iter().copied().fold(0.0, f64::max);
+    let apart = fused
+        .iter()
+        .zip(&plain)
+        .map(|(&a, &b)| (a as f64 - b as f64).abs())
+        .fold(0.0, f64::max)
+        / peak;
+    assert!(
+        apart < 2e-5,
+        "{dev} n={n}: fused and unfused {apart:.2e} apart"
+    );
+}
+
+device_test!(psf_8_prologue_fused);
+fn psf_8_prologue_fused(dev: &Device) {
+    check_psf(dev, 8);
+}
+
+device_test!(psf_12_prologue_fused);
+fn psf_12_prologue_fused(dev: &Device) {
+    check_psf(dev, 12);
+}
+
+device_test!(psf_64_prologue_fused);
+fn psf_64_prologue_fused(dev: &Device) {
+    check_psf(dev, 64);
+}
+
+device_test!(psf_repeated_eval_reuses_the_plan);
+fn psf_repeated_eval_reuses_the_plan(_: &Device) {
+    generated(|| {
+        let first: Vec<f32> = psf(16).to_vec().unwrap();
+        for _ in 0..3 {
+            let again: Vec<f32> = psf(16).to_vec().unwrap();
+            assert_eq!(again, first);
+        }
+    });
+}
+
+device_test!(uncovered_length_keeps_the_plan);
+fn uncovered_length_keeps_the_plan(_: &Device) {
+    // 22 + 2 * 11 = 44 = 4 * 11: the generator does not cover it, cuFFT runs it
+    let (kernels, libs, plan, fused, plain) = psf_both(22);
+    assert_eq!((kernels, libs), (2, 1), "plan:\n{plan}");
+    assert!(!plan.contains("fused prologue"), "plan:\n{plan}");
+    let want = psf_reference(22);
+    assert!(rel_to_peak(&fused, &want) < 1e-4);
+    assert!(rel_to_peak(&plain, &want) < 1e-4);
+}
+
+device_test!(input_read_elsewhere_is_stored);
+fn input_read_elsewhere_is_stored(_: &Device) {
+    generated(|| {
+        // the transform's input is a result too: its kernel stays and stores it
+        let x = psf_input(8);
+        let f = lf::fft::fft2(&x);
+        assert_eq!(lf::debug::kernel_count(&[&x, &f]).unwrap(), 1);
+        assert_eq!(lf::debug::library_count(&[&f]).unwrap(), 1);
+        let plan = lf::debug::plan(&[&x, &f]).unwrap();
+        assert!(!plan.contains("fused prologue"), "plan:\n{plan}");
+    });
+}
+
+device_test!(cufft_backend_keeps_the_plan);
+fn cufft_backend_keeps_the_plan(_: &Device) {
+    let _g = BACKEND.lock().unwrap_or_else(|e| e.into_inner());
+    let before = lf::set_fft_backend(FftBackend::Cufft);
+    let img = psf(8);
+    let kernels = lf::debug::kernel_count(&[&img]);
+    lf::set_fft_backend(before);
+    assert_eq!(kernels.unwrap(), 2);
+}
+
+device_test!(traced_function_runs_the_fused_transform);
+fn traced_function_runs_the_fused_transform(_: &Device) {
+    generated(|| {
+        // a pupil phase as the input: its exponential, padding and shift feed the
+        // transform's first pass on CUDA, call after call
+        let n = 12;
+        let phase = Array::linspace(0.0, 1.0, n * n, DType::F32).reshape(&[n as isize, n as isize]);
+        let f = lf::Function::trace(&[&phase], |x| {
+            let wave = (&x[0] * (2.0 * PI) * lf::c64::i()).exp();
+            let padded = wave.pad(&[(n / 2, n / 2), (n / 2, n / 2)], 0.0);
+            let field = lf::fft::fft2(&lf::fft::ifftshift(&padded, None));
+            vec![lf::fft::fftshift(&field, None).abs().square()]
+        })
+        .unwrap();
+        for k in 0..3 {
+            let p = &phase * (1.0 + k as f64);
+            let got: Vec<f32> = f.call(&[&p]).unwrap()[0].to_vec().unwrap();
+            let wave = (&p * (2.0 * PI) * lf::c64::i()).exp();
+            let padded = wave.pad(&[(n / 2, n / 2), (n / 2, n / 2)], 0.0);
+            let want: Vec<f32> = lf::with_fusion(false, || {
+                let field = lf::fft::fft2(&lf::fft::ifftshift(&padded, None));
+                lf::fft::fftshift(&field, None)
+                    .abs()
+                    .square()
+                    .to_vec()
+                    .unwrap()
+            });
+            let peak = want.iter().copied().fold(0.0f32, f32::max) as f64;
+            let apart = got
+                .iter()
+                .zip(&want)
+                .map(|(&a, &b)| (a as f64 - b as f64).abs())
+                .fold(0.0, f64::max)
+                / peak;
+            assert!(apart < 2e-5, "call {k}: {apart:.2e} from the unfused plan");
+        }
+    });
+}
+
+/// The transform of the PSF input read twice (at two indices), or through a transpose.
+fn misfit(what: &str) -> Array {
+    let f = lf::fft::fft2(&psf_input(8));
+    match what {
+        "two reads" => &f.abs() + &lf::fft::fftshift(&f, None).abs(),
+        _ => f.abs().transpose(),
+    }
+}
+
+device_test!(consumers_that_do_not_fit_stay_kernels);
+fn consumers_that_do_not_fit_stay_kernels(dev: &Device) {
+    generated(|| {
+        let cuda = matches!(dev, Device::Cuda(_));
+        for what in ["two reads", "transpose"] {
+            // each case from fresh nodes (an evaluated transform would be a leaf)
+            let y = misfit(what);
+            let plan = lf::debug::plan(&[&y]).unwrap();
+            let kernels = lf::debug::kernel_count(&[&y]).unwrap();
+            assert_eq!(kernels, if cuda { 1 } else { 2 }, "{what}: plan:\n{plan}");
+            assert!(!plan.contains("fused epilogue"), "{what}: plan:\n{plan}");
+            let got: Vec<f32> = y.to_vec().unwrap();
+            drop(y);
+            let want: Vec<f32> = lf::with_fusion(false, || misfit(what).to_vec().unwrap());
+            let peak = want.iter().copied().fold(0.0f32, f32::max);
+            for (a, b) in got.iter().zip(&want) {
+                assert!((a - b).abs() <= 2e-5 * peak, "{what}: {a} vs {b}");
+            }
+        }
+    });
+}

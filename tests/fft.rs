@@ -1128,9 +1128,12 @@ fn psf_plans_two_kernels_and_one_fft_and_matches_the_host(dev: &Device) {
     let want = psf_peak_reference(16);
     assert!(want > 1.0, "reference peak {want}");
     let img = psf(16);
+    // with the generated passes chosen (`LAZYFUSE_FFT=generated`), CUDA computes both
+    // kernels inside the transform's passes (`tests/fft_fused.rs`)
+    let fused = dev.is_cuda() && lf::fft_backend() == lf::FftBackend::Generated;
     assert_eq!(
         lf::debug::kernel_count(&[&img]).unwrap(),
-        2,
+        if fused { 0 } else { 2 },
         "plan:\n{}",
         lf::debug::plan(&[&img]).unwrap()
     );

@@ -292,3 +292,46 @@ fn consumers_that_do_not_fit_stay_kernels(dev: &Device) {
         }
     });
 }
+
+device_test!(spectral_step_fuses_each_kernel_once);
+/// `ifft2(fft2(u) * m).real()` after an elementwise update: the product is the inverse
+/// transform's prologue and so not the forward transform's epilogue (a kernel joins one
+/// fused step only; regression: both took it and the inverse transform was lost). Checked
+/// against the unfused plan over three repeated steps.
+fn spectral_step_fuses_each_kernel_once(dev: &Device) {
+    let n = 32;
+    let u0: Vec<f32> = (0..n * n)
+        .map(|i| ((i * 7 % 13) as f32) * 0.1 - 0.6)
+        .collect();
+    let m: Vec<f32> = (0..n * n)
+        .map(|i| 1.0 / (1.0 + (i % n) as f32 * 0.01))
+        .collect();
+    let mult = Array::from_vec_on(m, &[n, n], dev).unwrap();
+    let step = |u: &Array| {
+        let u = u + (u - u.powi(3)) * 0.1;
+        lf::fft::ifft2(&(lf::fft::fft2(&u) * &mult)).real()
+    };
+    let run = |fused: bool| {
+        lf::with_fusion(fused, || {
+            let mut u = Array::from_vec_on(u0.clone(), &[n, n], dev).unwrap();
+            for _ in 0..3 {
+                u = step(&u);
+                u.eval().unwrap();
+            }
+            u.to_vec::<f32>().unwrap()
+        })
+    };
+    let (libs, got, want) = generated(|| {
+        let u = Array::from_vec_on(u0.clone(), &[n, n], dev).unwrap();
+        let libs = lf::debug::library_count(&[&step(&u)]).unwrap();
+        (libs, run(true), run(false))
+    });
+    assert_eq!(libs, 2, "two transforms, each once");
+    assert_eq!(got.len(), n * n);
+    let scale = want.iter().fold(0f32, |a, &v| a.max(v.abs()));
+    let worst = got
+        .iter()
+        .zip(&want)
+        .fold(0f32, |a, (&g, &w)| a.max((g - w).abs()));
+    assert!(worst <= 1e-5 * scale.max(1.0), "largest difference {worst}");
+}

@@ -698,16 +698,20 @@ fn fuse_prologues(steps: &mut Vec<TStep>, nodes: &[Arc<Node>], dag: &Dag, root_p
             .enumerate()
             .any(|(i, s)| i != fi && s.reads().contains(&src));
         if fits && !other_reader && ki < fi {
-            let ci = epilogue_of(steps, fi, nodes, dag, root_pos).filter(|(ci, _)| {
-                !found
-                    .iter()
-                    .any(|f| f.2.as_ref().is_some_and(|c| c.0 == *ci))
-            });
-            found.push((ki, fi, ci));
+            found.push((ki, fi, None));
         }
     }
     if found.is_empty() {
         return;
+    }
+    // A kernel joins one fused step only: one that is a transform's prologue is no other
+    // transform's epilogue (in `ifft2(fft2(u) * m)` the product is the inverse's
+    // prologue, not the forward's epilogue), and an epilogue serves one transform.
+    let prologues: HashSet<usize> = found.iter().map(|f| f.0).collect();
+    let mut epilogues: HashSet<usize> = HashSet::new();
+    for f in &mut found {
+        f.2 = epilogue_of(steps, f.1, nodes, dag, root_pos)
+            .filter(|(ci, _)| !prologues.contains(ci) && epilogues.insert(*ci));
     }
     let mut taken: Vec<Option<TStep>> = std::mem::take(steps).into_iter().map(Some).collect();
     // the fused step goes where the consumer was (its other inputs are ready there), else

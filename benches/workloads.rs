@@ -2,7 +2,7 @@
 //! `workload size system time_us extra`, the columns of `benches/anchors/anchor_bench.py`,
 //! so that our rows and the anchors' concatenate into one table for `bench_report`.
 //!
-//! `cargo bench --bench workloads [-- psf chain bcast matmul latency sim sumsq mean update cumsum transfers fft1d] [--quick] [--tsv PATH]`
+//! `cargo bench --bench workloads [-- psf chain bcast matmul latency sim sumsq mean update cumsum transfers fft1d nccl] [--quick] [--tsv PATH]`
 //!
 //! `--tsv PATH` also writes the rows (after a `#` line naming the device) to PATH. The
 //! `extra` column of the psf, chain and sim100 fused rows holds the device time of one
@@ -647,6 +647,208 @@ fn run_fft1d(dev: &Device, quick: bool) -> lf::Result<()> {
     Ok(())
 }
 
+/// Issue 36's goals on a one-device mesh: the chain sharded along axis 0 against the same
+/// unsharded plan (`sharded-chain`), a one-rank all-reduce (sum) against a device copy of
+/// the same bytes (`all_reduce`), and the host waits inside one profiled sharded step
+/// (`sharded-step`). On CUDA the mesh runs NCCL (an error row when it cannot load); on the
+/// CPU the host-staged backend stands in and there are no NCCL rows.
+fn run_nccl(dev: &Device, quick: bool) -> lf::Result<()> {
+    use lf::shard::Backend;
+    let one = std::slice::from_ref(dev);
+    let (mesh, sys) = if dev.is_cuda() {
+        match lf::Mesh::with_backend(one, Backend::Nccl) {
+            Ok(m) => (m, "lazyfuse-nccl-mesh1"),
+            Err(e) => {
+                row(
+                    "nccl",
+                    1,
+                    "lazyfuse-nccl-mesh1",
+                    f64::NAN,
+                    &format!("no NCCL: {e}"),
+                );
+                return Ok(());
+            }
+        }
+    } else {
+        eprintln!("# nccl: the NCCL rows need CUDA; the host-staged backend stands in");
+        (
+            lf::Mesh::with_backend(one, Backend::Transfer)?,
+            "lazyfuse-transfer-mesh1",
+        )
+    };
+    let (iters, reps) = if dev.is_cuda() { (20, 7) } else { (3, 3) };
+
+    // 1. the 15-op chain, sharded along axis 0 on the one-device mesh vs unsharded
+    let n = if quick { 1usize << 20 } else { 1 << 24 };
+    let x = lf::random::normal_on(&[n], DType::F32, 10, dev);
+    let y = lf::random::normal_on(&[n], DType::F32, 20, dev);
+    lf::eval(&[&x, &y])?;
+    let (xs, ys) = (x.shard(&mesh, 0)?, y.shard(&mesh, 0)?);
+    lf::shard::eval(&[&xs, &ys])?;
+    let sharded_chain = || xs.zip(&ys, chain).expect("zip");
+    let bytes = 3.0 * 4.0 * n as f64;
+    let t_plain = bench(dev, iters, reps, |_| chain(&x, &y).eval().expect("eval"));
+    let t_shard = bench(dev, iters, reps, |_| sharded_chain().eval().expect("eval"));
+    let note = device_note(|| chain(&x, &y).eval().expect("eval"));
+    let gbs = bytes / t_plain / 1e9;
+    row(
+        "sharded-chain",
+        n,
+        "lazyfuse-fused (unsharded)",
+        t_plain,
+        &format!("{gbs:.1} GB/s; {note}"),
+    );
+    let note = device_note(|| sharded_chain().eval().expect("eval"));
+    let gbs = bytes / t_shard / 1e9;
+    row(
+        "sharded-chain",
+        n,
+        sys,
+        t_shard,
+        &format!(
+            "{:.3}x the unsharded plan (goal <= 1.05); {gbs:.1} GB/s; {note}",
+            t_shard / t_plain
+        ),
+    );
+
+    // 2. the backend's all-reduce (sum) of one rank against a device copy of the bytes
+    let n = if dev.is_cuda() && !quick {
+        1usize << 26
+    } else {
+        1 << 22
+    };
+    let mib = format!("{}MiB", (4 * n) >> 20);
+    let traffic = 2.0 * 4.0 * n as f64; // read + write
+    let a = lf::random::normal_on(&[n], DType::F32, 30, dev);
+    a.eval()?;
+    let all_reduce = || lf::debug::all_reduce_sum(&mesh, std::slice::from_ref(&a));
+    let t_ar = bench(dev, iters, reps, |_| {
+        lf::eval(&all_reduce().expect("all-reduce").iter().collect::<Vec<_>>()).expect("eval")
+    });
+    let ((), rep) = lf::profile(|| drop(all_reduce().expect("all-reduce")));
+    let lib: Vec<String> = rep
+        .library_calls()
+        .iter()
+        .map(|e| format!("{} {:.1} us", e.name, e.time.as_secs_f64() * 1e6))
+        .collect();
+    let what = if dev.is_cuda() {
+        format!("device: {}", lib.join(", "))
+    } else {
+        "host-staged backend: one block's sum is the block itself, nothing moves".into()
+    };
+    // the copies: cuMemcpyDtoDAsync between two evaluated arrays, and the lazyfuse kernel
+    // of `a * 1.0` (bit-identical to `a`, -0.0 and infinities included)
+    let mut copies: Vec<(String, f64)> = Vec::new();
+    #[cfg(feature = "cuda")]
+    if dev.is_cuda() {
+        let dst = lf::Array::zeros_on(&[n], DType::F32, dev);
+        let (sp, dp) = (a.cuda_ptr()?, dst.cuda_ptr()?);
+        let stream = dev.cuda_stream()? as cudarc::driver::sys::CUstream;
+        // SAFETY: both pointers hold `4 n` bytes of live buffers of this device, kept alive
+        // by `sp` and `dp`; `dst` is written only here and never read; the copies are
+        // queued on this thread's lazyfuse stream, after the writers of both.
+        let copy = || unsafe {
+            cudarc::driver::result::memcpy_dtod_async(dp.ptr(), sp.ptr(), 4 * n, stream)
+        };
+        match copy() {
+            Ok(()) => {
+                let t = bench(dev, iters, reps, |_| copy().expect("cuMemcpyDtoDAsync"));
+                copies.push(("cuMemcpyDtoDAsync".into(), t));
+                row(
+                    "all_reduce",
+                    &mib,
+                    "copy cuMemcpyDtoDAsync",
+                    t,
+                    &format!("{:.0} GB/s (read + write)", traffic / t / 1e9),
+                );
+            }
+            Err(e) => eprintln!("# nccl: no cuMemcpyDtoDAsync baseline: {e}"),
+        }
+    }
+    let kernels = lf::debug::kernel_count(&[&(&a * 1.0)])?;
+    if kernels == 1 {
+        let t = bench(dev, iters, reps, |_| (&a * 1.0).eval().expect("eval"));
+        let note = device_note(|| (&a * 1.0).eval().expect("eval"));
+        copies.push(("the a * 1.0 kernel".into(), t));
+        row(
+            "all_reduce",
+            &mib,
+            "copy lazyfuse a * 1.0",
+            t,
+            &format!("{:.0} GB/s (read + write); {note}", traffic / t / 1e9),
+        );
+    } else {
+        eprintln!("# nccl: a * 1.0 plans {kernels} kernels, not a copy: no kernel baseline");
+    }
+    let vs: Vec<String> = copies
+        .iter()
+        .map(|(name, t)| format!("{:.3}x {name}", t_ar / t))
+        .collect();
+    let note = if dev.is_cuda() {
+        format!(
+            "{:.0} GB/s (read + write); {} (goal <= 1.1); {what}",
+            traffic / t_ar / 1e9,
+            vs.join(", ")
+        )
+    } else {
+        what
+    };
+    row("all_reduce", &mib, sys, t_ar, &note);
+
+    // 3. one sharded step (the chain, then its sum over the split axis: an all-reduce),
+    // profiled: the host waits and synchronizing driver calls inside it (goal 0)
+    let step = || {
+        xs.zip(&ys, chain)
+            .and_then(|s| s.sum())
+            .expect("sharded step")
+    };
+    for _ in 0..3 {
+        lf::shard::eval(&[&step()])?;
+    }
+    dev.synchronize()?;
+    // unprofiled: the host's time to build and queue the step, then the step's end
+    let t0 = Instant::now();
+    let s = step();
+    lf::shard::eval(&[&s])?;
+    let queued = t0.elapsed().as_secs_f64();
+    dev.synchronize()?;
+    let done = t0.elapsed().as_secs_f64();
+    drop(s);
+    let ((), rep) = lf::profile(|| lf::shard::eval(&[&step()]).expect("eval"));
+    let waits = rep.of_kind(lf::EntryKind::Wait).count();
+    let entries: Vec<String> = rep
+        .entries
+        .iter()
+        .map(|e| format!("{} {}", e.kind.label(), e.name))
+        .collect();
+    dev.synchronize()?;
+    let ((), calls) = lf::debug::driver_calls(|| lf::shard::eval(&[&step()]).expect("eval"));
+    dev.synchronize()?;
+    let syncs: u64 = [
+        "cuStreamSynchronize",
+        "cuEventSynchronize",
+        "cuCtxSynchronize",
+    ]
+    .iter()
+    .map(|c| calls.count(c))
+    .sum();
+    row(
+        "sharded-step",
+        xs.shape()[0],
+        sys,
+        queued,
+        &format!(
+            "{waits} host waits in the profile, {syncs} synchronizing driver calls (goal 0 \
+             each); host queues the chain + its sum over the split axis in this time, done \
+             after {:.1} us; device {:.1} us; entries: {}",
+            done * 1e6,
+            rep.compute_time().as_secs_f64() * 1e6,
+            entries.join(", ")
+        ),
+    );
+    Ok(())
+}
+
 fn main() -> lf::Result<()> {
     let args: Vec<String> = std::env::args()
         .skip(1)
@@ -710,6 +912,9 @@ fn main() -> lf::Result<()> {
     }
     if want("fft1d") {
         run_fft1d(&dev, quick)?;
+    }
+    if want("nccl") {
+        run_nccl(&dev, quick)?;
     }
     Ok(())
 }

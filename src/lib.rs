@@ -247,4 +247,57 @@ pub mod debug {
         let nodes: Vec<_> = arrays.iter().map(|a| a.node.clone()).collect();
         Ok(crate::exec::plan(&nodes)?.to_string())
     }
+
+    /// The all-reduce (sum) of `mesh`'s backend alone, as a reduction over the split axis
+    /// calls it after its local sums: `parts[i]` is block `i`'s array (one per block, equal
+    /// shapes and dtypes), and entry `i` of the result is the sum of all of them on
+    /// `mesh.devices()[i]`. On an NCCL mesh this is one `ncclAllReduce` per device, queued
+    /// now; on the host-staged backend it is lazy. For benchmarks and tests of the backends.
+    ///
+    /// ```
+    /// use lazyfuse as lf;
+    /// # fn main() -> lf::Result<()> {
+    /// let mesh = lf::Mesh::new(&[lf::Device::Cpu, lf::Device::Cpu])?;
+    /// let a = lf::Array::from_vec(vec![1.0f32, 2.0], &[2])?;
+    /// let b = lf::Array::from_vec(vec![10.0f32, 20.0], &[2])?;
+    /// let r = lf::debug::all_reduce_sum(&mesh, &[a, b])?;
+    /// assert_eq!(r[1].to_vec::<f32>()?, vec![11.0, 22.0]);
+    /// # Ok(())
+    /// # }
+    /// ```
+    ///
+    /// # Errors
+    /// [`crate::Error::Shape`] when the number of parts is not the mesh's length or their
+    /// shapes or dtypes differ; the backend's errors.
+    pub fn all_reduce_sum(mesh: &crate::Mesh, parts: &[Array]) -> crate::Result<Vec<Array>> {
+        let shape_err = |msg: String| crate::Error::Shape {
+            op: "all_reduce_sum",
+            msg,
+        };
+        if parts.len() != mesh.len() {
+            return Err(shape_err(format!(
+                "{} parts for a mesh of {} blocks",
+                parts.len(),
+                mesh.len()
+            )));
+        }
+        if let Some(p) = parts
+            .iter()
+            .find(|p| p.shape() != parts[0].shape() || p.dtype() != parts[0].dtype())
+        {
+            return Err(shape_err(format!(
+                "parts differ: {} {:?} and {} {:?}",
+                parts[0].dtype(),
+                parts[0].shape(),
+                p.dtype(),
+                p.shape()
+            )));
+        }
+        let parts: Vec<Option<Array>> = parts.iter().cloned().map(Some).collect();
+        mesh.coll().all_reduce(
+            &parts,
+            crate::shard::collective::ReduceOp::Sum,
+            mesh.devices(),
+        )
+    }
 }

@@ -784,6 +784,34 @@ fn one_rank_collectives_match_the_host_staged_backend_and_numpy(d: &Device) {
     }
 }
 
+device_test!(the_backends_all_reduce_alone_sums_the_blocks);
+fn the_backends_all_reduce_alone_sums_the_blocks(d: &Device) {
+    // one rank (NCCL on a GPU): the block itself, bit for bit, and queued at once there
+    let (_, a) = data(&[3, 5], 21, d);
+    let a = a.astype(DType::F32);
+    let r = lf::debug::all_reduce_sum(&nccl_mesh(d), std::slice::from_ref(&a)).unwrap();
+    assert_eq!(r.len(), 1);
+    assert_eq!(r[0].device(), *d);
+    assert_eq!(r[0].is_evaluated(), d.is_cuda());
+    assert_eq!(r[0].to_vec::<f32>().unwrap(), a.to_vec::<f32>().unwrap());
+    // three blocks of the host-staged backend: the sum on every block's device
+    let host = Mesh::with_backend(&[d.clone(), d.clone(), d.clone()], Backend::Transfer).unwrap();
+    let (_, b) = data(&[3, 5], 22, d);
+    let (_, c) = data(&[3, 5], 23, d);
+    let r = lf::debug::all_reduce_sum(&host, &[a.astype(DType::F64), b.clone(), c.clone()]);
+    let r = r.unwrap();
+    let want = values(&(&(&a.astype(DType::F64) + &b) + &c));
+    assert_eq!(r.len(), 3);
+    for x in &r {
+        assert!(close(&values(x), &want, 1e-12));
+    }
+    // a part per block, of one shape and dtype
+    let e = lf::debug::all_reduce_sum(&host, std::slice::from_ref(&b)).unwrap_err();
+    assert!(e.to_string().contains("1 parts for a mesh of 3"), "{e}");
+    let e = lf::debug::all_reduce_sum(&host, &[a, b, c]).unwrap_err();
+    assert!(e.to_string().contains("parts differ"), "{e}");
+}
+
 // ---------------------------------------------------------------------------------------
 // NCCL that cannot be loaded
 // ---------------------------------------------------------------------------------------

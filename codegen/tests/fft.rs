@@ -474,3 +474,19 @@ fn rendered_passes_compile_with_nvrtc() {
         assert!(ptx.is_ok(), "{:?}\n{}", ptx.err(), r.source);
     }
 }
+
+#[test]
+fn direct_first_and_last_stages() {
+    // contiguous pass: the first stage loads and the last stores from registers
+    let p = fft::plan_c2c(&[3, 1024], &[1], DType::C64, false).unwrap();
+    let src = render(&p.steps[0].pass).source;
+    assert!(
+        !src.contains("// load") && !src.contains("// store"),
+        "{src}"
+    );
+    assert!(src.contains("typedef") || src.contains("int lf_pad"));
+    // strided pass: shared-memory load and store phases
+    let p = fft::plan_c2c(&[1024, 8], &[0], DType::C64, false).unwrap();
+    let src = render(&p.steps[0].pass).source;
+    assert!(src.contains("// load") && src.contains("// store"), "{src}");
+}

@@ -18,6 +18,9 @@
 //!    (in place in `sm`);
 //! 3. *store*: `lf_fft_store(a, base_out[li] + k * out_stride, sm[li * n + k])`.
 //!
+//! A pass whose loads (stores) run along the line skips phase 1 (3): its first (last)
+//! stage reads (writes) global memory directly from its registers, coalesced.
+//!
 //! `lf_fft_load` and `lf_fft_store` take the linear element index in the input and output
 //! buffers: a fused pass ([`render_fused`]) computes its producer's value there (a
 //! prologue kernel's body, `lf_pro_args pro` in the arguments) and its consumer's result
@@ -468,6 +471,16 @@ fn render_pass(pass: &FftPass, fused: &Fused) -> Rendered {
         w,
         "  }}\n  __syncthreads();\n  const {li_t} in_stride = ({li_t})a.in_stride, out_stride = ({li_t})a.out_stride;"
     );
+    // The first stage reads `x[j + r * m]` and the last writes `x[j + r * ns]` (`d == j`
+    // there): for a pass whose loads (stores) run along the line, neighbouring threads
+    // touch neighbouring elements, so those stages read (write) global memory directly,
+    // coalesced, from their registers. That skips a shared-memory round trip and two
+    // `__syncthreads` per side; a block still reads all of its lines (first stage) before
+    // it writes any (last stage, after the stages' barriers, or in the same thread when the
+    // pass has one stage), so in-place passes stay correct.
+    let staged = !pass.radices.is_empty();
+    let direct_load = staged && !pass.load_lines_fastest && !pass.twiddle_in;
+    let direct_store = staged && !pass.store_lines_fastest;
     // phase 1: load. Strided passes put neighbouring threads on neighbouring lines, which
     // the plan lays out at neighbouring addresses (the fastest line coordinate walks the
     // batch dimension), `lines_per_block` of them a multiple of a sector's elements
@@ -478,28 +491,31 @@ fn render_pass(pass: &FftPass, fused: &Fused) -> Rendered {
             format!("const int li = e / {n}, p = e % {n};")
         }
     };
-    let _ = writeln!(
-        w,
-        "  // load\n  for (int e = threadIdx.x; e < {}; e += {block}) {{\n    {}\n    if (li < nl) {{\n      \
-         {c} v = lf_fft_load(a, (long long)(ib[li] + ({li_t})p * in_stride));",
-        lpb * n,
-        split(pass.load_lines_fastest)
-    );
-    if pass.twiddle_in {
-        let _ = writeln!(w, "      v = lf_tw(v, a.tw_big[({li_t})p * lbv[li]]);");
+    if !direct_load {
+        let _ = writeln!(
+            w,
+            "  // load\n  for (int e = threadIdx.x; e < {}; e += {block}) {{\n    {}\n    if (li < nl) {{\n      \
+             {c} v = lf_fft_load(a, (long long)(ib[li] + ({li_t})p * in_stride));",
+            lpb * n,
+            split(pass.load_lines_fastest)
+        );
+        if pass.twiddle_in {
+            let _ = writeln!(w, "      v = lf_tw(v, a.tw_big[({li_t})p * lbv[li]]);");
+        }
+        let _ = writeln!(
+            w,
+            "      sm[li * {pitch} + lf_pad(p)] = v;\n    }}\n  }}\n  __syncthreads();"
+        );
     }
-    let _ = writeln!(
-        w,
-        "      sm[li * {pitch} + lf_pad(p)] = v;\n    }}\n  }}\n  __syncthreads();"
-    );
     // phase 2: stages
-    if !pass.radices.is_empty() {
+    if staged {
         let _ = writeln!(
             w,
             "  const int li = threadIdx.x / {tpl}, t = threadIdx.x % {tpl};\n  {c}* x = sm + li * {pitch};"
         );
     }
     let mut ns = 1usize;
+    let last_stage = pass.radices.len().saturating_sub(1);
     for (st, &rad) in pass.radices.iter().enumerate() {
         let rad = rad as usize;
         let m = n / rad;
@@ -509,12 +525,19 @@ fn render_pass(pass: &FftPass, fused: &Fused) -> Rendered {
         } else {
             format!(" && j < {m}")
         };
+        let (from_global, to_global) = (st == 0 && direct_load, st == last_stage && direct_store);
+        let read = match from_global {
+            true => {
+                format!("lf_fft_load(a, (long long)(ib[li] + ({li_t})(j + r * {m}) * in_stride))")
+            }
+            false => format!("x[lf_pad(j + r * {m})]"),
+        };
         let _ = writeln!(
             w,
             "  // stage {st}: radix {rad}, ns {ns}\n  {{\n    {c} v[{k}][{rad}];\n    #pragma unroll\n    \
              for (int q = 0; q < {k}; q++) {{\n      const int j = t + q * {tpl};\n      \
              if (li < nl{guard}) {{\n        #pragma unroll\n        \
-             for (int r = 0; r < {rad}; r++) v[q][r] = x[lf_pad(j + r * {m})];"
+             for (int r = 0; r < {rad}; r++) v[q][r] = {read};"
         );
         if ns > 1 {
             let _ = writeln!(
@@ -524,25 +547,46 @@ fn render_pass(pass: &FftPass, fused: &Fused) -> Rendered {
                 n / (ns * rad)
             );
         }
+        // the barrier between reading and overwriting `sm` (none when either side is global)
+        let mid = if from_global || to_global {
+            ""
+        } else {
+            "\n    __syncthreads();"
+        };
+        let write = match to_global {
+            true => format!(
+                "lf_fft_store(a, (long long)(ob[li] + ({li_t})(d + r * {ns}) * out_stride), v[q][r])"
+            ),
+            false => format!("x[lf_pad(d + r * {ns})] = v[q][r]"),
+        };
+        let end = if to_global {
+            ""
+        } else {
+            "\n    __syncthreads();"
+        };
         let _ = writeln!(
             w,
-            "        lf_bfly{rad}(v[q]);\n      }}\n    }}\n    __syncthreads();\n    #pragma unroll\n    \
+            "        lf_bfly{rad}(v[q]);\n      }}\n    }}{mid}\n    #pragma unroll\n    \
              for (int q = 0; q < {k}; q++) {{\n      const int j = t + q * {tpl};\n      \
              if (li < nl{guard}) {{\n        const int d = (j / {ns}) * {} + j % {ns};\n        \
-             #pragma unroll\n        for (int r = 0; r < {rad}; r++) x[lf_pad(d + r * {ns})] = v[q][r];\n      \
-             }}\n    }}\n    __syncthreads();\n  }}",
+             #pragma unroll\n        for (int r = 0; r < {rad}; r++) {write};\n      \
+             }}\n    }}{end}\n  }}",
             ns * rad
         );
         ns *= rad;
     }
     // phase 3: store
-    let _ = writeln!(
-        w,
-        "  // store\n  for (int e = threadIdx.x; e < {}; e += {block}) {{\n    {}\n    \
-         if (li < nl) lf_fft_store(a, (long long)(ob[li] + ({li_t})p * out_stride), sm[li * {pitch} + lf_pad(p)]);\n  }}\n}}",
-        lpb * n,
-        split(pass.store_lines_fastest)
-    );
+    if direct_store {
+        let _ = writeln!(w, "}}");
+    } else {
+        let _ = writeln!(
+            w,
+            "  // store\n  for (int e = threadIdx.x; e < {}; e += {block}) {{\n    {}\n    \
+             if (li < nl) lf_fft_store(a, (long long)(ob[li] + ({li_t})p * out_stride), sm[li * {pitch} + lf_pad(p)]);\n  }}\n}}",
+            lpb * n,
+            split(pass.store_lines_fastest)
+        );
+    }
     Rendered {
         source: s,
         entry: name,

@@ -175,6 +175,12 @@ fn first_and_middle_axes() {
     }
     // 4096 complex128 is two passes (64 x 64), along a strided axis
     check_axis(&[4096, 3], 0);
+    // strided complex64 lines too long for four lines per block: two passes as well
+    let p = fft::plan_c2c(&[2048, 5], &[0], DType::C64, false).unwrap();
+    assert_eq!(p.steps.len(), 2);
+    assert!(p.steps.iter().all(|s| s.pass.lines_per_block >= 4));
+    check_axis(&[2048, 5], 0);
+    check_axis(&[1024, 4], 0);
 }
 
 #[test]
@@ -225,7 +231,7 @@ fn rendered_pass_structure() {
     assert!(!src.contains("sincos") && !src.contains("__sinf"));
     assert!(src.contains(&format!(
         "__shared__ c32 sm[{}]",
-        pass.lines_per_block * 1000
+        pass.lines_per_block as usize * fft::pitch(1000, DType::C64)
     )));
     assert_eq!(r.block, pass.block());
     // inverse differs; f64 uses c64
@@ -467,4 +473,20 @@ fn rendered_passes_compile_with_nvrtc() {
         );
         assert!(ptx.is_ok(), "{:?}\n{}", ptx.err(), r.source);
     }
+}
+
+#[test]
+fn direct_first_and_last_stages() {
+    // contiguous pass: the first stage loads and the last stores from registers
+    let p = fft::plan_c2c(&[3, 1024], &[1], DType::C64, false).unwrap();
+    let src = render(&p.steps[0].pass).source;
+    assert!(
+        !src.contains("// load") && !src.contains("// store"),
+        "{src}"
+    );
+    assert!(src.contains("typedef") || src.contains("int lf_pad"));
+    // strided pass: shared-memory load and store phases
+    let p = fft::plan_c2c(&[1024, 8], &[0], DType::C64, false).unwrap();
+    let src = render(&p.steps[0].pass).source;
+    assert!(src.contains("// load") && src.contains("// store"), "{src}");
 }

@@ -6,6 +6,9 @@
 //! `extern "C" __global__ void lf_fft_<16 hex digits>(const lf_fft_args a)`, blocks of
 //! [`FftPass::block`] threads, one block per [`FftPass::lines_per_block`] lines (the last
 //! block may hold fewer). Three phases, separated by `__syncthreads`:
+//! Line `li` of the block sits at `sm + li * pitch`, its element `i` at `lf_pad(i)` (one
+//! slot skipped per 128 bytes, odd pitch: [`crate::fft::pitch`]), against bank conflicts.
+//! Offsets are 32-bit integers for [`FftPass::index32`] passes.
 //! 1. *load*: the block's lines into `sm`, element `p` of line `li` from
 //!    `lf_fft_load(a, base_in[li] + p * in_stride)` (times `tw_big[p * lb]` for
 //!    `twiddle_in` passes), neighbouring threads on neighbouring lines when the pass's
@@ -14,6 +17,9 @@
 //!    butterflies' inputs into registers, the block synchronizes, and it writes the outputs
 //!    (in place in `sm`);
 //! 3. *store*: `lf_fft_store(a, base_out[li] + k * out_stride, sm[li * n + k])`.
+//!
+//! A pass whose loads (stores) run along the line skips phase 1 (3): its first (last)
+//! stage reads (writes) global memory directly from its registers, coalesced.
 //!
 //! `lf_fft_load` and `lf_fft_store` take the linear element index in the input and output
 //! buffers: a fused pass ([`render_fused`]) computes its producer's value there (a
@@ -419,33 +425,65 @@ fn render_pass(pass: &FftPass, fused: &Fused) -> Rendered {
     for &rad in &radices {
         butterfly(w, rad as usize, c, pass);
     }
+    // Line bases and element offsets in 32-bit integers when the plan says every offset
+    // fits (`FftPass::index32`, as `RenderOptions::index32` for elementwise kernels): a
+    // 64-bit multiply is two to four 32-bit instructions and the per-line `%` and `/` of
+    // the line coordinates a long software sequence; only the final address is widened.
+    let li_t = if pass.index32 { "int" } else { "long long" };
+    // Shared-memory layout: element `i` of line `li` at `li * pitch + lf_pad(i)`, one slot
+    // skipped per 128 bytes and an odd pitch (`crate::fft::pad`, `pitch`): the first
+    // Stockham stages write `r` elements apart from neighbouring threads (8-way bank
+    // conflicts for radix 8 unpadded) and strided load and store phases put neighbouring
+    // threads on neighbouring lines (every line's element at the same bank unpadded).
+    let pitch = crate::fft::pitch(n, pass.dtype);
+    let shift = (128 / crate::fft::complex_size(pass.dtype).unwrap_or(8)).trailing_zeros();
+    let _ = writeln!(
+        w,
+        "__device__ __forceinline__ int lf_pad(int i) {{ return i + (i >> {shift}); }}"
+    );
     let _ = writeln!(
         w,
         "extern \"C\" __global__ void __launch_bounds__({block}) {name}(const lf_fft_args a) {{"
     );
     let _ = writeln!(
         w,
-        "  __shared__ {c} sm[{}];\n  __shared__ long long ib[{lpb}], ob[{lpb}];",
-        lpb * n
+        "  __shared__ {c} sm[{}];\n  __shared__ {li_t} ib[{lpb}], ob[{lpb}];",
+        lpb * pitch
     );
     if pass.twiddle_in {
-        let _ = writeln!(w, "  __shared__ long long lbv[{lpb}];");
+        let _ = writeln!(w, "  __shared__ {li_t} lbv[{lpb}];");
     }
     let _ = writeln!(
         w,
-        "  const long long line0 = (long long)blockIdx.x * {lpb};\n  \
-         const int nl = (int)min((long long){lpb}, a.lines - line0);\n  \
-         if (threadIdx.x < nl) {{\n    \
-         const long long l = line0 + threadIdx.x;\n    \
-         const long long lc = l % a.cnt_c, t = l / a.cnt_c, lb = t % a.cnt_b, la = t / a.cnt_b;\n    \
-         ib[threadIdx.x] = la * a.in_da + lb * a.in_db + lc * a.in_dc;\n    \
-         ob[threadIdx.x] = la * a.out_da + lb * a.out_db + lc * a.out_dc;"
+        "  const {li_t} line0 = ({li_t})blockIdx.x * {lpb};\n  \
+         const int nl = (int)min(({li_t}){lpb}, ({li_t})a.lines - line0);\n  \
+         if ((int)threadIdx.x < nl) {{\n    \
+         const {li_t} l = line0 + ({li_t})threadIdx.x;\n    \
+         const {li_t} cc = ({li_t})a.cnt_c, cb = ({li_t})a.cnt_b;\n    \
+         const {li_t} lc = l % cc, t = l / cc, lb = t % cb, la = t / cb;\n    \
+         ib[threadIdx.x] = la * ({li_t})a.in_da + lb * ({li_t})a.in_db + lc * ({li_t})a.in_dc;\n    \
+         ob[threadIdx.x] = la * ({li_t})a.out_da + lb * ({li_t})a.out_db + lc * ({li_t})a.out_dc;"
     );
     if pass.twiddle_in {
         let _ = writeln!(w, "    lbv[threadIdx.x] = lb;");
     }
-    let _ = writeln!(w, "  }}\n  __syncthreads();");
-    // phase 1: load
+    let _ = writeln!(
+        w,
+        "  }}\n  __syncthreads();\n  const {li_t} in_stride = ({li_t})a.in_stride, out_stride = ({li_t})a.out_stride;"
+    );
+    // The first stage reads `x[j + r * m]` and the last writes `x[j + r * ns]` (`d == j`
+    // there): for a pass whose loads (stores) run along the line, neighbouring threads
+    // touch neighbouring elements, so those stages read (write) global memory directly,
+    // coalesced, from their registers. That skips a shared-memory round trip and two
+    // `__syncthreads` per side; a block still reads all of its lines (first stage) before
+    // it writes any (last stage, after the stages' barriers, or in the same thread when the
+    // pass has one stage), so in-place passes stay correct.
+    let staged = !pass.radices.is_empty();
+    let direct_load = staged && !pass.load_lines_fastest && !pass.twiddle_in;
+    let direct_store = staged && !pass.store_lines_fastest;
+    // phase 1: load. Strided passes put neighbouring threads on neighbouring lines, which
+    // the plan lays out at neighbouring addresses (the fastest line coordinate walks the
+    // batch dimension), `lines_per_block` of them a multiple of a sector's elements
     let split = |lines_fastest: bool| {
         if lines_fastest {
             format!("const int li = e % {lpb}, p = e / {lpb};")
@@ -453,28 +491,31 @@ fn render_pass(pass: &FftPass, fused: &Fused) -> Rendered {
             format!("const int li = e / {n}, p = e % {n};")
         }
     };
-    let _ = writeln!(
-        w,
-        "  // load\n  for (int e = threadIdx.x; e < {}; e += {block}) {{\n    {}\n    if (li < nl) {{\n      \
-         {c} v = lf_fft_load(a, ib[li] + (long long)p * a.in_stride);",
-        lpb * n,
-        split(pass.load_lines_fastest)
-    );
-    if pass.twiddle_in {
-        let _ = writeln!(w, "      v = lf_tw(v, a.tw_big[(long long)p * lbv[li]]);");
-    }
-    let _ = writeln!(
-        w,
-        "      sm[li * {n} + p] = v;\n    }}\n  }}\n  __syncthreads();"
-    );
-    // phase 2: stages
-    if !pass.radices.is_empty() {
+    if !direct_load {
         let _ = writeln!(
             w,
-            "  const int li = threadIdx.x / {tpl}, t = threadIdx.x % {tpl};\n  {c}* x = sm + li * {n};"
+            "  // load\n  for (int e = threadIdx.x; e < {}; e += {block}) {{\n    {}\n    if (li < nl) {{\n      \
+             {c} v = lf_fft_load(a, (long long)(ib[li] + ({li_t})p * in_stride));",
+            lpb * n,
+            split(pass.load_lines_fastest)
+        );
+        if pass.twiddle_in {
+            let _ = writeln!(w, "      v = lf_tw(v, a.tw_big[({li_t})p * lbv[li]]);");
+        }
+        let _ = writeln!(
+            w,
+            "      sm[li * {pitch} + lf_pad(p)] = v;\n    }}\n  }}\n  __syncthreads();"
+        );
+    }
+    // phase 2: stages
+    if staged {
+        let _ = writeln!(
+            w,
+            "  const int li = threadIdx.x / {tpl}, t = threadIdx.x % {tpl};\n  {c}* x = sm + li * {pitch};"
         );
     }
     let mut ns = 1usize;
+    let last_stage = pass.radices.len().saturating_sub(1);
     for (st, &rad) in pass.radices.iter().enumerate() {
         let rad = rad as usize;
         let m = n / rad;
@@ -484,12 +525,19 @@ fn render_pass(pass: &FftPass, fused: &Fused) -> Rendered {
         } else {
             format!(" && j < {m}")
         };
+        let (from_global, to_global) = (st == 0 && direct_load, st == last_stage && direct_store);
+        let read = match from_global {
+            true => {
+                format!("lf_fft_load(a, (long long)(ib[li] + ({li_t})(j + r * {m}) * in_stride))")
+            }
+            false => format!("x[lf_pad(j + r * {m})]"),
+        };
         let _ = writeln!(
             w,
             "  // stage {st}: radix {rad}, ns {ns}\n  {{\n    {c} v[{k}][{rad}];\n    #pragma unroll\n    \
              for (int q = 0; q < {k}; q++) {{\n      const int j = t + q * {tpl};\n      \
              if (li < nl{guard}) {{\n        #pragma unroll\n        \
-             for (int r = 0; r < {rad}; r++) v[q][r] = x[j + r * {m}];"
+             for (int r = 0; r < {rad}; r++) v[q][r] = {read};"
         );
         if ns > 1 {
             let _ = writeln!(
@@ -499,25 +547,46 @@ fn render_pass(pass: &FftPass, fused: &Fused) -> Rendered {
                 n / (ns * rad)
             );
         }
+        // the barrier between reading and overwriting `sm` (none when either side is global)
+        let mid = if from_global || to_global {
+            ""
+        } else {
+            "\n    __syncthreads();"
+        };
+        let write = match to_global {
+            true => format!(
+                "lf_fft_store(a, (long long)(ob[li] + ({li_t})(d + r * {ns}) * out_stride), v[q][r])"
+            ),
+            false => format!("x[lf_pad(d + r * {ns})] = v[q][r]"),
+        };
+        let end = if to_global {
+            ""
+        } else {
+            "\n    __syncthreads();"
+        };
         let _ = writeln!(
             w,
-            "        lf_bfly{rad}(v[q]);\n      }}\n    }}\n    __syncthreads();\n    #pragma unroll\n    \
+            "        lf_bfly{rad}(v[q]);\n      }}\n    }}{mid}\n    #pragma unroll\n    \
              for (int q = 0; q < {k}; q++) {{\n      const int j = t + q * {tpl};\n      \
              if (li < nl{guard}) {{\n        const int d = (j / {ns}) * {} + j % {ns};\n        \
-             #pragma unroll\n        for (int r = 0; r < {rad}; r++) x[d + r * {ns}] = v[q][r];\n      \
-             }}\n    }}\n    __syncthreads();\n  }}",
+             #pragma unroll\n        for (int r = 0; r < {rad}; r++) {write};\n      \
+             }}\n    }}{end}\n  }}",
             ns * rad
         );
         ns *= rad;
     }
     // phase 3: store
-    let _ = writeln!(
-        w,
-        "  // store\n  for (int e = threadIdx.x; e < {}; e += {block}) {{\n    {}\n    \
-         if (li < nl) lf_fft_store(a, ob[li] + (long long)p * a.out_stride, sm[li * {n} + p]);\n  }}\n}}",
-        lpb * n,
-        split(pass.store_lines_fastest)
-    );
+    if direct_store {
+        let _ = writeln!(w, "}}");
+    } else {
+        let _ = writeln!(
+            w,
+            "  // store\n  for (int e = threadIdx.x; e < {}; e += {block}) {{\n    {}\n    \
+             if (li < nl) lf_fft_store(a, (long long)(ob[li] + ({li_t})p * out_stride), sm[li * {pitch} + lf_pad(p)]);\n  }}\n}}",
+            lpb * n,
+            split(pass.store_lines_fastest)
+        );
+    }
     Rendered {
         source: s,
         entry: name,

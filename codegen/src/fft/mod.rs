@@ -28,7 +28,9 @@
 //! `x[m + p * n2]` (length `n1`) into a work buffer at `m * n1 + k1`; pass B multiplies
 //! element `m` of line `k1` by `w_n^{m * k1}` (the pass's `twiddle_in`, from the table of
 //! length `n`) and transforms the `n1` lines `y[m * n1 + k1]` (length `n2`), writing
-//! `X[k1 + n1 * k2]`.
+//! `X[k1 + n1 * k2]`. Along a strided axis the same split also replaces one pass whose
+//! block would hold too few neighbouring lines to read whole DRAM sectors
+//! ([`split_strided`]).
 
 pub mod host;
 
@@ -50,6 +52,14 @@ pub const MAX_THREADS: usize = 1024;
 
 /// Shared bytes of one line besides its elements (`ib`, `ob`, `lbv` of the kernel).
 const LINE_EXTRA: usize = 24;
+
+/// Bytes of one row of shared-memory banks (32 banks of 4 bytes): the padding of a line
+/// ([`pad`]) skips one element per row.
+const BANK_ROW: usize = 128;
+
+/// Bytes of one DRAM sector: a strided pass keeps its lines per block a multiple of the
+/// elements of a sector, so that the runs of neighbouring lines it reads fill sectors.
+const SECTOR: usize = 32;
 
 /// Threads per block a pass aims at when lines are short.
 const TARGET_THREADS: usize = 256;
@@ -109,7 +119,11 @@ pub fn one_pass(n: usize, dtype: DType) -> bool {
         return false;
     };
     match factor(n) {
-        Some(r) => n * size <= MAX_LINE_BYTES && threads_per_line(n, &r) <= MAX_THREADS,
+        Some(r) => {
+            n * size <= MAX_LINE_BYTES
+                && threads_per_line(n, &r) <= MAX_THREADS
+                && pitch(n, dtype) * size + LINE_EXTRA <= MAX_BLOCK_SHARED
+        }
         None => false,
     }
 }
@@ -132,6 +146,52 @@ pub fn split(n: usize, dtype: DType) -> Option<(usize, usize)> {
         d += 1;
     }
     best
+}
+
+/// The shared-memory slot of element `i` of a line of `dtype` (`C64` or `C128`): one
+/// element skipped per [`BANK_ROW`] bytes. The Stockham stages write butterfly outputs at
+/// `d + q * ns`; at the first stages (`ns` 1 or 2) neighbouring threads write `r` elements
+/// apart, which without the skip puts a half-warp of radix-8 writes on two bank groups (an
+/// 8-way conflict); with it the 16 writes of a half-warp land on 16 different bank pairs.
+/// The renderer computes the same (`lf_pad`).
+pub fn pad(i: usize, dtype: DType) -> usize {
+    let per_row = BANK_ROW / complex_size(dtype).unwrap_or(8);
+    i + i / per_row
+}
+
+/// Shared-memory elements between the starts of neighbouring lines of a block: the padded
+/// length made odd, so that a load or store phase with neighbouring threads on neighbouring
+/// lines (strided passes) hits different banks.
+pub fn pitch(n: usize, dtype: DType) -> usize {
+    let p = pad(n.max(1) - 1, dtype) + 1;
+    p | 1
+}
+
+/// The split `(n1, n2)` of a one-pass length `n` along a strided axis (`inner > 1`) whose
+/// one pass would hold fewer lines per block than a DRAM sector holds elements: every warp
+/// of its loads would then fetch sectors it uses a part of (a quarter for one line of
+/// c64). Two passes of short lines ([`split`]'s structure) hold many neighbouring lines per
+/// block and read whole sectors; they move the data twice, which costs less than reading
+/// a quarter of every sector. `None` when one pass is kept.
+pub fn split_strided(n: usize, dtype: DType) -> Option<(usize, usize)> {
+    let size = complex_size(dtype)?;
+    if !one_pass(n, dtype) || strided_lines(n, dtype) >= SECTOR / size {
+        return None;
+    }
+    let mut best: Option<(usize, usize)> = None;
+    let mut d = 2;
+    while d * d <= n {
+        if n.is_multiple_of(d) && one_pass(d, dtype) && one_pass(n / d, dtype) {
+            best = Some((n / d, d));
+        }
+        d += 1;
+    }
+    best
+}
+
+/// Lines per block of a one-pass length `n` with strided loads.
+fn strided_lines(n: usize, dtype: DType) -> usize {
+    FftPass::new(n, dtype, false, true, true, false).lines_per_block as usize
 }
 
 /// Whether the generated passes transform lines of length `n` of `dtype` (one pass, or two
@@ -190,6 +250,9 @@ pub struct FftPass {
     /// `W^{p * lb}` after its load, `W` the root of the second twiddle table (pass B of
     /// a split line).
     pub twiddle_in: bool,
+    /// Every element offset of the launch (input, output, work buffer, tables) fits an
+    /// `i32`: the kernel computes line bases and element offsets in 32-bit integers.
+    pub index32: bool,
 }
 
 /// Where element `p` of line `(la, lb, lc)` lives in a buffer: `la * dist[0] + lb *
@@ -237,13 +300,20 @@ impl FftPass {
         let size = complex_size(dtype).expect("a complex dtype");
         let tpl = threads_per_line(n, &radices);
         // each line also takes its two base offsets and its middle coordinate (8 bytes each)
-        let by_shared = (MAX_BLOCK_SHARED / (n * size + LINE_EXTRA)).max(1);
+        let by_shared = (MAX_BLOCK_SHARED / (pitch(n, dtype) * size + LINE_EXTRA)).max(1);
         let by_threads = (MAX_THREADS / tpl).max(1);
         let mut lpb = (TARGET_THREADS / tpl).max(1);
-        if strided_load || strided_store {
+        let strided = strided_load || strided_store;
+        if strided {
             lpb = lpb.max(STRIDED_LINES);
         }
-        let lpb = lpb.min(by_shared).min(by_threads).max(1);
+        let mut lpb = lpb.min(by_shared).min(by_threads).max(1);
+        // strided: whole sectors per element row of the block (5 lines of c64 read runs
+        // of 40 bytes, which straddle two or three sectors; 4 lines read one sector)
+        let sector = SECTOR / size;
+        if strided && lpb > sector {
+            lpb -= lpb % sector;
+        }
         FftPass {
             n: n as u32,
             radices,
@@ -254,6 +324,7 @@ impl FftPass {
             load_lines_fastest: strided_load,
             store_lines_fastest: strided_store,
             twiddle_in,
+            index32: false,
         }
     }
 
@@ -334,6 +405,13 @@ pub fn plan_c2c(shape: &[usize], axes: &[usize], dtype: DType, inverse: bool) ->
         let src = if i == 0 { Buf::Input } else { Buf::Output };
         axis_steps(&mut prog, n, outer, inner, dtype, inverse, src);
     }
+    // every buffer of the program (input, output, work) holds the array's elements, the
+    // tables fewer: 32-bit offsets when they fit
+    let total: usize = shape.iter().product();
+    let index32 = total <= i32::MAX as usize;
+    for s in &mut prog.steps {
+        s.pass.index32 = index32;
+    }
     Some(prog)
 }
 
@@ -350,7 +428,11 @@ fn axis_steps(
 ) {
     let (ni, nn) = (inner as i64, n as i64);
     let block = nn * ni;
-    match split(n, dtype) {
+    let two = match inner > 1 {
+        true => split(n, dtype).or_else(|| split_strided(n, dtype)),
+        false => split(n, dtype),
+    };
+    match two {
         None => {
             let map = LineMap {
                 dist: [block, 0, 1],
@@ -469,12 +551,30 @@ mod tests {
                 for strided in [false, true] {
                     let p = FftPass::new(n, dt, false, strided, strided, false);
                     assert!(p.block() as usize <= MAX_THREADS, "{p:?}");
-                    let per_line = n * complex_size(dt).unwrap() + LINE_EXTRA;
+                    let per_line = pitch(n, dt) * complex_size(dt).unwrap() + LINE_EXTRA;
                     let shared = p.lines_per_block as usize * per_line;
                     assert!(shared <= MAX_BLOCK_SHARED, "{p:?}");
                 }
             }
         }
+    }
+
+    #[test]
+    fn padding_and_strided_splits() {
+        assert_eq!(pad(15, DType::C64), 15);
+        assert_eq!(pad(16, DType::C64), 17);
+        assert_eq!(pad(8, DType::C128), 9);
+        assert_eq!(pitch(1024, DType::C64) % 2, 1);
+        // radix-8 first-stage writes of a half-warp: 16 distinct bank pairs
+        let slots: std::collections::BTreeSet<usize> =
+            (0..16).map(|j| pad(8 * j, DType::C64) % 16).collect();
+        assert_eq!(slots.len(), 16);
+        assert_eq!(split_strided(4096, DType::C64), Some((64, 64)));
+        assert_eq!(split_strided(2048, DType::C64), Some((64, 32)));
+        assert_eq!(split_strided(1024, DType::C64), None);
+        assert_eq!(split_strided(64, DType::C64), None);
+        let p = FftPass::new(1024, DType::C64, false, true, true, false);
+        assert_eq!(p.lines_per_block, 4);
     }
 
     #[test]

@@ -446,6 +446,7 @@ impl Template {
     /// Whether this plan has run plainly and never written in place: a single-kernel plan
     /// may then replay as a CUDA graph (`exec::replay::eval_graph`) without losing the
     /// in-place writes of a loop such as `u = f(u)`.
+    #[cfg_attr(not(feature = "cuda"), allow(dead_code))]
     pub(crate) fn ran_without_in_place(&self) -> bool {
         self.plain_runs.load(std::sync::atomic::Ordering::Relaxed) == 1
     }

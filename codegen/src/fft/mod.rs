@@ -149,7 +149,7 @@ pub fn split(n: usize, dtype: DType) -> Option<(usize, usize)> {
 }
 
 /// The shared-memory slot of element `i` of a line of `dtype` (`C64` or `C128`): one
-/// element skipped per [`BANK_ROW`] bytes. The Stockham stages write butterfly outputs at
+/// element skipped per `BANK_ROW` bytes. The Stockham stages write butterfly outputs at
 /// `d + q * ns`; at the first stages (`ns` 1 or 2) neighbouring threads write `r` elements
 /// apart, which without the skip puts a half-warp of radix-8 writes on two bank groups (an
 /// 8-way conflict); with it the 16 writes of a half-warp land on 16 different bank pairs.

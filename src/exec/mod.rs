@@ -221,6 +221,14 @@ pub(crate) fn bind(t: &Template, nodes: &[Arc<Node>]) -> Result<Schedule> {
             )),
         }
     };
+    let params_of = |ps: &[ParamSrc]| -> Result<_> {
+        ps.iter()
+            .map(|p| match p {
+                ParamSrc::Fixed(v) => Ok(*v),
+                ParamSrc::Node(i) => value(*i),
+            })
+            .collect::<Result<_>>()
+    };
     let steps = t
         .steps()
         .iter()
@@ -238,13 +246,7 @@ pub(crate) fn bind(t: &Template, nodes: &[Arc<Node>]) -> Result<Schedule> {
                     outputs: outputs.iter().map(|&p| nodes[p].clone()).collect(),
                     args: LaunchArgs {
                         shape: shape.clone(),
-                        params: params
-                            .iter()
-                            .map(|p| match p {
-                                ParamSrc::Fixed(v) => Ok(*v),
-                                ParamSrc::Node(i) => value(*i),
-                            })
-                            .collect::<Result<_>>()?,
+                        params: params_of(params)?,
                     },
                 },
                 TStep::Copy { src, dst } => Step::Copy {
@@ -264,14 +266,8 @@ pub(crate) fn bind(t: &Template, nodes: &[Arc<Node>]) -> Result<Schedule> {
                     dst,
                     epilogue,
                 } => {
-                    let params_of = |ps: &[ParamSrc]| -> Result<_> {
-                        ps.iter()
-                            .map(|p| match p {
-                                ParamSrc::Fixed(v) => Ok(*v),
-                                ParamSrc::Node(i) => value(*i),
-                            })
-                            .collect::<Result<_>>()
-                    };
+                    // with an epilogue the step computes the epilogue's output
+                    let dst = epilogue.as_ref().map_or(*dst, |e| e.out);
                     let epilogue = match epilogue {
                         Some(e) => Some(BoundEpi {
                             kernel: e.kernel.clone(),
@@ -284,10 +280,6 @@ pub(crate) fn bind(t: &Template, nodes: &[Arc<Node>]) -> Result<Schedule> {
                             },
                         }),
                         None => None,
-                    };
-                    let dst = match &epilogue {
-                        Some(_) => epilogue_out(s),
-                        None => *dst,
                     };
                     Step::FftFused(Box::new(FusedFft {
                         kernel: kernel.clone(),
@@ -318,17 +310,6 @@ pub(crate) fn bind(t: &Template, nodes: &[Arc<Node>]) -> Result<Schedule> {
         steps,
         reuse: inplace::bind(t.reuse(), nodes),
     })
-}
-
-/// The position a fused transform with an epilogue computes (its epilogue's output).
-fn epilogue_out(s: &TStep) -> usize {
-    match s {
-        TStep::FftFused {
-            epilogue: Some(e), ..
-        } => e.out,
-        TStep::FftFused { dst, .. } => *dst,
-        _ => usize::MAX,
-    }
 }
 
 /// Plans and runs the evaluation of `roots`.

@@ -458,10 +458,10 @@ pub(crate) fn eval_graph(
     // A single kernel replays as a graph only after a plain run of its plan wrote nothing
     // in place (a loop `u = f(u)` keeps writing in place), and only while this thread is
     // the device's only evaluating one: a graph launch costs less host time than a kernel
-    // launch (H100: a
-    // plain `a + b` eval 3.4-3.7 us replayed against 6.1-6.2 us launched), but the driver
-    // serializes graph launches across threads, so 8 threads evaluating at once got 366k
-    // evals/s replayed against 470k launched (`benches/NOTES.md`, "Host path").
+    // launch (H100: a plain `a + b` eval 3.4-3.7 us replayed against 6.1-6.2 us launched),
+    // but the driver serializes graph launches across threads, so 8 threads evaluating at
+    // once got 366k evals/s replayed against 470k launched (`benches/NOTES.md`, "Host
+    // path").
     let single = template.steps().len() < 2;
     if !crate::runtime::cuda::graph::graphs_enabled()
         || (single

@@ -437,10 +437,14 @@ impl Template {
     /// Records a plain execution of this plan and whether it wrote a result in place.
     pub(crate) fn note_plain_run(&self, in_place: bool) {
         use std::sync::atomic::Ordering::Relaxed;
-        if in_place {
-            self.plain_runs.store(2, Relaxed);
-        } else {
-            let _ = self.plain_runs.compare_exchange(0, 1, Relaxed, Relaxed);
+        // a load first: every eval passes here, and a read-modify-write of a line other
+        // threads read would bounce it between them
+        match (in_place, self.plain_runs.load(Relaxed)) {
+            (true, 2) | (false, 1 | 2) => {}
+            (true, _) => self.plain_runs.store(2, Relaxed),
+            (false, _) => {
+                let _ = self.plain_runs.compare_exchange(0, 1, Relaxed, Relaxed);
+            }
         }
     }
     /// Whether this plan has run plainly and never written in place: a single-kernel plan

@@ -429,11 +429,7 @@ impl Collectives for Nccl {
         devices: &[Device],
     ) -> Result<Vec<Array>> {
         let k = devices.len();
-        let like = parts
-            .iter()
-            .flatten()
-            .next()
-            .ok_or_else(|| Error::internal("all_reduce", "no block takes part"))?;
+        let like = first_part(parts, "all_reduce")?;
         let (shape, dtype, n) = (like.shape().to_vec(), like.dtype(), like.size());
         let Some((ty, per)) = reduce_type(dtype, op).filter(|_| n > 0) else {
             return self.fold(parts, op, devices);
@@ -532,11 +528,7 @@ impl Collectives for Nccl {
         devices: &[Device],
     ) -> Result<Vec<Array>> {
         let k = devices.len();
-        let like = parts
-            .iter()
-            .flatten()
-            .next()
-            .ok_or_else(|| Error::internal("reduce_scatter", "no block takes part"))?;
+        let like = first_part(parts, "reduce_scatter")?;
         let (shape, dtype, n) = (like.shape().to_vec(), like.dtype(), like.size());
         let nccl = reduce_type(dtype, op).filter(|_| n > 0 && shape[axis] % k == 0);
         let Some((ty, per)) = nccl else {
@@ -628,4 +620,14 @@ impl Collectives for Nccl {
             .map(|m| m.array.to_device(&devices[m.dst]))
             .collect())
     }
+}
+
+/// The first part some block holds (all have one shape and dtype): an internal error when
+/// no block takes part.
+fn first_part<'a>(parts: &'a [Option<Array>], op: &'static str) -> Result<&'a Array> {
+    parts
+        .iter()
+        .flatten()
+        .next()
+        .ok_or_else(|| Error::internal(op, "no block takes part"))
 }

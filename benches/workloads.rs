@@ -611,6 +611,7 @@ fn run_fft1d(dev: &Device, quick: bool) -> lf::Result<()> {
         &[
             (lf::FftBackend::Cufft, "lazyfuse-cufft"),
             (lf::FftBackend::Generated, "lazyfuse-generated"),
+            (lf::FftBackend::Auto, "lazyfuse-auto"),
         ]
     } else {
         &[(lf::FftBackend::Cufft, "lazyfuse-rustfft")]
@@ -631,7 +632,14 @@ fn run_fft1d(dev: &Device, quick: bool) -> lf::Result<()> {
                 let t = bench(dev, iters, reps, |_| {
                     lf::fft::fft(&a, axis).eval().expect("eval")
                 });
-                let note = device_note(|| lf::fft::fft(&a, axis).eval().expect("eval"));
+                let mut note = device_note(|| lf::fft::fft(&a, axis).eval().expect("eval"));
+                if backend == lf::FftBackend::Auto {
+                    let chose = lf::debug::fft_runs_generated(&lf::fft::fft(&a, axis))?;
+                    note = format!(
+                        "chose {}; {note}",
+                        if chose { "generated" } else { "cuFFT" }
+                    );
+                }
                 let gbs = 16.0 * total as f64 / t / 1e9;
                 row(
                     "fft1d",

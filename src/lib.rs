@@ -248,6 +248,46 @@ pub mod debug {
         Ok(crate::exec::plan(&nodes)?.to_string())
     }
 
+    /// One decision between the generated FFT passes and cuFFT (see [`fft_choices`]).
+    #[derive(Clone, Debug, PartialEq)]
+    pub struct FftChoice {
+        /// The transform: device name and compute capability, dtype, shape, axes and
+        /// direction.
+        pub key: String,
+        /// Whether the generated passes run it (they measured faster).
+        pub generated: bool,
+        /// The fastest of the timed runs of the generated passes (`Duration::MAX` when they
+        /// could not run it).
+        pub generated_time: std::time::Duration,
+        /// The fastest of the timed runs of cuFFT.
+        pub cufft_time: std::time::Duration,
+    }
+
+    /// The decisions made so far on `dev` between the generated FFT passes and cuFFT
+    /// (`lf::FftBackend::Auto`, the default): the first use of a C2C transform shape times
+    /// both and keeps the faster, and the decision is written next to the disk kernel
+    /// cache for later processes (loaded decisions are listed too). Empty on the CPU,
+    /// which runs rustfft.
+    pub fn fft_choices(dev: &crate::Device) -> Vec<FftChoice> {
+        crate::runtime::fft_choices(dev)
+    }
+
+    /// Whether the transform `spectrum` (the result of an `lf::fft` function) runs as the
+    /// generated FFT passes on its device, which elementwise work around it may then fuse
+    /// into: as `lf::set_fft_backend` says, and for the default `Auto` by the measured
+    /// decision (made now, by timing both, when there is none yet: see
+    /// [`fft_choices`]). `false` on the CPU, for R2C and C2R transforms, for lengths the
+    /// generator does not cover, and when `spectrum` is no transform.
+    pub fn fft_runs_generated(spectrum: &Array) -> crate::Result<bool> {
+        let n = &spectrum.node;
+        match &n.op {
+            crate::graph::Op::Fft(spec) => {
+                crate::runtime::fft_prefers_generated(&n.device, spec, &n.shape, n.dtype)
+            }
+            _ => Ok(false),
+        }
+    }
+
     /// The all-reduce (sum) of `mesh`'s backend alone, as a reduction over the split axis
     /// calls it after its local sums: `parts[i]` is block `i`'s array (one per block, equal
     /// shapes and dtypes), and entry `i` of the result is the sum of all of them on

@@ -1128,9 +1128,11 @@ fn psf_plans_two_kernels_and_one_fft_and_matches_the_host(dev: &Device) {
     let want = psf_peak_reference(16);
     assert!(want > 1.0, "reference peak {want}");
     let img = psf(16);
-    // with the generated passes chosen (`LAZYFUSE_FFT=generated`), CUDA computes both
-    // kernels inside the transform's passes (`tests/fft_fused.rs`)
-    let fused = dev.is_cuda() && lf::fft_backend() == lf::FftBackend::Generated;
+    // where the generated passes run the transform (`LAZYFUSE_FFT=generated`, or chosen by
+    // measurement), CUDA computes both kernels inside its passes (`tests/fft_fused.rs`)
+    let same_transform = lf::fft::fft2(&Array::zeros(&[32, 32], DType::C64));
+    let fused = lf::debug::fft_runs_generated(&same_transform).unwrap();
+    assert!(!fused || dev.is_cuda());
     assert_eq!(
         lf::debug::kernel_count(&[&img]).unwrap(),
         if fused { 0 } else { 2 },

@@ -335,3 +335,45 @@ fn spectral_step_fuses_each_kernel_once(dev: &Device) {
         .fold(0f32, |a, (&g, &w)| a.max((g - w).abs()));
     assert!(worst <= 1e-5 * scale.max(1.0), "largest difference {worst}");
 }
+
+device_test!(auto_fuses_where_the_measured_choice_is_generated);
+fn auto_fuses_where_the_measured_choice_is_generated(dev: &Device) {
+    let _g = BACKEND.lock().unwrap_or_else(|e| e.into_inner());
+    let before = lf::set_fft_backend(FftBackend::Auto);
+    let r = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+        // the default: the first use of the transform times the generated passes against
+        // cuFFT (on CUDA) and keeps the faster; the plan fuses the kernels into its passes
+        // exactly when the generated passes won
+        let n = 24; // a 48 x 48 transform no other test of this binary plans under `Auto`
+        let img = psf(n);
+        let spectrum = lf::fft::fft2(&Array::zeros(&[2 * n, 2 * n], DType::C64));
+        let generated = lf::debug::fft_runs_generated(&spectrum).unwrap();
+        let kernels = lf::debug::kernel_count(&[&img]).unwrap();
+        let got: Vec<f32> = img.to_vec().unwrap();
+        let choices = lf::debug::fft_choices(dev);
+        (generated, kernels, got, choices)
+    }));
+    lf::set_fft_backend(before);
+    let (generated, kernels, got, choices) = r.unwrap_or_else(|e| std::panic::resume_unwind(e));
+    assert_eq!(kernels, if generated { 0 } else { 2 }, "{dev}");
+    assert_eq!(got.len(), 48 * 48);
+    let err = rel_to_peak(&got, &psf_reference(24));
+    assert!(err < 1e-4, "{dev}: error {err:.2e} relative to the peak");
+    if !dev.is_cuda() {
+        // the CPU runs rustfft and measures nothing
+        assert!(!generated);
+        assert!(choices.is_empty(), "{choices:?}");
+        return;
+    }
+    // one decision for the transform, with both times, and it names the faster
+    let mine: Vec<_> = choices
+        .iter()
+        .filter(|c| c.key.contains(" complex64 [48, 48] axes [0, 1] forward"))
+        .collect();
+    assert_eq!(mine.len(), 1, "{choices:?}");
+    let c = mine[0];
+    assert_eq!(c.generated, generated);
+    assert!(c.cufft_time > std::time::Duration::ZERO, "{c:?}");
+    assert!(c.generated_time > std::time::Duration::ZERO, "{c:?}");
+    assert_eq!(c.generated, c.generated_time < c.cufft_time, "{c:?}");
+}

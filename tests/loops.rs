@@ -72,24 +72,34 @@ fn kernels_per_step(dev: &lf::Device, n: usize) -> u64 {
     // C2C: the step kernel, the multiplier, the real part; the real-FFT plan: the step
     // kernel and the Hermitian half spectrum times the multiplier (in a CUDA graph the C2R
     // writes one of two result buffers the graph owns, which alternate, so no copy runs);
-    // C2C with the generated passes (`LAZYFUSE_FFT=generated`): each kernel runs inside a
-    // transform's pass
+    // C2C with the generated passes running a transform (`LAZYFUSE_FFT=generated`, or
+    // chosen by measurement): the kernels around it run inside its passes (both
+    // transforms: none left; one: the kernel on the other side stays)
     if lf::real_fft_enabled_for(dev, n * n) {
-        2
-    } else if fused_fft(dev, n) {
-        0
-    } else {
-        3
+        return 2;
+    }
+    match generated_transforms(dev, n) {
+        (true, true) => 0,
+        (false, false) => 3,
+        _ => 1,
     }
 }
 
-/// Whether the step's complex transforms run as generated passes with the kernels around
-/// them fused in (CUDA, `LAZYFUSE_FFT=generated`, C2C): such steps run step by step, not
-/// as a replayed CUDA graph (`tests/fft_fused.rs`).
+/// Whether the generated passes run the step's forward and inverse C2C transforms on
+/// `dev` (`lf::debug::fft_runs_generated`, asked of transforms of the same shapes).
+fn generated_transforms(dev: &lf::Device, n: usize) -> (bool, bool) {
+    let fwd = lf::fft::fft2(&Array::zeros_on(&[n, n], lf::DType::F32, dev));
+    let inv = lf::fft::ifft2(&Array::zeros_on(&[n, n], lf::DType::C64, dev));
+    let runs = |a: &Array| lf::debug::fft_runs_generated(a).unwrap();
+    (runs(&fwd), runs(&inv))
+}
+
+/// Whether the step's complex transforms run as generated passes with kernels fused in
+/// (CUDA, C2C): such steps run step by step, not as a replayed CUDA graph
+/// (`tests/fft_fused.rs`).
 fn fused_fft(dev: &lf::Device, n: usize) -> bool {
-    dev.is_cuda()
-        && lf::fft_backend() == lf::FftBackend::Generated
-        && !lf::real_fft_enabled_for(dev, n * n)
+    let (fwd, inv) = generated_transforms(dev, n);
+    !lf::real_fft_enabled_for(dev, n * n) && (fwd || inv)
 }
 
 /// Whether the step replays a CUDA graph once recorded.
@@ -765,7 +775,8 @@ fn call_owned_of_a_multi_step_plan_matches_call(dev: &Device) {
     }
     dev.synchronize().unwrap();
     let s = lf::stats();
-    if dev.is_cuda() && lf::fft_backend() == lf::FftBackend::Generated {
+    let same_transform = lf::fft::fft(&Array::zeros_on(&[n], lf::DType::C64, dev), -1);
+    if lf::debug::fft_runs_generated(&same_transform).unwrap() {
         // the first kernel runs inside the transform's first pass (`tests/fft_fused.rs`),
         // a step that replays no graph and writes no input: the values are checked below
     } else if dev.is_cuda() && graphs_on() {

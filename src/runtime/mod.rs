@@ -438,6 +438,43 @@ fn cuda_buf(b: &Buffer) -> Result<&cuda::CudaBuffer> {
     }
 }
 
+/// Whether the C2C transform `spec` over `shape` of `dtype` runs as generated passes on
+/// `dev` (which elementwise work may then fuse into): on a CUDA device as the FFT setting
+/// says, by measurement for the default `Auto` (`cuda::fft::choice`); never on the CPU.
+pub(crate) fn fft_prefers_generated(
+    dev: &Device,
+    spec: &crate::graph::FftSpec,
+    shape: &[usize],
+    dtype: lazyfuse_codegen::DType,
+) -> Result<bool> {
+    match dev {
+        #[cfg(feature = "cuda")]
+        Device::Cuda(d) => d.prefers_generated(spec, shape, dtype),
+        _ => {
+            let _ = (spec, shape, dtype);
+            Ok(false)
+        }
+    }
+}
+
+/// The generated-or-cuFFT decisions made on `dev` so far (empty on the CPU).
+pub(crate) fn fft_choices(dev: &Device) -> Vec<crate::debug::FftChoice> {
+    match dev {
+        #[cfg(feature = "cuda")]
+        Device::Cuda(d) => d
+            .fft_choices()
+            .into_iter()
+            .map(|(key, c)| crate::debug::FftChoice {
+                key,
+                generated: c.generated,
+                generated_time: c.generated_time,
+                cufft_time: c.cufft_time,
+            })
+            .collect(),
+        _ => Vec::new(),
+    }
+}
+
 /// The consumer of a fused transform's output (`schedule::EpiPlan`) for one run: its
 /// kernel, its input buffers (`None` at `value_input`, the transform's output), its first
 /// shift parameter and its launch arguments.

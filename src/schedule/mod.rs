@@ -205,11 +205,14 @@ fn walk(roots: &[Arc<Node>], mode: u64, key: &mut Vec<u64>, dag: &mut Dag) -> No
 
 /// The settings a plan depends on besides its DAG, as part of the plan key: bit 0 the
 /// fusion switch, bit 1 whether transforms may take their producer's kernel into their
-/// first pass (fusion on and the generated FFT passes selected: `fuse_prologues`).
+/// first pass (fusion on and the generated FFT passes not ruled out: `fuse_prologues`),
+/// bit 2 whether the generated passes are forced (else chosen per transform by
+/// measurement, a decision that never changes once made).
 fn plan_mode() -> u64 {
     let fuse = config::fusion_enabled();
-    let fft = fuse && config::fft_backend() == config::FftBackend::Generated;
-    fuse as u64 | (fft as u64) << 1
+    let backend = config::fft_backend();
+    let fft = fuse && backend != config::FftBackend::Cufft;
+    fuse as u64 | (fft as u64) << 1 | ((backend == config::FftBackend::Generated) as u64) << 2
 }
 
 fn walk_with(
@@ -655,8 +658,8 @@ fn absorb_epilogues(nodes: &[Arc<Node>], dag: &Dag, root_pos: &[usize], mat: &mu
 /// passes cover, of an input that is no root, computed by an elementwise kernel of one
 /// output over the input's shape, and read by no other step. Then, where the transform's
 /// only consumer is such a kernel reading it through rolls only (`epilogue_of`), that
-/// kernel too, into the last pass. The caller selected the generated passes
-/// (`plan_mode`); other plans are left as they are.
+/// kernel too, into the last pass. Only transforms the generated passes run
+/// (`generated_runs`), when the FFT setting does not rule them out (`plan_mode`).
 fn fuse_prologues(steps: &mut Vec<TStep>, nodes: &[Arc<Node>], dag: &Dag, root_pos: &[usize]) {
     use crate::graph::FftKind;
     use lazyfuse_codegen::cuda::fft::{fused_layout, Fused};
@@ -676,8 +679,7 @@ fn fuse_prologues(steps: &mut Vec<TStep>, nodes: &[Arc<Node>], dag: &Dag, root_p
             || root_pos.contains(&src)
             || sn.shape != dn.shape
             || sn.dtype != dn.dtype
-            || lazyfuse_codegen::fft::plan_c2c(&sn.shape, &spec.axes, sn.dtype, spec.inverse)
-                .is_none()
+            || !generated_runs(dn, spec, &sn.shape, sn.dtype)
         {
             continue;
         }
@@ -770,6 +772,21 @@ fn fuse_prologues(steps: &mut Vec<TStep>, nodes: &[Arc<Node>], dag: &Dag, root_p
         });
     }
     steps.extend(taken.into_iter().flatten());
+}
+
+/// Whether the generated passes run the transform `dn` (`runtime::fft_prefers_generated`:
+/// by measurement unless forced). A device error here leaves the transform unfused: the
+/// run meets the error again if it persists.
+fn generated_runs(
+    dn: &Node,
+    spec: &crate::graph::FftSpec,
+    shape: &[usize],
+    dtype: lazyfuse_codegen::DType,
+) -> bool {
+    crate::runtime::fft_prefers_generated(&dn.device, spec, shape, dtype).unwrap_or_else(|e| {
+        config::debug_log!(1, "plan: no FFT choice for node #{}: {e}", dn.id);
+        false
+    })
 }
 
 /// The consumer step of the transform step `fi` that its last pass can compute: the only

@@ -47,6 +47,8 @@ pub struct CudaDevice {
     pub(super) fft: Mutex<super::fft::FftState>,
     /// The FFT helper kernels (resize, conversions) as IR, built on first use.
     pub(super) fft_helpers: super::fft::HelperKernels,
+    /// Generated passes or cuFFT, per transform (`fft::choice`).
+    pub(super) fft_choices: super::fft::Choices,
     /// Which other GPUs this one accesses directly (`peer`), asked once per peer.
     pub(super) peers: super::peer::Peers,
     /// State the layers above keep for this device: the CUDA graph states of plain
@@ -290,6 +292,7 @@ impl CudaDevice {
             blas: Mutex::default(),
             fft: Mutex::default(),
             fft_helpers: Default::default(),
+            fft_choices: Default::default(),
             peers: Default::default(),
             attached: Default::default(),
             evaluating: Default::default(),

@@ -1,6 +1,7 @@
 //! Generated FFT passes on a CUDA device: a C2C transform whose every transformed length
 //! the generator covers (`lazyfuse_codegen::fft`) runs as the passes' kernels instead of
-//! cuFFT when `LAZYFUSE_FFT=generated` (`lf::set_fft_backend`). The passes compile through
+//! cuFFT when `LAZYFUSE_FFT=generated` (`lf::set_fft_backend`), or by default where they
+//! measured faster (`choice`). The passes compile through
 //! the device's kernel cache (memory, disk, NVRTC) keyed by their structure, so a new batch
 //! size or array shape reuses them; twiddle tables are uploaded once per length and
 //! precision and kept by the device's FFT state. Unnormalized in both directions, as the
@@ -12,7 +13,6 @@
 
 use super::plan::Precision;
 use super::FftState;
-use crate::config::FftBackend;
 use crate::graph::{FftKind, FftSpec};
 use crate::runtime::cuda::compile::lock;
 use crate::runtime::cuda::device::CudaDevice;
@@ -109,10 +109,24 @@ impl CudaDevice {
         shape: &[usize],
         prec: Precision,
     ) -> Result<bool> {
-        if spec.kind != FftKind::C2C || crate::config::fft_backend() != FftBackend::Generated {
+        let dtype = prec.complex_dtype();
+        if !self.prefers_generated(spec, shape, dtype)? {
             return Ok(false);
         }
-        let dtype = prec.complex_dtype();
+        self.run_generated(spec, Source::Buffer(input), out, None, shape, dtype)
+    }
+
+    /// The generated passes of the C2C transform `spec` of `input` into `out` (both of
+    /// `shape` and `dtype`), whatever the backend setting (for the measurement of
+    /// `choice`): `Ok(false)` with nothing queued when they cannot run it.
+    pub(super) fn run_generated_buffer(
+        &self,
+        spec: &FftSpec,
+        input: &CudaBuffer,
+        out: &CudaBuffer,
+        shape: &[usize],
+        dtype: DType,
+    ) -> Result<bool> {
         self.run_generated(spec, Source::Buffer(input), out, None, shape, dtype)
     }
 

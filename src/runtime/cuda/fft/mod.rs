@@ -51,6 +51,8 @@
 //! so the transform is ordered after the kernels that wrote its input and before those that
 //! read its output; nothing here synchronizes except a plan eviction.
 
+mod choice;
+pub(crate) use choice::Choices;
 mod generated;
 pub(crate) use generated::{Epilogue, Prologue};
 mod helpers;
@@ -227,7 +229,6 @@ impl CudaDevice {
         clobber_input: bool,
     ) -> Result<()> {
         let prec = check(spec, input.dtype(), input.len(), in_shape, out_shape)?;
-        let me = self.arc()?;
         let out_dtype = match spec.kind {
             FftKind::C2R => prec.real_dtype(),
             _ => prec.complex_dtype(),
@@ -248,6 +249,22 @@ impl CudaDevice {
         if self.fft_generated(spec, input, out, in_shape, prec)? {
             return Ok(());
         }
+        self.cufft_into(spec, input, out, in_shape, out_shape, clobber_input, prec)
+    }
+
+    /// The cuFFT part of [`CudaDevice::fft_into`]: `out` checked by the caller.
+    #[allow(clippy::too_many_arguments)]
+    fn cufft_into(
+        &self,
+        spec: &FftSpec,
+        input: &CudaBuffer,
+        out: &CudaBuffer,
+        in_shape: &[usize],
+        out_shape: &[usize],
+        clobber_input: bool,
+        prec: Precision,
+    ) -> Result<()> {
+        let me = self.arc()?;
         if !cufft_present() {
             return Err(Error::NoCuda("cuFFT library not found".into()));
         }

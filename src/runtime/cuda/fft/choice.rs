@@ -1,0 +1,246 @@
+//! The choice between the generated passes and cuFFT for one C2C transform, by
+//! measurement (`FftBackend::Auto`, the default): the first use of a (shape, axes, dtype,
+//! direction) on a device times both on scratch buffers of that shape, keeps the faster,
+//! and writes the decision next to the disk kernel cache, so that later processes on the
+//! same kind of device skip the measurement. `LAZYFUSE_FFT=cufft|generated` forces one.
+//!
+//! The planner asks before it fuses elementwise work into a transform's passes (fusion
+//! needs the generated passes), and the transform asks when it runs unfused; both get the
+//! same answer. While this thread records a CUDA graph nothing is measured (recording runs
+//! nothing): an undecided transform then uses cuFFT, and is decided at its next use
+//! outside a recording.
+
+use super::plan::Precision;
+use crate::config::FftBackend;
+use crate::graph::{FftKind, FftSpec};
+use crate::runtime::cuda::compile::lock;
+use crate::runtime::cuda::device::{event_elapsed, CudaDevice};
+use crate::runtime::cuda::driver_err;
+use crate::Result;
+use lazyfuse_codegen::DType;
+use std::collections::HashMap;
+use std::io::Write as _;
+use std::sync::Mutex;
+use std::time::Duration;
+
+/// Timed runs of each implementation after one untimed run (which compiles the passes and
+/// creates the cuFFT plan); the fastest run of each is compared.
+const TIMED_RUNS: usize = 5;
+
+/// Name of the file of decisions in the disk cache directory.
+const FILE: &str = "fft-choices.tsv";
+
+/// One decision: which implementation, and the times it was made from.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub(crate) struct Choice {
+    /// The generated passes won.
+    pub(crate) generated: bool,
+    /// Fastest generated run.
+    pub(crate) generated_time: Duration,
+    /// Fastest cuFFT run.
+    pub(crate) cufft_time: Duration,
+}
+
+/// The decisions of one device, by transform key (see [`key`]); loaded from the disk
+/// cache on first use.
+#[derive(Default)]
+pub(crate) struct Choices(Mutex<Option<HashMap<String, Choice>>>);
+
+/// The key of a transform on a device: the device's name and compute capability, the
+/// dtype, shape, axes and direction.
+fn key(dev: &CudaDevice, spec: &FftSpec, shape: &[usize], dtype: DType) -> String {
+    let (major, minor) = dev.compute_capability();
+    format!(
+        "{} sm_{major}{minor} {dtype} {shape:?} axes {:?} {}",
+        dev.name(),
+        spec.axes,
+        if spec.inverse { "inverse" } else { "forward" }
+    )
+}
+
+/// The decisions stored in `dir` (lines `key \t generated|cufft \t gen_ns \t cufft_ns`;
+/// malformed lines are skipped, a later line wins).
+fn load(dir: Option<&std::path::Path>) -> HashMap<String, Choice> {
+    let mut map = HashMap::new();
+    let Some(text) = dir.and_then(|d| std::fs::read_to_string(d.join(FILE)).ok()) else {
+        return map;
+    };
+    for line in text.lines() {
+        let f: Vec<&str> = line.split('\t').collect();
+        let [k, which, g, c] = f.as_slice() else {
+            continue;
+        };
+        let (Ok(g), Ok(c)) = (g.parse::<u64>(), c.parse::<u64>()) else {
+            continue;
+        };
+        let generated = match *which {
+            "generated" => true,
+            "cufft" => false,
+            _ => continue,
+        };
+        map.insert(
+            k.to_string(),
+            Choice {
+                generated,
+                generated_time: Duration::from_nanos(g),
+                cufft_time: Duration::from_nanos(c),
+            },
+        );
+    }
+    map
+}
+
+/// Appends one decision to the file in `dir` (one `write` of a whole line, so concurrent
+/// processes do not interleave within lines). Failures are only logged.
+fn store(dir: Option<&std::path::Path>, key: &str, c: &Choice) {
+    let Some(dir) = dir else {
+        return;
+    };
+    let line = format!(
+        "{key}\t{}\t{}\t{}\n",
+        if c.generated { "generated" } else { "cufft" },
+        c.generated_time.as_nanos(),
+        c.cufft_time.as_nanos()
+    );
+    let written = std::fs::OpenOptions::new()
+        .create(true)
+        .append(true)
+        .open(dir.join(FILE))
+        .and_then(|mut f| f.write_all(line.as_bytes()));
+    if let Err(e) = written {
+        crate::config::debug_log!(1, "cannot record an FFT choice in {}: {e}", dir.display());
+    }
+}
+
+impl CudaDevice {
+    /// Whether the C2C transform `spec` over `shape` of `dtype` runs as generated passes
+    /// on this device: never for other kinds or lengths the generator does not cover;
+    /// else as `LAZYFUSE_FFT` / `lf::set_fft_backend` says, and for `Auto` by measurement
+    /// (see the module). Errors are the device's (a failed allocation or launch).
+    pub(crate) fn prefers_generated(
+        &self,
+        spec: &FftSpec,
+        shape: &[usize],
+        dtype: DType,
+    ) -> Result<bool> {
+        if spec.kind != FftKind::C2C
+            || lazyfuse_codegen::fft::plan_c2c(shape, &spec.axes, dtype, spec.inverse).is_none()
+        {
+            return Ok(false);
+        }
+        match crate::config::fft_backend() {
+            FftBackend::Cufft => Ok(false),
+            FftBackend::Generated => Ok(true),
+            FftBackend::Auto => Ok(self
+                .fft_choice(spec, shape, dtype)?
+                .is_some_and(|c| c.generated)),
+        }
+    }
+
+    /// The decision for a covered C2C transform, measured now when there is none (`None`
+    /// while this thread records a CUDA graph, when nothing can be measured).
+    pub(crate) fn fft_choice(
+        &self,
+        spec: &FftSpec,
+        shape: &[usize],
+        dtype: DType,
+    ) -> Result<Option<Choice>> {
+        let k = key(self, spec, shape, dtype);
+        let dir = self.cache_dir();
+        {
+            let mut guard = lock(&self.fft_choices.0);
+            let map = guard.get_or_insert_with(|| load(dir));
+            if let Some(c) = map.get(&k) {
+                return Ok(Some(*c));
+            }
+        }
+        if self.capture_stream().is_some() {
+            return Ok(None);
+        }
+        // measured without the lock: two threads may both measure a new transform once
+        let c = self.measure_fft(spec, shape, dtype)?;
+        crate::config::debug_log!(
+            1,
+            "fft choice for {k}: {} (generated {:.1} us, cuFFT {:.1} us)",
+            if c.generated { "generated" } else { "cuFFT" },
+            c.generated_time.as_secs_f64() * 1e6,
+            c.cufft_time.as_secs_f64() * 1e6
+        );
+        let mut guard = lock(&self.fft_choices.0);
+        let map = guard.get_or_insert_with(HashMap::new);
+        if map.insert(k.clone(), c).is_none() {
+            store(dir, &k, &c);
+        }
+        Ok(Some(c))
+    }
+
+    /// The decisions made so far on this device: (key, choice), sorted by key.
+    pub(crate) fn fft_choices(&self) -> Vec<(String, Choice)> {
+        let guard = lock(&self.fft_choices.0);
+        let mut v: Vec<(String, Choice)> = guard
+            .iter()
+            .flatten()
+            .map(|(k, c)| (k.clone(), *c))
+            .collect();
+        v.sort_by(|a, b| a.0.cmp(&b.0));
+        v
+    }
+
+    /// Times the generated passes against cuFFT for the transform, on zeroed scratch
+    /// buffers of its shape, on this thread's stream (synchronized).
+    fn measure_fft(&self, spec: &FftSpec, shape: &[usize], dtype: DType) -> Result<Choice> {
+        let n: usize = shape.iter().product();
+        let prec = match dtype {
+            DType::C128 => Precision::Double,
+            _ => Precision::Single,
+        };
+        let me = self.arc()?;
+        let input = self.alloc(me, dtype, n)?;
+        let out = self.alloc(me, dtype, n)?;
+        let lane = self.order(&[], &[&input, &out])?;
+        // SAFETY: `input` holds `n` elements of `dtype`, zeroed on the stream that runs
+        // the transforms below.
+        unsafe {
+            cudarc::driver::result::memset_d8_async(
+                input.device_ptr(),
+                0,
+                n * dtype.size(),
+                lane.stream.cu_stream(),
+            )
+        }
+        .map_err(driver_err("cuMemsetD8Async"))?;
+        let generated = || self.run_generated_buffer(spec, &input, &out, shape, dtype);
+        let cufft = || self.cufft_into(spec, &input, &out, shape, shape, false, prec);
+        if !generated()? {
+            // the passes cannot run it (a table or grid limit): cuFFT, unmeasured
+            return Ok(Choice {
+                generated: false,
+                generated_time: Duration::MAX,
+                cufft_time: Duration::ZERO,
+            });
+        }
+        cufft()?;
+        let mut best = [Duration::MAX; 2];
+        for _ in 0..TIMED_RUNS {
+            for (i, t) in best.iter_mut().enumerate() {
+                let start = self.timing_event()?;
+                if i == 0 {
+                    generated()?;
+                } else {
+                    cufft()?;
+                }
+                let end = self.timing_event()?;
+                *t = (*t).min(event_elapsed(&start, &end)?);
+            }
+        }
+        lane.stream
+            .synchronize()
+            .map_err(driver_err("cuStreamSynchronize"))?;
+        drop((input, out));
+        Ok(Choice {
+            generated: best[0] < best[1],
+            generated_time: best[0],
+            cufft_time: best[1],
+        })
+    }
+}

@@ -80,9 +80,10 @@ fn advise_huge_pages(ptr: *mut u8, len: usize) {
     let _ = (ptr, len, HUGE_PAGE_ADVICE_MIN);
 }
 
-/// Fresh readback destinations of at least this many bytes are page-locked for the copy
-/// (`cuMemHostRegister`) and receive one DMA copy, while the staging buffer is smaller
-/// than the staged copy would need ([`CudaDevice::read_registered`]).
+/// The first fresh readback destination of at least this many bytes on a device is
+/// page-locked for the copy (`cuMemHostRegister`) and receives one DMA copy, when the
+/// staging buffer is smaller than the staged copy would need
+/// ([`CudaDevice::read_registered`]).
 const REGISTER_MIN: usize = 16 << 20;
 
 /// How fresh readbacks of [`REGISTER_MIN`] bytes and more go: `LAZYFUSE_READBACK` =
@@ -95,6 +96,31 @@ fn readback_mode() -> u8 {
         Ok("registered") => 2,
         _ => 0,
     })
+}
+
+/// Touches every page of the fresh `dst..dst + len` (writing a zero byte into each 4 KiB)
+/// on every worker thread, 2 MiB a task: a fresh page is zeroed by the kernel at its first
+/// touch, at about 10 GB/s on one thread, which would otherwise happen inside the
+/// single-threaded `cuMemHostRegister`.
+fn prefault(dst: *mut u8, len: usize) {
+    const TASK: usize = 2 << 20;
+    const PAGE: usize = 4096;
+    let base = dst as usize;
+    let touch = |t: usize| {
+        let end = ((t + 1) * TASK).min(len);
+        for off in (t * TASK..end).step_by(PAGE) {
+            // SAFETY: `off < len`: inside the destination, which the caller gives us to
+            // write; its contents are overwritten by the copy that follows.
+            unsafe { std::ptr::write_volatile((base + off) as *mut u8, 0) };
+        }
+    };
+    let tasks = len.div_ceil(TASK);
+    if crate::runtime::cpu::threads() > 1 && tasks > 1 {
+        use rayon::prelude::*;
+        crate::runtime::cpu::in_pool(|| (0..tasks).into_par_iter().for_each(touch));
+    } else {
+        (0..tasks).for_each(touch);
+    }
 }
 
 /// Chunks of a readback window (see `copy_to_host`).
@@ -344,6 +370,9 @@ pub(super) struct Staging(Mutex<StagingState>);
 #[derive(Default)]
 pub(super) struct StagingState {
     pinned: Option<PinnedHostSlice<u8>>,
+    /// A readback registered its destination instead of growing this buffer
+    /// (`CudaDevice::read_registered`).
+    registered_once: bool,
     /// One per chunk slot of a readback, created on first use.
     events: Vec<CudaEvent>,
 }
@@ -805,13 +834,16 @@ impl CudaDevice {
     }
 
     /// Copies `len` bytes from device address `src` into the fresh host memory at `dst` by
-    /// page-locking it for the copy (`cuMemHostRegister`, one DMA copy, unregistered
-    /// after), when that is the better way: `len >= REGISTER_MIN` and the staging buffer is
-    /// smaller than a staged copy of `len` bytes would need. Pinning a fresh buffer for one
-    /// copy costs about what faulting its pages in costs anyway, while growing the staging
-    /// buffer to 64 MiB took 20-25 ms on the H200 host (a fresh process's readback of the
-    /// 64 MiB PSF: 24-39 ms staged). `Ok(false)`: not done (the rule says no, or the driver
-    /// refused the registration); the caller copies through the staging buffer.
+    /// touching its pages on every thread ([`prefault`]), page-locking it for the copy
+    /// (`cuMemHostRegister`), one DMA copy, and unregistering it, when that is the better
+    /// way: the first readback of `len >= REGISTER_MIN` bytes on the device while the
+    /// staging buffer is smaller than a staged copy would need. Allocating a 64 MiB
+    /// staging buffer takes 20-25 ms, so a fresh process's first readback of the 64 MiB
+    /// PSF took 26-42 ms staged against 8.1-10.6 ms registered (H100,
+    /// `benches/NOTES.md`); but once the buffer exists a staged copy is faster (3.1 ms
+    /// against 6.4 ms), so later readbacks grow it and go staged. `Ok(false)`: not done
+    /// (the rule says no, or the driver refused the registration); the caller copies
+    /// through the staging buffer.
     ///
     /// # Safety
     /// `dst` is writable for `len` bytes and not accessed elsewhere during the call.
@@ -823,8 +855,9 @@ impl CudaDevice {
                 len >= REGISTER_MIN && {
                     let chunk = readback_chunk(len);
                     let need = len.div_ceil(chunk).min(2 * WINDOW_CHUNKS) * chunk;
-                    let staging = lock(&self.staging.0);
-                    staging.pinned.as_ref().is_none_or(|p| p.len() < need)
+                    let mut staging = lock(&self.staging.0);
+                    let small = staging.pinned.as_ref().is_none_or(|p| p.len() < need);
+                    small && !std::mem::replace(&mut staging.registered_once, true)
                 }
             }
         };
@@ -835,6 +868,7 @@ impl CudaDevice {
         self.ctx
             .bind_to_thread()
             .map_err(driver_err("cuCtxGetCurrent"))?;
+        prefault(dst, len);
         // SAFETY: `dst..dst + len` is memory of this process the caller gives us for the
         // call; registering only pins its pages and maps them for the device.
         let registered = unsafe { drv_sys::cuMemHostRegister_v2(dst.cast(), len, 0) };

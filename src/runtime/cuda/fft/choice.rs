@@ -18,6 +18,7 @@ use crate::runtime::cuda::device::{event_elapsed, CudaDevice};
 use crate::runtime::cuda::driver_err;
 use crate::Result;
 use lazyfuse_codegen::DType;
+use smallvec::SmallVec;
 use std::collections::HashMap;
 use std::io::Write as _;
 use std::sync::Mutex;
@@ -41,20 +42,39 @@ pub(crate) struct Choice {
     pub(crate) cufft_time: Duration,
 }
 
-/// The decisions of one device, by transform key (see [`key`]); loaded from the disk
-/// cache on first use.
+/// A transform as the decisions know it (on one device): dtype, shape, axes, direction.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+struct Transform {
+    dtype: DType,
+    shape: SmallVec<[usize; 4]>,
+    axes: SmallVec<[usize; 4]>,
+    inverse: bool,
+}
+
+/// The decisions of one device: those made or used in this process by transform, and
+/// those read from the disk cache by text key (see [`key`]; loaded on first use, moved to
+/// the first map when first asked for, so that a run with a known transform formats no
+/// key).
 #[derive(Default)]
-pub(crate) struct Choices(Mutex<Option<HashMap<String, Choice>>>);
+pub(crate) struct Choices(Mutex<Option<Known>>);
+
+/// What [`Choices`] guards.
+struct Known {
+    made: HashMap<Transform, Choice>,
+    stored: HashMap<String, Choice>,
+}
 
 /// The key of a transform on a device: the device's name and compute capability, the
 /// dtype, shape, axes and direction.
-fn key(dev: &CudaDevice, spec: &FftSpec, shape: &[usize], dtype: DType) -> String {
+fn key(dev: &CudaDevice, t: &Transform) -> String {
     let (major, minor) = dev.compute_capability();
     format!(
-        "{} sm_{major}{minor} {dtype} {shape:?} axes {:?} {}",
+        "{} sm_{major}{minor} {} {:?} axes {:?} {}",
         dev.name(),
-        spec.axes,
-        if spec.inverse { "inverse" } else { "forward" }
+        t.dtype,
+        t.shape.as_slice(),
+        t.axes.as_slice(),
+        if t.inverse { "inverse" } else { "forward" }
     )
 }
 
@@ -123,9 +143,17 @@ impl CudaDevice {
         shape: &[usize],
         dtype: DType,
     ) -> Result<bool> {
-        if spec.kind != FftKind::C2C
-            || lazyfuse_codegen::fft::plan_c2c(shape, &spec.axes, dtype, spec.inverse).is_none()
-        {
+        if spec.kind != FftKind::C2C {
+            return Ok(false);
+        }
+        // what `plan_c2c` covers, checked without planning the passes
+        let covered = lazyfuse_codegen::fft::complex_size(dtype).is_some()
+            && !shape.contains(&0)
+            && spec
+                .axes
+                .iter()
+                .all(|&a| a < shape.len() && lazyfuse_codegen::fft::covers(shape[a], dtype));
+        if !covered {
             return Ok(false);
         }
         match crate::config::fft_backend() {
@@ -145,15 +173,30 @@ impl CudaDevice {
         shape: &[usize],
         dtype: DType,
     ) -> Result<Option<Choice>> {
-        let k = key(self, spec, shape, dtype);
+        let t = Transform {
+            dtype,
+            shape: shape.into(),
+            axes: spec.axes.iter().copied().collect(),
+            inverse: spec.inverse,
+        };
         let dir = self.cache_dir();
-        {
+        let k = {
             let mut guard = lock(&self.fft_choices.0);
-            let map = guard.get_or_insert_with(|| load(dir));
-            if let Some(c) = map.get(&k) {
+            let known = guard.get_or_insert_with(|| Known {
+                made: HashMap::new(),
+                stored: load(dir),
+            });
+            if let Some(c) = known.made.get(&t) {
                 return Ok(Some(*c));
             }
-        }
+            let k = key(self, &t);
+            if let Some(c) = known.stored.get(&k) {
+                let c = *c;
+                known.made.insert(t, c);
+                return Ok(Some(c));
+            }
+            k
+        };
         if self.capture_stream().is_some() {
             return Ok(None);
         }
@@ -167,8 +210,11 @@ impl CudaDevice {
             c.cufft_time.as_secs_f64() * 1e6
         );
         let mut guard = lock(&self.fft_choices.0);
-        let map = guard.get_or_insert_with(HashMap::new);
-        if map.insert(k.clone(), c).is_none() {
+        let known = guard.get_or_insert_with(|| Known {
+            made: HashMap::new(),
+            stored: HashMap::new(),
+        });
+        if known.made.insert(t, c).is_none() {
             store(dir, &k, &c);
         }
         Ok(Some(c))
@@ -177,11 +223,12 @@ impl CudaDevice {
     /// The decisions made so far on this device: (key, choice), sorted by key.
     pub(crate) fn fft_choices(&self) -> Vec<(String, Choice)> {
         let guard = lock(&self.fft_choices.0);
-        let mut v: Vec<(String, Choice)> = guard
-            .iter()
-            .flatten()
-            .map(|(k, c)| (k.clone(), *c))
-            .collect();
+        let mut v: HashMap<String, Choice> = HashMap::new();
+        if let Some(known) = guard.as_ref() {
+            v.extend(known.stored.iter().map(|(k, c)| (k.clone(), *c)));
+            v.extend(known.made.iter().map(|(t, c)| (key(self, t), *c)));
+        }
+        let mut v: Vec<(String, Choice)> = v.into_iter().collect();
         v.sort_by(|a, b| a.0.cmp(&b.0));
         v
     }

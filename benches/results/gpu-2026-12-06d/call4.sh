@@ -1,0 +1,28 @@
+#!/usr/bin/env bash
+# Device call 4: readback of fresh destinations: staged / registered / pageable (direct
+# cuMemcpyDtoH, the driver staging) / auto, first readback (psf 2048 example, fresh
+# process) and steady (transfers rows); psf and latency rows, base (23bf58a) against new,
+# alternating in this call.
+OUT=${OUT:-/tmp/out}; mkdir -p $OUT
+export LD_LIBRARY_PATH="/usr/local/cuda/lib64:/usr/local/cuda/targets/x86_64-linux/lib:${LD_LIBRARY_PATH:-}"
+export LAZYFUSE_CACHE_DIR=/tmp/lfcache
+nvidia-smi -L > $OUT/machine.txt
+R=$PWD; cd /tmp
+for rep in 1 2 3; do
+  for mode in staged registered pageable; do
+    export LAZYFUSE_READBACK=$mode
+    echo "$mode rep$rep: $($R/.gpu/examples/02_psf 2048 2>&1 | grep -E 'readback|first eval' | tr '\n' ' ')"
+  done
+done > $OUT/readback.txt 2>&1
+cd $R
+for mode in staged registered pageable; do
+  export LAZYFUSE_READBACK=$mode
+  echo "## $mode"; timeout 100 .gpu/benches/workloads --bench transfers 2>&1
+done > $OUT/transfers.txt
+unset LAZYFUSE_READBACK
+for rep in 1 2; do
+  for b in base benches; do
+    echo "## $b rep$rep"; timeout 120 .gpu/$b/workloads --bench psf latency 2>&1
+  done
+done > $OUT/psf-ab.txt
+echo done

@@ -667,9 +667,16 @@ fn reductions_fuse_their_producers_and_epilogues(dev: &Device) {
         lf::debug::kernel_count(&[&x.var_axes(&[1], 0, false)]).unwrap(),
         2
     );
-    // two reductions of one computed producer: the producer is materialized once
-    // (a kernel computes one reduction), then each reduction reads it
+    // two reductions of one computed producer (a kernel computes one reduction): the
+    // producer is cheap, so each reduction's kernel computes it rather than reading it
+    // stored
     let p = &x * 2.0;
+    let a = p.sum_axes(&[1], false);
+    let b = p.max_axes(&[1], false);
+    assert_eq!(lf::debug::kernel_count(&[&a, &b]).unwrap(), 2);
+    // an expensive producer (more than the recomputation bound) is stored once, then each
+    // reduction reads it
+    let p = (&x * 2.0).sin().exp().cos().tanh();
     let a = p.sum_axes(&[1], false);
     let b = p.max_axes(&[1], false);
     assert_eq!(lf::debug::kernel_count(&[&a, &b]).unwrap(), 3);

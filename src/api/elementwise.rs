@@ -523,6 +523,16 @@ impl Array {
             self.clone()
         }
     }
+    /// Real part as an elementwise op of this array, never rewritten into a real
+    /// transform (`real` of an unevaluated inverse transform may be): for callers that read
+    /// the complex array anyway.
+    pub(crate) fn real_part(&self) -> Array {
+        if self.dtype().is_complex() {
+            self.unary_node(UnaryOp::Real)
+        } else {
+            self.clone()
+        }
+    }
     /// Imaginary part (zeros when real).
     #[track_caller]
     pub fn imag(&self) -> Array {

@@ -394,7 +394,8 @@ fn real_valued(c: &Array, depth: usize) -> Option<(Option<Array>, f64)> {
 /// `real(ifftn(Y)) = irfftn(H)` with `H` the half spectrum of `Y`'s Hermitian part,
 /// `(Y[k] + conj(Y[-k])) / 2`, computed in the kernel that produces the transform's input.
 /// When the complex `y` is used as well, it stays a transform of its own (the two results
-/// are then two transforms, 1.5 times the complex one's work).
+/// are then two transforms, 1.5 times the complex one's work); callers that read `y`
+/// anyway take `Array::real_part` instead (the gradient of `complex(re, im)`).
 pub(crate) fn real_of_inverse(y: &Array) -> Option<Array> {
     let Op::Fft(spec) = &y.node.op else {
         return None;

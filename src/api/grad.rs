@@ -121,6 +121,14 @@ pub fn vjp(outputs: &[&Array], cotangents: &[&Array], wrt: &[&Array]) -> Result<
         }
     }
     let order = reverse_order(outputs, &targets)?;
+    // the nodes some target lies beneath (the walk lists inputs after their users): only
+    // their cotangents are built on
+    let mut needed: HashSet<u64> = HashSet::new();
+    for (node, inputs) in order.iter().rev() {
+        if targets.contains(&node.id) || inputs.iter().any(|i| needed.contains(&i.id)) {
+            needed.insert(node.id);
+        }
+    }
     let mut cot: HashMap<u64, Array> = HashMap::new();
     for (o, c) in outputs.iter().zip(cotangents) {
         accumulate(&mut cot, &o.node, (*c).clone());
@@ -133,8 +141,10 @@ pub fn vjp(outputs: &[&Array], cotangents: &[&Array], wrt: &[&Array]) -> Result<
         if inputs.is_empty() || !node.dtype.is_inexact() || is_stop(node, inputs) {
             continue;
         }
-        for (input, gi) in rule(node, inputs, g)? {
-            accumulate(&mut cot, &input, gi);
+        for (input, gi) in rule(node, inputs, g, &needed)? {
+            if needed.contains(&input.id) {
+                accumulate(&mut cot, &input, gi);
+            }
         }
     }
     Ok(wrt
@@ -247,8 +257,13 @@ fn no_rule(node: &Node, why: &str) -> Error {
 
 /// The cotangents of `node`'s inputs given its own cotangent `g`. Complex values follow
 /// PyTorch's convention (the cotangent of `z = x + iy` is `dL/dx + i dL/dy`): a holomorphic
-/// step passes `g * conj(f'(z))`.
-fn rule(node: &Arc<Node>, inputs: &[Arc<Node>], g: Array) -> Result<Vec<(Arc<Node>, Array)>> {
+/// step passes `g * conj(f'(z))`. `needed` holds the nodes whose cotangents are used.
+fn rule(
+    node: &Arc<Node>,
+    inputs: &[Arc<Node>],
+    g: Array,
+    needed: &HashSet<u64>,
+) -> Result<Vec<(Arc<Node>, Array)>> {
     use BinaryOp as B;
     use UnaryOp as U;
     let arr = |n: &Arc<Node>| Array::from_node(n.clone());
@@ -396,6 +411,12 @@ fn rule(node: &Arc<Node>, inputs: &[Arc<Node>], g: Array) -> Result<Vec<(Arc<Nod
                 B::Sub => (g.clone(), -&g),
                 B::Mul => (&g * &y.conj(), &g * &x.conj()),
                 B::Div => (&g / &y.conj(), -(&g * &(&out() / &y).conj())),
+                B::Complex if needed.contains(&yn.id) => {
+                    // the imaginary part is needed too, so the complex `g` is computed
+                    // anyway: its real part is read from it, not rewritten into a real
+                    // transform of its own (`Array::real` of an inverse transform)
+                    (g.real_part(), g.imag())
+                }
                 B::Complex => (g.real(), g.imag()),
                 B::Maximum | B::Minimum if !complex => {
                     // ties split evenly, as JAX does

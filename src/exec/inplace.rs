@@ -78,6 +78,7 @@ pub(crate) fn try_run(
     inputs: &[Arc<Node>],
     outputs: &[Arc<Node>],
     args: &LaunchArgs,
+    recomputes: Option<&str>,
 ) -> Result<bool> {
     let Some(b) = sched.reuse.iter().find(|b| b.step == si) else {
         return Ok(false);
@@ -120,7 +121,7 @@ pub(crate) fn try_run(
         // the same profile entry as a plain launch: the reused buffer counts as read once
         let mut read: SmallVec<[&Buffer; 4]> = others.iter().map(|a| &**a).collect();
         read.extend(outs.get(b.out));
-        crate::profile::kernel_done(probe, dev, kernel, &read, &args.shape);
+        crate::profile::kernel_done(probe, dev, kernel, &read, &args.shape, recomputes);
     }
     crate::stats::bump::buffers_reused(1);
     for (node, buf) in outputs.iter().zip(outs) {

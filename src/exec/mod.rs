@@ -48,6 +48,8 @@ pub(crate) enum Step {
         inputs: NodeList,
         outputs: NodeList,
         args: LaunchArgs,
+        /// The plan's note of values this kernel recomputes rather than reads stored.
+        recomputes: Option<Arc<schedule::Recomputes>>,
     },
     /// Copy of `src`'s buffer to `dst`'s device.
     Copy { src: Arc<Node>, dst: Arc<Node> },
@@ -97,6 +99,9 @@ pub(crate) struct Schedule {
     pub(crate) steps: SmallVec<[Step; 1]>,
     /// In-place opportunities bound to this evaluation's nodes.
     reuse: SmallVec<[inplace::Bound; 1]>,
+    /// For display only: per step, the recomputed values named by node (`#id op`), where
+    /// the schedule was bound with [`Schedule::name_recomputed`].
+    recomputed: Vec<(usize, String)>,
 }
 
 impl Schedule {
@@ -111,6 +116,29 @@ impl Schedule {
         is_input: impl Fn(usize) -> bool,
     ) -> Schedule {
         self.reuse = inplace::bind_inputs(t.reuse(), nodes, is_input);
+        self
+    }
+    /// Names, for display, the values each kernel step recomputes by their nodes in
+    /// `nodes` (the DAG positions the schedule was bound over).
+    fn name_recomputed(mut self, nodes: &[Arc<Node>]) -> Schedule {
+        self.recomputed = self
+            .steps
+            .iter()
+            .enumerate()
+            .filter_map(|(i, s)| match s {
+                Step::Kernel {
+                    recomputes: Some(r),
+                    ..
+                } => {
+                    let names: Vec<String> =
+                        r.at.iter()
+                            .map(|&p| format!("#{} {}", nodes[p].id, nodes[p].op.name()))
+                            .collect();
+                    Some((i, names.join(", ")))
+                }
+                _ => None,
+            })
+            .collect();
         self
     }
     /// Number of kernel steps.
@@ -144,12 +172,19 @@ impl fmt::Display for Schedule {
                     inputs,
                     outputs,
                     args,
+                    recomputes,
                 } => {
                     writeln!(
                         f,
                         "step {i}: kernel shape={:?} inputs={inputs:?} outputs={outputs:?} params={:?}",
                         args.shape, args.params
                     )?;
+                    if let Some(r) = recomputes {
+                        match self.recomputed.iter().find(|(s, _)| *s == i) {
+                            Some((_, named)) => writeln!(f, "  recomputes {named}")?,
+                            None => writeln!(f, "  recomputes {}", r.ops)?,
+                        }
+                    }
                     for line in kernel.to_string().lines() {
                         writeln!(f, "    {line}")?;
                     }
@@ -203,7 +238,7 @@ pub(crate) fn plan(roots: &[Arc<Node>]) -> Result<Schedule> {
     let probe = crate::profile::begin_wall();
     let _range = nvtx::range(c"lazyfuse.plan");
     let (template, nodes, hit) = schedule::template_for_hit(roots)?;
-    let sched = bind(&template, &nodes)?;
+    let sched = bind(&template, &nodes)?.name_recomputed(&nodes);
     crate::profile::plan_done(probe, hit, sched.steps.len());
     config::debug_log!(3, "{sched}");
     Ok(sched)
@@ -240,6 +275,7 @@ pub(crate) fn bind(t: &Template, nodes: &[Arc<Node>]) -> Result<Schedule> {
                     outputs,
                     shape,
                     params,
+                    recomputes,
                 } => Step::Kernel {
                     kernel: kernel.clone(),
                     inputs: inputs.iter().map(|&p| nodes[p].clone()).collect(),
@@ -248,6 +284,7 @@ pub(crate) fn bind(t: &Template, nodes: &[Arc<Node>]) -> Result<Schedule> {
                         shape: shape.clone(),
                         params: params_of(params)?,
                     },
+                    recomputes: recomputes.clone(),
                 },
                 TStep::Copy { src, dst } => Step::Copy {
                     src: nodes[*src].clone(),
@@ -309,6 +346,7 @@ pub(crate) fn bind(t: &Template, nodes: &[Arc<Node>]) -> Result<Schedule> {
     Ok(Schedule {
         steps,
         reuse: inplace::bind(t.reuse(), nodes),
+        recomputed: Vec::new(),
     })
 }
 
@@ -334,7 +372,10 @@ pub(crate) fn evaluate(roots: &[Arc<Node>]) -> Result<()> {
     if !crate::profile::recording() && replay::eval_graph(&template, &nodes, roots)? {
         return Ok(());
     }
-    let sched = bind(&template, &nodes)?;
+    let mut sched = bind(&template, &nodes)?;
+    if config::debug_level() >= 3 {
+        sched = sched.name_recomputed(&nodes);
+    }
     drop(nodes); // the schedule holds what it needs; fewer handles, more in-place reuse
     crate::profile::plan_done(probe, hit, sched.steps.len());
     config::debug_log!(3, "{sched}");
@@ -366,8 +407,10 @@ pub(crate) fn execute(sched: &Schedule) -> Result<bool> {
                 inputs,
                 outputs,
                 args,
+                recomputes,
             } => {
-                if inplace::try_run(sched, si, kernel, inputs, outputs, args)? {
+                let note = recomputes.as_ref().map(|r| r.ops.as_str());
+                if inplace::try_run(sched, si, kernel, inputs, outputs, args, note)? {
                     in_place = true;
                     continue;
                 }
@@ -377,7 +420,7 @@ pub(crate) fn execute(sched: &Schedule) -> Result<bool> {
                 let dev: &Device = &outputs[0].device;
                 let probe = profile::begin(dev);
                 let outs = runtime::run_kernel(dev, kernel, &refs, args)?;
-                profile::kernel_done(probe, dev, kernel, &refs, &args.shape);
+                profile::kernel_done(probe, dev, kernel, &refs, &args.shape, note);
                 for (node, buf) in outputs.iter().zip(outs) {
                     node.realize(Arc::new(buf));
                 }

@@ -852,13 +852,15 @@ pub(crate) fn note_launch(grid: (u32, u32), block: u32, per_thread: u32, regs: O
 
 /// Ends a kernel step that read `inputs` and wrote its outputs over `shape`. Bytes: each
 /// input buffer read once but at most one element per computed element (a slice reads only
-/// its part; a broadcast input its whole, smaller buffer), each output written once.
+/// its part; a broadcast input its whole, smaller buffer), each output written once. The
+/// detail names the values the kernel `recomputes` rather than reads stored.
 pub(crate) fn kernel_done(
     p: Option<Probe>,
     dev: &Device,
     kernel: &Kernel,
     inputs: &[&Buffer],
     shape: &[usize],
+    recomputes: Option<&str>,
 ) {
     let Some(p) = p else { return };
     let n: usize = shape.iter().product();
@@ -893,6 +895,9 @@ pub(crate) fn kernel_done(
         };
         let regs = regs.map_or(String::new(), |r| format!(", {r} regs"));
         e.detail += &format!(", grid {grid} x {block}, {pt}/thread{regs}");
+    }
+    if let Some(r) = recomputes {
+        e.detail += &format!(", recomputes {r}");
     }
     e.bytes = in_bytes + out_bytes;
     e.compile = source;

@@ -126,8 +126,9 @@ struct Lowerer<'a> {
     memo: HashMap<(usize, Idx), ValueId, FxBuild>,
     mat: &'a [bool],
     load_free: &'a [bool],
-    /// Computations cheap enough to compute twice ([`cheap_nodes`]).
-    cheap: &'a [bool],
+    /// Computations cheap enough to compute twice, and in how many kernels
+    /// ([`cheap_nodes`]).
+    cheap: &'a [Cheap],
     /// The index context each computation was read in by this kernel (a cheap one may be
     /// read in a second).
     seen: HashMap<usize, (Idx, Option<Idx>), FxBuild>,
@@ -342,7 +343,7 @@ impl Lowerer<'_> {
             match self.seen.get_mut(&p) {
                 Some((first, second)) if first != ctx => match second {
                     Some(s) if s == ctx => {}
-                    None if self.cheap[p] => *second = Some(ctx.clone()),
+                    None if self.cheap[p].twice => *second = Some(ctx.clone()),
                     _ => {
                         self.extra.insert(p);
                     }
@@ -685,19 +686,54 @@ fn load_free(nodes: &[Arc<Node>], dag: &Dag, mat: &[bool]) -> Vec<bool> {
     free
 }
 
-/// Largest [`cheap_nodes`] cost of a computation that may be computed in two index contexts.
+/// Largest [`cheap_nodes`] cost of a computation that may be computed in two index contexts
+/// of one kernel.
 const CHEAP_COST: u32 = 8;
 
-/// Per position: an elementwise computation whose kernel-side work is small (loads and
-/// simple ops count 1, transcendental functions and divisions 8, summed over the nodes its
-/// kernel computes; a shared subexpression counts once per path, which only overestimates).
-fn cheap_nodes(nodes: &[Arc<Node>], dag: &Dag, mat: &[bool]) -> Vec<bool> {
+/// Largest [`cheap_nodes`] cost of a computation that several kernels may each compute
+/// rather than read stored: two transcendental functions and a few simple ops (a store and
+/// a load per element, and a launch, cost more on a memory-bound device).
+const RECOMPUTE_COST: u32 = 32;
+
+/// Most kernels that may each compute one computation ([`cheap_nodes`]) rather than read
+/// it stored.
+const MAX_RECOMPUTE_KERNELS: u8 = 4;
+
+/// What [`cheap_nodes`] allows of a computation.
+#[derive(Clone, Copy, Default)]
+struct Cheap {
+    /// It may be computed in a second index context of one kernel.
+    twice: bool,
+    /// The most kernels that may compute it rather than read it stored (1 or more).
+    kernels: u8,
+}
+
+/// Per position, how often an elementwise computation may be repeated rather than stored,
+/// by its kernel-side work (loads and simple ops count 1, transcendental functions and
+/// divisions 8, summed over the nodes its kernel computes; a shared subexpression counts
+/// once per path, which only overestimates): at most [`CHEAP_COST`], in a second index
+/// context of one kernel; at most [`RECOMPUTE_COST`], in several kernels.
+///
+/// Computing a node in `k` kernels reads the buffers beneath it (`l` bytes an element, each
+/// distinct buffer once) `k` times; storing it reads them once, writes the node (`o` bytes)
+/// and reads it back `k` times. It is recomputed while `k * l <= l + (k + 1) * o`, in at
+/// most [`MAX_RECOMPUTE_KERNELS`] kernels. The cost includes everything beneath the node,
+/// so each kernel spends at most [`RECOMPUTE_COST`] on a node it recomputes, chains of
+/// recomputed nodes included, and no node is computed by more than
+/// [`MAX_RECOMPUTE_KERNELS`] kernels: the work a plan repeats is linear in its nodes.
+fn cheap_nodes(nodes: &[Arc<Node>], dag: &Dag, mat: &[bool]) -> Vec<Cheap> {
     use lazyfuse_codegen::BinaryOp as B;
     let mut cost = vec![0u32; nodes.len()];
-    let mut cheap = vec![false; nodes.len()];
+    let mut cheap = vec![Cheap::default(); nodes.len()];
+    // the buffers a node's kernel loads, for nodes within the cost bound (at most
+    // RECOMPUTE_COST of them, as each load counts 1)
+    let mut loads: Vec<SmallVec<[u32; 4]>> = vec![SmallVec::new(); nodes.len()];
     for (p, n) in nodes.iter().enumerate() {
         if dag.realized(p) || mat[p] {
             cost[p] = 1; // a load
+            if !matches!(n.op, Op::Const(_)) {
+                loads[p].push(p as u32);
+            }
             continue;
         }
         let own = match n.op {
@@ -712,9 +748,50 @@ fn cheap_nodes(nodes: &[Arc<Node>], dag: &Dag, mat: &[bool]) -> Vec<bool> {
             .iter()
             .fold(0u32, |acc, &i| acc.saturating_add(cost[i as usize]));
         cost[p] = below.saturating_add(own).min(u32::MAX / 4);
-        cheap[p] = n.op.is_elementwise() && cost[p] <= CHEAP_COST;
+        if cost[p] > RECOMPUTE_COST {
+            continue;
+        }
+        let mut mine: SmallVec<[u32; 4]> = SmallVec::new();
+        for &i in dag.inputs(p) {
+            for &l in &loads[i as usize] {
+                if !mine.contains(&l) {
+                    mine.push(l);
+                }
+            }
+        }
+        if n.op.is_elementwise() {
+            cheap[p] = Cheap {
+                twice: cost[p] <= CHEAP_COST,
+                kernels: recompute_kernels(n, &mine, nodes),
+            };
+        }
+        loads[p] = mine;
     }
     cheap
+}
+
+/// The most kernels that may compute the cheap node `n` (which loads the buffers at
+/// positions `loads`) instead of reading it stored: see [`cheap_nodes`].
+fn recompute_kernels(n: &Node, loads: &[u32], nodes: &[Arc<Node>]) -> u8 {
+    let size = n.size().max(1);
+    // bytes an element: a buffer smaller than the node (broadcast) counts its share
+    let l: usize = loads
+        .iter()
+        .map(|&b| {
+            let b = &nodes[b as usize];
+            b.dtype.size() * b.size().min(size) / size
+        })
+        .sum();
+    let o = n.dtype.size();
+    let mut k = 1u8;
+    while k < MAX_RECOMPUTE_KERNELS {
+        let next = usize::from(k) + 1;
+        if next * l > l + (next + 1) * o {
+            break;
+        }
+        k += 1;
+    }
+    k
 }
 
 /// Per position, the most elementwise ops (unary, binary, where) on one path down from the
@@ -1025,19 +1102,20 @@ pub(super) fn build(
     let cheap = cheap_nodes(nodes, dag, mat);
     let depth = op_depths(nodes, dag, mat);
     let mut steps = Vec::new();
-    // the kernel (numbered from 1) that first read each computation, by position
-    let mut contexts: Vec<usize> = vec![0; nodes.len()];
+    // the kernels that compute each computation so far, by position
+    let mut kernels: Vec<u8> = vec![0; nodes.len()];
+    // the kernel steps (by index into `steps`) that compute a computation another kernel
+    // may compute too
+    let mut shared_work: Vec<usize> = Vec::new();
     let mut extra = PosSet::default();
     let mut cuts = PosSet::default();
     let mut queue: std::collections::VecDeque<(GroupKey, Vec<usize>)> =
         groups.into_iter().map(|(k, _, g)| (k, g)).collect();
-    let mut gi = 0;
     // allocations reused from kernel to kernel (cleared before each)
     let mut frames = Vec::new();
     let mut spare_memo: HashMap<(usize, Idx), ValueId, FxBuild> = HashMap::default();
     let mut spare_seen: HashMap<usize, (Idx, Option<Idx>), FxBuild> = HashMap::default();
     while let Some(((level, is_copy, shape, device), targets)) = queue.pop_front() {
-        gi += 1;
         if is_copy {
             let t = targets[0];
             if nodes[t].op == Op::MatMul {
@@ -1157,17 +1235,20 @@ pub(super) fn build(
         } = lw;
         frames = stack;
         spare_memo = memo;
-        // a computation read by two kernels is materialized too
+        // a computation read by two kernels is materialized too, unless it is cheap
+        // enough to compute in each (`cheap_nodes`)
+        let mut shares = false;
         for &p in seen.keys() {
-            match contexts[p] {
-                0 => contexts[p] = gi,
-                g if g != gi => {
-                    extra.insert(p);
-                }
-                _ => {}
+            kernels[p] = kernels[p].saturating_add(1);
+            if kernels[p] > cheap[p].kernels.max(1) {
+                extra.insert(p);
             }
+            shares |= cheap[p].kernels > 1;
         }
         spare_seen = seen;
+        if shares {
+            shared_work.push(steps.len());
+        }
         let kernel = b.finish();
         kernel
             .validate()
@@ -1178,7 +1259,66 @@ pub(super) fn build(
             outputs: targets,
             shape: shape.into(),
             params,
+            recomputes: None,
         });
     }
+    if extra.is_empty() {
+        // the plan is final unless cuts are found (then its notes are not read)
+        note_recomputed(&mut steps, &shared_work, &kernels, nodes, dag, mat);
+    }
     Ok((steps, extra, cuts))
+}
+
+/// Records on each kernel step the computations it computes that other kernels compute
+/// too (rather than reading them stored): the outermost ones, those its outputs reach
+/// through computations of its own alone. `shared_work` lists the kernel steps that may
+/// compute such computations, `kernels` how many kernels compute each position.
+fn note_recomputed(
+    steps: &mut [TStep],
+    shared_work: &[usize],
+    kernels: &[u8],
+    nodes: &[Arc<Node>],
+    dag: &Dag,
+    mat: &[bool],
+) {
+    let mut visited = PosSet::default();
+    for &si in shared_work {
+        let TStep::Kernel {
+            outputs,
+            recomputes,
+            ..
+        } = &mut steps[si]
+        else {
+            continue;
+        };
+        // from the outputs down through computed nodes, stopping at shared ones
+        visited.clear();
+        let mut found: Vec<usize> = Vec::new();
+        let mut stack: Vec<usize> = outputs.clone();
+        while let Some(u) = stack.pop() {
+            for &i in dag.inputs(u) {
+                let i = i as usize;
+                if dag.realized(i) || mat[i] || !visited.insert(i) {
+                    continue;
+                }
+                // a computed node beneath the outputs is this kernel's (only elementwise
+                // ones are counted in `kernels`)
+                if kernels[i] >= 2 {
+                    found.push(i);
+                } else {
+                    stack.push(i);
+                }
+            }
+        }
+        if found.is_empty() {
+            continue;
+        }
+        found.sort_unstable();
+        let ops = found
+            .iter()
+            .map(|&p| nodes[p].op.name())
+            .collect::<Vec<_>>()
+            .join(", ");
+        *recomputes = Some(Arc::new(super::Recomputes { at: found, ops }));
+    }
 }

@@ -7,8 +7,12 @@
 //! root, the input of a boundary (a copy between devices, an FFT, a matmul: see `matmul`
 //! for the operand views a matmul reads without a copy), or a computation read at
 //! different indices (or under different guards) -- read at one index it is computed once
-//! inside the kernel, even with several consumers. Materialized nodes of one shape whose
-//! dependencies are met at the same time share one multi-output kernel.
+//! inside the kernel, even with several consumers -- or by several kernels, unless it is
+//! cheap enough to recompute in each (`lower::cheap_nodes`: elementwise work beneath the
+//! stored values of a bounded cost, in at most four kernels, while that moves fewer bytes
+//! than storing it; FFT, matmul, reduction and scan results are always stored). Materialized
+//! nodes of one shape whose dependencies are met at the same time share one multi-output
+//! kernel.
 
 pub(crate) mod inplace;
 mod lower;
@@ -43,6 +47,9 @@ pub(crate) enum TStep {
         outputs: Vec<usize>,
         shape: lazyfuse_codegen::LaunchShape,
         params: Vec<ParamSrc>,
+        /// Computations this kernel computes that other kernels compute too, instead of
+        /// reading them stored (`lower::cheap_nodes`); `None` for most kernels.
+        recomputes: Option<Arc<Recomputes>>,
     },
     Copy {
         src: usize,
@@ -77,6 +84,16 @@ pub(crate) enum TStep {
         dst: usize,
         spec: Arc<GemmSpec>,
     },
+}
+
+/// The computations a kernel computes although other kernels compute them too (cheap
+/// elementwise values recomputed rather than stored): what plans and profiles show.
+pub(crate) struct Recomputes {
+    /// Their DAG positions, outermost only (those the kernel's outputs reach through its
+    /// own computations alone).
+    pub(crate) at: Vec<usize>,
+    /// Their op names, comma-separated (the same for every DAG of the plan's structure).
+    pub(crate) ops: String,
 }
 
 /// The consumer of a fused transform's output, computed in the transform's last pass

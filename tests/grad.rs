@@ -465,13 +465,18 @@ fn backward_chain_fuses(dev: &Device) {
 static REWRITES: std::sync::Mutex<()> = std::sync::Mutex::new(());
 
 /// Runs `body` with the real-FFT rewrites on (as on the CPU by default, and on CUDA for large
-/// transforms), restoring the setting.
+/// transforms) and cuFFT for complex transforms on CUDA (the kernel counts below are those
+/// of transforms running apart from the kernels; with the generated passes chosen, the
+/// kernels around a transform may run inside its passes: `tests/fft_fused.rs`), restoring
+/// both settings.
 fn with_real_fft<R>(body: impl FnOnce() -> R) -> R {
     let _g = REWRITES.lock().unwrap_or_else(|e| e.into_inner());
     let before = lf::real_fft_mode();
+    let backend = lf::set_fft_backend(lf::FftBackend::Cufft);
     lf::set_real_fft(true);
     let r = std::panic::catch_unwind(std::panic::AssertUnwindSafe(body));
     lf::set_real_fft_mode(before);
+    lf::set_fft_backend(backend);
     r.unwrap_or_else(|e| std::panic::resume_unwind(e))
 }
 

@@ -42,6 +42,8 @@ pub(crate) struct Config {
     nvrtc_check: OnceLock<bool>,
     /// `LAZYFUSE_CPU_THREADS`.
     cpu_threads: OnceLock<Option<usize>>,
+    /// `LAZYFUSE_READBACK`: 0 the default rule, 1 `staged`, 2 `registered`.
+    readback: OnceLock<u8>,
     /// Print options (`set_printoptions`); `None`: NumPy's defaults.
     pub(crate) print: RwLock<Option<PrintOptions>>,
     /// The device `set_default_device` set.
@@ -65,6 +67,7 @@ pub(crate) static CONFIG: Config = Config {
     graphs: OnceLock::new(),
     nvrtc_check: OnceLock::new(),
     cpu_threads: OnceLock::new(),
+    readback: OnceLock::new(),
     print: RwLock::new(None),
     default_device: RwLock::new(None),
     env_device: OnceLock::new(),
@@ -207,6 +210,19 @@ pub(crate) fn nvtx_injection_path(name: &str) -> Option<OsString> {
 }
 
 /// The NCCL library to load (`LAZYFUSE_NCCL_LIBRARY`: a path or a file name), read now;
+/// How fresh CUDA readbacks of 16 MiB and more go (`LAZYFUSE_READBACK`, read once): 0 the
+/// default rule (`runtime::cuda::memory`), 1 `staged`, 2 `registered`.
+#[cfg_attr(not(feature = "cuda"), allow(dead_code))]
+pub(crate) fn readback_mode() -> u8 {
+    *CONFIG.readback.get_or_init(
+        || match var("LAZYFUSE_READBACK").as_deref().map(str::trim) {
+            Some("staged") => 1,
+            Some("registered") => 2,
+            _ => 0,
+        },
+    )
+}
+
 /// `None` when unset or empty (the usual names are searched).
 #[cfg_attr(not(feature = "cuda"), allow(dead_code))]
 pub(crate) fn nccl_library() -> Option<String> {

@@ -86,18 +86,6 @@ fn advise_huge_pages(ptr: *mut u8, len: usize) {
 /// ([`CudaDevice::read_registered`]).
 const REGISTER_MIN: usize = 16 << 20;
 
-/// How fresh readbacks of [`REGISTER_MIN`] bytes and more go: `LAZYFUSE_READBACK` =
-/// `staged` (always through the staging buffer), `registered` (always registered), else
-/// the rule of [`CudaDevice::read_registered`]. Read once.
-fn readback_mode() -> u8 {
-    static MODE: std::sync::OnceLock<u8> = std::sync::OnceLock::new();
-    *MODE.get_or_init(|| match std::env::var("LAZYFUSE_READBACK").as_deref() {
-        Ok("staged") => 1,
-        Ok("registered") => 2,
-        _ => 0,
-    })
-}
-
 /// Touches every page of the fresh `dst..dst + len` (writing a zero byte into each 4 KiB)
 /// on every worker thread, 2 MiB a task: a fresh page is zeroed by the kernel at its first
 /// touch, at about 10 GB/s on one thread, which would otherwise happen inside the
@@ -848,7 +836,7 @@ impl CudaDevice {
     /// # Safety
     /// `dst` is writable for `len` bytes and not accessed elsewhere during the call.
     unsafe fn read_registered(&self, src: u64, dst: *mut u8, len: usize) -> Result<bool> {
-        let wanted = match readback_mode() {
+        let wanted = match crate::config::readback_mode() {
             1 => false,
             2 => len >= REGISTER_MIN,
             _ => {

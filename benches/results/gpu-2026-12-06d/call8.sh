@@ -14,4 +14,5 @@ for n in 128 512 2048; do
   (cd /tmp && LAZYFUSE_FFT=generated timeout 120 ncu --clock-control none --kernel-name regex:lf_fft --launch-count 4 --metrics $M $OLDPWD/.gpu/examples/02_psf $n) > $OUT/ncu-psf$n.txt 2>&1
 done
 LAZYFUSE_FFT=generated timeout 200 ncu --clock-control none --kernel-name regex:lf_fft --launch-count 150 --print-summary per-kernel --metrics $M .gpu/benches/workloads --bench fft1d --quick > $OUT/ncu-fft1d.txt 2>&1
+(CARGO_MANIFEST_DIR="$PWD" LAZYFUSE_TEST_CUDA=1 .gpu/extra/statics > $OUT/statics.txt 2>&1; echo "statics rc=$?" >> $OUT/statics.txt)
 echo done

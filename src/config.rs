@@ -413,9 +413,10 @@ pub enum FftBackend {
     /// every transformed length they cover (products of 2, 3, 5 and 7 up to 4096^2
     /// complex64 or 2048^2 complex128 elements per line), cuFFT for the others.
     Generated,
-    /// The default: per transform, the faster of the two by measurement at its first use
-    /// on a device (cached on disk with the kernels; `lf::debug::fft_choices` lists the
-    /// decisions); fusion into the passes only where the generated passes won.
+    /// The default: per transform, cuFFT unless the generated passes measure over 10 %
+    /// faster at its first use on a device (cached on disk with the kernels;
+    /// `lf::debug::fft_choices` lists the decisions); fusion into the passes only where
+    /// the generated passes won.
     #[default]
     Auto,
 }

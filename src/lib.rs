@@ -254,7 +254,7 @@ pub mod debug {
         /// The transform: device name and compute capability, dtype, shape, axes and
         /// direction.
         pub key: String,
-        /// Whether the generated passes run it (they measured faster).
+        /// Whether the generated passes run it (they measured over 10 % faster).
         pub generated: bool,
         /// The fastest of the timed runs of the generated passes (`Duration::MAX` when they
         /// could not run it).
@@ -265,9 +265,9 @@ pub mod debug {
 
     /// The decisions made so far on `dev` between the generated FFT passes and cuFFT
     /// (`lf::FftBackend::Auto`, the default): the first use of a C2C transform shape times
-    /// both and keeps the faster, and the decision is written next to the disk kernel
-    /// cache for later processes (loaded decisions are listed too). Empty on the CPU,
-    /// which runs rustfft.
+    /// both and keeps cuFFT unless the passes are over 10 % faster, and the decision is
+    /// written next to the disk kernel cache for later processes (loaded decisions are
+    /// listed too). Empty on the CPU, which runs rustfft.
     pub fn fft_choices(dev: &crate::Device) -> Vec<FftChoice> {
         crate::runtime::fft_choices(dev)
     }

@@ -365,7 +365,7 @@ fn auto_fuses_where_the_measured_choice_is_generated(dev: &Device) {
         assert!(choices.is_empty(), "{choices:?}");
         return;
     }
-    // one decision for the transform, with both times, and it names the faster
+    // one decision for the transform, with both times, and it names the clearly faster
     let mine: Vec<_> = choices
         .iter()
         .filter(|c| c.key.contains(" complex64 [48, 48] axes [0, 1] forward"))
@@ -375,5 +375,7 @@ fn auto_fuses_where_the_measured_choice_is_generated(dev: &Device) {
     assert_eq!(c.generated, generated);
     assert!(c.cufft_time > std::time::Duration::ZERO, "{c:?}");
     assert!(c.generated_time > std::time::Duration::ZERO, "{c:?}");
-    assert_eq!(c.generated, c.generated_time < c.cufft_time, "{c:?}");
+    // the passes must win by 10 % (ties and noise go to cuFFT)
+    let wins = c.generated_time.as_secs_f64() * 1.1 < c.cufft_time.as_secs_f64();
+    assert_eq!(c.generated, wins, "{c:?}");
 }

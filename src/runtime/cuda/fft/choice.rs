@@ -1,8 +1,8 @@
 //! The choice between the generated passes and cuFFT for one C2C transform, by
 //! measurement (`FftBackend::Auto`, the default): the first use of a (shape, axes, dtype,
-//! direction) on a device times both on scratch buffers of that shape, keeps the faster,
-//! and writes the decision next to the disk kernel cache, so that later processes on the
-//! same kind of device skip the measurement. `LAZYFUSE_FFT=cufft|generated` forces one.
+//! direction) on a device times both on scratch buffers of that shape, keeps cuFFT unless
+//! the passes are clearly faster ([`MARGIN`]), and writes the decision next to the disk
+//! kernel cache, so that later processes on the same kind of device skip the measurement. `LAZYFUSE_FFT=cufft|generated` forces one.
 //!
 //! The planner asks before it fuses elementwise work into a transform's passes (fusion
 //! needs the generated passes), and the transform asks when it runs unfused; both get the
@@ -28,13 +28,20 @@ use std::time::Duration;
 /// creates the cuFFT plan); the fastest run of each is compared.
 const TIMED_RUNS: usize = 5;
 
+/// The generated passes are chosen when this many times their fastest run is still below
+/// cuFFT's: small transforms (a few microseconds either way, launch-bound) would otherwise
+/// flip with timing noise, and a plan whose kernels fuse into generated passes does not
+/// replay as a CUDA graph yet, so a tie goes to cuFFT. The transforms where the passes win
+/// win by 1.4-2.9x (the first axis from 2^13, `benches/NOTES.md`).
+const MARGIN: f64 = 1.1;
+
 /// Name of the file of decisions in the disk cache directory.
 const FILE: &str = "fft-choices.tsv";
 
 /// One decision: which implementation, and the times it was made from.
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub(crate) struct Choice {
-    /// The generated passes won.
+    /// The generated passes won (by [`MARGIN`]).
     pub(crate) generated: bool,
     /// Fastest generated run.
     pub(crate) generated_time: Duration,
@@ -285,7 +292,7 @@ impl CudaDevice {
             .map_err(driver_err("cuStreamSynchronize"))?;
         drop((input, out));
         Ok(Choice {
-            generated: best[0] < best[1],
+            generated: best[0].as_secs_f64() * MARGIN < best[1].as_secs_f64(),
             generated_time: best[0],
             cufft_time: best[1],
         })

@@ -335,7 +335,7 @@ impl FftPass {
     }
 
     /// This pass with fewer lines per block where a launch over `lines` lines would have
-    /// fewer than [`MIN_BLOCKS`] blocks: at least one line, and along a strided axis at
+    /// fewer than `MIN_BLOCKS` blocks: at least one line, and along a strided axis at
     /// least one sector's worth of neighbouring lines (so that loads still read whole
     /// sectors).
     pub fn for_lines(mut self, lines: u64) -> FftPass {

@@ -435,7 +435,7 @@ fn render_pass(pass: &FftPass, fused: &Fused) -> Rendered {
     // Stockham stages write `r` elements apart from neighbouring threads (8-way bank
     // conflicts for radix 8 unpadded) and strided load and store phases put neighbouring
     // threads on neighbouring lines (every line's element at the same bank unpadded).
-    let pitch = crate::fft::pitch(n, pass.dtype);
+    let pitch = pass.line_pitch();
     let shift = (128 / crate::fft::complex_size(pass.dtype).unwrap_or(8)).trailing_zeros();
     let _ = writeln!(
         w,

@@ -353,6 +353,40 @@ impl FftPass {
         self
     }
 
+    /// Shared-memory elements between the starts of neighbouring lines of this pass's
+    /// block: [`pitch`], except where a strided load or store phase puts fewer lines than
+    /// a bank row holds elements (`units`: 16 complex64, 8 complex128) on the threads of
+    /// one conflict phase (a half-warp of 8-byte or a quarter-warp of 16-byte accesses).
+    /// Those threads then take `units / lines` neighbouring elements of each line, and an
+    /// odd pitch overlaps them (ncu: 39 % of the shared-memory wavefronts of the 1024^2
+    /// PSF's column pass, 4 lines a block, were conflicts); a pitch of `units / lines`
+    /// modulo `units` puts every line's run on banks of its own. Only where a warp works
+    /// inside one line (32 threads a line or more: the stages never mix lines in a warp)
+    /// and the block still fits its shared memory.
+    pub fn line_pitch(&self) -> usize {
+        let n = self.n as usize;
+        let base = pitch(n, self.dtype);
+        let Some(size) = complex_size(self.dtype) else {
+            return base;
+        };
+        let units = BANK_ROW / size;
+        let lines = self.lines_per_block as usize;
+        let strided = self.load_lines_fastest || self.store_lines_fastest;
+        if !strided || lines <= 1 || lines >= units || !units.is_multiple_of(lines) {
+            return base;
+        }
+        if (self.threads_per_line as usize) < 32 {
+            return base;
+        }
+        let want = units / lines;
+        let p = pad(n.max(1) - 1, self.dtype) + 1;
+        let aligned = p + (want + units - p % units) % units;
+        if lines * (aligned * size + LINE_EXTRA) > MAX_BLOCK_SHARED {
+            return base;
+        }
+        aligned
+    }
+
     /// Threads per block.
     pub fn block(&self) -> u32 {
         self.lines_per_block * self.threads_per_line
@@ -577,12 +611,36 @@ mod tests {
                     continue;
                 }
                 for strided in [false, true] {
-                    let p = FftPass::new(n, dt, false, strided, strided, false);
-                    assert!(p.block() as usize <= MAX_THREADS, "{p:?}");
-                    let per_line = pitch(n, dt) * complex_size(dt).unwrap() + LINE_EXTRA;
-                    let shared = p.lines_per_block as usize * per_line;
-                    assert!(shared <= MAX_BLOCK_SHARED, "{p:?}");
+                    for lines in [1u64, 100, 1 << 20] {
+                        let p = FftPass::new(n, dt, false, strided, strided, false)
+                            .for_lines(lines);
+                        assert!(p.block() as usize <= MAX_THREADS, "{p:?}");
+                        assert!(p.line_pitch() >= pitch(n, dt) - 1, "{p:?}");
+                        let per_line =
+                            p.line_pitch() * complex_size(dt).unwrap() + LINE_EXTRA;
+                        let shared = p.lines_per_block as usize * per_line;
+                        assert!(shared <= MAX_BLOCK_SHARED, "{p:?}");
+                    }
                 }
+            }
+        }
+    }
+
+    #[test]
+    fn strided_phases_spread_over_the_banks() {
+        // a conflict phase of a strided load: `units` threads, `lines` lines, `units /
+        // lines` neighbouring elements of each; every slot on a bank of its own
+        for (n, dt) in [(1024, DType::C64), (512, DType::C64), (1024, DType::C128)] {
+            let p = FftPass::new(n, dt, false, true, true, false);
+            let units = BANK_ROW / complex_size(dt).unwrap();
+            let lines = p.lines_per_block as usize;
+            assert!(lines < units, "{p:?}");
+            let pitch = p.line_pitch();
+            for p0 in [0usize, 16, 100, 500] {
+                let banks: std::collections::BTreeSet<usize> = (0..units)
+                    .map(|e| ((e % lines) * pitch + pad(p0 + e / lines, dt)) % units)
+                    .collect();
+                assert_eq!(banks.len(), units, "n {n} {dt:?} pitch {pitch} p0 {p0}");
             }
         }
     }

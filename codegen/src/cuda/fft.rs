@@ -431,7 +431,8 @@ fn render_pass(pass: &FftPass, fused: &Fused) -> Rendered {
     // the line coordinates a long software sequence; only the final address is widened.
     let li_t = if pass.index32 { "int" } else { "long long" };
     // Shared-memory layout: element `i` of line `li` at `li * pitch + lf_pad(i)`, one slot
-    // skipped per 128 bytes and an odd pitch (`crate::fft::pad`, `pitch`): the first
+    // skipped per 128 bytes and a pitch chosen against bank conflicts
+    // (`crate::fft::pad`, `FftPass::line_pitch`): the first
     // Stockham stages write `r` elements apart from neighbouring threads (8-way bank
     // conflicts for radix 8 unpadded) and strided load and store phases put neighbouring
     // threads on neighbouring lines (every line's element at the same bank unpadded).

@@ -612,12 +612,11 @@ mod tests {
                 }
                 for strided in [false, true] {
                     for lines in [1u64, 100, 1 << 20] {
-                        let p = FftPass::new(n, dt, false, strided, strided, false)
-                            .for_lines(lines);
+                        let p =
+                            FftPass::new(n, dt, false, strided, strided, false).for_lines(lines);
                         assert!(p.block() as usize <= MAX_THREADS, "{p:?}");
                         assert!(p.line_pitch() >= pitch(n, dt) - 1, "{p:?}");
-                        let per_line =
-                            p.line_pitch() * complex_size(dt).unwrap() + LINE_EXTRA;
+                        let per_line = p.line_pitch() * complex_size(dt).unwrap() + LINE_EXTRA;
                         let shared = p.lines_per_block as usize * per_line;
                         assert!(shared <= MAX_BLOCK_SHARED, "{p:?}");
                     }

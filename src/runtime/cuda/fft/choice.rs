@@ -173,7 +173,8 @@ impl CudaDevice {
     }
 
     /// The decision for a covered C2C transform, measured now when there is none (`None`
-    /// while this thread records a CUDA graph, when nothing can be measured).
+    /// while this thread records a CUDA graph, when nothing can be measured, and when the
+    /// scratch buffers of the measurement do not fit in device memory).
     pub(crate) fn fft_choice(
         &self,
         spec: &FftSpec,
@@ -208,7 +209,12 @@ impl CudaDevice {
             return Ok(None);
         }
         // measured without the lock: two threads may both measure a new transform once
-        let c = self.measure_fft(spec, shape, dtype)?;
+        // no memory for the scratch buffers: cuFFT this time, undecided (the next use
+        // tries again); other errors are the device's and reach the caller
+        let c = match self.measure_fft(spec, shape, dtype) {
+            Err(crate::Error::OutOfMemory { .. }) => return Ok(None),
+            r => r?,
+        };
         crate::config::debug_log!(
             1,
             "fft choice for {k}: {} (generated {:.1} us, cuFFT {:.1} us)",

@@ -141,12 +141,17 @@ pub fn split(n: usize, dtype: DType) -> Option<(usize, usize)> {
     if one_pass(n, dtype) {
         return None;
     }
+    two_factors(n, dtype)
+}
+
+/// The factors `(n / d, d)` of `n`, both one-pass lengths, with `d <= sqrt(n)` as large as
+/// possible; the larger factor first: pass A's strided loads then cover more lines per
+/// block in pass B, which reads the work buffer strided as well.
+fn two_factors(n: usize, dtype: DType) -> Option<(usize, usize)> {
     let mut best: Option<(usize, usize)> = None;
     let mut d = 2;
     while d * d <= n {
         if n.is_multiple_of(d) && one_pass(d, dtype) && one_pass(n / d, dtype) {
-            // the larger factor first: pass A's strided loads then cover more lines per
-            // block in pass B, which reads the work buffer strided as well
             best = Some((n / d, d));
         }
         d += 1;
@@ -169,8 +174,12 @@ pub fn pad(i: usize, dtype: DType) -> usize {
 /// length made odd, so that a load or store phase with neighbouring threads on neighbouring
 /// lines (strided passes) hits different banks.
 pub fn pitch(n: usize, dtype: DType) -> usize {
-    let p = pad(n.max(1) - 1, dtype) + 1;
-    p | 1
+    padded_len(n, dtype) | 1
+}
+
+/// Shared-memory elements a line of `n` takes with its padding ([`pad`]).
+fn padded_len(n: usize, dtype: DType) -> usize {
+    pad(n.max(1) - 1, dtype) + 1
 }
 
 /// The split `(n1, n2)` of a one-pass length `n` along a strided axis (`inner > 1`) whose
@@ -184,15 +193,7 @@ pub fn split_strided(n: usize, dtype: DType) -> Option<(usize, usize)> {
     if !one_pass(n, dtype) || strided_lines(n, dtype) >= SECTOR / size {
         return None;
     }
-    let mut best: Option<(usize, usize)> = None;
-    let mut d = 2;
-    while d * d <= n {
-        if n.is_multiple_of(d) && one_pass(d, dtype) && one_pass(n / d, dtype) {
-            best = Some((n / d, d));
-        }
-        d += 1;
-    }
-    best
+    two_factors(n, dtype)
 }
 
 /// Lines per block of a one-pass length `n` with strided loads.
@@ -379,7 +380,7 @@ impl FftPass {
             return base;
         }
         let want = units / lines;
-        let p = pad(n.max(1) - 1, self.dtype) + 1;
+        let p = padded_len(n, self.dtype);
         let aligned = p + (want + units - p % units) % units;
         if lines * (aligned * size + LINE_EXTRA) > MAX_BLOCK_SHARED {
             return base;

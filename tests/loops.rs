@@ -949,3 +949,119 @@ fn a_function_computes_what_depends_only_on_captures_once(dev: &Device) {
         assert_close_f32(&got, &want, 1e-5);
     }
 }
+
+device_test!(traced_reductions_replay_a_graph);
+/// A traced step of reductions replays one recorded CUDA graph from its second call, with
+/// each call's inputs, and matches the host: a full sum of squares of 2^20 + 1 values
+/// (split over many blocks, with partials and counters the graph keeps), the argmax of
+/// those values (partial positions too), row maxima and column means of a 783 x 3 matrix
+/// (one chunk each). A cumulative sum (a scan, whose tile states are zeroed per launch)
+/// keeps running plainly.
+fn traced_reductions_replay_a_graph(dev: &Device) {
+    let _l = lock();
+    let n = (1 << 20) + 1;
+    let (rows, cols) = (783, 3);
+    let inputs = |k: u64| {
+        let mut xv: Vec<f32> = common::uniform(n, 11 + k, -1.0, 1.0)
+            .iter()
+            .map(|&v| v as f32)
+            .collect();
+        let peak = (k as usize * 100_003 + 7) % n;
+        xv[peak] = 3.0;
+        let mv = common::uniform(rows * cols, 29 + k, -5.0, 5.0);
+        let x = Array::from_vec_on(xv.clone(), &[n], dev).unwrap();
+        let m = Array::from_vec_on(mv.clone(), &[rows, cols], dev).unwrap();
+        (x, m, xv, peak, mv)
+    };
+    let (x0, m0, ..) = inputs(0);
+    let f = lf::Function::trace(&[&x0, &m0], |a| {
+        vec![
+            (&a[0] * &a[0]).sum(),
+            a[0].argmax(0),
+            a[1].max_axes(&[1], false),
+            (&a[1] * 2.0).mean_axes(&[0], false),
+        ]
+    })
+    .unwrap();
+    let calls = 5;
+    for k in 0..calls {
+        if k == 1 {
+            dev.synchronize().unwrap();
+            lf::reset_stats();
+        }
+        let (x, m, xv, peak, mv) = inputs(k);
+        let out = f.call(&[&x, &m]).unwrap();
+        drop((x, m));
+        let meta: Vec<(Vec<usize>, DType)> = out
+            .iter()
+            .map(|a| (a.shape().to_vec(), a.dtype()))
+            .collect();
+        assert_eq!(
+            meta,
+            [
+                (vec![], DType::F32),
+                (vec![], DType::I64),
+                (vec![rows], DType::F64),
+                (vec![cols], DType::F64),
+            ],
+            "call {k}"
+        );
+        let sumsq: f64 = xv.iter().map(|&v| v as f64 * v as f64).sum();
+        let got = out[0].item::<f32>().unwrap() as f64;
+        assert!(
+            (got - sumsq).abs() <= 1e-4 * sumsq,
+            "call {k}: sum of squares {got} vs {sumsq}"
+        );
+        assert_eq!(out[1].item::<i64>().unwrap(), peak as i64, "call {k}");
+        let rmax: Vec<f64> = mv
+            .chunks(cols)
+            .map(|r| r.iter().copied().fold(f64::NEG_INFINITY, f64::max))
+            .collect();
+        assert_eq!(
+            out[2].to_vec::<f64>().unwrap(),
+            rmax,
+            "call {k}: row maxima"
+        );
+        let cmean = out[3].to_vec::<f64>().unwrap();
+        for (j, g) in cmean.iter().enumerate() {
+            let w = (0..rows).map(|i| 2.0 * mv[i * cols + j]).sum::<f64>() / rows as f64;
+            assert!(
+                (g - w).abs() <= 1e-12,
+                "call {k}: column mean {j}: {g} vs {w}"
+            );
+        }
+    }
+    dev.synchronize().unwrap();
+    let s = lf::stats();
+    assert_eq!((s.plans, s.kernels_compiled), (0, 0), "calls never plan");
+    if dev.is_cuda() && graphs_on() {
+        assert_eq!(s.graph_captures, 1, "recorded once");
+        assert_eq!(s.graph_launches, calls - 1, "replayed from the second call");
+        assert_eq!(s.graph_fallbacks, 0);
+        assert!(f.is_graph());
+    } else {
+        assert_eq!(s.graph_launches, 0);
+        assert!(!f.is_graph());
+    }
+    // a scan runs plainly, call after call
+    let g = lf::Function::trace(&[&m0], |a| vec![a[0].cumsum(0) * 2.0]).unwrap();
+    for k in 0..3 {
+        let (_, m, _, _, mv) = inputs(10 + k);
+        let y = g.call(&[&m]).unwrap().remove(0);
+        assert_eq!((y.shape(), y.dtype()), (&[rows, cols][..], DType::F64));
+        let got = y.to_vec::<f64>().unwrap();
+        let mut acc = [0.0f64; 3];
+        for i in 0..rows {
+            for j in 0..cols {
+                acc[j] += mv[i * cols + j];
+                let w = 2.0 * acc[j];
+                let e = got[i * cols + j];
+                assert!(
+                    (e - w).abs() <= 1e-9 * w.abs().max(1.0),
+                    "scan call {k} ({i}, {j}): {e} vs {w}"
+                );
+            }
+        }
+    }
+    assert!(!g.is_graph(), "a scan runs plainly");
+}

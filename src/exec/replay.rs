@@ -94,8 +94,11 @@ impl GraphState {
             return None;
         };
         if !template.steps().iter().all(|s| match s {
-            // reduction launches take a per-launch split and workspace: run plainly
-            TStep::Kernel { kernel, .. } => kernel.reduce.is_none(),
+            // a scan needs freshly zeroed tile states at every launch: run plainly
+            // (reductions keep their partials and counters with the graph plan)
+            TStep::Kernel { kernel, .. } => kernel
+                .reduce
+                .is_none_or(|r| r.layout != lazyfuse_codegen::ReduceLayout::Scan),
             TStep::Fft { .. } => true,
             // fused transforms (generated passes with a prologue) run plainly for now
             _ => false,

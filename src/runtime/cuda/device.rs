@@ -706,9 +706,7 @@ impl CudaDevice {
             return self.launch_scan(me, p, opts, kernel, red, inputs, outputs, args);
         }
         let n = kernel.out_len(args);
-        let r = args.shape.get(1).copied().unwrap_or(0);
-        let cols = p.loaded.rendered.per_thread;
-        let (tpr, chunks, gx) = reduce_split(red.layout, n, r, cols, self.sm_count);
+        let (tpr, chunks, gx) = self.reduce_geometry(p, kernel, red, args);
         let mut launch = ReduceLaunch {
             threads_per_output: tpr,
             chunks,
@@ -732,6 +730,44 @@ impl CudaDevice {
         self.launch_at(k, blob, (gx, chunks), k.rendered.block.max(1))?;
         drop(partials);
         Ok(())
+    }
+
+    /// How a reduction launch of `p` (`kernel`, reducing as `red`, not a scan) over `args`
+    /// is split: (threads per output, chunks per output, blocks along x), see
+    /// [`reduce_split`]. With more than one chunk the launch needs `out_len * chunks`
+    /// partials and zeroed counters for its `gx` row blocks.
+    pub(super) fn reduce_geometry(
+        &self,
+        p: &Prepared,
+        kernel: &Kernel,
+        red: lazyfuse_codegen::Reduce,
+        args: &LaunchArgs,
+    ) -> (u32, u32, u32) {
+        let n = kernel.out_len(args);
+        let r = args.shape.get(1).copied().unwrap_or(0);
+        let cols = p.loaded.rendered.per_thread;
+        reduce_split(red.layout, n, r, cols, self.sm_count)
+    }
+
+    /// A buffer of `len` elements of `dtype` with every byte zero (cleared on this thread's
+    /// work stream, in order before any later launch there).
+    pub(super) fn alloc_zeroed(&self, dtype: DType, len: usize) -> Result<CudaBuffer> {
+        let buf = self.alloc(self.arc()?, dtype, len)?;
+        self.ctx
+            .bind_to_thread()
+            .map_err(driver_err("cuCtxGetCurrent"))?;
+        // SAFETY: `buf` holds `len` elements of `dtype`, all of which this clears, on the
+        // stream its later users are ordered on (the caller's work stream).
+        unsafe {
+            drv::memset_d8_async(
+                buf.device_ptr(),
+                0,
+                len * dtype.size(),
+                self.work_stream()?.cu_stream(),
+            )
+        }
+        .map_err(driver_err("cuMemsetD8Async"))?;
+        Ok(buf)
     }
 
     /// Launches scan kernel `k`: tiles of `BLOCK * per_thread` elements of each row, taken in
@@ -825,7 +861,7 @@ impl CudaDevice {
     }
 
     /// Launches `k` on a `grid` of `block`-thread blocks with the checked blob.
-    fn launch_at(
+    pub(super) fn launch_at(
         &self,
         k: &LoadedKernel,
         mut blob: Vec<u8>,
@@ -891,7 +927,7 @@ impl CudaDevice {
 
 /// The argument blob of a launch of `k`, checked against the size the driver reports for
 /// the kernel's parameter (or, where it reports none, zero-padded to the classic limit).
-fn checked_blob(k: &LoadedKernel, mut blob: Vec<u8>) -> Result<Vec<u8>> {
+pub(super) fn checked_blob(k: &LoadedKernel, mut blob: Vec<u8>) -> Result<Vec<u8>> {
     match k.param_size {
         Some(size) if size != blob.len() => {
             return Err(Error::internal(

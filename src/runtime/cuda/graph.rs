@@ -80,9 +80,25 @@ pub(crate) enum GraphStep<'a> {
 struct KernelNode {
     node: drv_sys::CUgraphNode,
     kernel: Arc<LoadedKernel>,
-    grid: u32,
+    grid: (u32, u32),
     block: u32,
     blob: Vec<u8>,
+}
+
+/// One launch of a kernel step: the loaded kernel, its checked argument blob, its grid
+/// (x, y) and block size.
+struct Launch {
+    kernel: Arc<LoadedKernel>,
+    blob: Vec<u8>,
+    grid: (u32, u32),
+    block: u32,
+}
+
+/// The partials of one split reduction step of a plan (see `CudaDevice::reduce_geometry`):
+/// kept while the plan has a recording, whose kernel node holds their addresses.
+struct ReduceScratch {
+    values: Option<CudaBuffer>,
+    positions: Option<CudaBuffer>,
 }
 
 /// An instantiated graph and its kernel nodes, in step order.
@@ -128,6 +144,11 @@ pub(crate) struct GraphPlan {
     dev: &'static CudaDevice,
     arena_spec: Vec<(DType, usize)>,
     arena: Vec<CudaBuffer>,
+    /// Per reduction step, in step order: its partials (none when it runs in one chunk).
+    scratch: Vec<ReduceScratch>,
+    /// Zeroed completion counters shared by the plan's split reductions (they run in
+    /// order and leave the counters zeroed), one per row block of the widest.
+    counters: Option<CudaBuffer>,
     /// The recordings, by the FFT addresses they were recorded with.
     recorded: Vec<(FftKey, Recorded)>,
     /// Graphs are off for this plan (ineligible, disabled, or a failure).
@@ -196,6 +217,8 @@ impl GraphPlan {
             dev,
             arena_spec: arena,
             arena: Vec::new(),
+            scratch: Vec::new(),
+            counters: None,
             recorded: Vec::new(),
             off,
             runs: 0,
@@ -248,6 +271,7 @@ impl GraphPlan {
                 .map(|&(d, n)| self.dev.alloc(me, d, n))
                 .collect::<Result<_>>()?;
         }
+        self.prepare_reductions(steps, ext)?;
         self.runs += 1;
         let key = self.fft_key(steps, ext)?;
         let mut at = self.recorded.iter().position(|(k, _)| *k == key);
@@ -279,8 +303,80 @@ impl GraphPlan {
             // Only a recorded graph needs its intermediates to stay put: otherwise they go
             // back to the pool (after the queued work), so a plan run once holds nothing.
             self.arena.clear();
+            self.scratch.clear();
+            self.counters = None;
         }
         result
+    }
+
+    /// Makes the partials and counters of the plan's split reductions (loading each
+    /// reduction kernel to learn its split). Scans are refused: each launch needs freshly
+    /// zeroed tile states.
+    fn prepare_reductions(&mut self, steps: &[GraphStep<'_>], ext: &[&CudaBuffer]) -> Result<()> {
+        let mut ri = 0;
+        let mut widest = 0u32;
+        for s in steps {
+            let GraphStep::Kernel {
+                kernel,
+                inputs,
+                args,
+                ..
+            } = s
+            else {
+                continue;
+            };
+            let Some(red) = kernel.reduce else { continue };
+            if red.layout == lazyfuse_codegen::ReduceLayout::Scan {
+                return Err(Error::internal("graph", "a scan in a graph plan"));
+            }
+            let ins: Vec<&CudaBuffer> = inputs
+                .iter()
+                .map(|&s| self.buf(s, ext))
+                .collect::<Result<_>>()?;
+            let geometry = match self.dev.check_and_load(kernel, &ins, args, None)? {
+                Some((p, _)) => self.dev.reduce_geometry(&p, kernel, red, args),
+                None => (1, 1, 0),
+            };
+            let (_, chunks, gx) = geometry;
+            let n = kernel.out_len(args) * chunks as usize;
+            let vd = kernel.values[red.value as usize].dtype;
+            let fits = |b: &Option<CudaBuffer>, d: DType| {
+                b.as_ref().is_some_and(|b| b.len() == n && b.dtype() == d)
+            };
+            if self.scratch.len() <= ri {
+                self.scratch.push(ReduceScratch {
+                    values: None,
+                    positions: None,
+                });
+            }
+            let me = self.dev.arc()?;
+            let sc = &mut self.scratch[ri];
+            if chunks > 1 {
+                widest = widest.max(gx);
+                if !fits(&sc.values, vd) {
+                    sc.values = Some(self.dev.alloc(me, vd, n)?);
+                }
+                if red.op.is_arg() && !fits(&sc.positions, DType::I64) {
+                    sc.positions = Some(self.dev.alloc(me, DType::I64, n)?);
+                }
+            } else {
+                *sc = ReduceScratch {
+                    values: None,
+                    positions: None,
+                };
+            }
+            ri += 1;
+        }
+        self.scratch.truncate(ri);
+        if widest > 0
+            && self
+                .counters
+                .as_ref()
+                .is_none_or(|c| c.len() < widest as usize)
+        {
+            self.counters = Some(self.dev.alloc_zeroed(DType::U32, widest as usize)?);
+        }
+        Ok(())
     }
 
     fn give_up(&mut self, e: &Error) {
@@ -319,42 +415,82 @@ impl GraphPlan {
         .ok_or_else(|| Error::internal("graph", format!("no buffer for {s:?}")))
     }
 
-    /// The argument blob of kernel step `kernel` over these buffers.
-    fn blob(
+    /// The launch of kernel step `kernel` over these buffers (`None`: it computes nothing);
+    /// a reduction (the `ri`-th of the plan) with its split, partials and counters
+    /// (`prepare_reductions`).
+    fn launch_of(
         &self,
         kernel: &Arc<Kernel>,
         inputs: &[Slot],
         outputs: &[Slot],
         args: &LaunchArgs,
         ext: &[&CudaBuffer],
-    ) -> Result<(Option<Arc<LoadedKernel>>, Vec<u8>)> {
+        ri: usize,
+    ) -> Result<Option<Launch>> {
         let ins: Vec<&CudaBuffer> = inputs
             .iter()
             .map(|&s| self.buf(s, ext))
             .collect::<Result<_>>()?;
+        let n = kernel.out_len(args);
         for &o in outputs {
             let b = self.buf(o, ext)?;
-            if b.len() != args.len() {
+            if b.len() != n {
                 return Err(Error::internal("graph", "output of the wrong length"));
             }
         }
         let Some((p, opts)) = self.dev.check_and_load(kernel, &ins, args, None)? else {
-            return Ok((None, Vec::new()));
+            return Ok(None);
         };
         let in_ptrs: SmallVec<[u64; 8]> = ins.iter().map(|b| b.device_ptr()).collect();
         let out_ptrs: SmallVec<[u64; 4]> = outputs
             .iter()
             .map(|&s| self.ptr(s, ext))
             .collect::<Result<_>>()?;
-        let blob = p.pack(
-            kernel,
-            &opts,
-            &in_ptrs,
-            &out_ptrs,
-            args,
-            &Default::default(),
-        )?;
-        Ok((Some(p.loaded), blob))
+        let Some(red) = kernel.reduce else {
+            let blob = p.pack(
+                kernel,
+                &opts,
+                &in_ptrs,
+                &out_ptrs,
+                args,
+                &Default::default(),
+            )?;
+            let (blob, grid, block) = self.dev.launch_shape(&p.loaded, blob, args.len())?;
+            return Ok(Some(Launch {
+                kernel: p.loaded,
+                blob,
+                grid: (grid, 1),
+                block,
+            }));
+        };
+        let (tpr, chunks, gx) = self.dev.reduce_geometry(&p, kernel, red, args);
+        let mut launch = lazyfuse_codegen::cuda::ReduceLaunch {
+            threads_per_output: tpr,
+            chunks,
+            ..Default::default()
+        };
+        if chunks > 1 {
+            let sc = self
+                .scratch
+                .get(ri)
+                .ok_or_else(|| Error::internal("graph", "reduction without partials"))?;
+            let ptr = |b: &Option<CudaBuffer>| b.as_ref().map_or(0, |b| b.device_ptr());
+            launch.workspace = ptr(&sc.values);
+            launch.workspace_idx = ptr(&sc.positions);
+            launch.counters = ptr(&self.counters);
+            if launch.workspace == 0 || launch.counters == 0 {
+                return Err(Error::internal("graph", "reduction without partials"));
+            }
+        }
+        let blob = p.pack(kernel, &opts, &in_ptrs, &out_ptrs, args, &launch)?;
+        let blob = super::device::checked_blob(&p.loaded, blob)?;
+        let block = p.loaded.rendered.block.max(1);
+        Ok(Some(Launch {
+            kernel: p.loaded,
+            blob,
+            grid: (gx, chunks),
+            block,
+        }))
     }
 
     /// Queues every step on the current work stream; while recording, collects the kernel
@@ -366,6 +502,7 @@ impl GraphPlan {
         mut nodes: Option<&mut Vec<KernelNode>>,
     ) -> Result<()> {
         let counting = nodes.is_none();
+        let mut ri = 0;
         for s in steps {
             match s {
                 GraphStep::Kernel {
@@ -374,20 +511,21 @@ impl GraphPlan {
                     outputs,
                     args,
                 } => {
-                    let (k, blob) = self.blob(kernel, inputs, outputs, args, ext)?;
-                    let Some(k) = k else { continue };
-                    let (blob, grid, block) = self.dev.launch_shape(&k, blob, args.len())?;
-                    self.dev.launch(&k, blob.clone(), args.len())?;
+                    let launch = self.launch_of(kernel, inputs, outputs, args, ext, ri)?;
+                    ri += usize::from(kernel.reduce.is_some());
+                    let Some(l) = launch else { continue };
+                    self.dev
+                        .launch_at(&l.kernel, l.blob.clone(), l.grid, l.block)?;
                     if counting {
                         bump::kernels_launched(1);
                     }
                     if let Some(nodes) = nodes.as_deref_mut() {
                         nodes.push(KernelNode {
                             node: last_captured_node()?,
-                            kernel: k,
-                            grid,
-                            block,
-                            blob,
+                            kernel: l.kernel,
+                            grid: l.grid,
+                            block: l.block,
+                            blob: l.blob,
                         });
                     }
                 }
@@ -492,6 +630,7 @@ impl GraphPlan {
     fn replay(&mut self, at: usize, steps: &[GraphStep<'_>], ext: &[&CudaBuffer]) -> Result<()> {
         let _range = crate::nvtx::range(c"lazyfuse.graph replay");
         let mut blobs = Vec::new();
+        let mut ri = 0;
         for s in steps {
             if let GraphStep::Kernel {
                 kernel,
@@ -500,9 +639,10 @@ impl GraphPlan {
                 args,
             } = s
             {
-                let (k, blob) = self.blob(kernel, inputs, outputs, args, ext)?;
-                if let Some(k) = k {
-                    blobs.push(self.dev.launch_shape(&k, blob, args.len())?.0);
+                let launch = self.launch_of(kernel, inputs, outputs, args, ext, ri)?;
+                ri += usize::from(kernel.reduce.is_some());
+                if let Some(l) = launch {
+                    blobs.push(l.blob);
                 }
             }
         }
@@ -527,8 +667,8 @@ impl GraphPlan {
             let mut params = [blob.as_mut_ptr() as *mut c_void];
             let p = drv_sys::CUDA_KERNEL_NODE_PARAMS {
                 func: kn.kernel.func.cu_function(),
-                gridDimX: kn.grid,
-                gridDimY: 1,
+                gridDimX: kn.grid.0,
+                gridDimY: kn.grid.1,
                 gridDimZ: 1,
                 blockDimX: kn.block,
                 blockDimY: 1,

@@ -293,6 +293,37 @@ fn run_psf(dev: &Device, quick: bool) -> lf::Result<()> {
             row("psf", n, "lazyfuse-generated-fft", t, &note);
             lf::set_fft_backend(before);
         }
+        // traced over the pupil's coordinate vector: the whole pipeline per call, a CUDA
+        // graph on a GPU; with cuFFT (or the measured choice) and, on CUDA, with the
+        // generated passes and the kernels fused into them
+        let backends: &[lf::FftBackend] = match dev.is_cuda() {
+            true => &[lf::FftBackend::Auto, lf::FftBackend::Generated],
+            false => &[lf::FftBackend::Auto],
+        };
+        for &b in backends {
+            let before = lf::set_fft_backend(b);
+            let x = Array::linspace_on(-1.0, 1.0, n, DType::F32, dev);
+            x.eval()?;
+            let f = lf::Function::trace(&[&x], |a| vec![common::psf_of(&a[0])])?;
+            let (iters, reps) = match (n, dev.is_cuda()) {
+                (2048, _) => (5, 5),
+                (_, true) => (50, 7),
+                (512, false) => (2, 3),
+                _ => (5, 5),
+            };
+            let t = bench(dev, iters, reps, |_| drop(f.call(&[&x]).expect("call")));
+            let name = match b {
+                lf::FftBackend::Generated => "lazyfuse-graph-generated-fft",
+                _ => "lazyfuse-graph",
+            };
+            let how = if f.is_graph() {
+                "traced, CUDA graph"
+            } else {
+                "traced"
+            };
+            row("psf", n, name, t, how);
+            lf::set_fft_backend(before);
+        }
     }
     Ok(())
 }
@@ -343,6 +374,42 @@ fn run_grad(dev: &Device, quick: bool) -> lf::Result<()> {
             vec![loss, g[0].clone()]
         })?;
         let (iters, reps) = if dev.is_cuda() { (20, 7) } else { (3, 3) };
+        if dev.is_cuda() {
+            // the same traced steps with the generated passes and the kernels fused into them
+            let before = lf::set_fft_backend(lf::FftBackend::Generated);
+            let (ap4, tg4) = (aperture.clone(), target.clone());
+            let fwd_g = lf::Function::trace(&[&phase], move |x: &[Array]| {
+                vec![psf_loss(&ap4, &x[0], &tg4)]
+            })?;
+            let (ap5, tg5) = (aperture.clone(), target.clone());
+            let both_g = lf::Function::trace(&[&phase], move |x: &[Array]| {
+                let loss = psf_loss(&ap5, &x[0], &tg5);
+                let g = lf::grad(&loss, &[&x[0]]).expect("gradient");
+                vec![loss, g[0].clone()]
+            })?;
+            let t_f = bench(dev, iters, reps, |_| {
+                drop(fwd_g.call(&[&phase]).expect("call"))
+            });
+            let t_b = bench(dev, iters, reps, |_| {
+                drop(both_g.call(&[&phase]).expect("call"))
+            });
+            let graph = |f: &lf::Function| if f.is_graph() { "CUDA graph" } else { "plain" };
+            row(
+                "grad",
+                n,
+                "lazyfuse-graph-generated-fft forward",
+                t_f,
+                &format!("traced, {}", graph(&fwd_g)),
+            );
+            row(
+                "grad",
+                n,
+                "lazyfuse-graph-generated-fft value+grad",
+                t_b,
+                &format!("traced, {}; {:.2}x the forward", graph(&both_g), t_b / t_f),
+            );
+            lf::set_fft_backend(before);
+        }
         let t_fwd = bench(dev, iters, reps, |_| {
             drop(fwd.call(&[&phase]).expect("call"))
         });
@@ -351,7 +418,7 @@ fn run_grad(dev: &Device, quick: bool) -> lf::Result<()> {
             n,
             "lazyfuse-graph forward",
             t_fwd,
-            "psf-fit loss, traced",
+            &format!("psf-fit loss, traced, is_graph {}", fwd.is_graph()),
         );
         let t_both = bench(dev, iters, reps, |_| {
             drop(both.call(&[&phase]).expect("call"))
@@ -438,6 +505,32 @@ fn run_sim(dev: &Device, quick: bool) -> lf::Result<()> {
                 ("lazyfuse-graph-c2c", "C2C")
             };
             row("sim100", n, name, t, &format!("{how}, {plan}"));
+        }
+        if dev.is_cuda() {
+            // complex transforms as generated passes, the step's kernels fused into them
+            lf::set_real_fft(false);
+            let fft_before = lf::set_fft_backend(lf::FftBackend::Generated);
+            let m = mult.clone();
+            let f = lf::Function::trace(&[&u0], move |x| vec![common::sim_step(&x[0], &m, dt)])?;
+            let t = bench(dev, 1, 5, |_| {
+                let mut u = u0.clone();
+                for _ in 0..steps {
+                    u = f.call(&[&u]).expect("call").remove(0);
+                }
+            });
+            let how = if f.is_graph() {
+                "CUDA graph per step"
+            } else {
+                "plain launches"
+            };
+            row(
+                "sim100",
+                n,
+                "lazyfuse-graph-generated-fft",
+                t,
+                &format!("traced Function, {how}, C2C generated passes"),
+            );
+            lf::set_fft_backend(fft_before);
         }
         lf::set_real_fft_mode(before);
     }

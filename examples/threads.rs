@@ -15,21 +15,6 @@ fn ten(a: &Array, b: &Array) -> Array {
     ((((a + b) * 2.0 - 1.0).sin() * b).exp() + a).sqrt().abs() * 3.0 - b
 }
 
-/// The psf pipeline of `common::psf` from the pupil's coordinate vector `x` (n values).
-fn psf_of(x: &Array) -> Array {
-    let n = x.shape()[0];
-    let g = lf::meshgrid(&[x, x], lf::Indexing::Xy);
-    let (xx, yy) = (&g[0], &g[1]);
-    let rho = (xx.square() + yy.square()).sqrt();
-    let phase = rho.square() * yy.atan2(xx).cos();
-    let wave = (phase * (2.0 * std::f64::consts::PI) * lf::c64::i()).exp();
-    let pupil = lf::where_(&rho.gt(1.0), lf::c64::new(0.0, 0.0), &wave);
-    let p = n / 2;
-    let padded = pupil.pad(&[(p, p), (p, p)], 0.0);
-    let field = lf::fft::fftshift(&lf::fft::fft2(&lf::fft::ifftshift(&padded, None)), None);
-    field.abs().square()
-}
-
 /// Runs `work` (one call per invocation, given the thread's index) on `threads` threads for
 /// about `secs`, after a warm-up; calls per second over all threads.
 fn throughput(
@@ -88,7 +73,7 @@ fn main() -> lf::Result<()> {
         let dev = lf::default_device();
         let x = Array::linspace_on(-1.0, 1.0 + 1e-3 * k as f64, 128, DType::F32, &dev);
         x.eval().expect("eval");
-        let f = lf::Function::trace(&[&x], |xs| vec![psf_of(&xs[0])]).expect("trace");
+        let f = lf::Function::trace(&[&x], |xs| vec![common::psf_of(&xs[0])]).expect("trace");
         Box::new(move || drop(f.call(&[&x]).expect("call")))
     };
     type Make<'a> = &'a (dyn Fn(usize) -> Box<dyn FnMut() + Send> + Sync);

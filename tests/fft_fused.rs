@@ -223,8 +223,14 @@ fn cufft_backend_keeps_the_plan(_: &Device) {
     assert_eq!(kernels.unwrap(), 2);
 }
 
+fn graphs_on() -> bool {
+    std::env::var("LAZYFUSE_GRAPHS").map_or(true, |v| v.trim() != "0")
+}
+
 device_test!(traced_function_runs_the_fused_transform);
-fn traced_function_runs_the_fused_transform(_: &Device) {
+/// Call after call with new inputs, and on CUDA from the second call as one recorded
+/// graph whose kernel nodes (the passes) are pointed at each call's buffers.
+fn traced_function_runs_the_fused_transform(dev: &Device) {
     generated(|| {
         // a pupil phase as the input: its exponential, padding and shift feed the
         // transform's first pass on CUDA, call after call
@@ -237,10 +243,37 @@ fn traced_function_runs_the_fused_transform(_: &Device) {
             vec![lf::fft::fftshift(&field, None).abs().square()]
         })
         .unwrap();
-        for k in 0..3 {
+        let calls = 5;
+        let mut outs = Vec::new();
+        for k in 0..calls {
             let p = &phase * (1.0 + k as f64);
-            let got: Vec<f32> = f.call(&[&p]).unwrap()[0].to_vec().unwrap();
-            let wave = (&p * (2.0 * PI) * lf::c64::i()).exp();
+            p.eval().unwrap();
+            if k == 1 {
+                dev.synchronize().unwrap();
+                lf::reset_stats();
+            }
+            outs.push((f.call(&[&p]).unwrap().remove(0), p));
+        }
+        dev.synchronize().unwrap();
+        let s = lf::stats();
+        if dev.is_cuda() && graphs_on() {
+            assert!(f.is_graph(), "the fused transform replays a graph");
+            assert_eq!(s.graph_captures, 1, "recorded once");
+            assert_eq!(s.graph_launches, calls - 1, "replayed from the second call");
+            assert_eq!(s.graph_fallbacks, 0);
+        }
+        // one transform per call, no kernel besides its passes (CUDA)
+        assert_eq!(s.library_calls, calls - 1);
+        if dev.is_cuda() {
+            assert_eq!(s.kernels_launched, 0);
+        }
+        for (k, (out, p)) in outs.iter().enumerate() {
+            assert_eq!(
+                (out.shape(), out.dtype()),
+                (&[2 * n, 2 * n][..], DType::F32)
+            );
+            let got: Vec<f32> = out.to_vec().unwrap();
+            let wave = (p * (2.0 * PI) * lf::c64::i()).exp();
             let padded = wave.pad(&[(n / 2, n / 2), (n / 2, n / 2)], 0.0);
             let want: Vec<f32> = lf::with_fusion(false, || {
                 let field = lf::fft::fft2(&lf::fft::ifftshift(&padded, None));

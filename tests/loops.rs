@@ -94,17 +94,10 @@ fn generated_transforms(dev: &lf::Device, n: usize) -> (bool, bool) {
     (runs(&fwd), runs(&inv))
 }
 
-/// Whether the step's complex transforms run as generated passes with kernels fused in
-/// (CUDA, C2C): such steps run step by step, not as a replayed CUDA graph
-/// (`tests/fft_fused.rs`).
-fn fused_fft(dev: &lf::Device, n: usize) -> bool {
-    let (fwd, inv) = generated_transforms(dev, n);
-    !lf::real_fft_enabled_for(dev, n * n) && (fwd || inv)
-}
-
-/// Whether the step replays a CUDA graph once recorded.
-fn replays(dev: &lf::Device, n: usize) -> bool {
-    dev.is_cuda() && graphs_on() && !fused_fft(dev, n)
+/// Whether the step replays a CUDA graph once recorded (generated passes with kernels
+/// fused in included: each pass is a kernel node).
+fn replays(dev: &lf::Device) -> bool {
+    dev.is_cuda() && graphs_on()
 }
 
 /// One step of the simulation, lazily.
@@ -242,7 +235,7 @@ fn eval_loop_plans_once_compiles_once_and_stays_flat(dev: &Device) {
     // times the multiplier (one kernel), C2R
     assert_eq!(s.kernels_launched, kernels_per_step(dev, n) * total as u64);
     assert_eq!(s.library_calls, 2 * total as u64);
-    if replays(dev, n) {
+    if replays(dev) {
         // recorded during the warm-up; every measured step is one graph launch
         assert_eq!(s.graph_captures, 0);
         assert_eq!(s.graph_launches, total as u64);
@@ -490,7 +483,7 @@ fn function_matches_the_eval_loop_and_replays(dev: &Device) {
     );
     assert_eq!(s.evals, total as u64);
     assert_eq!(live(dev), live1, "memory held after the calls differs");
-    if replays(dev, n) {
+    if replays(dev) {
         // one recording; with the real-FFT plan the C2R writes the result, into one of
         // two result sets the graph owns, recorded on the second and third calls
         let recordings = if lf::real_fft_enabled_for(dev, n * n) {
@@ -557,7 +550,7 @@ fn both_fft_plans_of_the_step_match_the_oracle_when_replayed(dev: &Device) {
             w.eval().unwrap();
         }
         check_close(&w, &want, n, 2e-5);
-        if replays(dev, n) {
+        if replays(dev) {
             assert!(f.is_graph(), "real plan {real}: the step replays a graph");
         }
     }

@@ -20,8 +20,14 @@ pub fn device_arg(args: &[String]) -> lf::Result<Device> {
 /// `dev` (BENCH.md `psf`): pupil phase -> complex pupil -> zero padding -> fft2 with shifts
 /// -> intensity.
 pub fn psf(n: usize, dev: &Device) -> Array {
-    let x = Array::linspace_on(-1.0, 1.0, n, DType::F32, dev);
-    let g = lf::meshgrid(&[&x, &x], lf::Indexing::Xy);
+    psf_of(&Array::linspace_on(-1.0, 1.0, n, DType::F32, dev))
+}
+
+/// The pipeline of [`psf`] from the pupil's coordinate vector `x` (n values): a traced
+/// `Function` of `x` runs the whole pipeline per call.
+pub fn psf_of(x: &Array) -> Array {
+    let n = x.shape()[0];
+    let g = lf::meshgrid(&[x, x], lf::Indexing::Xy);
     let (xx, yy) = (&g[0], &g[1]);
     let rho = (xx.square() + yy.square()).sqrt();
     let phi = yy.atan2(xx);

@@ -6,7 +6,7 @@
 use super::{PosSlot, Res};
 use crate::graph::FxBuild;
 use crate::graph::{Node, Op};
-use crate::runtime::cuda::graph::{GraphPlan, GraphStep, Slot};
+use crate::runtime::cuda::graph::{FusedEpi, GraphPlan, GraphStep, Slot};
 use crate::runtime::cuda::{CudaBuffer, CudaDevice};
 use crate::runtime::Buffer;
 use crate::schedule::{TStep, Template};
@@ -99,8 +99,8 @@ impl GraphState {
             TStep::Kernel { kernel, .. } => kernel
                 .reduce
                 .is_none_or(|r| r.layout != lazyfuse_codegen::ReduceLayout::Scan),
-            TStep::Fft { .. } => true,
-            // fused transforms (generated passes with a prologue) run plainly for now
+            // cuFFT, and generated passes with fused work (each pass a kernel node)
+            TStep::Fft { .. } | TStep::FftFused { .. } => true,
             _ => false,
         }) {
             return None;
@@ -212,20 +212,22 @@ impl GraphState {
 
     /// The steps with empty arguments (for the eligibility check).
     fn steps_without_args<'a>(&'a self, t: &'a Template) -> Result<Vec<GraphStep<'a>>> {
-        self.steps(t, &vec![NO_ARGS; t.steps().len()], &[], &self.staged)
+        self.steps(t, &vec![NO_ARGS; t.steps().len()], &[], &[], &self.staged)
     }
 
-    /// The graph steps of `t` with each kernel step's arguments from `args` and FFT
-    /// shapes from `nodes` (empty: shapes unknown, for the eligibility check).
+    /// The graph steps of `t` with each kernel step's arguments from `args`, FFT shapes
+    /// from `shapes` and each fused transform's prologue and epilogue arguments from
+    /// `fused` (both empty: unknown, for the eligibility check).
     fn steps<'a>(
         &self,
         t: &'a Template,
         args: &[&'a lazyfuse_codegen::LaunchArgs],
         shapes: &'a [(Vec<usize>, Vec<usize>, crate::graph::FftSpec)],
+        fused: &[FusedArgs<'a>],
         staged: &'a Staged,
     ) -> Result<Vec<GraphStep<'a>>> {
         let mut out = Vec::new();
-        let mut f = 0;
+        let (mut f, mut fi) = (0, 0);
         for (i, s) in t.steps().iter().enumerate() {
             match s {
                 TStep::Kernel {
@@ -272,6 +274,48 @@ impl GraphState {
                         });
                     }
                 }
+                TStep::FftFused {
+                    kernel,
+                    inputs,
+                    shape,
+                    spec,
+                    dst,
+                    epilogue,
+                    ..
+                } => {
+                    let (pro_args, epi_args) = fused.get(fi).copied().unwrap_or((NO_ARGS, None));
+                    fi += 1;
+                    let epilogue = match epilogue {
+                        Some(e) => Some(FusedEpi {
+                            kernel: &e.kernel,
+                            inputs: e
+                                .inputs
+                                .iter()
+                                .enumerate()
+                                .map(|(k, &p)| match k as u32 == e.value_input {
+                                    true => Ok(None),
+                                    false => self.slot(p).map(Some),
+                                })
+                                .collect::<Result<_>>()?,
+                            value_input: e.value_input,
+                            shift_param: e.shift_param,
+                            args: epi_args.unwrap_or(NO_ARGS),
+                        }),
+                        None => None,
+                    };
+                    out.push(GraphStep::FftFused {
+                        spec,
+                        prologue: kernel,
+                        inputs: inputs
+                            .iter()
+                            .map(|&p| self.slot(p))
+                            .collect::<Result<SmallVec<_>>>()?,
+                        args: pro_args,
+                        dst: self.slot(epilogue_out(s).unwrap_or(*dst))?,
+                        epilogue,
+                        shape,
+                    });
+                }
                 _ => return Err(Error::internal("Function", "step kind without graph")),
             }
         }
@@ -290,6 +334,7 @@ impl GraphState {
         // kernel arguments (from the bound schedule) and FFT shapes, in step order
         let mut args = Vec::with_capacity(sched.steps.len());
         let mut ffts = Vec::new();
+        let mut fused: Vec<FusedArgs> = Vec::new();
         let no_args = NO_ARGS;
         for s in &sched.steps {
             match s {
@@ -299,6 +344,10 @@ impl GraphState {
                         return Err(Error::internal("Function", "fft step on a non-fft node"));
                     };
                     ffts.push((src.shape.to_vec(), dst.shape.to_vec(), (**spec).clone()));
+                    args.push(no_args);
+                }
+                super::Step::FftFused(ff) => {
+                    fused.push((&ff.args, ff.epilogue.as_ref().map(|e| &e.args)));
                     args.push(no_args);
                 }
                 _ => args.push(no_args),
@@ -311,6 +360,7 @@ impl GraphState {
             template,
             &args,
             &ffts,
+            &fused,
             if set.is_some() { &none } else { &staged },
         )?;
         // buffers: inputs, fresh results, fixed
@@ -577,3 +627,20 @@ const NO_ARGS: &lazyfuse_codegen::LaunchArgs = &lazyfuse_codegen::LaunchArgs {
     shape: SmallVec::new_const(),
     params: SmallVec::new_const(),
 };
+
+/// A fused transform's prologue and epilogue launch arguments.
+type FusedArgs<'a> = (
+    &'a lazyfuse_codegen::LaunchArgs,
+    Option<&'a lazyfuse_codegen::LaunchArgs>,
+);
+
+/// The epilogue output of a fused transform step (what it computes when an epilogue
+/// consumes the transform).
+fn epilogue_out(s: &TStep) -> Option<usize> {
+    match s {
+        TStep::FftFused {
+            epilogue: Some(e), ..
+        } => Some(e.out),
+        _ => None,
+    }
+}

@@ -850,16 +850,6 @@ impl CudaDevice {
         self.launch_at(k, blob, (grid, 1), block)
     }
 
-    /// Launches `k` (a kernel not made from the IR: a generated FFT pass) on `grid` blocks
-    /// of its rendered block size with the packed `blob`, checked against the kernel's
-    /// parameter size. The caller guarantees that every pointer in `blob` belongs to a live
-    /// buffer of this device, ordered on the work stream, holding every element the
-    /// kernel's arguments address.
-    pub(super) fn launch_grid(&self, k: &LoadedKernel, blob: Vec<u8>, grid: u32) -> Result<()> {
-        let blob = checked_blob(k, blob)?;
-        self.launch_at(k, blob, (grid, 1), k.rendered.block.max(1))
-    }
-
     /// Launches `k` on a `grid` of `block`-thread blocks with the checked blob.
     pub(super) fn launch_at(
         &self,

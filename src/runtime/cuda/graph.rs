@@ -74,6 +74,39 @@ pub(crate) enum GraphStep<'a> {
         /// transform may overwrite it.
         clobber: bool,
     },
+    /// A C2C transform run as generated passes, its input computed in the first pass by
+    /// `prologue` and, with `epilogue`, its consumer in the last: every pass is a kernel
+    /// node, so each replay points it at that run's buffers.
+    FftFused {
+        spec: &'a FftSpec,
+        prologue: &'a Arc<Kernel>,
+        inputs: SmallVec<[Slot; 8]>,
+        args: &'a LaunchArgs,
+        epilogue: Option<FusedEpi<'a>>,
+        /// The step's result: the transform, or the epilogue's output.
+        dst: Slot,
+        /// The transform's shape (input and output).
+        shape: &'a [usize],
+    },
+}
+
+/// The consumer fused into the last pass of a [`GraphStep::FftFused`].
+pub(crate) struct FusedEpi<'a> {
+    pub(crate) kernel: &'a Arc<Kernel>,
+    /// Its inputs; `None` at `value_input`, the transform.
+    pub(crate) inputs: SmallVec<[Option<Slot>; 8]>,
+    pub(crate) value_input: u32,
+    pub(crate) shift_param: u32,
+    pub(crate) args: &'a LaunchArgs,
+}
+
+/// The buffers one fused transform step of a plan keeps while the plan has a recording:
+/// its passes' work buffer and, when an epilogue stores the result, the transform's own
+/// output (which then only holds the passes before the last).
+#[derive(Default)]
+struct FusedScratch {
+    work: Option<CudaBuffer>,
+    out: Option<CudaBuffer>,
 }
 
 /// A recorded kernel node and what its arguments were last set to.
@@ -149,6 +182,8 @@ pub(crate) struct GraphPlan {
     /// Zeroed completion counters shared by the plan's split reductions (they run in
     /// order and leave the counters zeroed), one per row block of the widest.
     counters: Option<CudaBuffer>,
+    /// Per fused transform step, in step order.
+    fused: Vec<FusedScratch>,
     /// The recordings, by the FFT addresses they were recorded with.
     recorded: Vec<(FftKey, Recorded)>,
     /// Graphs are off for this plan (ineligible, disabled, or a failure).
@@ -219,6 +254,7 @@ impl GraphPlan {
             arena: Vec::new(),
             scratch: Vec::new(),
             counters: None,
+            fused: Vec::new(),
             recorded: Vec::new(),
             off,
             runs: 0,
@@ -257,7 +293,7 @@ impl GraphPlan {
             };
             match s {
                 GraphStep::Kernel { outputs, .. } => outputs.iter().for_each(&mut mark),
-                GraphStep::Fft { dst, .. } => mark(dst),
+                GraphStep::Fft { dst, .. } | GraphStep::FftFused { dst, .. } => mark(dst),
             }
         }
         for (b, w) in ext.iter().zip(&written) {
@@ -272,6 +308,7 @@ impl GraphPlan {
                 .collect::<Result<_>>()?;
         }
         self.prepare_reductions(steps, ext)?;
+        self.prepare_fused(steps)?;
         self.runs += 1;
         let key = self.fft_key(steps, ext)?;
         let mut at = self.recorded.iter().position(|(k, _)| *k == key);
@@ -305,8 +342,186 @@ impl GraphPlan {
             self.arena.clear();
             self.scratch.clear();
             self.counters = None;
+            self.fused.clear();
         }
         result
+    }
+
+    /// Makes the work buffers and transform outputs of the plan's fused transforms.
+    fn prepare_fused(&mut self, steps: &[GraphStep<'_>]) -> Result<()> {
+        let mut fi = 0;
+        for s in steps {
+            let GraphStep::FftFused {
+                spec,
+                prologue,
+                epilogue,
+                shape,
+                ..
+            } = s
+            else {
+                continue;
+            };
+            let dtype = fused_dtype(prologue)?;
+            let n: usize = shape.iter().product();
+            let work = CudaDevice::fused_work_len(spec, shape, dtype).unwrap_or(0);
+            if self.fused.len() <= fi {
+                self.fused.push(FusedScratch::default());
+            }
+            let me = self.dev.arc()?;
+            let sc = &mut self.fused[fi];
+            let fits = |b: &Option<CudaBuffer>, len: usize| {
+                b.as_ref()
+                    .is_some_and(|b| b.len() == len && b.dtype() == dtype)
+            };
+            if work == 0 {
+                sc.work = None;
+            } else if !fits(&sc.work, work) {
+                sc.work = Some(self.dev.alloc(me, dtype, work)?);
+            }
+            if epilogue.is_none() {
+                sc.out = None;
+            } else if !fits(&sc.out, n) {
+                sc.out = Some(self.dev.alloc(me, dtype, n)?);
+            }
+            fi += 1;
+        }
+        self.fused.truncate(fi);
+        Ok(())
+    }
+
+    /// The buffers of fused transform step `s` (the `fi`-th of the plan): the prologue's
+    /// inputs, the transform's output, the epilogue's inputs (`None` for the transform)
+    /// and its output.
+    #[allow(clippy::type_complexity)]
+    fn fused_buffers<'b>(
+        &'b self,
+        s: &GraphStep<'_>,
+        ext: &[&'b CudaBuffer],
+        fi: usize,
+    ) -> Result<(
+        SmallVec<[&'b CudaBuffer; 8]>,
+        &'b CudaBuffer,
+        SmallVec<[Option<&'b CudaBuffer>; 8]>,
+        Option<&'b CudaBuffer>,
+    )> {
+        let GraphStep::FftFused {
+            inputs,
+            epilogue,
+            dst,
+            ..
+        } = s
+        else {
+            return Err(Error::internal("graph", "not a fused transform"));
+        };
+        let ins = inputs
+            .iter()
+            .map(|&s| self.buf(s, ext))
+            .collect::<Result<_>>()?;
+        let dst = self.buf(*dst, ext)?;
+        let Some(e) = epilogue else {
+            return Ok((ins, dst, SmallVec::new(), None));
+        };
+        let out = self
+            .fused
+            .get(fi)
+            .and_then(|sc| sc.out.as_ref())
+            .ok_or_else(|| Error::internal("graph", "fused transform without its output"))?;
+        let epi_ins = e
+            .inputs
+            .iter()
+            .map(|s| s.map(|s| self.buf(s, ext)).transpose())
+            .collect::<Result<_>>()?;
+        Ok((ins, out, epi_ins, Some(dst)))
+    }
+
+    /// The pass launches of fused transform step `s` (the `fi`-th of the plan) over these
+    /// buffers; `None` when the generated passes cannot run it now.
+    fn fused_launches(
+        &self,
+        s: &GraphStep<'_>,
+        ext: &[&CudaBuffer],
+        fi: usize,
+    ) -> Result<Option<Vec<super::fft::PassLaunch>>> {
+        let GraphStep::FftFused {
+            spec,
+            prologue,
+            args,
+            epilogue,
+            shape,
+            ..
+        } = s
+        else {
+            return Err(Error::internal("graph", "not a fused transform"));
+        };
+        let (ins, out, epi_ins, epi_out) = self.fused_buffers(s, ext, fi)?;
+        let pro = super::Prologue {
+            kernel: prologue,
+            inputs: &ins,
+            args,
+        };
+        let epi = match (epilogue, epi_out) {
+            (Some(e), Some(o)) => Some(super::Epilogue {
+                kernel: e.kernel,
+                inputs: &epi_ins,
+                value_input: e.value_input,
+                shift_param: e.shift_param,
+                args: e.args,
+                out: o,
+            }),
+            _ => None,
+        };
+        let work = self.fused.get(fi).and_then(|sc| sc.work.as_ref());
+        self.dev.fused_pass_launches(
+            spec,
+            &pro,
+            epi.as_ref(),
+            out,
+            shape,
+            fused_dtype(prologue)?,
+            work,
+        )
+    }
+
+    /// Fused transform step `s` (the `fi`-th) as the kernels and the transform apart, for
+    /// a run outside a recording when the generated passes cannot run it: the prologue
+    /// into a fresh buffer, the transform into the step's output, the epilogue from it.
+    fn fused_apart(&self, s: &GraphStep<'_>, ext: &[&CudaBuffer], fi: usize) -> Result<()> {
+        let GraphStep::FftFused {
+            spec,
+            prologue,
+            args,
+            epilogue,
+            shape,
+            ..
+        } = s
+        else {
+            return Err(Error::internal("graph", "not a fused transform"));
+        };
+        let (ins, out, epi_ins, epi_out) = self.fused_buffers(s, ext, fi)?;
+        let input = self
+            .dev
+            .run_kernel_shared(prologue, &ins, args)?
+            .into_iter()
+            .next()
+            .ok_or_else(|| Error::internal("graph", "prologue without output"))?;
+        self.dev.fft_into(spec, &input, out, shape, shape, true)?;
+        let (Some(e), Some(dst)) = (epilogue, epi_out) else {
+            return Ok(());
+        };
+        let ins: SmallVec<[&CudaBuffer; 8]> = epi_ins.iter().map(|b| b.unwrap_or(out)).collect();
+        let Some((p, opts)) = self.dev.check_and_load(e.kernel, &ins, e.args, None)? else {
+            return Ok(());
+        };
+        let in_ptrs: SmallVec<[u64; 8]> = ins.iter().map(|b| b.device_ptr()).collect();
+        let blob = p.pack(
+            e.kernel,
+            &opts,
+            &in_ptrs,
+            &[dst.device_ptr()],
+            e.args,
+            &Default::default(),
+        )?;
+        self.dev.launch(&p.loaded, blob, e.args.len())
     }
 
     /// Makes the partials and counters of the plan's split reductions (loading each
@@ -502,7 +717,7 @@ impl GraphPlan {
         mut nodes: Option<&mut Vec<KernelNode>>,
     ) -> Result<()> {
         let counting = nodes.is_none();
-        let mut ri = 0;
+        let (mut ri, mut fi) = (0, 0);
         for s in steps {
             match s {
                 GraphStep::Kernel {
@@ -527,6 +742,43 @@ impl GraphPlan {
                             block: l.block,
                             blob: l.blob,
                         });
+                    }
+                }
+                GraphStep::FftFused { spec, .. } => {
+                    let launches = self.fused_launches(s, ext, fi)?;
+                    let _range =
+                        crate::nvtx::range_with(|| format!("lazyfuse.{} fused", spec.label()));
+                    match (launches, nodes.as_deref_mut()) {
+                        (Some(ls), mut nodes) => {
+                            for l in ls {
+                                self.dev.launch_at(
+                                    &l.kernel,
+                                    l.blob.clone(),
+                                    (l.grid, 1),
+                                    l.block,
+                                )?;
+                                if let Some(nodes) = nodes.as_deref_mut() {
+                                    nodes.push(KernelNode {
+                                        node: last_captured_node()?,
+                                        kernel: l.kernel,
+                                        grid: (l.grid, 1),
+                                        block: l.block,
+                                        blob: l.blob,
+                                    });
+                                }
+                            }
+                        }
+                        (None, None) => self.fused_apart(s, ext, fi)?,
+                        (None, Some(_)) => {
+                            return Err(Error::internal(
+                                "graph",
+                                "the generated passes cannot record this transform now",
+                            ))
+                        }
+                    }
+                    fi += 1;
+                    if counting {
+                        bump::library_calls(1);
                     }
                 }
                 GraphStep::Fft {
@@ -630,20 +882,32 @@ impl GraphPlan {
     fn replay(&mut self, at: usize, steps: &[GraphStep<'_>], ext: &[&CudaBuffer]) -> Result<()> {
         let _range = crate::nvtx::range(c"lazyfuse.graph replay");
         let mut blobs = Vec::new();
-        let mut ri = 0;
+        let (mut ri, mut fi) = (0, 0);
+        // kernel steps' launches (a fused transform's passes count as its library call)
+        let mut ours = 0;
         for s in steps {
-            if let GraphStep::Kernel {
-                kernel,
-                inputs,
-                outputs,
-                args,
-            } = s
-            {
-                let launch = self.launch_of(kernel, inputs, outputs, args, ext, ri)?;
-                ri += usize::from(kernel.reduce.is_some());
-                if let Some(l) = launch {
-                    blobs.push(l.blob);
+            match s {
+                GraphStep::Kernel {
+                    kernel,
+                    inputs,
+                    outputs,
+                    args,
+                } => {
+                    let launch = self.launch_of(kernel, inputs, outputs, args, ext, ri)?;
+                    ri += usize::from(kernel.reduce.is_some());
+                    if let Some(l) = launch {
+                        blobs.push(l.blob);
+                        ours += 1;
+                    }
                 }
+                GraphStep::FftFused { .. } => {
+                    let launches = self.fused_launches(s, ext, fi)?.ok_or_else(|| {
+                        Error::internal("graph", "the generated passes cannot run now")
+                    })?;
+                    fi += 1;
+                    blobs.extend(launches.into_iter().map(|l| l.blob));
+                }
+                GraphStep::Fft { .. } => {}
             }
         }
         let rec = self
@@ -658,9 +922,7 @@ impl GraphPlan {
             .ctx
             .bind_to_thread()
             .map_err(driver_err("cuCtxGetCurrent"))?;
-        let mut n_kernels = 0;
         for (kn, mut blob) in rec.kernels.iter_mut().zip(blobs) {
-            n_kernels += 1;
             if blob == kn.blob {
                 continue;
             }
@@ -713,11 +975,11 @@ impl GraphPlan {
         }
         launch()?;
         bump::graph_launches(1);
-        bump::kernels_launched(n_kernels);
+        bump::kernels_launched(ours);
         bump::library_calls(
             steps
                 .iter()
-                .filter(|s| matches!(s, GraphStep::Fft { .. }))
+                .filter(|s| matches!(s, GraphStep::Fft { .. } | GraphStep::FftFused { .. }))
                 .count() as u64,
         );
         Ok(())
@@ -809,4 +1071,13 @@ fn last_captured_node() -> Result<drv_sys::CUgraphNode> {
     // SAFETY: the driver reported one valid entry at `deps`, alive until the next capture
     // call on this stream.
     Ok(unsafe { *deps })
+}
+
+/// The complex dtype of a fused transform: its prologue's output.
+fn fused_dtype(prologue: &Kernel) -> Result<DType> {
+    prologue
+        .outputs
+        .first()
+        .copied()
+        .ok_or_else(|| Error::internal("graph", "prologue without output"))
 }

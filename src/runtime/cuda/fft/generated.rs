@@ -15,7 +15,8 @@ use super::plan::Precision;
 use super::FftState;
 use crate::graph::{FftKind, FftSpec};
 use crate::runtime::cuda::compile::lock;
-use crate::runtime::cuda::device::CudaDevice;
+use crate::runtime::cuda::compile::LoadedKernel;
+use crate::runtime::cuda::device::{checked_blob, CudaDevice};
 use crate::runtime::cuda::driver_err;
 use crate::runtime::cuda::memory::CudaBuffer;
 use crate::{Error, Result};
@@ -173,52 +174,15 @@ impl CudaDevice {
         let Some(prog) = gen::plan_c2c(shape, &spec.axes, dtype, spec.inverse) else {
             return Ok(false);
         };
-        let mut launches = Vec::with_capacity(prog.steps.len());
-        for (i, s) in prog.steps.iter().enumerate() {
-            // a grid beyond CUDA's 2^31 - 1 blocks goes to cuFFT
-            let grid = s.pass.grid(s.args.line_count());
-            let Ok(grid) = u32::try_from(grid.min(1 << 31)) else {
-                return Ok(false);
-            };
-            if grid >= 1 << 31 {
-                return Ok(false);
-            }
-            // the step reading the transform's input computes it through the prologue, the
-            // last one stores through the epilogue
-            let k = match fused_at(&prog, i, &src, epi) {
-                (None, None) => self.kernels.get_fft(&self.ctx, &s.pass)?,
-                (p, e) => {
-                    let work = (
-                        p.map(|p| p.kernel),
-                        e.map(|e| (e.kernel, e.value_input, e.shift_param)),
-                    );
-                    self.kernels.get_fft_fused(&self.ctx, &s.pass, work)?
-                }
-            };
-            launches.push((k, grid));
-        }
-        // the tables of every step: (line table, table of the input twiddles)
-        let mut tables: Vec<(Arc<CudaBuffer>, Option<Arc<CudaBuffer>>)> = Vec::new();
-        {
-            let mut st = lock(&self.fft);
-            for s in &prog.steps {
-                let Some(line) = st.table(self, s.table_len(), dtype)? else {
-                    return Ok(false);
-                };
-                let big = match s.args.big_n {
-                    0 => None,
-                    n => match st.table(self, n as usize, dtype)? {
-                        Some(t) => Some(t),
-                        None => return Ok(false),
-                    },
-                };
-                tables.push((line, big));
-            }
-        }
         let me = self.arc()?;
         let work = match prog.work_len {
             0 => None,
             n => Some(self.alloc(me, dtype, n)?),
+        };
+        let Some((launches, tables)) =
+            self.pass_launches(&prog, &src, out, epi, dtype, work.as_ref())?
+        else {
+            return Ok(false);
         };
         self.ctx
             .bind_to_thread()
@@ -232,36 +196,10 @@ impl CudaDevice {
             reads.extend(e.inputs.iter().flatten());
             writes.push(e.out);
         }
-        for (line, big) in &tables {
-            reads.push(line);
-            if let Some(b) = big {
-                reads.push(b);
-            }
-        }
+        reads.extend(tables.iter().map(|t| &**t));
         // the buffers on this thread's stream, after their writers
         self.order(&reads, &writes)?;
-        let ptr = |b: Buf| -> Result<u64> {
-            match (b, &src) {
-                (Buf::Input, Source::Buffer(input)) => Ok(input.device_ptr()),
-                // not read: the fused load computes the input
-                (Buf::Input, Source::Prologue(_)) => Ok(0),
-                (Buf::Output, _) => Ok(out.device_ptr()),
-                (Buf::Work, _) => work
-                    .as_ref()
-                    .map(|w| w.device_ptr())
-                    .ok_or_else(|| Error::internal("generated fft", "no work buffer")),
-            }
-        };
-        for (i, ((s, (k, grid)), (line, big))) in
-            prog.steps.iter().zip(&launches).zip(&tables).enumerate()
-        {
-            let tw = line.device_ptr();
-            let tw_big = big.as_ref().map_or(tw, |b| b.device_ptr());
-            let ptrs = [ptr(s.src)?, ptr(s.dst)?, tw, tw_big];
-            let blob = match fused_at(&prog, i, &src, epi) {
-                (None, None) => pack_args(&s.args, ptrs),
-                (p, e) => fused_blob(&s.args, ptrs, p, e)?,
-            };
+        for l in launches {
             // The pointers: the transform's input and output (sized by the shape the
             // program was planned for, as the caller checked), the work buffer of the
             // program's `work_len` elements and the tables of the lengths the steps name,
@@ -269,11 +207,166 @@ impl CudaDevice {
             // (tested on the host executor, which indexes slices of those lengths). Fused
             // work loads and stores as its kernels do, over its own buffers (ordered above)
             // and launch shape (the transform's, checked by the plan that fused them).
-            self.launch_grid(k, blob, *grid)?;
+            self.launch_at(&l.kernel, l.blob, (l.grid, 1), l.block)?;
         }
         drop(work); // freed on the stream, after the passes that use it
         Ok(true)
     }
+
+    /// The launches of `prog`'s passes from `src` into `out` (the last storing through
+    /// `epi`), with `work` as its work buffer (of `prog.work_len` elements at least), and
+    /// the twiddle tables they read; `None` when they cannot run now (a grid beyond CUDA's,
+    /// a table missing while recording or beyond [`MAX_TABLES`]).
+    #[allow(clippy::type_complexity)]
+    fn pass_launches(
+        &self,
+        prog: &gen::Program,
+        src: &Source,
+        out: &CudaBuffer,
+        epi: Option<&Epilogue>,
+        dtype: DType,
+        work: Option<&CudaBuffer>,
+    ) -> Result<Option<(Vec<PassLaunch>, Vec<Arc<CudaBuffer>>)>> {
+        if work.map_or(0, |w| w.len()) < prog.work_len {
+            return Err(Error::internal("generated fft", "no work buffer"));
+        }
+        let mut kernels = Vec::with_capacity(prog.steps.len());
+        for (i, s) in prog.steps.iter().enumerate() {
+            // a grid beyond CUDA's 2^31 - 1 blocks goes to cuFFT
+            let grid = s.pass.grid(s.args.line_count());
+            let Ok(grid) = u32::try_from(grid.min(1 << 31)) else {
+                return Ok(None);
+            };
+            if grid >= 1 << 31 {
+                return Ok(None);
+            }
+            // the step reading the transform's input computes it through the prologue, the
+            // last one stores through the epilogue
+            let k = match fused_at(prog, i, src, epi) {
+                (None, None) => self.kernels.get_fft(&self.ctx, &s.pass)?,
+                (p, e) => {
+                    let work = (
+                        p.map(|p| p.kernel),
+                        e.map(|e| (e.kernel, e.value_input, e.shift_param)),
+                    );
+                    self.kernels.get_fft_fused(&self.ctx, &s.pass, work)?
+                }
+            };
+            kernels.push((k, grid));
+        }
+        // the tables of every step: (line table, table of the input twiddles)
+        let mut tables: Vec<(Arc<CudaBuffer>, Option<Arc<CudaBuffer>>)> = Vec::new();
+        {
+            let mut st = lock(&self.fft);
+            for s in &prog.steps {
+                let Some(line) = st.table(self, s.table_len(), dtype)? else {
+                    return Ok(None);
+                };
+                let big = match s.args.big_n {
+                    0 => None,
+                    n => match st.table(self, n as usize, dtype)? {
+                        Some(t) => Some(t),
+                        None => return Ok(None),
+                    },
+                };
+                tables.push((line, big));
+            }
+        }
+        let ptr = |b: Buf| -> Result<u64> {
+            match (b, src) {
+                (Buf::Input, Source::Buffer(input)) => Ok(input.device_ptr()),
+                // not read: the fused load computes the input
+                (Buf::Input, Source::Prologue(_)) => Ok(0),
+                (Buf::Output, _) => Ok(out.device_ptr()),
+                (Buf::Work, _) => work
+                    .map(|w| w.device_ptr())
+                    .ok_or_else(|| Error::internal("generated fft", "no work buffer")),
+            }
+        };
+        let mut launches = Vec::with_capacity(kernels.len());
+        for (i, ((s, (k, grid)), (line, big))) in
+            prog.steps.iter().zip(kernels).zip(&tables).enumerate()
+        {
+            let tw = line.device_ptr();
+            let tw_big = big.as_ref().map_or(tw, |b| b.device_ptr());
+            let ptrs = [ptr(s.src)?, ptr(s.dst)?, tw, tw_big];
+            let blob = match fused_at(prog, i, src, epi) {
+                (None, None) => pack_args(&s.args, ptrs),
+                (p, e) => fused_blob(&s.args, ptrs, p, e)?,
+            };
+            let blob = checked_blob(&k, blob)?;
+            let block = k.rendered.block.max(1);
+            launches.push(PassLaunch {
+                kernel: k,
+                blob,
+                grid,
+                block,
+            });
+        }
+        let tables = tables
+            .into_iter()
+            .flat_map(|(a, b)| std::iter::once(a).chain(b))
+            .collect();
+        Ok(Some((launches, tables)))
+    }
+
+    /// Elements of the work buffer the generated passes of the C2C transform `spec` over
+    /// `shape` in `dtype` need; `None` when the generator does not cover it.
+    pub(in crate::runtime::cuda) fn fused_work_len(
+        spec: &FftSpec,
+        shape: &[usize],
+        dtype: DType,
+    ) -> Option<usize> {
+        if spec.kind != FftKind::C2C {
+            return None;
+        }
+        gen::plan_c2c(shape, &spec.axes, dtype, spec.inverse).map(|p| p.work_len)
+    }
+
+    /// The launches of the fused transform [`CudaDevice::fft_fused`] queues, over these
+    /// buffers and the work buffer `work` ([`CudaDevice::fused_work_len`] elements), for a
+    /// caller that launches or records them itself (a CUDA graph): `None` when they cannot
+    /// run now. Outside a recording the twiddle tables are ordered on this thread's stream;
+    /// the caller orders every other buffer.
+    #[allow(clippy::too_many_arguments)]
+    pub(in crate::runtime::cuda) fn fused_pass_launches(
+        &self,
+        spec: &FftSpec,
+        prologue: &Prologue,
+        epilogue: Option<&Epilogue>,
+        out: &CudaBuffer,
+        shape: &[usize],
+        dtype: DType,
+        work: Option<&CudaBuffer>,
+    ) -> Result<Option<Vec<PassLaunch>>> {
+        if spec.kind != FftKind::C2C
+            || out.dtype() != dtype
+            || out.len() != shape.iter().product::<usize>()
+        {
+            return Ok(None);
+        }
+        let Some(prog) = gen::plan_c2c(shape, &spec.axes, dtype, spec.inverse) else {
+            return Ok(None);
+        };
+        let src = Source::Prologue(prologue);
+        let Some((launches, tables)) =
+            self.pass_launches(&prog, &src, out, epilogue, dtype, work)?
+        else {
+            return Ok(None);
+        };
+        let tables: Vec<&CudaBuffer> = tables.iter().map(|t| &**t).collect();
+        self.order(&tables, &[])?; // nothing while recording
+        Ok(Some(launches))
+    }
+}
+
+/// One pass of a generated transform, ready to launch: the kernel, its checked argument
+/// blob, its grid (blocks along x) and block size.
+pub(in crate::runtime::cuda) struct PassLaunch {
+    pub(in crate::runtime::cuda) kernel: Arc<LoadedKernel>,
+    pub(in crate::runtime::cuda) blob: Vec<u8>,
+    pub(in crate::runtime::cuda) grid: u32,
+    pub(in crate::runtime::cuda) block: u32,
 }
 
 /// The argument blob of a pass with fused work.

@@ -54,6 +54,7 @@
 mod choice;
 pub(crate) use choice::Choices;
 mod generated;
+pub(super) use generated::PassLaunch;
 pub(crate) use generated::{Epilogue, Prologue};
 mod helpers;
 pub(super) use helpers::HelperKernels;

@@ -948,7 +948,8 @@ device_test!(traced_reductions_replay_a_graph);
 /// each call's inputs, and matches the host: a full sum of squares of 2^20 + 1 values
 /// (split over many blocks, with partials and counters the graph keeps), the argmax of
 /// those values (partial positions too), row maxima and column means of a 783 x 3 matrix
-/// (one chunk each). A cumulative sum (a scan, whose tile states are zeroed per launch)
+/// (one chunk each), and the maximum as a 0-d array read by a later kernel (a reshape of
+/// the reduction's output inside the graph). A cumulative sum (a scan, whose tile states are zeroed per launch)
 /// keeps running plainly.
 fn traced_reductions_replay_a_graph(dev: &Device) {
     let _l = lock();
@@ -973,12 +974,15 @@ fn traced_reductions_replay_a_graph(dev: &Device) {
             a[0].argmax(0),
             a[1].max_axes(&[1], false),
             (&a[1] * 2.0).mean_axes(&[0], false),
+            // a 0-d reduction (a reshape of its one-element output) read by a kernel
+            &a[1] / &a[0].max(),
         ]
     })
     .unwrap();
     let calls = 5;
     for k in 0..calls {
-        if k == 1 {
+        if k == 2 {
+            // recorded by now (on CUDA: a plain first call, a recording second call)
             dev.synchronize().unwrap();
             lf::reset_stats();
         }
@@ -996,6 +1000,7 @@ fn traced_reductions_replay_a_graph(dev: &Device) {
                 (vec![], DType::I64),
                 (vec![rows], DType::F64),
                 (vec![cols], DType::F64),
+                (vec![rows, cols], DType::F64),
             ],
             "call {k}"
         );
@@ -1023,14 +1028,19 @@ fn traced_reductions_replay_a_graph(dev: &Device) {
                 "call {k}: column mean {j}: {g} vs {w}"
             );
         }
+        let scaled = out[4].to_vec::<f64>().unwrap();
+        let want: Vec<f64> = mv.iter().map(|v| v / 3.0).collect();
+        assert_eq!(scaled, want, "call {k}: divided by the maximum, 3");
     }
     dev.synchronize().unwrap();
     let s = lf::stats();
     assert_eq!((s.plans, s.kernels_compiled), (0, 0), "calls never plan");
     if dev.is_cuda() && graphs_on() {
-        assert_eq!(s.graph_captures, 1, "recorded once");
-        assert_eq!(s.graph_launches, calls - 1, "replayed from the second call");
-        assert_eq!(s.graph_fallbacks, 0);
+        assert_eq!(
+            (s.graph_captures, s.graph_launches, s.graph_fallbacks),
+            (0, calls - 2, 0),
+            "one replay per later call: {s:?}"
+        );
         assert!(f.is_graph());
     } else {
         assert_eq!(s.graph_launches, 0);

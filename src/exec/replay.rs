@@ -31,6 +31,8 @@ pub(crate) struct GraphState {
     /// the addresses they were recorded with; only kernel nodes can be pointed elsewhere).
     /// Used only when every set in `owned` is busy.
     staged: Arc<Staged>,
+    /// The results (indices into `result_pos`) that staged FFTs write.
+    staged_results: Vec<usize>,
     /// Result buffers this state owns for the results FFTs write, up to [`OWNED_SETS`]
     /// sets of one buffer per staged result (`(index in result_pos, buffer)`). A call
     /// hands out a set nobody else holds any more, and its FFTs write into it directly
@@ -99,8 +101,9 @@ impl GraphState {
             TStep::Kernel { kernel, .. } => kernel
                 .reduce
                 .is_none_or(|r| r.layout != lazyfuse_codegen::ReduceLayout::Scan),
-            // cuFFT, and generated passes with fused work (each pass a kernel node)
-            TStep::Fft { .. } | TStep::FftFused { .. } => true,
+            // cuFFT, and generated passes with fused work (each pass a kernel node); a
+            // reshape shares its source's buffer (one graph operand, see below)
+            TStep::Fft { .. } | TStep::FftFused { .. } | TStep::Alias { .. } => true,
             _ => false,
         }) {
             return None;
@@ -122,10 +125,51 @@ impl GraphState {
             });
             v
         };
+        // Reshapes (`Alias` steps) join their source in one buffer: a group of positions
+        // that one step computes and the others reshape, with at most one result among
+        // them (the group's operand is then that result's buffer, which the producing step
+        // writes directly; otherwise one arena buffer).
+        let group = alias_groups(template, slots.len());
+        let mut members = vec![0u32; slots.len()];
+        for &g in &group {
+            members[g] += 1;
+        }
+        let joined = |p: usize| members[group[p]] > 1;
+        let mut group_result: HashMap<usize, usize> = HashMap::new();
+        for (k, &r) in result_pos.iter().enumerate() {
+            if joined(r) && group_result.insert(group[r], k).is_some() {
+                return None; // two results would share one buffer
+            }
+        }
+        if (0..slots.len()).any(|p| joined(p) && !matches!(slots[p], PosSlot::Fresh(..))) {
+            return None; // a reshape of an input or a captured array
+        }
+        let mut group_slot: HashMap<usize, Slot> = HashMap::new();
         let mut slot_of = vec![None; slots.len()];
         let mut fixed = Vec::new();
         let mut arena = Vec::new();
         for (p, s) in slots.iter().enumerate() {
+            if joined(p) {
+                // a reshape group's operand: its result's buffer, else one arena buffer
+                let g = group[p];
+                if let Some(&slot) = group_slot.get(&g) {
+                    slot_of[p] = Some(slot);
+                    continue;
+                }
+                let PosSlot::Fresh(_, d, sh) = s else {
+                    return None;
+                };
+                let slot = match group_result.get(&g) {
+                    Some(&k) => Slot::Ext(n_inputs + k),
+                    None => {
+                        arena.push((*d, sh.iter().product::<usize>()));
+                        Slot::Arena(arena.len() - 1)
+                    }
+                };
+                group_slot.insert(g, slot);
+                slot_of[p] = Some(slot);
+                continue;
+            }
             slot_of[p] = match s {
                 PosSlot::Input(i) => Some(Slot::Ext(*i)),
                 PosSlot::Keep(n) if n.buffer().is_some() => {
@@ -143,14 +187,17 @@ impl GraphState {
             };
         }
         let mut staged = Staged::default();
+        let mut staged_results = Vec::new();
         for s in template.steps() {
             if let TStep::Fft { dst, .. } = s {
-                if let (Some(Slot::Ext(_)), PosSlot::Fresh(_, d, sh)) =
+                if let (Some(Slot::Ext(e)), PosSlot::Fresh(_, d, sh)) =
                     (slot_of[*dst], &slots[*dst])
                 {
                     let n = sh.iter().product::<usize>();
                     arena.push((*d, n));
                     staged.insert(*dst, copy_stage(*d, n, arena.len() - 1));
+                    // the result (a reshape of the transform's output, or itself)
+                    staged_results.push(e - n_inputs);
                 }
             }
         }
@@ -184,6 +231,7 @@ impl GraphState {
             plan: None,
             n_inputs,
             staged: Arc::new(staged),
+            staged_results,
             owned: Vec::new(),
             dead_src,
         };
@@ -316,6 +364,8 @@ impl GraphState {
                         shape,
                     });
                 }
+                // the reshape's buffer is its source's (`alias_groups`)
+                TStep::Alias { .. } => {}
                 _ => return Err(Error::internal("Function", "step kind without graph")),
             }
         }
@@ -425,7 +475,7 @@ impl GraphState {
         }
         let mut set = Vec::new();
         for (k, &p) in self.result_pos.iter().enumerate() {
-            if self.staged.contains_key(&p) {
+            if self.staged_results.contains(&k) {
                 let b = self.dev.alloc_buffer(nodes[p].dtype, nodes[p].size())?;
                 set.push((k, Arc::new(Buffer::Cuda(b))));
             }
@@ -643,4 +693,28 @@ fn epilogue_out(s: &TStep) -> Option<usize> {
         } => Some(e.out),
         _ => None,
     }
+}
+
+/// For each DAG position of `t`'s plan (`n` positions), the representative of its reshape
+/// group: positions joined by `Alias` steps share one buffer (the representative: the
+/// group's first position); every other position is its own group.
+fn alias_groups(t: &Template, n: usize) -> Vec<usize> {
+    let mut root: Vec<usize> = (0..n).collect();
+    fn find(root: &mut [usize], mut p: usize) -> usize {
+        while root[p] != p {
+            root[p] = root[root[p]];
+            p = root[p];
+        }
+        p
+    }
+    for s in t.steps() {
+        if let TStep::Alias { src, dst } = *s {
+            if src < n && dst < n {
+                let (a, b) = (find(&mut root, src), find(&mut root, dst));
+                let (lo, hi) = (a.min(b), a.max(b));
+                root[hi] = lo;
+            }
+        }
+    }
+    (0..n).map(|p| find(&mut root, p)).collect()
 }

@@ -292,7 +292,14 @@ fn render_pass(pass: &FftPass, fused: &Fused) -> Rendered {
         true => fused_entry(pass, fused),
         false => entry(pass),
     };
-    let opts = super::RenderOptions::default();
+    // The fused kernels' index arithmetic (the decomposition of the element index into
+    // axis coordinates, index maps' `/` and `%`) in 32 bits where the pass's is: 64-bit
+    // division is a long software sequence per element (the caller clears `index32` when
+    // a fused buffer holds 2^31 elements or more).
+    let opts = super::RenderOptions {
+        index32: pass.index32,
+        ..Default::default()
+    };
     let mut helpers = std::collections::BTreeSet::new();
     let pro = fused.prologue.map(|k| {
         let (body, h) = super::emit::device_body(k, &opts, "  ", None);
@@ -323,7 +330,12 @@ fn render_pass(pass: &FftPass, fused: &Fused) -> Rendered {
                 }
             }
         }
-        let _ = writeln!(w, "typedef unsigned long long IDX;");
+        let idx = if pass.index32 {
+            "unsigned int"
+        } else {
+            "unsigned long long"
+        };
+        let _ = writeln!(w, "typedef {idx} IDX;");
         super::prelude::emit_helpers(&helpers, w);
         if let Some(k) = fused.prologue {
             arg_struct(w, "lf_pro_args", k);
@@ -399,13 +411,13 @@ fn render_pass(pass: &FftPass, fused: &Fused) -> Rendered {
             let _ = writeln!(
                 w,
                 "__device__ __forceinline__ void lf_fft_store(const lf_fft_args& fa, long long li, {c} lf_v) {{\n  \
-                 const lf_epi_args& a = fa.epi;\n  long long rem = li, j = 0, st = 1;"
+                 const lf_epi_args& a = fa.epi;\n  IDX rem = (IDX)li, j = 0, st = 1;"
             );
             for k in (0..e.kernel.rank as u32).rev() {
                 let _ = writeln!(
                     w,
-                    "  {{\n    const long long nk = a.shape[{k}], ik = rem % nk;\n    rem /= nk;\n    \
-                     long long jk = ik + a.p{};\n    if (jk >= nk) jk -= nk;\n    j += jk * st;\n    st *= nk;\n  }}",
+                    "  {{\n    const IDX nk = (IDX)a.shape[{k}], ik = rem % nk;\n    rem /= nk;\n    \
+                     IDX jk = ik + (IDX)a.p{};\n    if (jk >= nk) jk -= nk;\n    j += jk * st;\n    st *= nk;\n  }}",
                     e.shift_param + k
                 );
             }

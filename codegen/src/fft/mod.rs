@@ -258,7 +258,9 @@ pub struct FftPass {
     /// a split line).
     pub twiddle_in: bool,
     /// Every element offset of the launch (input, output, work buffer, tables) fits an
-    /// `i32`: the kernel computes line bases and element offsets in 32-bit integers.
+    /// `i32`: the kernel computes line bases and element offsets in 32-bit integers, and
+    /// so does elementwise work fused into the pass (`crate::cuda::fft::render_fused`; a
+    /// caller fusing work that reads or writes 2^31 elements or more clears it).
     pub index32: bool,
 }
 

@@ -230,6 +230,13 @@ impl CudaDevice {
         if work.map_or(0, |w| w.len()) < prog.work_len {
             return Err(Error::internal("generated fft", "no work buffer"));
         }
+        // fused work over 2^31 elements or more indexes in 64 bits (`FftPass::index32`)
+        let wide = |b: &CudaBuffer| b.len() > i32::MAX as usize;
+        let fused_wide = match src {
+            Source::Prologue(p) => p.inputs.iter().any(|b| wide(b)),
+            Source::Buffer(_) => false,
+        } || epi
+            .is_some_and(|e| e.inputs.iter().flatten().any(|b| wide(b)) || wide(e.out));
         let mut kernels = Vec::with_capacity(prog.steps.len());
         for (i, s) in prog.steps.iter().enumerate() {
             // a grid beyond CUDA's 2^31 - 1 blocks goes to cuFFT
@@ -249,7 +256,9 @@ impl CudaDevice {
                         p.map(|p| p.kernel),
                         e.map(|e| (e.kernel, e.value_input, e.shift_param)),
                     );
-                    self.kernels.get_fft_fused(&self.ctx, &s.pass, work)?
+                    let mut pass = s.pass.clone();
+                    pass.index32 &= !fused_wide;
+                    self.kernels.get_fft_fused(&self.ctx, &pass, work)?
                 }
             };
             kernels.push((k, grid));

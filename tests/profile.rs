@@ -142,6 +142,10 @@ fn bytes_match_the_arrays(dev: &Device) {
 device_test!(display_lists_the_steps);
 fn display_lists_the_steps(_: &Device) {
     let x = Array::linspace(0.0, 1.0, 64, DType::F64);
+    // where the generated passes run the transform (on CUDA, when they measured faster than
+    // cuFFT), the kernels before and after it run inside its passes
+    let generated = lf::debug::fft_runs_generated(&lf::fft::fft(&(&x * 3.0), -1)).unwrap();
+    let kernels = if generated { 0 } else { 2 };
     let (_, r) = lf::profile(|| {
         let y = lf::fft::fft(&(&x * 3.0), -1).abs();
         y.to_vec::<f64>().unwrap()
@@ -149,7 +153,9 @@ fn display_lists_the_steps(_: &Device) {
     let text = r.to_string();
     let lines: Vec<&str> = text.lines().collect();
     assert!(
-        lines[0].starts_with("lazyfuse profile: 1 eval(s), 2 kernel(s), 1 library call(s)"),
+        lines[0].starts_with(&format!(
+            "lazyfuse profile: 1 eval(s), {kernels} kernel(s), 1 library call(s)"
+        )),
         "{text}"
     );
     assert!(
@@ -162,7 +168,7 @@ fn display_lists_the_steps(_: &Device) {
             .filter(|l| l.split_whitespace().nth(1) == Some(kind))
             .count()
     };
-    assert_eq!(rows("kernel"), 2, "{text}");
+    assert_eq!(rows("kernel"), kernels, "{text}");
     assert_eq!(rows("library"), 1, "{text}");
     assert_eq!(rows("plan"), 1, "{text}");
     assert!(text.contains("fft axes=[0]"), "{text}");

@@ -6,7 +6,7 @@
 use super::{PosSlot, Res};
 use crate::graph::FxBuild;
 use crate::graph::{Node, Op};
-use crate::runtime::cuda::graph::{FusedEpi, GraphPlan, GraphStep, Slot};
+use crate::runtime::cuda::graph::{FusedEpi, FusedStep, GraphPlan, GraphStep, Slot};
 use crate::runtime::cuda::{CudaBuffer, CudaDevice};
 use crate::runtime::Buffer;
 use crate::schedule::{TStep, Template};
@@ -351,7 +351,7 @@ impl GraphState {
                         }),
                         None => None,
                     };
-                    out.push(GraphStep::FftFused {
+                    out.push(GraphStep::FftFused(FusedStep {
                         spec,
                         prologue: kernel,
                         inputs: inputs
@@ -362,7 +362,7 @@ impl GraphState {
                         dst: self.slot(epilogue_out(s).unwrap_or(*dst))?,
                         epilogue,
                         shape,
-                    });
+                    }));
                 }
                 // the reshape's buffer is its source's (`alias_groups`)
                 TStep::Alias { .. } => {}

@@ -74,23 +74,26 @@ pub(crate) enum GraphStep<'a> {
         /// transform may overwrite it.
         clobber: bool,
     },
-    /// A C2C transform run as generated passes, its input computed in the first pass by
-    /// `prologue` and, with `epilogue`, its consumer in the last: every pass is a kernel
-    /// node, so each replay points it at that run's buffers.
-    FftFused {
-        spec: &'a FftSpec,
-        prologue: &'a Arc<Kernel>,
-        inputs: SmallVec<[Slot; 8]>,
-        args: &'a LaunchArgs,
-        epilogue: Option<FusedEpi<'a>>,
-        /// The step's result: the transform, or the epilogue's output.
-        dst: Slot,
-        /// The transform's shape (input and output).
-        shape: &'a [usize],
-    },
+    /// A C2C transform run as generated passes (see [`FusedStep`]).
+    FftFused(FusedStep<'a>),
 }
 
-/// The consumer fused into the last pass of a [`GraphStep::FftFused`].
+/// A C2C transform run as generated passes, its input computed in the first pass by
+/// `prologue` and, with `epilogue`, its consumer in the last: every pass is a kernel node,
+/// so each replay points it at that run's buffers.
+pub(crate) struct FusedStep<'a> {
+    pub(crate) spec: &'a FftSpec,
+    pub(crate) prologue: &'a Arc<Kernel>,
+    pub(crate) inputs: SmallVec<[Slot; 8]>,
+    pub(crate) args: &'a LaunchArgs,
+    pub(crate) epilogue: Option<FusedEpi<'a>>,
+    /// The step's result: the transform, or the epilogue's output.
+    pub(crate) dst: Slot,
+    /// The transform's shape (input and output).
+    pub(crate) shape: &'a [usize],
+}
+
+/// The consumer fused into the last pass of a [`FusedStep`].
 pub(crate) struct FusedEpi<'a> {
     pub(crate) kernel: &'a Arc<Kernel>,
     /// Its inputs; `None` at `value_input`, the transform.
@@ -293,7 +296,9 @@ impl GraphPlan {
             };
             match s {
                 GraphStep::Kernel { outputs, .. } => outputs.iter().for_each(&mut mark),
-                GraphStep::Fft { dst, .. } | GraphStep::FftFused { dst, .. } => mark(dst),
+                GraphStep::Fft { dst, .. } | GraphStep::FftFused(FusedStep { dst, .. }) => {
+                    mark(dst)
+                }
             }
         }
         for (b, w) in ext.iter().zip(&written) {
@@ -351,13 +356,13 @@ impl GraphPlan {
     fn prepare_fused(&mut self, steps: &[GraphStep<'_>]) -> Result<()> {
         let mut fi = 0;
         for s in steps {
-            let GraphStep::FftFused {
+            let GraphStep::FftFused(FusedStep {
                 spec,
                 prologue,
                 epilogue,
                 shape,
                 ..
-            } = s
+            }) = s
             else {
                 continue;
             };
@@ -395,7 +400,7 @@ impl GraphPlan {
     #[allow(clippy::type_complexity)]
     fn fused_buffers<'b>(
         &'b self,
-        s: &GraphStep<'_>,
+        s: &FusedStep<'_>,
         ext: &[&'b CudaBuffer],
         fi: usize,
     ) -> Result<(
@@ -404,15 +409,12 @@ impl GraphPlan {
         SmallVec<[Option<&'b CudaBuffer>; 8]>,
         Option<&'b CudaBuffer>,
     )> {
-        let GraphStep::FftFused {
+        let FusedStep {
             inputs,
             epilogue,
             dst,
             ..
-        } = s
-        else {
-            return Err(Error::internal("graph", "not a fused transform"));
-        };
+        } = s;
         let ins = inputs
             .iter()
             .map(|&s| self.buf(s, ext))
@@ -438,21 +440,18 @@ impl GraphPlan {
     /// buffers; `None` when the generated passes cannot run it now.
     fn fused_launches(
         &self,
-        s: &GraphStep<'_>,
+        s: &FusedStep<'_>,
         ext: &[&CudaBuffer],
         fi: usize,
     ) -> Result<Option<Vec<super::fft::PassLaunch>>> {
-        let GraphStep::FftFused {
+        let FusedStep {
             spec,
             prologue,
             args,
             epilogue,
             shape,
             ..
-        } = s
-        else {
-            return Err(Error::internal("graph", "not a fused transform"));
-        };
+        } = s;
         let (ins, out, epi_ins, epi_out) = self.fused_buffers(s, ext, fi)?;
         let pro = super::Prologue {
             kernel: prologue,
@@ -485,18 +484,15 @@ impl GraphPlan {
     /// Fused transform step `s` (the `fi`-th) as the kernels and the transform apart, for
     /// a run outside a recording when the generated passes cannot run it: the prologue
     /// into a fresh buffer, the transform into the step's output, the epilogue from it.
-    fn fused_apart(&self, s: &GraphStep<'_>, ext: &[&CudaBuffer], fi: usize) -> Result<()> {
-        let GraphStep::FftFused {
+    fn fused_apart(&self, s: &FusedStep<'_>, ext: &[&CudaBuffer], fi: usize) -> Result<()> {
+        let FusedStep {
             spec,
             prologue,
             args,
             epilogue,
             shape,
             ..
-        } = s
-        else {
-            return Err(Error::internal("graph", "not a fused transform"));
-        };
+        } = s;
         let (ins, out, epi_ins, epi_out) = self.fused_buffers(s, ext, fi)?;
         let input = self
             .dev
@@ -744,10 +740,10 @@ impl GraphPlan {
                         });
                     }
                 }
-                GraphStep::FftFused { spec, .. } => {
-                    let launches = self.fused_launches(s, ext, fi)?;
+                GraphStep::FftFused(f) => {
+                    let launches = self.fused_launches(f, ext, fi)?;
                     let _range =
-                        crate::nvtx::range_with(|| format!("lazyfuse.{} fused", spec.label()));
+                        crate::nvtx::range_with(|| format!("lazyfuse.{} fused", f.spec.label()));
                     match (launches, nodes.as_deref_mut()) {
                         (Some(ls), mut nodes) => {
                             for l in ls {
@@ -768,7 +764,7 @@ impl GraphPlan {
                                 }
                             }
                         }
-                        (None, None) => self.fused_apart(s, ext, fi)?,
+                        (None, None) => self.fused_apart(f, ext, fi)?,
                         (None, Some(_)) => {
                             return Err(Error::internal(
                                 "graph",
@@ -900,8 +896,8 @@ impl GraphPlan {
                         ours += 1;
                     }
                 }
-                GraphStep::FftFused { .. } => {
-                    let launches = self.fused_launches(s, ext, fi)?.ok_or_else(|| {
+                GraphStep::FftFused(f) => {
+                    let launches = self.fused_launches(f, ext, fi)?.ok_or_else(|| {
                         Error::internal("graph", "the generated passes cannot run now")
                     })?;
                     fi += 1;
@@ -979,7 +975,7 @@ impl GraphPlan {
         bump::library_calls(
             steps
                 .iter()
-                .filter(|s| matches!(s, GraphStep::Fft { .. } | GraphStep::FftFused { .. }))
+                .filter(|s| matches!(s, GraphStep::Fft { .. } | GraphStep::FftFused(_)))
                 .count() as u64,
         );
         Ok(())

@@ -30,9 +30,8 @@ const TIMED_RUNS: usize = 5;
 
 /// The generated passes are chosen when this many times their fastest run is still below
 /// cuFFT's: small transforms (a few microseconds either way, launch-bound) would otherwise
-/// flip with timing noise, and a plan whose kernels fuse into generated passes does not
-/// replay as a CUDA graph yet, so a tie goes to cuFFT. The transforms where the passes win
-/// win by 1.4-2.9x (the first axis from 2^13, `benches/NOTES.md`).
+/// flip with timing noise, so a tie goes to cuFFT. The transforms where the passes win win
+/// by 1.4-2.9x (the first axis from 2^13, `benches/NOTES.md`).
 const MARGIN: f64 = 1.1;
 
 /// Name of the file of decisions in the disk cache directory.

@@ -187,6 +187,9 @@ pub(crate) struct GraphPlan {
     counters: Option<CudaBuffer>,
     /// Per fused transform step, in step order.
     fused: Vec<FusedScratch>,
+    /// `scratch`, `counters` and `fused` are made for these steps (their sizes follow from
+    /// the plan's shapes alone, so once is enough while they are kept).
+    prepared: bool,
     /// The recordings, by the FFT addresses they were recorded with.
     recorded: Vec<(FftKey, Recorded)>,
     /// Graphs are off for this plan (ineligible, disabled, or a failure).
@@ -258,6 +261,7 @@ impl GraphPlan {
             scratch: Vec::new(),
             counters: None,
             fused: Vec::new(),
+            prepared: false,
             recorded: Vec::new(),
             off,
             runs: 0,
@@ -312,8 +316,11 @@ impl GraphPlan {
                 .map(|&(d, n)| self.dev.alloc(me, d, n))
                 .collect::<Result<_>>()?;
         }
-        self.prepare_reductions(steps, ext)?;
-        self.prepare_fused(steps)?;
+        if !self.prepared {
+            self.prepare_reductions(steps, ext)?;
+            self.prepare_fused(steps)?;
+            self.prepared = true;
+        }
         self.runs += 1;
         let key = self.fft_key(steps, ext)?;
         let mut at = self.recorded.iter().position(|(k, _)| *k == key);
@@ -348,6 +355,7 @@ impl GraphPlan {
             self.scratch.clear();
             self.counters = None;
             self.fused.clear();
+            self.prepared = false;
         }
         result
     }

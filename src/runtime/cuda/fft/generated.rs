@@ -148,9 +148,7 @@ impl CudaDevice {
     ) -> Result<bool> {
         let here = |b: &CudaBuffer| b.device().ordinal() == self.ordinal();
         let epi_here = |e: &Epilogue| here(e.out) && e.inputs.iter().flatten().all(|b| here(b));
-        if spec.kind != FftKind::C2C
-            || out.dtype() != dtype
-            || out.len() != shape.iter().product::<usize>()
+        if !fits_output(spec, out, shape, dtype)
             || !prologue.inputs.iter().all(|b| here(b))
             || epilogue.is_some_and(|e| !epi_here(e))
         {
@@ -348,10 +346,7 @@ impl CudaDevice {
         dtype: DType,
         work: Option<&CudaBuffer>,
     ) -> Result<Option<Vec<PassLaunch>>> {
-        if spec.kind != FftKind::C2C
-            || out.dtype() != dtype
-            || out.len() != shape.iter().product::<usize>()
-        {
+        if !fits_output(spec, out, shape, dtype) {
             return Ok(None);
         }
         let Some(prog) = gen::plan_c2c(shape, &spec.axes, dtype, spec.inverse) else {
@@ -376,6 +371,14 @@ pub(in crate::runtime::cuda) struct PassLaunch {
     pub(in crate::runtime::cuda) blob: Vec<u8>,
     pub(in crate::runtime::cuda) grid: u32,
     pub(in crate::runtime::cuda) block: u32,
+}
+
+/// Whether `spec` is a C2C transform whose output `out` holds `shape` of `dtype` (what the
+/// generated passes of a fused transform write).
+fn fits_output(spec: &FftSpec, out: &CudaBuffer, shape: &[usize], dtype: DType) -> bool {
+    spec.kind == FftKind::C2C
+        && out.dtype() == dtype
+        && out.len() == shape.iter().product::<usize>()
 }
 
 /// The argument blob of a pass with fused work.

@@ -24,22 +24,32 @@ static TSV: Mutex<Option<std::fs::File>> = Mutex::new(None);
 
 /// Mean seconds of one call, median over `repeats`, after `warm` calls; the device is
 /// synchronized before each clock read.
-fn bench(dev: &Device, iters: usize, repeats: usize, mut f: impl FnMut(usize)) -> f64 {
+fn bench(dev: &Device, iters: usize, repeats: usize, f: impl FnMut(usize)) -> f64 {
+    bench_host(dev, iters, repeats, f).0
+}
+
+/// [`bench`], and the median host time per call: until the last call returned, before the
+/// synchronization (close to the first figure: the host path bounds the loop).
+fn bench_host(dev: &Device, iters: usize, repeats: usize, mut f: impl FnMut(usize)) -> (f64, f64) {
     for i in 0..3 {
         f(i);
     }
     dev.synchronize().expect("synchronize");
-    let mut ts = Vec::new();
+    let (mut ts, mut hs) = (Vec::new(), Vec::new());
     for _ in 0..repeats {
         let t = Instant::now();
         for i in 0..iters {
             f(i);
         }
+        hs.push(t.elapsed().as_secs_f64() / iters as f64);
         dev.synchronize().expect("synchronize");
         ts.push(t.elapsed().as_secs_f64() / iters as f64);
     }
-    ts.sort_by(|a, b| a.partial_cmp(b).unwrap());
-    ts[ts.len() / 2]
+    let median = |v: &mut Vec<f64>| {
+        v.sort_by(|a, b| a.total_cmp(b));
+        v[v.len() / 2]
+    };
+    (median(&mut ts), median(&mut hs))
 }
 
 fn row(w: &str, size: impl std::fmt::Display, system: &str, sec: f64, extra: &str) {
@@ -328,15 +338,6 @@ fn run_psf(dev: &Device, quick: bool) -> lf::Result<()> {
     Ok(())
 }
 
-/// The PSF-fit loss of the gradient rows: `sum((|fft2(a e^{i phase})|^2 / norm - target)^2)`.
-fn psf_loss(aperture: &Array, phase: &Array, target: &Array) -> Array {
-    let field = lf::complex(&(aperture * &phase.cos()), &(aperture * &phase.sin()));
-    let norm = 1.0 / (aperture.size() as f64 * aperture.size() as f64);
-    ((lf::fft::fft2(&field).abs().square() * norm) - target)
-        .square()
-        .sum()
-}
-
 /// Value and gradient of the PSF-fit loss (f32) against the forward pass alone: traced
 /// `Function` calls of each, and the plain value-and-gradient eval.
 fn run_grad(dev: &Device, quick: bool) -> lf::Result<()> {
@@ -365,11 +366,11 @@ fn run_grad(dev: &Device, quick: bool) -> lf::Result<()> {
         lf::eval(&[&phase, &target])?;
         let (ap2, tg2) = (aperture.clone(), target.clone());
         let fwd = lf::Function::trace(&[&phase], move |x: &[Array]| {
-            vec![psf_loss(&ap2, &x[0], &tg2)]
+            vec![common::psf_loss(&ap2, &x[0], &tg2)]
         })?;
         let (ap3, tg3) = (aperture.clone(), target.clone());
         let both = lf::Function::trace(&[&phase], move |x: &[Array]| {
-            let loss = psf_loss(&ap3, &x[0], &tg3);
+            let loss = common::psf_loss(&ap3, &x[0], &tg3);
             let g = lf::grad(&loss, &[&x[0]]).expect("gradient");
             vec![loss, g[0].clone()]
         })?;
@@ -379,11 +380,11 @@ fn run_grad(dev: &Device, quick: bool) -> lf::Result<()> {
             let before = lf::set_fft_backend(lf::FftBackend::Generated);
             let (ap4, tg4) = (aperture.clone(), target.clone());
             let fwd_g = lf::Function::trace(&[&phase], move |x: &[Array]| {
-                vec![psf_loss(&ap4, &x[0], &tg4)]
+                vec![common::psf_loss(&ap4, &x[0], &tg4)]
             })?;
             let (ap5, tg5) = (aperture.clone(), target.clone());
             let both_g = lf::Function::trace(&[&phase], move |x: &[Array]| {
-                let loss = psf_loss(&ap5, &x[0], &tg5);
+                let loss = common::psf_loss(&ap5, &x[0], &tg5);
                 let g = lf::grad(&loss, &[&x[0]]).expect("gradient");
                 vec![loss, g[0].clone()]
             })?;
@@ -410,7 +411,7 @@ fn run_grad(dev: &Device, quick: bool) -> lf::Result<()> {
             );
             lf::set_fft_backend(before);
         }
-        let t_fwd = bench(dev, iters, reps, |_| {
+        let (t_fwd, h_fwd) = bench_host(dev, iters, reps, |_| {
             drop(fwd.call(&[&phase]).expect("call"))
         });
         row(
@@ -418,9 +419,13 @@ fn run_grad(dev: &Device, quick: bool) -> lf::Result<()> {
             n,
             "lazyfuse-graph forward",
             t_fwd,
-            &format!("psf-fit loss, traced, is_graph {}", fwd.is_graph()),
+            &format!(
+                "psf-fit loss, traced, is_graph {}; host {:.1} us a call",
+                fwd.is_graph(),
+                h_fwd * 1e6
+            ),
         );
-        let t_both = bench(dev, iters, reps, |_| {
+        let (t_both, h_both) = bench_host(dev, iters, reps, |_| {
             drop(both.call(&[&phase]).expect("call"))
         });
         row(
@@ -428,16 +433,20 @@ fn run_grad(dev: &Device, quick: bool) -> lf::Result<()> {
             n,
             "lazyfuse-graph value+grad",
             t_both,
-            &format!("traced; {:.2}x the forward", t_both / t_fwd),
+            &format!(
+                "traced; {:.2}x the forward; host {:.1} us a call",
+                t_both / t_fwd,
+                h_both * 1e6
+            ),
         );
         let t_eval = bench(dev, iters, reps, |_| {
-            let loss = psf_loss(&aperture, &phase, &target);
+            let loss = common::psf_loss(&aperture, &phase, &target);
             let (v, g) = lf::value_and_grad(&loss, &[&phase]).expect("gradient");
             lf::eval(&[&v, &g[0]]).expect("eval");
         });
         let plan = lf::debug::kernel_count(
             &{
-                let loss = psf_loss(&aperture, &phase, &target);
+                let loss = common::psf_loss(&aperture, &phase, &target);
                 let g = lf::grad(&loss, &[&phase])?;
                 vec![loss, g[0].clone()]
             }

@@ -1,9 +1,10 @@
 //! Kernel probe for hardware counters: evaluates one workload twice (`kernel_probe chain N`,
-//! `psf N` or `mean N` for an N x N matrix; the first evaluation compiles), synchronizing after each, so that
+//! `psf N`, `mean N` for an N x N matrix, or `grad N`: the PSF-fit loss and its gradient
+//! at N x N; the first evaluation compiles), synchronizing after each, so that
 //! `ncu --clock-control none` on the GPU machine sees each fused kernel of the second run.
 mod common;
 
-use common::{chain, psf};
+use common::{chain, psf, psf_loss};
 use lazyfuse as lf;
 use lf::DType;
 
@@ -25,10 +26,22 @@ fn main() -> lf::Result<()> {
         }
     };
     lf::eval(&[&x, &y])?;
+    let phase = lf::random::normal_on(&[n, n], DType::F32, 1, &dev) * 0.3;
+    let target = lf::random::uniform_on(&[n, n], DType::F32, 2, &dev) * 1e-4;
+    let aperture = lf::random::uniform_on(&[n, n], DType::F32, 3, &dev);
+    if what == "grad" {
+        lf::eval(&[&phase, &target, &aperture])?;
+    }
     for _ in 0..2 {
         let r = match what.as_str() {
             "psf" => psf(n, &dev),
             "mean" => x.mean_axes(&[0], false),
+            "grad" => {
+                let loss = psf_loss(&aperture, &phase, &target);
+                let g = lf::grad(&loss, &[&phase])?;
+                lf::eval(&[&loss, &g[0]])?;
+                g[0].clone()
+            }
             _ => chain(&x, &y),
         };
         r.eval()?;

@@ -36,7 +36,7 @@ pub(crate) struct Config {
     grid_waves: OnceLock<u64>,
     /// `LAZYFUSE_DUMP_DIR`.
     dump_dir: OnceLock<Option<PathBuf>>,
-    /// `LAZYFUSE_GRAPHS`: 0 off, 1 on, 2 `all`.
+    /// `LAZYFUSE_GRAPHS`: 0 off, 1 on, 2 `all`, 3 `chain`.
     graphs: OnceLock<u8>,
     /// `LAZYFUSE_NVRTC_CHECK`.
     nvrtc_check: OnceLock<bool>,
@@ -155,10 +155,18 @@ impl Config {
         self.graphs_mode() == 2
     }
 
+    /// `LAZYFUSE_GRAPHS=chain`: recorded graphs run their steps one after another, as the
+    /// plan lists them, instead of following only the data (independent steps concurrent).
+    #[cfg_attr(not(feature = "cuda"), allow(dead_code))]
+    pub(crate) fn graphs_chain(&self) -> bool {
+        self.graphs_mode() == 3
+    }
+
     fn graphs_mode(&self) -> u8 {
         *self.graphs.get_or_init(|| match var("LAZYFUSE_GRAPHS") {
             Some(v) if v.trim() == "0" => 0,
             Some(v) if v.trim().eq_ignore_ascii_case("all") => 2,
+            Some(v) if v.trim().eq_ignore_ascii_case("chain") => 3,
             _ => 1,
         })
     }

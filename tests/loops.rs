@@ -1068,3 +1068,127 @@ fn traced_reductions_replay_a_graph(dev: &Device) {
     }
     assert!(!g.is_graph(), "a scan runs plainly");
 }
+
+/// The 2-D DFT of a row-major `[h, w]` array (naive sums; `inverse` without the 1/n).
+fn dft2(x: &[Complex64], h: usize, w: usize, inverse: bool) -> Vec<Complex64> {
+    let sign = if inverse { 1.0 } else { -1.0 };
+    let tau = std::f64::consts::TAU;
+    let mut out = vec![Complex64::default(); h * w];
+    for (k, o) in out.iter_mut().enumerate() {
+        let (u, v) = (k / w, k % w);
+        for (j, &xj) in x.iter().enumerate() {
+            let (r, c) = (j / w, j % w);
+            let turns = (u * r) as f64 / h as f64 + (v * c) as f64 / w as f64;
+            *o += xj * Complex64::from_polar(1.0, sign * tau * turns);
+        }
+    }
+    out
+}
+
+device_test!(traced_branches_follow_the_data);
+fn traced_branches_follow_the_data(dev: &Device) {
+    // A traced step whose recorded graph has independent branches (two reductions and an
+    // inverse transform all read one spectrum) and steps that must wait for earlier readers
+    // (transforms share cuFFT's work area; reductions share their counters; intermediates
+    // may share arena buffers): every replay must match the host oracle.
+    let _l = lock();
+    let (h, w) = (6, 10);
+    let inputs = |k: u64| {
+        let re = common::uniform(h * w, 40 + k, -1.0, 1.0);
+        let im = common::uniform(h * w, 50 + k, -1.0, 1.0);
+        let wt = common::uniform(h * w, 60 + k, 0.5, 2.0);
+        let arr = |v: &Vec<f64>| Array::from_vec_on(v.clone(), &[h, w], dev).unwrap();
+        ((arr(&re), arr(&im), arr(&wt)), (re, im, wt))
+    };
+    let ((r0, i0, w0), _) = inputs(0);
+    let f = lf::Function::trace(&[&r0, &i0, &w0], |a| {
+        let x = lf::complex(&a[0], &a[1]);
+        let spec = lf::fft::fft2(&x);
+        let y = lf::fft::ifft2(&(&spec * &a[2]));
+        let z = lf::fft::fft2(&(&x * 2.0 + &y)).abs();
+        vec![
+            spec.abs().square().sum(),
+            y.real() + 1.0,
+            (&spec * 3.0).real().max(),
+            &z + &spec.imag(),
+        ]
+    })
+    .unwrap();
+    let calls = 5;
+    for k in 0..calls {
+        if k == 2 {
+            dev.synchronize().unwrap();
+            lf::reset_stats();
+        }
+        let ((r, i, wt), (rv, iv, wv)) = inputs(k);
+        let out = f.call(&[&r, &i, &wt]).unwrap();
+        drop((r, i, wt));
+        let meta: Vec<(Vec<usize>, DType)> = out
+            .iter()
+            .map(|a| (a.shape().to_vec(), a.dtype()))
+            .collect();
+        assert_eq!(
+            meta,
+            [
+                (vec![], DType::F64),
+                (vec![h, w], DType::F64),
+                (vec![], DType::F64),
+                (vec![h, w], DType::F64),
+            ],
+            "call {k}"
+        );
+        let x: Vec<Complex64> = rv
+            .iter()
+            .zip(&iv)
+            .map(|(&a, &b)| Complex64::new(a, b))
+            .collect();
+        let spec = dft2(&x, h, w, false);
+        let weighted: Vec<Complex64> = spec.iter().zip(&wv).map(|(s, &m)| s * m).collect();
+        let y: Vec<Complex64> = dft2(&weighted, h, w, true)
+            .iter()
+            .map(|v| v / (h * w) as f64)
+            .collect();
+        let x2y: Vec<Complex64> = x.iter().zip(&y).map(|(a, b)| a * 2.0 + b).collect();
+        let z = dft2(&x2y, h, w, false);
+        let close = |got: f64, want: f64, what: &str| {
+            assert!(
+                (got - want).abs() <= 1e-9 * want.abs().max(1.0),
+                "call {k}: {what}: {got} vs {want}"
+            );
+        };
+        close(
+            out[0].item::<f64>().unwrap(),
+            spec.iter().map(|s| s.norm_sqr()).sum(),
+            "sum of |X|^2",
+        );
+        for (j, g) in out[1].to_vec::<f64>().unwrap().iter().enumerate() {
+            close(*g, y[j].re + 1.0, &format!("real(ifft2(X w)) + 1 [{j}]"));
+        }
+        close(
+            out[2].item::<f64>().unwrap(),
+            spec.iter()
+                .map(|s| 3.0 * s.re)
+                .fold(f64::NEG_INFINITY, f64::max),
+            "max of real(3 X)",
+        );
+        for (j, g) in out[3].to_vec::<f64>().unwrap().iter().enumerate() {
+            close(
+                *g,
+                z[j].norm() + spec[j].im,
+                &format!("|fft2(2x + y)| + imag(X) [{j}]"),
+            );
+        }
+    }
+    dev.synchronize().unwrap();
+    let s = lf::stats();
+    if dev.is_cuda() && graphs_on() {
+        assert_eq!(
+            (s.graph_captures, s.graph_launches, s.graph_fallbacks),
+            (0, calls - 2, 0),
+            "one replay per later call: {s:?}"
+        );
+        assert!(f.is_graph());
+    } else {
+        assert_eq!(s.graph_launches, 0);
+    }
+}

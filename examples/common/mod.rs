@@ -40,6 +40,16 @@ pub fn psf_of(x: &Array) -> Array {
     field.abs().square()
 }
 
+/// The PSF-fit loss of the gradient benchmarks: `sum((|fft2(a e^{i phase})|^2 / norm -
+/// target)^2)`, `norm` the squared number of pixels.
+pub fn psf_loss(aperture: &Array, phase: &Array, target: &Array) -> Array {
+    let field = lf::complex(&(aperture * &phase.cos()), &(aperture * &phase.sin()));
+    let norm = 1.0 / (aperture.size() as f64 * aperture.size() as f64);
+    ((lf::fft::fft2(&field).abs().square() * norm) - target)
+        .square()
+        .sum()
+}
+
 /// The BENCH.md elementwise chain of two f32 arrays (sqrt, atan2, cos, sin, exp, where).
 pub fn chain(x: &Array, y: &Array) -> Array {
     let r = (x * x + y * y).sqrt();

@@ -21,6 +21,14 @@
 //! stream; replays go to the device stream and are ordered like any launch there. The
 //! arena is only touched by replays, which the stream serializes.
 //!
+//! Inside a recording, a step's first node depends only on the steps it must follow
+//! ([`Hazards`]): the last writer of every buffer it reads or writes, and every reader of a
+//! buffer it overwrites since that buffer's last write. cuFFT steps also follow each other
+//! (they share the device's work area), as do split reductions (they share the completion
+//! counters). Independent steps, such as a loss's reduction and the backward pass that
+//! reads the same spectrum, then run concurrently. `LAZYFUSE_GRAPHS=chain` records the
+//! steps as one chain in plan order instead.
+//!
 //! # Failure
 //! Any error while recording, instantiating, updating or launching turns the graph off for
 //! this plan (logged at `LAZYFUSE_DEBUG>=1`, counted in `graph_fallbacks`) and the run
@@ -135,6 +143,76 @@ struct Launch {
 struct ReduceScratch {
     values: Option<CudaBuffer>,
     positions: Option<CudaBuffer>,
+}
+
+/// What one step of a recording touches: the addresses of the buffers it reads and of
+/// those it writes (its outputs, its private scratch, and the shared resources below).
+#[derive(Default)]
+struct Access {
+    reads: SmallVec<[u64; 8]>,
+    writes: SmallVec<[u64; 8]>,
+}
+
+/// Stands for the device's cuFFT work area among the written addresses of a cuFFT step
+/// (no buffer lives at address 1), so that cuFFT steps follow each other.
+const CUFFT_WORK_AREA: u64 = 1;
+
+/// The nodes a step's work ends in (the capture's dependency set after it).
+type Ends = SmallVec<[drv_sys::CUgraphNode; 2]>;
+
+/// The uses of one buffer so far in a recording: the end nodes of its last writer and of
+/// every step that read it since.
+#[derive(Default)]
+struct Uses {
+    writer: Ends,
+    readers: Vec<drv_sys::CUgraphNode>,
+}
+
+/// Read-after-write, write-after-read and write-after-write tracking over the steps of a
+/// recording, by buffer address: what a step's nodes must depend on. Linear in the number
+/// of accesses (each reader is waited for by at most the next writer).
+#[derive(Default)]
+struct Hazards {
+    bufs: std::collections::HashMap<u64, Uses>,
+}
+
+impl Hazards {
+    /// The end nodes of the earlier steps `a` must follow, without repeats.
+    fn deps(&self, a: &Access) -> Vec<drv_sys::CUgraphNode> {
+        let mut d = Vec::new();
+        for r in &a.reads {
+            if let Some(u) = self.bufs.get(r) {
+                d.extend_from_slice(&u.writer);
+            }
+        }
+        for w in &a.writes {
+            if let Some(u) = self.bufs.get(w) {
+                d.extend_from_slice(&u.writer);
+                d.extend_from_slice(&u.readers);
+            }
+        }
+        d.sort_unstable_by_key(|n| *n as usize);
+        d.dedup();
+        d
+    }
+
+    /// Notes that the step with access `a` ended in `ends`.
+    fn after(&mut self, a: &Access, ends: &Ends) {
+        for r in &a.reads {
+            if !a.writes.contains(r) {
+                self.bufs
+                    .entry(*r)
+                    .or_default()
+                    .readers
+                    .extend_from_slice(ends);
+            }
+        }
+        for w in &a.writes {
+            let u = self.bufs.entry(*w).or_default();
+            u.writer = ends.clone();
+            u.readers.clear();
+        }
+    }
 }
 
 /// An instantiated graph and its kernel nodes, in step order.
@@ -712,8 +790,67 @@ impl GraphPlan {
         }))
     }
 
+    /// The buffers step `s` reads and writes (see [`Access`]); `ri` and `fi` count the
+    /// reductions and fused transforms before it.
+    fn access(
+        &self,
+        s: &GraphStep<'_>,
+        ext: &[&CudaBuffer],
+        ri: usize,
+        fi: usize,
+    ) -> Result<Access> {
+        let mut a = Access::default();
+        let some = |b: &Option<CudaBuffer>| b.as_ref().map(|b| b.device_ptr());
+        match s {
+            GraphStep::Kernel {
+                kernel,
+                inputs,
+                outputs,
+                ..
+            } => {
+                for &i in inputs {
+                    a.reads.push(self.ptr(i, ext)?);
+                }
+                for &o in outputs {
+                    a.writes.push(self.ptr(o, ext)?);
+                }
+                let split = kernel.reduce.and_then(|_| self.scratch.get(ri));
+                if let Some(sc) = split.filter(|sc| sc.values.is_some()) {
+                    a.writes.extend(some(&sc.values));
+                    a.writes.extend(some(&sc.positions));
+                    a.writes.extend(some(&self.counters));
+                }
+            }
+            GraphStep::FftFused(f) => {
+                for &i in &f.inputs {
+                    a.reads.push(self.ptr(i, ext)?);
+                }
+                for i in f.epilogue.iter().flat_map(|e| e.inputs.iter().flatten()) {
+                    a.reads.push(self.ptr(*i, ext)?);
+                }
+                a.writes.push(self.ptr(f.dst, ext)?);
+                if let Some(sc) = self.fused.get(fi) {
+                    a.writes.extend(some(&sc.work));
+                    a.writes.extend(some(&sc.out));
+                }
+            }
+            GraphStep::Fft {
+                src, dst, clobber, ..
+            } => {
+                a.reads.push(self.ptr(*src, ext)?);
+                a.writes.push(self.ptr(*dst, ext)?);
+                if *clobber {
+                    a.writes.push(self.ptr(*src, ext)?);
+                }
+                a.writes.push(CUFFT_WORK_AREA);
+            }
+        }
+        Ok(a)
+    }
+
     /// Queues every step on the current work stream; while recording, collects the kernel
-    /// nodes into `nodes`.
+    /// nodes into `nodes` and makes each step's nodes depend only on the steps it must
+    /// follow (see the module docs).
     fn plain(
         &self,
         steps: &[GraphStep<'_>],
@@ -721,8 +858,18 @@ impl GraphPlan {
         mut nodes: Option<&mut Vec<KernelNode>>,
     ) -> Result<()> {
         let counting = nodes.is_none();
+        let mut hazards =
+            (nodes.is_some() && !crate::config::CONFIG.graphs_chain()).then(Hazards::default);
         let (mut ri, mut fi) = (0, 0);
         for s in steps {
+            let access = match &hazards {
+                Some(h) => {
+                    let a = self.access(s, ext, ri, fi)?;
+                    set_capture_deps(&h.deps(&a))?;
+                    Some(a)
+                }
+                None => None,
+            };
             match s {
                 GraphStep::Kernel {
                     kernel,
@@ -801,6 +948,9 @@ impl GraphPlan {
                         bump::library_calls(1);
                     }
                 }
+            }
+            if let (Some(h), Some(a)) = (&mut hazards, &access) {
+                h.after(a, &capture_deps()?);
             }
         }
         Ok(())
@@ -990,8 +1140,9 @@ impl GraphPlan {
     }
 }
 
-/// The nodes of `graph` by type, e.g. `7 nodes: 5 kernel, 1 mem alloc, 1 mem free` (for
-/// `LAZYFUSE_DEBUG=2`: cuFFT's kernels and the work areas' memory nodes show here).
+/// The nodes of `graph` by type and its edges and roots, e.g. `7 nodes: 5 kernel, 1 mem
+/// alloc, 1 mem free; 6 edges, 1 roots` (for `LAZYFUSE_DEBUG=2`: cuFFT's kernels and the
+/// work areas' memory nodes show here; fewer edges than a chain's mean concurrent steps).
 fn node_census(graph: drv_sys::CUgraph) -> String {
     use drv_sys::CUgraphNodeType as T;
     let census = catch_unwind(AssertUnwindSafe(|| -> Option<String> {
@@ -1026,7 +1177,27 @@ fn node_census(graph: drv_sys::CUgraph) -> String {
             }
         }
         let parts: Vec<String> = counts.iter().map(|(k, c)| format!("{c} {k}")).collect();
-        Some(format!("{n} nodes: {}", parts.join(", ")))
+        let (mut edges, mut roots) = (0usize, 0usize);
+        // SAFETY: a live graph; null arrays ask for the counts only.
+        unsafe {
+            drv_sys::cuGraphGetEdges_v2(
+                graph,
+                std::ptr::null_mut(),
+                std::ptr::null_mut(),
+                std::ptr::null_mut(),
+                &mut edges,
+            )
+        }
+        .result()
+        .ok()?;
+        // SAFETY: as above.
+        unsafe { drv_sys::cuGraphGetRootNodes(graph, std::ptr::null_mut(), &mut roots) }
+            .result()
+            .ok()?;
+        Some(format!(
+            "{n} nodes: {}; {edges} edges, {roots} roots",
+            parts.join(", ")
+        ))
     }));
     census
         .ok()
@@ -1034,12 +1205,17 @@ fn node_census(graph: drv_sys::CUgraph) -> String {
         .unwrap_or_else(|| "node census unavailable".into())
 }
 
-/// The node the current capture on this thread's capture stream ends in: the kernel just
-/// launched (the capture is a chain, so it has exactly one dependency).
-fn last_captured_node() -> Result<drv_sys::CUgraphNode> {
-    let stream = CAPTURE
+/// This thread's capture stream (while [`GraphPlan::record`] runs).
+fn capture_stream() -> Result<drv_sys::CUstream> {
+    CAPTURE
         .with(|c| c.borrow().as_ref().map(|(_, s)| s.cu_stream()))
-        .ok_or_else(|| Error::internal("graph", "not capturing"))?;
+        .ok_or_else(|| Error::internal("graph", "not capturing"))
+}
+
+/// The nodes the next node captured on this thread's capture stream will depend on: after
+/// a step, the nodes its work ends in.
+fn capture_deps() -> Result<Ends> {
+    let stream = capture_stream()?;
     let mut status = drv_sys::CUstreamCaptureStatus::CU_STREAM_CAPTURE_STATUS_NONE;
     let mut id: drv_sys::cuuint64_t = 0;
     let mut graph: drv_sys::CUgraph = std::ptr::null_mut();
@@ -1064,17 +1240,67 @@ fn last_captured_node() -> Result<drv_sys::CUgraphNode> {
     )));
     r.map_err(driver_err("cuStreamGetCaptureInfo"))?;
     if status != drv_sys::CUstreamCaptureStatus::CU_STREAM_CAPTURE_STATUS_ACTIVE
-        || n != 1
-        || deps.is_null()
+        || (n > 0 && deps.is_null())
     {
         return Err(Error::Cuda {
             op: "graph capture",
-            msg: format!("capture status {status:?} with {n} dependencies after a launch"),
+            msg: format!("capture status {status:?} with {n} dependencies"),
         });
     }
-    // SAFETY: the driver reported one valid entry at `deps`, alive until the next capture
-    // call on this stream.
-    Ok(unsafe { *deps })
+    if n == 0 {
+        return Ok(Ends::new());
+    }
+    // SAFETY: the driver reported `n` valid entries at `deps`, alive until the next
+    // capture call on this stream; they are copied out here.
+    Ok(unsafe { std::slice::from_raw_parts(deps, n) }
+        .iter()
+        .copied()
+        .collect())
+}
+
+/// The node the current capture on this thread's capture stream ends in: the kernel just
+/// launched (its only dependency).
+fn last_captured_node() -> Result<drv_sys::CUgraphNode> {
+    let deps = capture_deps()?;
+    match deps.as_slice() {
+        [one] => Ok(*one),
+        _ => Err(Error::Cuda {
+            op: "graph capture",
+            msg: format!("{} dependencies after a launch", deps.len()),
+        }),
+    }
+}
+
+/// Makes the next node captured on this thread's capture stream depend on exactly `deps`
+/// (none: a root of the graph).
+fn set_capture_deps(deps: &[drv_sys::CUgraphNode]) -> Result<()> {
+    let stream = capture_stream()?;
+    let mut owned: Vec<drv_sys::CUgraphNode> = deps.to_vec();
+    let ptr = if owned.is_empty() {
+        std::ptr::null_mut()
+    } else {
+        owned.as_mut_ptr()
+    };
+    let flag =
+        drv_sys::CUstreamUpdateCaptureDependencies_flags_enum::CU_STREAM_SET_CAPTURE_DEPENDENCIES
+            as std::ffi::c_uint;
+    // SAFETY: `stream` is capturing on this thread; `ptr` holds `owned.len()` nodes of its
+    // capture graph (ends of earlier steps), read during the call; null edge data means
+    // default edges (plain stream order), as `capture_deps` assumes.
+    let r = catch_unwind(AssertUnwindSafe(|| unsafe {
+        drv_sys::cuStreamUpdateCaptureDependencies_v2(
+            stream,
+            ptr,
+            std::ptr::null(),
+            owned.len(),
+            flag,
+        )
+        .result()
+    }))
+    .unwrap_or(Err(cudarc::driver::DriverError(
+        drv_sys::cudaError_enum::CUDA_ERROR_NOT_FOUND,
+    )));
+    r.map_err(driver_err("cuStreamUpdateCaptureDependencies"))
 }
 
 /// The complex dtype of a fused transform: its prologue's output.

@@ -321,7 +321,7 @@ fn run_psf(dev: &Device, quick: bool) -> lf::Result<()> {
                 (512, false) => (2, 3),
                 _ => (5, 5),
             };
-            let t = bench(dev, iters, reps, |_| drop(f.call(&[&x]).expect("call")));
+            let (t, host) = bench_host(dev, iters, reps, |_| drop(f.call(&[&x]).expect("call")));
             let name = match b {
                 lf::FftBackend::Generated => "lazyfuse-graph-generated-fft",
                 _ => "lazyfuse-graph",
@@ -331,7 +331,13 @@ fn run_psf(dev: &Device, quick: bool) -> lf::Result<()> {
             } else {
                 "traced"
             };
-            row("psf", n, name, t, how);
+            row(
+                "psf",
+                n,
+                name,
+                t,
+                &format!("{how}; host {:.1} us a call", host * 1e6),
+            );
             lf::set_fft_backend(before);
         }
     }
@@ -388,10 +394,10 @@ fn run_grad(dev: &Device, quick: bool) -> lf::Result<()> {
                 let g = lf::grad(&loss, &[&x[0]]).expect("gradient");
                 vec![loss, g[0].clone()]
             })?;
-            let t_f = bench(dev, iters, reps, |_| {
+            let (t_f, h_f) = bench_host(dev, iters, reps, |_| {
                 drop(fwd_g.call(&[&phase]).expect("call"))
             });
-            let t_b = bench(dev, iters, reps, |_| {
+            let (t_b, h_b) = bench_host(dev, iters, reps, |_| {
                 drop(both_g.call(&[&phase]).expect("call"))
             });
             let graph = |f: &lf::Function| if f.is_graph() { "CUDA graph" } else { "plain" };
@@ -400,14 +406,19 @@ fn run_grad(dev: &Device, quick: bool) -> lf::Result<()> {
                 n,
                 "lazyfuse-graph-generated-fft forward",
                 t_f,
-                &format!("traced, {}", graph(&fwd_g)),
+                &format!("traced, {}; host {:.1} us a call", graph(&fwd_g), h_f * 1e6),
             );
             row(
                 "grad",
                 n,
                 "lazyfuse-graph-generated-fft value+grad",
                 t_b,
-                &format!("traced, {}; {:.2}x the forward", graph(&both_g), t_b / t_f),
+                &format!(
+                    "traced, {}; {:.2}x the forward; host {:.1} us a call",
+                    graph(&both_g),
+                    t_b / t_f,
+                    h_b * 1e6
+                ),
             );
             lf::set_fft_backend(before);
         }
@@ -497,7 +508,7 @@ fn run_sim(dev: &Device, quick: bool) -> lf::Result<()> {
             let m = mult.clone();
             let f = lf::Function::trace(&[&u0], move |x| vec![common::sim_step(&x[0], &m, dt)])?;
             let reps = if dev.is_cuda() { 5 } else { 3 };
-            let t = bench(dev, 1, reps, |_| {
+            let (t, host) = bench_host(dev, 1, reps, |_| {
                 let mut u = u0.clone();
                 for _ in 0..steps {
                     u = f.call(&[&u]).expect("call").remove(0);
@@ -513,7 +524,13 @@ fn run_sim(dev: &Device, quick: bool) -> lf::Result<()> {
             } else {
                 ("lazyfuse-graph-c2c", "C2C")
             };
-            row("sim100", n, name, t, &format!("{how}, {plan}"));
+            row(
+                "sim100",
+                n,
+                name,
+                t,
+                &format!("{how}, {plan}; host {:.0} us", host * 1e6),
+            );
         }
         if dev.is_cuda() {
             // complex transforms as generated passes, the step's kernels fused into them
@@ -521,7 +538,7 @@ fn run_sim(dev: &Device, quick: bool) -> lf::Result<()> {
             let fft_before = lf::set_fft_backend(lf::FftBackend::Generated);
             let m = mult.clone();
             let f = lf::Function::trace(&[&u0], move |x| vec![common::sim_step(&x[0], &m, dt)])?;
-            let t = bench(dev, 1, 5, |_| {
+            let (t, host) = bench_host(dev, 1, 5, |_| {
                 let mut u = u0.clone();
                 for _ in 0..steps {
                     u = f.call(&[&u]).expect("call").remove(0);
@@ -537,7 +554,10 @@ fn run_sim(dev: &Device, quick: bool) -> lf::Result<()> {
                 n,
                 "lazyfuse-graph-generated-fft",
                 t,
-                &format!("traced Function, {how}, C2C generated passes"),
+                &format!(
+                    "traced Function, {how}, C2C generated passes; host {:.0} us",
+                    host * 1e6
+                ),
             );
             lf::set_fft_backend(fft_before);
         }

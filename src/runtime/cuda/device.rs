@@ -67,8 +67,13 @@ const REDUCE_MIN_PER_THREAD: usize = 64;
 /// ... and in a reduction of fewer than [`REDUCE_SMALL`] values, which is bound by the
 /// latency of each thread's serial loads rather than by bandwidth. On the H200 the traced
 /// PSF-fit loss at 128 (its last kernel sums 128^2 values) went from 34.8 to 18.6 us, the
-/// sum of squares of 2^20 values from 7.7 to 6.4 us; 2^26 values did not change.
+/// sum of squares of 2^20 values from 7.7 to 6.4 us; 2^26 values did not change. Below
+/// [`REDUCE_TINY`] values each thread takes fewer still (one value a thread at 2^14 and
+/// below, doubling to this at 2^17): ncu timed the 128^2 loss sum at 8 a thread (8 blocks)
+/// at 11.3 us on the H100, four times the elementwise kernels around it.
 const REDUCE_MIN_PER_THREAD_SMALL: usize = 8;
+/// See [`REDUCE_MIN_PER_THREAD_SMALL`].
+const REDUCE_TINY: usize = 1 << 17;
 /// See [`REDUCE_MIN_PER_THREAD_SMALL`].
 const REDUCE_SMALL: usize = 1 << 22;
 
@@ -102,7 +107,11 @@ pub(super) fn reduce_split(
     let target = REDUCE_BLOCKS_PER_SM * sm_count.max(1) as usize;
     let mut chunks = 1usize;
     if row_blocks < target && row_blocks <= REDUCE_COUNTERS {
-        let per_thread = if m.saturating_mul(r) < REDUCE_SMALL {
+        let values = m.saturating_mul(r);
+        let per_thread = if values < REDUCE_TINY {
+            (values / (REDUCE_TINY / REDUCE_MIN_PER_THREAD_SMALL))
+                .clamp(1, REDUCE_MIN_PER_THREAD_SMALL)
+        } else if values < REDUCE_SMALL {
             REDUCE_MIN_PER_THREAD_SMALL
         } else {
             REDUCE_MIN_PER_THREAD
@@ -1029,11 +1038,16 @@ mod tests {
             (128, 1, 1)
         );
         assert_eq!(reduce_split(ReduceLayout::Inner, 0, 0, 1, 0).1, 1);
-        // a small full reduction (128^2 values) is latency-bound: 8 blocks of 8 a thread
+        // a small full reduction (128^2 values) is latency-bound: 64 blocks of one value a
+        // thread; 2^16 values take 4 a thread, 2^17 and more 8 (2^20: 512 blocks)
         assert_eq!(
             reduce_split(ReduceLayout::Inner, 1, 1 << 14, 1, 132),
-            (256, 8, 1)
+            (256, 64, 1)
         );
+        assert_eq!(reduce_split(ReduceLayout::Inner, 1, 1 << 16, 1, 132).1, 64);
+        assert_eq!(reduce_split(ReduceLayout::Inner, 1, 1 << 17, 1, 132).1, 64);
+        assert_eq!(reduce_split(ReduceLayout::Inner, 1, 1 << 20, 1, 132).1, 512);
+        assert_eq!(reduce_split(ReduceLayout::Inner, 1, 100, 1, 132).1, 1);
     }
 
     #[test]

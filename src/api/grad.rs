@@ -5,7 +5,7 @@
 
 use super::make;
 use crate::graph::{FftKind, FftSpec, Inputs, Node, Op};
-use crate::{where_, Array, Error, Result};
+use crate::{where_, Array, DType, Error, Result};
 use lazyfuse_codegen::{BinaryOp, ReduceLayout, ReduceOp, UnaryOp};
 use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
@@ -521,14 +521,17 @@ fn rule(
 }
 
 /// Most comparisons (indices times the source axis's length, times the other axes) the
-/// gradient of a gather may cost: beyond, it is refused rather than run for hours.
-const GATHER_ADJOINT_MAX: u128 = 1 << 32;
+/// one-hot form of a gather's cotangent may cost: beyond, a scatter-add step computes it.
+const GATHER_ONE_HOT_MAX: u128 = 1 << 22;
 
 /// The cotangent of a gather's source (`take`, `take_along_axis`): every output element
 /// adds its cotangent to the source element its index names (a scatter-add; repeated
-/// indices accumulate). Built from array operations as a one-hot sum, so it fuses into one
-/// reduction kernel: `gs[p, j, q] = sum_k where(idx[p, k, q] == j, g[p, k, q], 0)`, which
-/// costs `k * n` work per `(p, q)` for `k` indices into an axis of length `n`.
+/// indices accumulate). Small cases are built from array operations as a one-hot sum,
+/// which fuses into one reduction kernel with the work around it and sums in a fixed
+/// order: `gs[p, j, q] = sum_k where(idx[p, k, q] == j, g[p, k, q], 0)`, costing `k * n`
+/// work per `(p, q)` for `k` indices into an axis of length `n`. Beyond
+/// [`GATHER_ONE_HOT_MAX`] comparisons an `Op::ScatterAdd` step adds each cotangent once
+/// (atomically on CUDA, so a float sum's last bits may vary run to run).
 fn gather_adjoint(
     node: &Node,
     axis: usize,
@@ -542,13 +545,26 @@ fn gather_adjoint(
     let (pre, post) = (prod(&src.shape[..axis]), prod(&src.shape[axis + 1..]));
     let k = prod(&node.shape[axis..axis + span]);
     let work = pre as u128 * post as u128 * k as u128 * n as u128;
-    if work > GATHER_ADJOINT_MAX {
-        return Err(no_rule(
-            node,
-            &format!(
-                ": its gradient is a one-hot sum of {k} indices into an axis of length {n}                  ({work} comparisons, more than the {GATHER_ADJOINT_MAX} allowed; a                  scatter-add is not implemented)"
-            ),
-        ));
+    let shape = |s: [usize; 3]| -> crate::graph::Shape { s.into_iter().collect() };
+    if work > GATHER_ONE_HOT_MAX {
+        // F32, F64, C64 and C128 add in their own precision, narrower floats in F32
+        let dt = g.dtype();
+        let wide = match dt {
+            DType::F32 | DType::F64 | DType::C64 | DType::C128 => dt,
+            _ => DType::F32,
+        };
+        let g3 = g.astype(wide).reshape_to(shape([pre, k, post]));
+        let i3 = idx.astype(DType::I64).reshape_to(shape([pre, k, post]));
+        let sums = make(
+            Op::ScatterAdd(n),
+            wide,
+            shape([pre, n, post]),
+            &g.device(),
+            &[&g3, &i3],
+        );
+        return Ok(sums
+            .reshape_to(src.shape.iter().copied().collect())
+            .astype(dt));
     }
     let four: crate::graph::Shape = [pre, k, 1, post].into_iter().collect();
     let g4 = g.reshape_to(four.clone());

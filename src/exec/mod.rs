@@ -68,6 +68,13 @@ pub(crate) enum Step {
         dst: Arc<Node>,
         spec: Arc<GemmSpec>,
     },
+    /// `dst` (an `Op::ScatterAdd` node) from `values`' and `indices`' buffers (an atomic
+    /// kernel on CUDA, a loop on the CPU: `runtime::scatter`).
+    Scatter {
+        values: Arc<Node>,
+        indices: Arc<Node>,
+        dst: Arc<Node>,
+    },
 }
 
 /// A bound `TStep::FftFused`.
@@ -155,7 +162,10 @@ impl Schedule {
             .filter(|s| {
                 matches!(
                     s,
-                    Step::Fft { .. } | Step::FftFused(_) | Step::MatMul { .. }
+                    Step::Fft { .. }
+                        | Step::FftFused(_)
+                        | Step::MatMul { .. }
+                        | Step::Scatter { .. }
                 )
             })
             .count()
@@ -227,6 +237,14 @@ impl fmt::Display for Schedule {
                 Step::MatMul { a, b, dst, spec } => {
                     writeln!(f, "step {i}: matmul {a:?} @ {b:?} -> {dst:?}: {spec}")?
                 }
+                Step::Scatter {
+                    values,
+                    indices,
+                    dst,
+                } => writeln!(
+                    f,
+                    "step {i}: scatter-add {values:?} at {indices:?} -> {dst:?}"
+                )?,
             }
         }
         Ok(())
@@ -339,6 +357,15 @@ pub(crate) fn bind(t: &Template, nodes: &[Arc<Node>]) -> Result<Schedule> {
                     b: nodes[*b].clone(),
                     dst: nodes[*dst].clone(),
                     spec: spec.clone(),
+                },
+                TStep::Scatter {
+                    values,
+                    indices,
+                    dst,
+                } => Step::Scatter {
+                    values: nodes[*values].clone(),
+                    indices: nodes[*indices].clone(),
+                    dst: nodes[*dst].clone(),
                 },
             })
         })
@@ -509,6 +536,24 @@ pub(crate) fn execute(sched: &Schedule) -> Result<bool> {
                     let bytes = bytes_of(&[&x, &y]) + bytes_of(&[&out]);
                     let detail = format!("{:?} @ {:?} -> {:?}", a.shape, b.shape, dst.shape);
                     profile::library_done(probe, &dst.device, "matmul".into(), detail, bytes);
+                }
+                dst.realize(Arc::new(out));
+            }
+            Step::Scatter {
+                values,
+                indices,
+                dst,
+            } => {
+                let (v, ix) = (buffer_of(values)?, buffer_of(indices)?);
+                crate::stats::bump::library_calls(1);
+                let probe = profile::begin(&dst.device);
+                let range = nvtx::range(c"lazyfuse.scatter_add");
+                let out = runtime::scatter::run(&dst.device, &values.shape, &dst.shape, &v, &ix)?;
+                drop(range);
+                if probe.is_some() {
+                    let bytes = bytes_of(&[&v, &ix]) + bytes_of(&[&out]);
+                    let detail = format!("{:?} -> {:?}", values.shape, dst.shape);
+                    profile::library_done(probe, &dst.device, "scatter_add".into(), detail, bytes);
                 }
                 dst.realize(Arc::new(out));
             }

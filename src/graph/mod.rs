@@ -85,6 +85,12 @@ pub(crate) enum Op {
     /// buffers, through transposes and batch broadcasts where these are free
     /// (`schedule::matmul`).
     MatMul,
+    /// The sum of `values[p, i, q]` into zeros of shape `[pre, n, post]` (the node's, `n`
+    /// the field) at `[p, indices[p, i, q], q]` (a library step): inputs `values` and I64
+    /// `indices`, both `[pre, k, post]`; negative indices count from the end and indices
+    /// out of range add nothing. The cotangent of a gather with many indices
+    /// (`api::grad`); F32, F64, C64 and C128 values.
+    ScatterAdd(usize),
 }
 
 /// Which FFT an `Op::Fft` node computes.
@@ -144,7 +150,10 @@ impl Op {
     }
     /// True for boundaries computed by a library step (their inputs are materialized).
     pub(crate) fn is_library(&self) -> bool {
-        matches!(self, Op::ToDevice | Op::Fft(_) | Op::MatMul)
+        matches!(
+            self,
+            Op::ToDevice | Op::Fft(_) | Op::MatMul | Op::ScatterAdd(_)
+        )
     }
     /// A short name for plans and messages.
     pub(crate) fn name(&self) -> String {
@@ -155,6 +164,7 @@ impl Op {
             Op::Permute(p) => format!("permute{:?}", &p[..]),
             Op::Roll { axis, shift } => format!("roll({shift}, axis={axis})"),
             Op::Concat(a) => format!("concat(axis={a})"),
+            Op::ScatterAdd(n) => format!("scatter_add(n={n})"),
             Op::Const(s) => format!("const({s:?})"),
             Op::Reduce(r, l) => format!("{}({l:?})", r.name()),
             other => format!("{other:?}").to_lowercase(),

@@ -9,6 +9,7 @@ pub mod cuda;
 #[path = "cuda_off.rs"]
 pub mod cuda;
 pub(crate) mod matmul;
+pub(crate) mod scatter;
 
 use crate::nvtx;
 use crate::profile::{self, EntryKind};

@@ -621,7 +621,12 @@ impl Lowerer<'_> {
                 Cont::Gather => Next::Done(f.values[1]),
                 _ => return Err(Error::internal("lower", "gather frame state")),
             },
-            Op::Buffer | Op::ToDevice | Op::Fft(_) | Op::Reduce(..) | Op::MatMul => {
+            Op::Buffer
+            | Op::ToDevice
+            | Op::Fft(_)
+            | Op::Reduce(..)
+            | Op::MatMul
+            | Op::ScatterAdd(_) => {
                 return Err(Error::internal(
                     "lower",
                     format!("{node:?} should be materialized"),
@@ -1129,6 +1134,15 @@ pub(super) fn build(
                 .ok_or_else(|| Error::internal("plan", "library step without input"))?;
             steps.push(match nodes[t].op {
                 Op::Fft(_) => TStep::Fft { src, dst: t },
+                Op::ScatterAdd(_) => TStep::Scatter {
+                    values: src,
+                    indices: dag
+                        .inputs(t)
+                        .get(1)
+                        .map(|&i| i as usize)
+                        .ok_or_else(|| Error::internal("plan", "scatter without indices"))?,
+                    dst: t,
+                },
                 _ => TStep::Copy { src, dst: t },
             });
             continue;

@@ -84,6 +84,12 @@ pub(crate) enum TStep {
         dst: usize,
         spec: Arc<GemmSpec>,
     },
+    /// `dst`, an `Op::ScatterAdd` node, of the buffers of `values` and `indices`.
+    Scatter {
+        values: usize,
+        indices: usize,
+        dst: usize,
+    },
 }
 
 /// The computations a kernel computes although other kernels compute them too (cheap
@@ -435,6 +441,9 @@ impl TStep {
                 [*src].into_iter().collect()
             }
             TStep::MatMul { a, b, .. } => [*a, *b].into_iter().collect(),
+            TStep::Scatter {
+                values, indices, ..
+            } => [*values, *indices].into_iter().collect(),
         }
     }
     /// DAG positions this step computes (exhaustive, like [`TStep::reads`]).
@@ -448,7 +457,8 @@ impl TStep {
             TStep::Copy { dst, .. }
             | TStep::Fft { dst, .. }
             | TStep::Alias { dst, .. }
-            | TStep::MatMul { dst, .. } => [*dst].into_iter().collect(),
+            | TStep::MatMul { dst, .. }
+            | TStep::Scatter { dst, .. } => [*dst].into_iter().collect(),
         }
     }
 }

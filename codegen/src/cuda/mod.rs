@@ -83,6 +83,7 @@ pub mod fft;
 mod prelude;
 mod reduce;
 mod scan;
+pub mod scatter;
 
 use crate::{DType, IrError, Kernel, LaunchArgs, Scalar};
 

@@ -43,6 +43,7 @@ pub(crate) mod lane;
 mod memory;
 pub(crate) mod nccl;
 mod peer;
+mod scatter;
 
 pub use compile::nvrtc_check;
 pub use device::CudaDevice;

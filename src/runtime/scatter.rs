@@ -147,6 +147,6 @@ mod tests {
         let HostBuf::F32(out) = host(d, &v, &[2, 0, 2, 2]).unwrap() else {
             panic!("dtype")
         };
-        assert_eq!(out, vec![0.0, 8.0, 0.0, 0.0, 5.0, 2.0]);
+        assert_eq!(out, vec![0.0, 2.0, 0.0, 0.0, 5.0, 8.0]);
     }
 }

@@ -949,8 +949,8 @@ device_test!(traced_reductions_replay_a_graph);
 /// (split over many blocks, with partials and counters the graph keeps), the argmax of
 /// those values (partial positions too), row maxima and column means of a 783 x 3 matrix
 /// (one chunk each), and the maximum as a 0-d array read by a later kernel (a reshape of
-/// the reduction's output inside the graph). A cumulative sum (a scan, whose tile states are zeroed per launch)
-/// keeps running plainly.
+/// the reduction's output inside the graph). Cumulative sums (scans, whose tile states a
+/// memset node zeroes before each launch) replay too.
 fn traced_reductions_replay_a_graph(dev: &Device) {
     let _l = lock();
     let n = (1 << 20) + 1;
@@ -1046,27 +1046,65 @@ fn traced_reductions_replay_a_graph(dev: &Device) {
         assert_eq!(s.graph_launches, 0);
         assert!(!f.is_graph());
     }
-    // a scan runs plainly, call after call
-    let g = lf::Function::trace(&[&m0], |a| vec![a[0].cumsum(0) * 2.0]).unwrap();
-    for k in 0..3 {
+    // scans replay too (a memset node zeroes each scan's tile states before its launch):
+    // two independent scans and a reduction beside them, on each call's input
+    let g = lf::Function::trace(&[&m0], |a| {
+        vec![a[0].cumsum(0) * 2.0, a[0].cumsum(1), a[0].sum()]
+    })
+    .unwrap();
+    for k in 0..5 {
         let (_, m, _, _, mv) = inputs(10 + k);
-        let y = g.call(&[&m]).unwrap().remove(0);
-        assert_eq!((y.shape(), y.dtype()), (&[rows, cols][..], DType::F64));
-        let got = y.to_vec::<f64>().unwrap();
+        let out = g.call(&[&m]).unwrap();
+        let meta: Vec<(Vec<usize>, DType)> = out
+            .iter()
+            .map(|a| (a.shape().to_vec(), a.dtype()))
+            .collect();
+        assert_eq!(
+            meta,
+            [
+                (vec![rows, cols], DType::F64),
+                (vec![rows, cols], DType::F64),
+                (vec![], DType::F64),
+            ],
+            "scan call {k}"
+        );
+        let close = |e: f64, w: f64, what: String| {
+            assert!(
+                (e - w).abs() <= 1e-9 * w.abs().max(1.0),
+                "{what}: {e} vs {w}"
+            );
+        };
+        let (down, across) = (
+            out[0].to_vec::<f64>().unwrap(),
+            out[1].to_vec::<f64>().unwrap(),
+        );
         let mut acc = [0.0f64; 3];
         for i in 0..rows {
+            let mut row = 0.0;
             for j in 0..cols {
                 acc[j] += mv[i * cols + j];
-                let w = 2.0 * acc[j];
-                let e = got[i * cols + j];
-                assert!(
-                    (e - w).abs() <= 1e-9 * w.abs().max(1.0),
-                    "scan call {k} ({i}, {j}): {e} vs {w}"
+                row += mv[i * cols + j];
+                let e = i * cols + j;
+                close(
+                    down[e],
+                    2.0 * acc[j],
+                    format!("call {k} cumsum(0) ({i}, {j})"),
                 );
+                close(across[e], row, format!("call {k} cumsum(1) ({i}, {j})"));
             }
         }
+        let total: f64 = mv.iter().sum();
+        close(
+            out[2].item::<f64>().unwrap(),
+            total,
+            format!("call {k} sum"),
+        );
     }
-    assert!(!g.is_graph(), "a scan runs plainly");
+    assert_eq!(
+        g.is_graph(),
+        dev.is_cuda() && graphs_on(),
+        "scans replay on CUDA"
+    );
 }
 
 /// The 2-D DFT of a row-major `[h, w]` array (naive sums; `inverse` without the 1/n).

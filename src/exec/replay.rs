@@ -96,11 +96,9 @@ impl GraphState {
             return None;
         };
         if !template.steps().iter().all(|s| match s {
-            // a scan needs freshly zeroed tile states at every launch: run plainly
-            // (reductions keep their partials and counters with the graph plan)
-            TStep::Kernel { kernel, .. } => kernel
-                .reduce
-                .is_none_or(|r| r.layout != lazyfuse_codegen::ReduceLayout::Scan),
+            // reductions keep their partials and counters with the graph plan, scans their
+            // tile states (zeroed by a memset node before each launch)
+            TStep::Kernel { .. } => true,
             // cuFFT, and generated passes with fused work (each pass a kernel node); a
             // reshape shares its source's buffer (one graph operand, see below)
             TStep::Fft { .. } | TStep::FftFused { .. } | TStep::Alias { .. } => true,

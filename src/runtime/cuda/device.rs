@@ -762,21 +762,35 @@ impl CudaDevice {
     /// work stream, in order before any later launch there).
     pub(super) fn alloc_zeroed(&self, dtype: DType, len: usize) -> Result<CudaBuffer> {
         let buf = self.alloc(self.arc()?, dtype, len)?;
+        // `buf` holds `len` elements of `dtype`, all of which this clears
+        self.memset_zero(buf.device_ptr(), len * dtype.size())?;
+        Ok(buf)
+    }
+
+    /// Clears `bytes` bytes at device address `ptr` on this thread's work stream (a memset
+    /// node while it records a graph). The caller owns that memory (a buffer of this
+    /// context at least `bytes` long, alive until the memset has run: buffers are freed in
+    /// stream order) and orders its later users on the same stream.
+    pub(super) fn memset_zero(&self, ptr: u64, bytes: usize) -> Result<()> {
         self.ctx
             .bind_to_thread()
             .map_err(driver_err("cuCtxGetCurrent"))?;
-        // SAFETY: `buf` holds `len` elements of `dtype`, all of which this clears, on the
-        // stream its later users are ordered on (the caller's work stream).
-        unsafe {
-            drv::memset_d8_async(
-                buf.device_ptr(),
-                0,
-                len * dtype.size(),
-                self.work_stream()?.cu_stream(),
-            )
-        }
-        .map_err(driver_err("cuMemsetD8Async"))?;
-        Ok(buf)
+        // SAFETY: see the contract above: `ptr..ptr + bytes` is memory of a live buffer of
+        // this context, cleared in stream order before its later users.
+        unsafe { drv::memset_d8_async(ptr, 0, bytes, self.work_stream()?.cu_stream()) }
+            .map_err(driver_err("cuMemsetD8Async"))
+    }
+
+    /// The tiles of a scan launch over `args` (`BLOCK * per_thread` elements of each row)
+    /// and its grid: at most [`SCAN_BLOCKS_PER_SM`] blocks per SM. Its workspace is `2 *
+    /// tiles` values and `tiles + 1` zeroed I64 tile states.
+    pub(super) fn scan_geometry(&self, p: &Prepared, args: &LaunchArgs) -> (usize, u32) {
+        let m = args.shape.first().copied().unwrap_or(0);
+        let r = args.shape.get(1).copied().unwrap_or(0);
+        let tile = BLOCK as usize * p.loaded.rendered.per_thread.max(1) as usize;
+        let tiles = m * r.div_ceil(tile);
+        let grid = tiles.min(SCAN_BLOCKS_PER_SM * self.sm_count.max(1) as usize) as u32;
+        (tiles, grid)
     }
 
     /// Launches scan kernel `k`: tiles of `BLOCK * per_thread` elements of each row, taken in
@@ -795,30 +809,15 @@ impl CudaDevice {
         outputs: &[CudaBuffer],
         args: &LaunchArgs,
     ) -> Result<()> {
-        let m = args.shape.first().copied().unwrap_or(0);
-        let r = args.shape.get(1).copied().unwrap_or(0);
-        let tile = BLOCK as usize * p.loaded.rendered.per_thread.max(1) as usize;
-        let tiles = m * r.div_ceil(tile);
+        let (tiles, grid) = self.scan_geometry(p, args);
         if tiles == 0 {
             return Ok(());
         }
         let vd = kernel.values[red.value as usize].dtype;
         let values = self.alloc(me, vd, 2 * tiles)?;
         let states = self.alloc(me, DType::I64, tiles + 1)?;
-        self.ctx
-            .bind_to_thread()
-            .map_err(driver_err("cuCtxGetCurrent"))?;
-        // SAFETY: `states` holds `tiles + 1` I64 values, zeroed here on the stream the
-        // launch below runs on.
-        unsafe {
-            drv::memset_d8_async(
-                states.device_ptr(),
-                0,
-                (tiles + 1) * 8,
-                self.work_stream()?.cu_stream(),
-            )
-        }
-        .map_err(driver_err("cuMemsetD8Async"))?;
+        // `states` holds `tiles + 1` I64 values, zeroed on the stream the launch runs on
+        self.memset_zero(states.device_ptr(), (tiles + 1) * 8)?;
         let launch = ReduceLaunch {
             threads_per_output: 1,
             chunks: 1,
@@ -828,7 +827,6 @@ impl CudaDevice {
         };
         let blob = reduce_blob(p, opts, kernel, inputs, outputs, args, &launch)?;
         let k = &*p.loaded;
-        let grid = tiles.min(SCAN_BLOCKS_PER_SM * self.sm_count.max(1) as usize) as u32;
         self.launch_at(k, blob, (grid, 1), k.rendered.block.max(1))?;
         drop((values, states));
         Ok(())

@@ -130,16 +130,19 @@ struct KernelNode {
 }
 
 /// One launch of a kernel step: the loaded kernel, its checked argument blob, its grid
-/// (x, y) and block size.
+/// (x, y) and block size, and for a scan its tile states, zeroed before the launch.
 struct Launch {
     kernel: Arc<LoadedKernel>,
     blob: Vec<u8>,
     grid: (u32, u32),
     block: u32,
+    zero: Option<(u64, usize)>,
 }
 
-/// The partials of one split reduction step of a plan (see `CudaDevice::reduce_geometry`):
-/// kept while the plan has a recording, whose kernel node holds their addresses.
+/// The partials of one split reduction step of a plan (see `CudaDevice::reduce_geometry`),
+/// or a scan's values (`values`, two per tile) and tile states (`positions`, `tiles + 1`
+/// I64, see `CudaDevice::scan_geometry`): kept while the plan has a recording, whose
+/// kernel node holds their addresses (and whose memset node zeroes a scan's states).
 struct ReduceScratch {
     values: Option<CudaBuffer>,
     positions: Option<CudaBuffer>,
@@ -606,9 +609,8 @@ impl GraphPlan {
         self.dev.launch(&p.loaded, blob, e.args.len())
     }
 
-    /// Makes the partials and counters of the plan's split reductions (loading each
-    /// reduction kernel to learn its split). Scans are refused: each launch needs freshly
-    /// zeroed tile states.
+    /// Makes the partials and counters of the plan's split reductions and the workspaces
+    /// of its scans (loading each kernel to learn its split).
     fn prepare_reductions(&mut self, steps: &[GraphStep<'_>], ext: &[&CudaBuffer]) -> Result<()> {
         let mut ri = 0;
         let mut widest = 0u32;
@@ -623,29 +625,52 @@ impl GraphPlan {
                 continue;
             };
             let Some(red) = kernel.reduce else { continue };
-            if red.layout == lazyfuse_codegen::ReduceLayout::Scan {
-                return Err(Error::internal("graph", "a scan in a graph plan"));
-            }
             let ins: Vec<&CudaBuffer> = inputs
                 .iter()
                 .map(|&s| self.buf(s, ext))
                 .collect::<Result<_>>()?;
-            let geometry = match self.dev.check_and_load(kernel, &ins, args, None)? {
-                Some((p, _)) => self.dev.reduce_geometry(&p, kernel, red, args),
-                None => (1, 1, 0),
-            };
-            let (_, chunks, gx) = geometry;
-            let n = kernel.out_len(args) * chunks as usize;
+            let loaded = self.dev.check_and_load(kernel, &ins, args, None)?;
             let vd = kernel.values[red.value as usize].dtype;
-            let fits = |b: &Option<CudaBuffer>, d: DType| {
-                b.as_ref().is_some_and(|b| b.len() == n && b.dtype() == d)
-            };
             if self.scratch.len() <= ri {
                 self.scratch.push(ReduceScratch {
                     values: None,
                     positions: None,
                 });
             }
+            if red.layout == lazyfuse_codegen::ReduceLayout::Scan {
+                let tiles = loaded
+                    .as_ref()
+                    .map_or(0, |(p, _)| self.dev.scan_geometry(p, args).0);
+                let me = self.dev.arc()?;
+                let sc = &mut self.scratch[ri];
+                let fits = |b: &Option<CudaBuffer>, n: usize, d: DType| {
+                    b.as_ref().is_some_and(|b| b.len() == n && b.dtype() == d)
+                };
+                if tiles == 0 {
+                    *sc = ReduceScratch {
+                        values: None,
+                        positions: None,
+                    };
+                } else {
+                    if !fits(&sc.values, 2 * tiles, vd) {
+                        sc.values = Some(self.dev.alloc(me, vd, 2 * tiles)?);
+                    }
+                    if !fits(&sc.positions, tiles + 1, DType::I64) {
+                        sc.positions = Some(self.dev.alloc(me, DType::I64, tiles + 1)?);
+                    }
+                }
+                ri += 1;
+                continue;
+            }
+            let geometry = match loaded {
+                Some((p, _)) => self.dev.reduce_geometry(&p, kernel, red, args),
+                None => (1, 1, 0),
+            };
+            let (_, chunks, gx) = geometry;
+            let n = kernel.out_len(args) * chunks as usize;
+            let fits = |b: &Option<CudaBuffer>, d: DType| {
+                b.as_ref().is_some_and(|b| b.len() == n && b.dtype() == d)
+            };
             let me = self.dev.arc()?;
             let sc = &mut self.scratch[ri];
             if chunks > 1 {
@@ -758,8 +783,37 @@ impl GraphPlan {
                 blob,
                 grid: (grid, 1),
                 block,
+                zero: None,
             }));
         };
+        if red.layout == lazyfuse_codegen::ReduceLayout::Scan {
+            let (tiles, grid) = self.dev.scan_geometry(&p, args);
+            let sc = self.scratch.get(ri);
+            let (Some(values), Some(states)) = (
+                sc.and_then(|s| s.values.as_ref()),
+                sc.and_then(|s| s.positions.as_ref()),
+            ) else {
+                // no tiles: nothing to compute
+                return Ok(None);
+            };
+            let launch = lazyfuse_codegen::cuda::ReduceLaunch {
+                threads_per_output: 1,
+                chunks: 1,
+                workspace: values.device_ptr(),
+                workspace_idx: states.device_ptr(),
+                counters: 0,
+            };
+            let blob = p.pack(kernel, &opts, &in_ptrs, &out_ptrs, args, &launch)?;
+            let blob = super::device::checked_blob(&p.loaded, blob)?;
+            let block = p.loaded.rendered.block.max(1);
+            return Ok(Some(Launch {
+                kernel: p.loaded,
+                blob,
+                grid: (grid, 1),
+                block,
+                zero: Some((states.device_ptr(), (tiles + 1) * 8)),
+            }));
+        }
         let (tpr, chunks, gx) = self.dev.reduce_geometry(&p, kernel, red, args);
         let mut launch = lazyfuse_codegen::cuda::ReduceLaunch {
             threads_per_output: tpr,
@@ -787,6 +841,7 @@ impl GraphPlan {
             blob,
             grid: (gx, chunks),
             block,
+            zero: None,
         }))
     }
 
@@ -814,11 +869,14 @@ impl GraphPlan {
                 for &o in outputs {
                     a.writes.push(self.ptr(o, ext)?);
                 }
-                let split = kernel.reduce.and_then(|_| self.scratch.get(ri));
-                if let Some(sc) = split.filter(|sc| sc.values.is_some()) {
+                let split = kernel.reduce.and_then(|r| Some((r, self.scratch.get(ri)?)));
+                if let Some((r, sc)) = split.filter(|(_, sc)| sc.values.is_some()) {
                     a.writes.extend(some(&sc.values));
                     a.writes.extend(some(&sc.positions));
-                    a.writes.extend(some(&self.counters));
+                    // split reductions share the counters; a scan's states are its own
+                    if r.layout != lazyfuse_codegen::ReduceLayout::Scan {
+                        a.writes.extend(some(&self.counters));
+                    }
                 }
             }
             GraphStep::FftFused(f) => {
@@ -880,6 +938,9 @@ impl GraphPlan {
                     let launch = self.launch_of(kernel, inputs, outputs, args, ext, ri)?;
                     ri += usize::from(kernel.reduce.is_some());
                     let Some(l) = launch else { continue };
+                    if let Some((ptr, bytes)) = l.zero {
+                        self.dev.memset_zero(ptr, bytes)?;
+                    }
                     self.dev
                         .launch_at(&l.kernel, l.blob.clone(), l.grid, l.block)?;
                     if counting {

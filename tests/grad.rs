@@ -508,6 +508,38 @@ fn large_gathers_scatter_add_in_one_step(dev: &Device) {
             im[e]
         );
     }
+    // traced: the scatter-add replays inside the step's CUDA graph (a zeroing and an
+    // adding kernel node), call after call with new weights
+    let step = lf::Function::trace(&[&x, &w], |a| {
+        let loss = (a[0].take(&idx, 1) * &a[1]).sum();
+        lf::grad(&loss, &[&a[0]]).expect("grad while tracing")
+    })
+    .expect("trace");
+    for call in 0..4u64 {
+        let wv = data(rows * k, 70 + call, -1.0, 1.0);
+        let w = Array::from_vec_on(wv.clone(), &[rows, k], dev).expect("w");
+        let g = step.call(&[&x, &w]).expect("call").remove(0);
+        assert_eq!((g.shape(), g.dtype()), (&[rows, n][..], DType::F64));
+        let mut want = vec![0.0f64; rows * n];
+        for p in 0..rows {
+            for (i, &j) in iv.iter().enumerate() {
+                want[p * n + at(j)] += wv[p * k + i];
+            }
+        }
+        let got = g.to_vec::<f64>().expect("gradient");
+        for (e, (a, b)) in got.iter().zip(&want).enumerate() {
+            assert!(
+                (a - b).abs() <= 1e-12 * b.abs().max(1.0),
+                "traced call {call} [{e}]: {a} vs {b}"
+            );
+        }
+    }
+    let graphs = std::env::var("LAZYFUSE_GRAPHS").map_or(true, |v| v.trim() != "0");
+    assert_eq!(
+        step.is_graph(),
+        dev.is_cuda() && graphs,
+        "the traced scatter replays"
+    );
     // a small gather keeps the one-hot form: no library step
     let small = Array::from_vec_on(vec![1i64, 1, 0], &[3], dev).expect("indices");
     let g = lf::grad(&x.take(&small, 1).sum(), &[&x]).expect("grad");

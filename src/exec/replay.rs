@@ -42,6 +42,8 @@ pub(crate) struct GraphState {
     /// Per template step: an FFT whose source is an arena intermediate that no later step
     /// reads, so the transform may overwrite it.
     dead_src: Vec<bool>,
+    /// The output shapes (`[pre, n, post]`) of the scatter-add steps, in step order.
+    scatter_shapes: Vec<[usize; 3]>,
 }
 
 /// Most sets of owned result buffers one graph state keeps.
@@ -102,6 +104,8 @@ impl GraphState {
             // cuFFT, and generated passes with fused work (each pass a kernel node); a
             // reshape shares its source's buffer (one graph operand, see below)
             TStep::Fft { .. } | TStep::FftFused { .. } | TStep::Alias { .. } => true,
+            // a zeroing and an adding kernel node
+            TStep::Scatter { .. } => true,
             _ => false,
         }) {
             return None;
@@ -221,6 +225,17 @@ impl GraphState {
                 _ => false,
             })
             .collect();
+        let mut scatter_shapes = Vec::new();
+        for s in steps {
+            if let TStep::Scatter { dst, .. } = s {
+                match &slots[*dst] {
+                    PosSlot::Fresh(_, _, sh) if sh.len() == 3 => {
+                        scatter_shapes.push([sh[0], sh[1], sh[2]])
+                    }
+                    _ => return None,
+                }
+            }
+        }
         let mut st = GraphState {
             dev,
             slot_of,
@@ -232,6 +247,7 @@ impl GraphState {
             staged_results,
             owned: Vec::new(),
             dead_src,
+            scatter_shapes,
         };
         // Decide eligibility once, on the template's structure (no buffers needed).
         let probe = st.steps_without_args(template).ok()?;
@@ -273,7 +289,7 @@ impl GraphState {
         staged: &'a Staged,
     ) -> Result<Vec<GraphStep<'a>>> {
         let mut out = Vec::new();
-        let (mut f, mut fi) = (0, 0);
+        let (mut f, mut fi, mut si) = (0, 0, 0);
         for (i, s) in t.steps().iter().enumerate() {
             match s {
                 TStep::Kernel {
@@ -364,6 +380,21 @@ impl GraphState {
                 }
                 // the reshape's buffer is its source's (`alias_groups`)
                 TStep::Alias { .. } => {}
+                TStep::Scatter {
+                    values,
+                    indices,
+                    dst,
+                } => {
+                    out.push(GraphStep::Scatter {
+                        values: self.slot(*values)?,
+                        indices: self.slot(*indices)?,
+                        dst: self.slot(*dst)?,
+                        out: self.scatter_shapes.get(si).copied().ok_or_else(|| {
+                            Error::internal("Function", "scatter step without its shape")
+                        })?,
+                    });
+                    si += 1;
+                }
                 _ => return Err(Error::internal("Function", "step kind without graph")),
             }
         }

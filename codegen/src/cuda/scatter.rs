@@ -14,6 +14,10 @@
 //! # Arguments (`lf_scatter_args`, by value, 7 fields of 8 bytes: [`ARG_BYTES`])
 //! `values`, `indices` (I64), `out`, then `total` (`pre * k * post`), `k`, `post`, `n`.
 //! Written by [`pack_args`].
+//!
+//! The output is zeroed first by a second kernel, [`render_zero`] (`lf_zero_words`, its
+//! arguments `lf_zero_args { out, words }`: 4-byte words, grid-stride), so that both are kernel nodes a recorded CUDA
+//! graph can point at each call's output.
 
 use super::{Rendered, BLOCK};
 use crate::DType;
@@ -81,6 +85,37 @@ pub fn render(dtype: DType) -> Option<Rendered> {
     })
 }
 
+/// Bytes of the zeroing kernel's argument struct: the pointer and the word count.
+pub const ZERO_ARG_BYTES: usize = 16;
+
+/// The zeroing kernel's argument struct.
+pub fn pack_zero_args(ptr: u64, words: u64) -> Vec<u8> {
+    [ptr, words].iter().flat_map(|f| f.to_le_bytes()).collect()
+}
+
+/// Renders `lf_zero_words`: `out[w] = 0` for every 4-byte word `w < words`.
+pub fn render_zero() -> Rendered {
+    let entry = "lf_zero_words".to_string();
+    let source = [
+        "// generated: zeroes a buffer of 4-byte words".to_string(),
+        "struct lf_zero_args { unsigned int* out; long long words; };".to_string(),
+        format!(
+            "extern \"C\" __global__ void __launch_bounds__({BLOCK}) {entry}(const lf_zero_args a) {{"
+        ),
+        "  const long long step = (long long)gridDim.x * blockDim.x;".to_string(),
+        "  for (long long w = (long long)blockIdx.x * blockDim.x + threadIdx.x; w < a.words; w += step) a.out[w] = 0u;".to_string(),
+        "}".to_string(),
+        String::new(),
+    ]
+    .join("\n");
+    Rendered {
+        source,
+        entry,
+        block: BLOCK,
+        per_thread: 1,
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -99,5 +134,7 @@ mod tests {
         assert!(render(DType::F16).is_none());
         assert!(render(DType::I64).is_none());
         assert_eq!(pack_args([1, 2, 3], [4, 5, 6, 7]).len(), ARG_BYTES);
+        assert_eq!(pack_zero_args(1, 2).len(), ZERO_ARG_BYTES);
+        assert!(render_zero().source.contains("lf_zero_words("));
     }
 }

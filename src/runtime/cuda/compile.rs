@@ -12,7 +12,7 @@ use crate::{Error, Result};
 use cudarc::driver::{sys as drv_sys, CudaContext, CudaFunction};
 use cudarc::nvrtc::{result as nvrtc, sys as nvrtc_sys, Ptx};
 use lazyfuse_codegen::cuda::{render, ArgLayout, RenderOptions, Rendered};
-use lazyfuse_codegen::{DType, Kernel};
+use lazyfuse_codegen::Kernel;
 use std::collections::{HashMap, HashSet};
 use std::ffi::{c_char, c_int, CString};
 use std::path::PathBuf;
@@ -458,8 +458,8 @@ pub(super) struct KernelCache {
     /// The same passes by their fused work's normal forms (a new plan with equal work
     /// compiles nothing).
     fft_fused: Mutex<HashMap<FusedKey, Arc<LoadedKernel>>>,
-    /// Scatter-add kernels by value dtype (`lazyfuse_codegen::cuda::scatter`).
-    scatter: Mutex<HashMap<DType, Arc<LoadedKernel>>>,
+    /// Scatter-add kernels (`lazyfuse_codegen::cuda::scatter`) by entry name.
+    scatter: Mutex<HashMap<String, Arc<LoadedKernel>>>,
 }
 
 /// The fused work of a generated pass: the prologue, and the epilogue with its value
@@ -690,30 +690,32 @@ impl KernelCache {
         Ok(loaded)
     }
 
-    /// The loaded scatter-add kernel for values of `dtype` (rendered and built like
-    /// [`KernelCache::get_fft`] on a miss); `None` for a dtype it does not add.
+    /// The loaded kernel `entry` of the scatter-add step (`lazyfuse_codegen::cuda::scatter`:
+    /// the adding kernel of a dtype, or the zeroing kernel), rendered by `render` and built
+    /// like [`KernelCache::get_fft`] on a miss; `None` when `render` gives nothing.
     pub(super) fn get_scatter(
         &self,
         ctx: &Arc<CudaContext>,
-        dtype: DType,
+        entry: &str,
+        render: impl FnOnce() -> Option<Rendered>,
     ) -> Result<Option<Arc<LoadedKernel>>> {
-        if let Some(k) = lock(&self.scatter).get(&dtype).cloned() {
+        if let Some(k) = lock(&self.scatter).get(entry).cloned() {
             bump::kernel_cache_hits(1);
             return Ok(Some(k));
         }
         let _compiling = lock(&self.compile_lock);
-        if let Some(k) = lock(&self.scatter).get(&dtype).cloned() {
+        if let Some(k) = lock(&self.scatter).get(entry).cloned() {
             return Ok(Some(k));
         }
         let t0 = Instant::now();
-        let Some(r) = lazyfuse_codegen::cuda::scatter::render(dtype) else {
+        let Some(r) = render() else {
             return Ok(None);
         };
         debug_log!(5, "source of {}:\n{}", r.entry, r.source);
         let dumped = dump_if_asked(&r);
         let loaded =
             Arc::new(self.build_rendered(ctx, t0, r, dumped, || "a scatter-add kernel".into())?);
-        lock(&self.scatter).insert(dtype, loaded.clone());
+        lock(&self.scatter).insert(entry.to_string(), loaded.clone());
         Ok(Some(loaded))
     }
 

@@ -84,6 +84,14 @@ pub(crate) enum GraphStep<'a> {
     },
     /// A C2C transform run as generated passes (see [`FusedStep`]).
     FftFused(FusedStep<'a>),
+    /// A scatter-add (`Op::ScatterAdd`) of `values` at `indices` into `dst` of shape
+    /// `out` (`[pre, n, post]`): a zeroing and an adding kernel node.
+    Scatter {
+        values: Slot,
+        indices: Slot,
+        dst: Slot,
+        out: [usize; 3],
+    },
 }
 
 /// A C2C transform run as generated passes, its input computed in the first pass by
@@ -381,9 +389,9 @@ impl GraphPlan {
             };
             match s {
                 GraphStep::Kernel { outputs, .. } => outputs.iter().for_each(&mut mark),
-                GraphStep::Fft { dst, .. } | GraphStep::FftFused(FusedStep { dst, .. }) => {
-                    mark(dst)
-                }
+                GraphStep::Fft { dst, .. }
+                | GraphStep::FftFused(FusedStep { dst, .. })
+                | GraphStep::Scatter { dst, .. } => mark(dst),
             }
         }
         for (b, w) in ext.iter().zip(&written) {
@@ -439,6 +447,35 @@ impl GraphPlan {
             self.prepared = false;
         }
         result
+    }
+
+    /// The zeroing and adding launches of scatter step `s` over these buffers.
+    fn scatter_launches(
+        &self,
+        s: &GraphStep<'_>,
+        ext: &[&CudaBuffer],
+    ) -> Result<Vec<super::fft::PassLaunch>> {
+        let GraphStep::Scatter {
+            values,
+            indices,
+            dst,
+            out: [pre, n, post],
+        } = *s
+        else {
+            return Err(Error::internal("graph", "not a scatter step"));
+        };
+        let (v, ix, o) = (
+            self.buf(values, ext)?,
+            self.buf(indices, ext)?,
+            self.buf(dst, ext)?,
+        );
+        let d = crate::runtime::scatter::Dims {
+            pre,
+            k: v.len().checked_div(pre * post).unwrap_or(0),
+            post,
+            n,
+        };
+        self.dev.scatter_launches(d, v, ix, o)
     }
 
     /// Makes the work buffers and transform outputs of the plan's fused transforms.
@@ -892,6 +929,16 @@ impl GraphPlan {
                     a.writes.extend(some(&sc.out));
                 }
             }
+            GraphStep::Scatter {
+                values,
+                indices,
+                dst,
+                ..
+            } => {
+                a.reads.push(self.ptr(*values, ext)?);
+                a.reads.push(self.ptr(*indices, ext)?);
+                a.writes.push(self.ptr(*dst, ext)?);
+            }
             GraphStep::Fft {
                 src, dst, clobber, ..
             } => {
@@ -954,6 +1001,25 @@ impl GraphPlan {
                             block: l.block,
                             blob: l.blob,
                         });
+                    }
+                }
+                GraphStep::Scatter { .. } => {
+                    let _range = crate::nvtx::range(c"lazyfuse.scatter_add");
+                    for l in self.scatter_launches(s, ext)? {
+                        self.dev
+                            .launch_at(&l.kernel, l.blob.clone(), (l.grid, 1), l.block)?;
+                        if let Some(nodes) = nodes.as_deref_mut() {
+                            nodes.push(KernelNode {
+                                node: last_captured_node()?,
+                                kernel: l.kernel,
+                                grid: (l.grid, 1),
+                                block: l.block,
+                                blob: l.blob,
+                            });
+                        }
+                    }
+                    if counting {
+                        bump::library_calls(1);
                     }
                 }
                 GraphStep::FftFused(f) => {
@@ -1122,6 +1188,9 @@ impl GraphPlan {
                     fi += 1;
                     blobs.extend(launches.into_iter().map(|l| l.blob));
                 }
+                GraphStep::Scatter { .. } => {
+                    blobs.extend(self.scatter_launches(s, ext)?.into_iter().map(|l| l.blob));
+                }
                 GraphStep::Fft { .. } => {}
             }
         }
@@ -1194,7 +1263,12 @@ impl GraphPlan {
         bump::library_calls(
             steps
                 .iter()
-                .filter(|s| matches!(s, GraphStep::Fft { .. } | GraphStep::FftFused(_)))
+                .filter(|s| {
+                    matches!(
+                        s,
+                        GraphStep::Fft { .. } | GraphStep::FftFused(_) | GraphStep::Scatter { .. }
+                    )
+                })
                 .count() as u64,
         );
         Ok(())

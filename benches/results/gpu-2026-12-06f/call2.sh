@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Device call 2 (tree of the scan-replay commit, after the scatter-add one): the grad and psf rows of 68e7e7d (base:
+# Device call 2 (tree of the commit replaying scans and scatter-adds in graphs): the grad and psf rows of 68e7e7d (base:
 # graphs following the data, 8 values a thread in small reductions) against this tree
 # (new: 1 value a thread at 128^2), alternating; the full grad/psf/sim rows; ncu kernel
 # times of one value+grad eval at 128; every test binary on CUDA, then the FFT/loop/

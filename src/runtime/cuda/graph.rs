@@ -1005,19 +1005,7 @@ impl GraphPlan {
                 }
                 GraphStep::Scatter { .. } => {
                     let _range = crate::nvtx::range(c"lazyfuse.scatter_add");
-                    for l in self.scatter_launches(s, ext)? {
-                        self.dev
-                            .launch_at(&l.kernel, l.blob.clone(), (l.grid, 1), l.block)?;
-                        if let Some(nodes) = nodes.as_deref_mut() {
-                            nodes.push(KernelNode {
-                                node: last_captured_node()?,
-                                kernel: l.kernel,
-                                grid: (l.grid, 1),
-                                block: l.block,
-                                blob: l.blob,
-                            });
-                        }
-                    }
+                    self.launch_all(self.scatter_launches(s, ext)?, nodes.as_deref_mut())?;
                     if counting {
                         bump::library_calls(1);
                     }
@@ -1027,25 +1015,7 @@ impl GraphPlan {
                     let _range =
                         crate::nvtx::range_with(|| format!("lazyfuse.{} fused", f.spec.label()));
                     match (launches, nodes.as_deref_mut()) {
-                        (Some(ls), mut nodes) => {
-                            for l in ls {
-                                self.dev.launch_at(
-                                    &l.kernel,
-                                    l.blob.clone(),
-                                    (l.grid, 1),
-                                    l.block,
-                                )?;
-                                if let Some(nodes) = nodes.as_deref_mut() {
-                                    nodes.push(KernelNode {
-                                        node: last_captured_node()?,
-                                        kernel: l.kernel,
-                                        grid: (l.grid, 1),
-                                        block: l.block,
-                                        blob: l.blob,
-                                    });
-                                }
-                            }
-                        }
+                        (Some(ls), nodes) => self.launch_all(ls, nodes)?,
                         (None, None) => self.fused_apart(f, ext, fi)?,
                         (None, Some(_)) => {
                             return Err(Error::internal(
@@ -1078,6 +1048,29 @@ impl GraphPlan {
             }
             if let (Some(h), Some(a)) = (&mut hazards, &access) {
                 h.after(a, &capture_deps()?);
+            }
+        }
+        Ok(())
+    }
+
+    /// Queues `launches` (a fused transform's passes, a scatter-add's kernels) in order;
+    /// while recording, collects their kernel nodes into `nodes`.
+    fn launch_all(
+        &self,
+        launches: Vec<super::fft::PassLaunch>,
+        mut nodes: Option<&mut Vec<KernelNode>>,
+    ) -> Result<()> {
+        for l in launches {
+            self.dev
+                .launch_at(&l.kernel, l.blob.clone(), (l.grid, 1), l.block)?;
+            if let Some(nodes) = nodes.as_deref_mut() {
+                nodes.push(KernelNode {
+                    node: last_captured_node()?,
+                    kernel: l.kernel,
+                    grid: (l.grid, 1),
+                    block: l.block,
+                    blob: l.blob,
+                });
             }
         }
         Ok(())

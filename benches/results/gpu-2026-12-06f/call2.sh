@@ -16,7 +16,7 @@ for rep in 1 2; do
   done
 done > $OUT/ab.txt
 LAZYFUSE_DEBUG=2 timeout 60 .gpu/benches/workloads --bench grad --quick 2>&1 | grep "graph: recorded" | sort | uniq -c >> $OUT/ab.txt
-timeout 150 .gpu/benches/workloads --bench grad psf sim > $OUT/full.txt 2>&1
+timeout 120 .gpu/benches/workloads --bench grad psf > $OUT/full.txt 2>&1
 timeout 60 ncu --clock-control none --metrics gpu__time_duration.sum --csv .gpu/examples/kernel_probe grad 128 > $OUT/ncu-grad128.csv 2>&1
 export LAZYFUSE_TEST_CUDA=1 RUST_BACKTRACE=1 LAZYFUSE_STREAM_SOAK=1000 LAZYFUSE_REQUIRE_NVRTC=1
 nccl=$(python3 -c 'import glob,site;print(next((p for d in site.getsitepackages() for p in glob.glob(d+"/nvidia/**/libnccl.so.2",recursive=True)),""))' 2>/dev/null)

@@ -3,7 +3,7 @@
 # 68e7e7d (base) against this tree (new), once each; ncu kernel times of one value+grad
 # eval at 128; every test binary on CUDA (failures into tests-summary.txt), then the
 # gradient, loop, FFT and profile binaries with LAZYFUSE_FFT=generated (call 1 kept failure
-# logs of fft-main and profile in that mode; with LAZYFUSE_GRAPHS=chain too, to compare).
+# logs of fft and profile in that mode; with LAZYFUSE_GRAPHS=chain too, to compare).
 OUT=${OUT:-/tmp/out}; mkdir -p $OUT
 (cd .gpu && xz -dc bins.txz | tar -xf - && xz -dc base.txz | tar -xf -)
 export LD_LIBRARY_PATH="/usr/local/cuda/lib64:/usr/local/cuda/targets/x86_64-linux/lib:${LD_LIBRARY_PATH:-}"
@@ -20,8 +20,8 @@ one() {
 }
 export -f one; export OUT
 ls .gpu/tests | grep -v '\.dir$' | grep -v -x -e nvtx | MODE=default xargs -P 4 -I{} bash -c 'one {}' > $OUT/tests-summary.txt 2>&1
-printf '%s\n' loops grad fft_fused fft-main profile | LAZYFUSE_FFT=generated MODE=generated xargs -P 3 -I{} bash -c 'one {}' >> $OUT/tests-summary.txt 2>&1
-printf '%s\n' fft-main profile | LAZYFUSE_FFT=generated LAZYFUSE_GRAPHS=chain MODE=generated-chain xargs -P 2 -I{} bash -c 'one {}' >> $OUT/tests-summary.txt 2>&1
+printf '%s\n' loops grad fft_fused fft profile | LAZYFUSE_FFT=generated MODE=generated xargs -P 3 -I{} bash -c 'one {}' >> $OUT/tests-summary.txt 2>&1
+printf '%s\n' fft profile | LAZYFUSE_FFT=generated LAZYFUSE_GRAPHS=chain MODE=generated-chain xargs -P 2 -I{} bash -c 'one {}' >> $OUT/tests-summary.txt 2>&1
 for b in base new; do
   bin=.gpu/benches/workloads; [ $b = base ] && bin=.gpu/base/workloads
   echo "## $b"; timeout 40 $bin --bench grad psf --quick 2>&1

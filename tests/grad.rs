@@ -475,6 +475,19 @@ fn large_gathers_scatter_add_in_one_step(dev: &Device) {
             "take [{e}]: {a} vs {b}"
         );
     }
+    // a float16 source adds in float32 and comes back as float16
+    let x16 = x.astype(DType::F16);
+    x16.eval().expect("x16");
+    let loss = (x16.take(&idx, 1).astype(DType::F64) * &w).sum();
+    let g = lf::grad(&loss, &[&x16]).expect("grad");
+    assert_eq!((g[0].shape(), g[0].dtype()), (&[rows, n][..], DType::F16));
+    let got = g[0].astype(DType::F64).to_vec::<f64>().expect("gradient");
+    for (e, (a, b)) in got.iter().zip(&want).enumerate() {
+        assert!(
+            (a - b).abs() <= 2e-3 * b.abs().max(1.0),
+            "f16 take [{e}]: {a} vs {b}"
+        );
+    }
     // take_along_axis along axis 0 of a [n, 3] complex source, per-column indices, in
     // complex64: d/dz of sum(|gathered|^2) is 2 z times the uses of each element
     let zr = data(n * rows, 64, -1.0, 1.0);

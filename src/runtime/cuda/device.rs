@@ -762,20 +762,24 @@ impl CudaDevice {
     /// work stream, in order before any later launch there).
     pub(super) fn alloc_zeroed(&self, dtype: DType, len: usize) -> Result<CudaBuffer> {
         let buf = self.alloc(self.arc()?, dtype, len)?;
-        // `buf` holds `len` elements of `dtype`, all of which this clears
-        self.memset_zero(buf.device_ptr(), len * dtype.size())?;
+        // SAFETY: `buf` holds `len` elements of `dtype`, all of which this clears, on the
+        // stream its later users are ordered on (the caller's work stream).
+        unsafe { self.memset_zero(buf.device_ptr(), len * dtype.size()) }?;
         Ok(buf)
     }
 
     /// Clears `bytes` bytes at device address `ptr` on this thread's work stream (a memset
-    /// node while it records a graph). The caller owns that memory (a buffer of this
-    /// context at least `bytes` long, alive until the memset has run: buffers are freed in
-    /// stream order) and orders its later users on the same stream.
-    pub(super) fn memset_zero(&self, ptr: u64, bytes: usize) -> Result<()> {
+    /// node while it records a graph).
+    ///
+    /// # Safety
+    /// `ptr..ptr + bytes` must lie inside a live buffer of this context that the caller
+    /// owns, alive until the memset has run (buffers are freed in stream order), and whose
+    /// later users are ordered on the same stream.
+    pub(super) unsafe fn memset_zero(&self, ptr: u64, bytes: usize) -> Result<()> {
         self.ctx
             .bind_to_thread()
             .map_err(driver_err("cuCtxGetCurrent"))?;
-        // SAFETY: see the contract above: `ptr..ptr + bytes` is memory of a live buffer of
+        // SAFETY: the caller's contract: `ptr..ptr + bytes` is memory of a live buffer of
         // this context, cleared in stream order before its later users.
         unsafe { drv::memset_d8_async(ptr, 0, bytes, self.work_stream()?.cu_stream()) }
             .map_err(driver_err("cuMemsetD8Async"))
@@ -816,8 +820,9 @@ impl CudaDevice {
         let vd = kernel.values[red.value as usize].dtype;
         let values = self.alloc(me, vd, 2 * tiles)?;
         let states = self.alloc(me, DType::I64, tiles + 1)?;
-        // `states` holds `tiles + 1` I64 values, zeroed on the stream the launch runs on
-        self.memset_zero(states.device_ptr(), (tiles + 1) * 8)?;
+        // SAFETY: `states` holds `tiles + 1` I64 values, zeroed on the stream the launch
+        // below runs on (and freed after it, in stream order).
+        unsafe { self.memset_zero(states.device_ptr(), (tiles + 1) * 8) }?;
         let launch = ReduceLaunch {
             threads_per_output: 1,
             chunks: 1,

@@ -986,7 +986,10 @@ impl GraphPlan {
                     ri += usize::from(kernel.reduce.is_some());
                     let Some(l) = launch else { continue };
                     if let Some((ptr, bytes)) = l.zero {
-                        self.dev.memset_zero(ptr, bytes)?;
+                        // SAFETY: `ptr` is the scan's tile states, `bytes` long, kept
+                        // by this plan while it has a recording; the kernel launched next
+                        // on the same stream is their only user.
+                        unsafe { self.dev.memset_zero(ptr, bytes) }?;
                     }
                     self.dev
                         .launch_at(&l.kernel, l.blob.clone(), l.grid, l.block)?;

@@ -490,3 +490,52 @@ fn direct_first_and_last_stages() {
     let src = render(&p.steps[0].pass).source;
     assert!(src.contains("// load") && src.contains("// store"), "{src}");
 }
+
+#[test]
+fn small_fused_launches_spread_their_load_and_store() {
+    // the 128 PSF's column pass: 256 lines of 256, 32 stage threads a line
+    let p = fft::plan_c2c(&[256, 256], &[0, 1], DType::C64, false).unwrap();
+    for s in &p.steps {
+        let lines = s.args.line_count();
+        let pass = s.pass.clone().spread_for(lines);
+        assert!(pass.spread > 1, "{pass:?}");
+        assert_eq!(pass.stage_threads(), s.pass.block());
+        assert_eq!(pass.block(), s.pass.block() * pass.spread);
+        assert!(pass.block() <= 512);
+        // one element a load thread at most: the spread never exceeds a stage thread's share
+        assert!(pass.spread * pass.threads_per_line <= pass.n);
+        assert_eq!(pass.grid(lines), s.pass.grid(lines));
+        let r = render(&pass);
+        assert_eq!(r.block, pass.block());
+        assert!(r
+            .source
+            .contains(&format!("__launch_bounds__({})", pass.block())));
+        // every element goes through the load phase (no stage reads global memory)
+        assert!(r.source.contains("// load") && r.source.contains("// store"));
+        assert_ne!(r.entry, render(&s.pass).entry);
+        // stage threads are the first ones; the others skip the stages
+        assert!(r
+            .source
+            .contains(&format!("li = threadIdx.x / {}", pass.threads_per_line)));
+    }
+    // a large launch keeps one thread per stage thread
+    let big = fft::plan_c2c(&[4096, 256], &[1], DType::C64, false).unwrap();
+    let s = &big.steps[0];
+    assert_eq!(s.pass.clone().spread_for(s.args.line_count()).spread, 1);
+}
+
+#[test]
+fn twiddles_are_read_before_the_load_where_few() {
+    let p = fft::plan_c2c(&[4, 256], &[1], DType::C64, false).unwrap();
+    let src = render(&p.steps[0].pass).source;
+    // 256 = 8 * 8 * 4 with 32 threads a line: 7 + 2 * 3 twiddles a thread
+    let at = src.find("tw1[q][r] = a.tw[").expect("prefetched");
+    assert!(at < src.find("// stage 0").unwrap());
+    assert!(src.contains("lf_tw(v[q][r], tw2[q][r])"));
+    // 3000 = 8 * 5 * 5 * 5 * 3 with 375 threads a line: 7 + 3 * 2 * 4 + 3 * 2 twiddles a
+    // thread, more than the registers allow: read in the stages
+    let q = fft::plan_c2c(&[7, 3000], &[1], DType::C64, false).unwrap();
+    let src = render(&q.steps[0].pass).source;
+    assert!(!src.contains("tw1[q][r] = a.tw["));
+    assert!(src.contains("a.tw[r * k]"));
+}

@@ -39,7 +39,7 @@
 //! of radices 3, 5, 7 and 8 are literals of the f64 values rounded to the precision. Complex
 //! products are written plainly (NVRTC may contract them into FMAs, which only helps here).
 
-use super::Rendered;
+use super::{ArgLayout, Rendered};
 use crate::fft::{odd_radix_constants, FftPass, PassArgs};
 use crate::ir::fnv1a;
 use crate::{DType, Inst, IrError, Kernel, LaunchArgs};
@@ -120,26 +120,100 @@ pub struct Epilogue<'a> {
 /// Offsets of the prologue's and the epilogue's argument structs in a fused pass's
 /// arguments (after [`pack_args`]'s fields) and the arguments' total size.
 pub fn fused_layout(fused: &Fused) -> Result<(usize, usize, usize), IrError> {
-    let mut end = ARG_BYTES;
-    let mut align = 8;
-    let mut place = |k: Option<&Kernel>| -> Result<usize, IrError> {
-        let Some(k) = k else { return Ok(end) };
-        let layout = super::arg_layout(k)?;
-        let at = end.div_ceil(layout.align) * layout.align;
-        end = at + layout.size;
-        align = align.max(layout.align);
-        Ok(at)
-    };
-    let pro = place(fused.prologue)?;
-    let epi = place(fused.epilogue.map(|e| e.kernel))?;
-    let size = end.div_ceil(align) * align;
-    if size > super::MAX_ARG_BYTES {
-        return Err(IrError(format!(
-            "fused FFT pass arguments of {size} bytes exceed {}",
-            super::MAX_ARG_BYTES
-        )));
+    let p = FusedPacker::new(fused)?;
+    let at = |l: &Option<(ArgLayout, usize)>| l.as_ref().map(|(_, at)| *at);
+    let end = p.pro.as_ref().map_or(ARG_BYTES, |(l, at)| at + l.size);
+    Ok((
+        at(&p.pro).unwrap_or(end),
+        at(&p.epi).unwrap_or(p.end),
+        p.size,
+    ))
+}
+
+/// What packing a fused pass's arguments needs besides the values: the prologue's and the
+/// epilogue's argument layouts with their offsets, and the blob's size. Built once per
+/// fused pass (it validates the kernels and lays out their structs), then [`pack`]
+/// (FusedPacker::pack) allocates nothing but the blob, for a replay that repacks every run.
+#[derive(Clone, Debug)]
+pub struct FusedPacker {
+    pro: Option<(ArgLayout, usize)>,
+    epi: Option<(ArgLayout, usize)>,
+    /// End of the last struct.
+    end: usize,
+    size: usize,
+}
+
+impl FusedPacker {
+    /// The layout of `fused`'s arguments; an error when a kernel is invalid or the
+    /// arguments exceed CUDA's limit.
+    pub fn new(fused: &Fused) -> Result<Self, IrError> {
+        let mut end = ARG_BYTES;
+        let mut align = 8;
+        let mut place = |k: Option<&Kernel>| -> Result<Option<(ArgLayout, usize)>, IrError> {
+            let Some(k) = k else { return Ok(None) };
+            k.validate()?;
+            let layout = super::arg_layout(k)?;
+            let at = end.div_ceil(layout.align) * layout.align;
+            end = at + layout.size;
+            align = align.max(layout.align);
+            Ok(Some((layout, at)))
+        };
+        let pro = place(fused.prologue)?;
+        let epi = place(fused.epilogue.map(|e| e.kernel))?;
+        let size = end.div_ceil(align) * align;
+        if size > super::MAX_ARG_BYTES {
+            return Err(IrError(format!(
+                "fused FFT pass arguments of {size} bytes exceed {}",
+                super::MAX_ARG_BYTES
+            )));
+        }
+        Ok(Self {
+            pro,
+            epi,
+            end,
+            size,
+        })
     }
-    Ok((pro, epi, size))
+
+    /// The argument blob of a pass with `fused` work (the kernels this packer was built
+    /// from): [`pack_args`]'s fields, then the prologue's and the epilogue's structs.
+    pub fn pack(
+        &self,
+        args: &PassArgs,
+        ptrs: [u64; 4],
+        fused: &Fused,
+        pro: Option<FusedArgs>,
+        epi: Option<FusedArgs>,
+    ) -> Result<Vec<u8>, IrError> {
+        let mut blob = pack_args(args, ptrs);
+        let opts = Default::default();
+        let parts = [
+            (fused.prologue, pro, &self.pro),
+            (fused.epilogue.map(|e| e.kernel), epi, &self.epi),
+        ];
+        for (k, a, laid) in parts {
+            let (Some(k), Some(a)) = (k, a) else {
+                continue;
+            };
+            let Some((layout, at)) = laid else {
+                return Err(IrError(
+                    "fused FFT work its packer was not built for".into(),
+                ));
+            };
+            let zeros = [0u64; 1];
+            let outs = match a.outputs.is_empty() {
+                true if k.outputs.len() <= 1 => &zeros[..k.outputs.len()],
+                true => return Err(IrError("a fused kernel with several outputs".into())),
+                false => a.outputs,
+            };
+            let red = Default::default();
+            let p = super::pack_args_prepared(k, layout, &opts, a.inputs, outs, a.args, &red)?;
+            blob.resize(*at, 0);
+            blob.extend_from_slice(&p);
+        }
+        blob.resize(self.size, 0);
+        Ok(blob)
+    }
 }
 
 /// Checks that `fused` fits `pass` (see [`Fused`], [`Epilogue`]).
@@ -240,29 +314,7 @@ pub fn pack_fused_args(
     pro: Option<FusedArgs>,
     epi: Option<FusedArgs>,
 ) -> Result<Vec<u8>, IrError> {
-    let (pro_at, epi_at, size) = fused_layout(fused)?;
-    let mut blob = pack_args(args, ptrs);
-    let opts = Default::default();
-    let parts = [
-        (fused.prologue, pro, pro_at),
-        (fused.epilogue.map(|e| e.kernel), epi, epi_at),
-    ];
-    for (k, a, at) in parts {
-        let (Some(k), Some(a)) = (k, a) else {
-            continue;
-        };
-        let zeros = vec![0u64; k.outputs.len()];
-        let outs = if a.outputs.is_empty() {
-            &zeros
-        } else {
-            a.outputs
-        };
-        let p = super::pack_args(k, &opts, a.inputs, outs, a.args)?;
-        blob.resize(at, 0);
-        blob.extend_from_slice(&p);
-    }
-    blob.resize(size, 0);
-    Ok(blob)
+    FusedPacker::new(fused)?.pack(args, ptrs, fused, pro, epi)
 }
 
 /// Declares the argument struct `name` of `k`.
@@ -492,8 +544,32 @@ fn render_pass(pass: &FftPass, fused: &Fused) -> Rendered {
     // it writes any (last stage, after the stages' barriers, or in the same thread when the
     // pass has one stage), so in-place passes stay correct.
     let staged = !pass.radices.is_empty();
-    let direct_load = staged && !pass.load_lines_fastest && !pass.twiddle_in;
-    let direct_store = staged && !pass.store_lines_fastest;
+    // a spread pass loads and stores on all of its threads, the stages on the first ones
+    let spread = pass.spread > 1;
+    let direct_load = staged && !pass.load_lines_fastest && !pass.twiddle_in && !spread;
+    let direct_store = staged && !pass.store_lines_fastest && !spread;
+    // The stages' twiddles, read from the table before the load phase when they fit a few
+    // registers: their loads then overlap the input's instead of waiting, stage after
+    // stage, behind the barriers (a global load is not moved across `__syncthreads`).
+    let prefetch = twiddle_regs(pass) <= PREFETCH_TWIDDLES;
+    if prefetch && staged {
+        let _ = writeln!(w, "  const int tw_t = threadIdx.x % {tpl};");
+        let mut ns = 1usize;
+        for (st, &rad) in pass.radices.iter().enumerate() {
+            let rad = rad as usize;
+            let k = (n / rad).div_ceil(tpl);
+            if ns > 1 {
+                let _ = writeln!(
+                    w,
+                    "  {c} tw{st}[{k}][{rad}];\n  #pragma unroll\n  for (int q = 0; q < {k}; q++) {{\n    \
+                     const int k = ((tw_t + q * {tpl}) % {ns}) * {};\n    #pragma unroll\n    \
+                     for (int r = 1; r < {rad}; r++) tw{st}[q][r] = a.tw[r * k];\n  }}",
+                    n / (ns * rad)
+                );
+            }
+            ns *= rad;
+        }
+    }
     // phase 1: load. Strided passes put neighbouring threads on neighbouring lines, which
     // the plan lays out at neighbouring addresses (the fastest line coordinate walks the
     // batch dimension), `lines_per_block` of them a multiple of a sector's elements
@@ -552,7 +628,13 @@ fn render_pass(pass: &FftPass, fused: &Fused) -> Rendered {
              if (li < nl{guard}) {{\n        #pragma unroll\n        \
              for (int r = 0; r < {rad}; r++) v[q][r] = {read};"
         );
-        if ns > 1 {
+        if ns > 1 && prefetch {
+            let _ = writeln!(
+                w,
+                "        #pragma unroll\n        \
+                 for (int r = 1; r < {rad}; r++) v[q][r] = lf_tw(v[q][r], tw{st}[q][r]);"
+            );
+        } else if ns > 1 {
             let _ = writeln!(
                 w,
                 "        const int k = (j % {ns}) * {};\n        #pragma unroll\n        \
@@ -606,6 +688,26 @@ fn render_pass(pass: &FftPass, fused: &Fused) -> Rendered {
         block: block as u32,
         per_thread: 1,
     }
+}
+
+/// Most twiddles (complex values) a thread of a pass reads from the table before its load
+/// phase, over all of its stages.
+const PREFETCH_TWIDDLES: usize = 24;
+
+/// Twiddles (complex values) one stage thread of `pass` multiplies by, over all stages.
+fn twiddle_regs(pass: &FftPass) -> usize {
+    let n = pass.n as usize;
+    let tpl = (pass.threads_per_line as usize).max(1);
+    let mut ns = 1;
+    let mut total = 0;
+    for &r in &pass.radices {
+        let r = r as usize;
+        if ns > 1 {
+            total += (n / r).div_ceil(tpl) * (r - 1);
+        }
+        ns *= r;
+    }
+    total
 }
 
 /// Writes the `rad`-point butterfly `lf_bfly<rad>(v)` of `pass`'s direction, computing what

@@ -74,6 +74,14 @@ const STRIDED_LINES: usize = 16;
 /// throughput, 25 % of warps active, 10.4 us.
 const MIN_BLOCKS: u64 = 128;
 
+/// Stage threads of a launch below which [`FftPass::spread_for`] spreads the load and store
+/// phases: 2^16, a quarter of the threads 132 SMs hold at once.
+const SPREAD_BELOW: u64 = 1 << 16;
+
+/// Most threads of a spread block (fused elementwise work with its trigonometry keeps
+/// more registers than 1024 threads a block leave).
+const SPREAD_BLOCK: u32 = 512;
+
 /// The radices of `n` in stage order, or `None` when `n` has a prime factor above 7 (or is
 /// 0). Powers of two use radix 8 and at most two radix-4 stages (radix 2 only for `n == 2`
 /// times odd factors); `1` has no stage.
@@ -262,6 +270,13 @@ pub struct FftPass {
     /// so does elementwise work fused into the pass (`crate::cuda::fft::render_fused`; a
     /// caller fusing work that reads or writes 2^31 elements or more clears it).
     pub index32: bool,
+    /// Threads of the load and store phases per stage thread (a power of two, at least 1):
+    /// the block has `lines_per_block * threads_per_line * spread` threads, and only the
+    /// first `lines_per_block * threads_per_line` run the stages. A small launch with
+    /// elementwise work fused into its load or store ([`FftPass::spread_for`]) then
+    /// computes that work on more threads at once, instead of each stage thread computing
+    /// `n / threads_per_line` elements one after another.
+    pub spread: u32,
 }
 
 /// Where element `p` of line `(la, lb, lc)` lives in a buffer: `la * dist[0] + lb *
@@ -334,7 +349,26 @@ impl FftPass {
             store_lines_fastest: strided_store,
             twiddle_in,
             index32: false,
+            spread: 1,
         }
+    }
+
+    /// This pass with its load and store phases spread over more threads ([`FftPass::spread`])
+    /// for a launch over `lines` lines with fused elementwise work: while the stage threads
+    /// of the whole launch would fill less than half of [`MIN_BLOCKS`] SMs' worth of
+    /// threads (`SPREAD_BELOW`), as many as make each load and store thread take one
+    /// element, at most [`SPREAD_BLOCK`] threads a block.
+    pub fn spread_for(mut self, lines: u64) -> FftPass {
+        let stage_threads = lines.saturating_mul(self.threads_per_line as u64);
+        let mut spread = 1u32;
+        if stage_threads < SPREAD_BELOW {
+            let per_thread = (self.n / self.threads_per_line.max(1)).max(1);
+            while spread * 2 <= per_thread && self.stage_threads() * spread * 2 <= SPREAD_BLOCK {
+                spread *= 2;
+            }
+        }
+        self.spread = spread;
+        self
     }
 
     /// This pass with fewer lines per block where a launch over `lines` lines would have
@@ -392,6 +426,11 @@ impl FftPass {
 
     /// Threads per block.
     pub fn block(&self) -> u32 {
+        self.lines_per_block * self.threads_per_line * self.spread.max(1)
+    }
+
+    /// Threads per block that run the stages.
+    pub fn stage_threads(&self) -> u32 {
         self.lines_per_block * self.threads_per_line
     }
 

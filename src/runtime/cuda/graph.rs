@@ -126,6 +126,9 @@ pub(crate) struct FusedEpi<'a> {
 struct FusedScratch {
     work: Option<CudaBuffer>,
     out: Option<CudaBuffer>,
+    /// The passes' kernels, grids and tables, made at the step's first run and kept while
+    /// the plan keeps its buffers: a replay then only packs each pass's arguments.
+    passes: std::sync::OnceLock<super::fft::PassSet>,
 }
 
 /// A recorded kernel node and what its arguments were last set to.
@@ -595,16 +598,25 @@ impl GraphPlan {
             }),
             _ => None,
         };
-        let work = self.fused.get(fi).and_then(|sc| sc.work.as_ref());
-        self.dev.fused_pass_launches(
-            spec,
-            &pro,
-            epi.as_ref(),
-            out,
-            shape,
-            fused_dtype(prologue)?,
-            work,
-        )
+        let sc = self
+            .fused
+            .get(fi)
+            .ok_or_else(|| Error::internal("graph", "fused transform without its scratch"))?;
+        let set = match sc.passes.get() {
+            Some(set) => set,
+            None => {
+                let dtype = fused_dtype(prologue)?;
+                let made = self
+                    .dev
+                    .fused_passes(spec, &pro, epi.as_ref(), out, shape, dtype)?;
+                let Some(made) = made else { return Ok(None) };
+                sc.passes.get_or_init(|| made)
+            }
+        };
+        let work = sc.work.as_ref();
+        self.dev
+            .fused_launches(set, &pro, epi.as_ref(), out, work)
+            .map(Some)
     }
 
     /// Fused transform step `s` (the `fi`-th) as the kernels and the transform apart, for

@@ -21,10 +21,11 @@ use crate::runtime::cuda::driver_err;
 use crate::runtime::cuda::memory::CudaBuffer;
 use crate::{Error, Result};
 use lazyfuse_codegen::cuda::fft::{
-    pack_args, pack_fused_args, Epilogue as CgEpilogue, Fused, FusedArgs,
+    pack_args, Epilogue as CgEpilogue, Fused, FusedArgs, FusedPacker,
 };
 use lazyfuse_codegen::fft::{self as gen, Buf};
 use lazyfuse_codegen::{DType, Kernel, LaunchArgs};
+use smallvec::SmallVec;
 use std::sync::Arc;
 
 /// Most twiddle tables a device keeps (one per length and precision used); beyond it the
@@ -177,11 +178,11 @@ impl CudaDevice {
             0 => None,
             n => Some(self.alloc(me, dtype, n)?),
         };
-        let Some((launches, tables)) =
-            self.pass_launches(&prog, &src, out, epi, dtype, work.as_ref())?
-        else {
+        let Some(set) = self.pass_set(prog, &src, epi, dtype)? else {
             return Ok(false);
         };
+        let launches = self.set_launches(&set, &src, out, epi, work.as_ref())?;
+        let tables = &set.tables;
         self.ctx
             .bind_to_thread()
             .map_err(driver_err("cuCtxGetCurrent"))?;
@@ -211,23 +212,17 @@ impl CudaDevice {
         Ok(true)
     }
 
-    /// The launches of `prog`'s passes from `src` into `out` (the last storing through
-    /// `epi`), with `work` as its work buffer (of `prog.work_len` elements at least), and
-    /// the twiddle tables they read; `None` when they cannot run now (a grid beyond CUDA's,
-    /// a table missing while recording or beyond [`MAX_TABLES`]).
-    #[allow(clippy::type_complexity)]
-    fn pass_launches(
+    /// The kernels, grids and twiddle tables of `prog`'s passes reading `src`, the last
+    /// storing through `epi` when given: what stays the same from run to run of one plan.
+    /// `None` when they cannot run now (a grid beyond CUDA's, a table missing while
+    /// recording or beyond [`MAX_TABLES`]).
+    fn pass_set(
         &self,
-        prog: &gen::Program,
+        prog: gen::Program,
         src: &Source,
-        out: &CudaBuffer,
         epi: Option<&Epilogue>,
         dtype: DType,
-        work: Option<&CudaBuffer>,
-    ) -> Result<Option<(Vec<PassLaunch>, Vec<Arc<CudaBuffer>>)>> {
-        if work.map_or(0, |w| w.len()) < prog.work_len {
-            return Err(Error::internal("generated fft", "no work buffer"));
-        }
+    ) -> Result<Option<PassSet>> {
         // fused work over 2^31 elements or more indexes in 64 bits (`FftPass::index32`)
         let wide = |b: &CudaBuffer| b.len() > i32::MAX as usize;
         let fused_wide = match src {
@@ -235,7 +230,7 @@ impl CudaDevice {
             Source::Buffer(_) => false,
         } || epi
             .is_some_and(|e| e.inputs.iter().flatten().any(|b| wide(b)) || wide(e.out));
-        let mut kernels = Vec::with_capacity(prog.steps.len());
+        let mut passes = Vec::with_capacity(prog.steps.len());
         for (i, s) in prog.steps.iter().enumerate() {
             // a grid beyond CUDA's 2^31 - 1 blocks goes to cuFFT
             let grid = s.pass.grid(s.args.line_count());
@@ -247,37 +242,73 @@ impl CudaDevice {
             }
             // the step reading the transform's input computes it through the prologue, the
             // last one stores through the epilogue
-            let k = match fused_at(prog, i, src, epi) {
-                (None, None) => self.kernels.get_fft(&self.ctx, &s.pass)?,
+            let (kernel, packer) = match fused_at(&prog, i, src, epi) {
+                (None, None) => (self.kernels.get_fft(&self.ctx, &s.pass)?, None),
                 (p, e) => {
                     let work = (
                         p.map(|p| p.kernel),
                         e.map(|e| (e.kernel, e.value_input, e.shift_param)),
                     );
-                    let mut pass = s.pass.clone();
+                    let mut pass = s.pass.clone().spread_for(s.args.line_count());
                     pass.index32 &= !fused_wide;
-                    self.kernels.get_fft_fused(&self.ctx, &pass, work)?
+                    let k = self.kernels.get_fft_fused(&self.ctx, &pass, work)?;
+                    let packer = FusedPacker::new(&cg_fused(p, e))
+                        .map_err(|e| Error::internal("generated fft", e))?;
+                    (k, Some(packer))
                 }
             };
-            kernels.push((k, grid));
+            let block = kernel.rendered.block.max(1);
+            passes.push(SetPass {
+                kernel,
+                grid,
+                block,
+                packer,
+                tw: 0,
+                tw_big: 0,
+            });
         }
-        // the tables of every step: (line table, table of the input twiddles)
-        let mut tables: Vec<(Arc<CudaBuffer>, Option<Arc<CudaBuffer>>)> = Vec::new();
+        // the tables of every step: its line table and the table of its input twiddles
+        let mut tables: Vec<Arc<CudaBuffer>> = Vec::new();
         {
             let mut st = lock(&self.fft);
-            for s in &prog.steps {
+            for (s, p) in prog.steps.iter().zip(&mut passes) {
                 let Some(line) = st.table(self, s.table_len(), dtype)? else {
                     return Ok(None);
                 };
-                let big = match s.args.big_n {
-                    0 => None,
-                    n => match st.table(self, n as usize, dtype)? {
-                        Some(t) => Some(t),
-                        None => return Ok(None),
-                    },
-                };
-                tables.push((line, big));
+                p.tw = line.device_ptr();
+                p.tw_big = p.tw;
+                tables.push(line);
+                if s.args.big_n != 0 {
+                    let Some(big) = st.table(self, s.args.big_n as usize, dtype)? else {
+                        return Ok(None);
+                    };
+                    p.tw_big = big.device_ptr();
+                    tables.push(big);
+                }
             }
+        }
+        Ok(Some(PassSet {
+            prog,
+            passes,
+            tables,
+            out_len: 0,
+        }))
+    }
+
+    /// The launches of `set`'s passes from `src` into `out` (the last storing through
+    /// `epi`, the work `set` was made for), with `work` as its work buffer (of the
+    /// program's `work_len` elements at least).
+    fn set_launches(
+        &self,
+        set: &PassSet,
+        src: &Source,
+        out: &CudaBuffer,
+        epi: Option<&Epilogue>,
+        work: Option<&CudaBuffer>,
+    ) -> Result<Vec<PassLaunch>> {
+        let prog = &set.prog;
+        if work.map_or(0, |w| w.len()) < prog.work_len {
+            return Err(Error::internal("generated fft", "no work buffer"));
         }
         let ptr = |b: Buf| -> Result<u64> {
             match (b, src) {
@@ -290,31 +321,22 @@ impl CudaDevice {
                     .ok_or_else(|| Error::internal("generated fft", "no work buffer")),
             }
         };
-        let mut launches = Vec::with_capacity(kernels.len());
-        for (i, ((s, (k, grid)), (line, big))) in
-            prog.steps.iter().zip(kernels).zip(&tables).enumerate()
-        {
-            let tw = line.device_ptr();
-            let tw_big = big.as_ref().map_or(tw, |b| b.device_ptr());
-            let ptrs = [ptr(s.src)?, ptr(s.dst)?, tw, tw_big];
-            let blob = match fused_at(prog, i, src, epi) {
-                (None, None) => pack_args(&s.args, ptrs),
-                (p, e) => fused_blob(&s.args, ptrs, p, e)?,
+        let mut launches = Vec::with_capacity(set.passes.len());
+        for (i, (s, p)) in prog.steps.iter().zip(&set.passes).enumerate() {
+            let ptrs = [ptr(s.src)?, ptr(s.dst)?, p.tw, p.tw_big];
+            let blob = match (fused_at(prog, i, src, epi), &p.packer) {
+                ((None, None), None) => pack_args(&s.args, ptrs),
+                ((pro, e), Some(packer)) => fused_blob(packer, &s.args, ptrs, pro, e)?,
+                _ => return Err(Error::internal("generated fft", "fused work changed")),
             };
-            let blob = checked_blob(&k, blob)?;
-            let block = k.rendered.block.max(1);
             launches.push(PassLaunch {
-                kernel: k,
-                blob,
-                grid,
-                block,
+                kernel: p.kernel.clone(),
+                blob: checked_blob(&p.kernel, blob)?,
+                grid: p.grid,
+                block: p.block,
             });
         }
-        let tables = tables
-            .into_iter()
-            .flat_map(|(a, b)| std::iter::once(a).chain(b))
-            .collect();
-        Ok(Some((launches, tables)))
+        Ok(launches)
     }
 
     /// Elements of the work buffer the generated passes of the C2C transform `spec` over
@@ -330,13 +352,12 @@ impl CudaDevice {
         gen::plan_c2c(shape, &spec.axes, dtype, spec.inverse).map(|p| p.work_len)
     }
 
-    /// The launches of the fused transform [`CudaDevice::fft_fused`] queues, over these
-    /// buffers and the work buffer `work` ([`CudaDevice::fused_work_len`] elements), for a
-    /// caller that launches or records them itself (a CUDA graph): `None` when they cannot
-    /// run now. Outside a recording the twiddle tables are ordered on this thread's stream;
-    /// the caller orders every other buffer.
-    #[allow(clippy::too_many_arguments)]
-    pub(in crate::runtime::cuda) fn fused_pass_launches(
+    /// The passes of the fused transform [`CudaDevice::fft_fused`] queues, for a caller
+    /// that launches or records them itself (a CUDA graph) and keeps them from run to run
+    /// of one plan ([`CudaDevice::fused_launches`] makes each run's launches): `None` when
+    /// they cannot run now. Outside a recording the twiddle tables are ordered on this
+    /// thread's stream (later runs follow this one); the caller orders every other buffer.
+    pub(in crate::runtime::cuda) fn fused_passes(
         &self,
         spec: &FftSpec,
         prologue: &Prologue,
@@ -344,8 +365,7 @@ impl CudaDevice {
         out: &CudaBuffer,
         shape: &[usize],
         dtype: DType,
-        work: Option<&CudaBuffer>,
-    ) -> Result<Option<Vec<PassLaunch>>> {
+    ) -> Result<Option<PassSet>> {
         if !fits_output(spec, out, shape, dtype) {
             return Ok(None);
         }
@@ -353,15 +373,54 @@ impl CudaDevice {
             return Ok(None);
         };
         let src = Source::Prologue(prologue);
-        let Some((launches, tables)) =
-            self.pass_launches(&prog, &src, out, epilogue, dtype, work)?
-        else {
+        let Some(mut set) = self.pass_set(prog, &src, epilogue, dtype)? else {
             return Ok(None);
         };
-        let tables: Vec<&CudaBuffer> = tables.iter().map(|t| &**t).collect();
+        set.out_len = out.len();
+        let tables: Vec<&CudaBuffer> = set.tables.iter().map(|t| &**t).collect();
         self.order(&tables, &[])?; // nothing while recording
-        Ok(Some(launches))
+        Ok(Some(set))
     }
+
+    /// The launches of `set` (from [`CudaDevice::fused_passes`] for the same kernels and
+    /// shapes) over these buffers and the work buffer `work`
+    /// ([`CudaDevice::fused_work_len`] elements).
+    pub(in crate::runtime::cuda) fn fused_launches(
+        &self,
+        set: &PassSet,
+        prologue: &Prologue,
+        epilogue: Option<&Epilogue>,
+        out: &CudaBuffer,
+        work: Option<&CudaBuffer>,
+    ) -> Result<Vec<PassLaunch>> {
+        if out.len() != set.out_len {
+            return Err(Error::internal("generated fft", "output of another shape"));
+        }
+        self.set_launches(set, &Source::Prologue(prologue), out, epilogue, work)
+    }
+}
+
+/// The passes of a generated transform as loaded kernels with their grids and tables:
+/// what stays the same from run to run of one plan ([`CudaDevice::fused_passes`]).
+pub(in crate::runtime::cuda) struct PassSet {
+    prog: gen::Program,
+    passes: Vec<SetPass>,
+    /// Every table the passes read (kept alive with them).
+    tables: Vec<Arc<CudaBuffer>>,
+    /// Elements of the output it was made for.
+    out_len: usize,
+}
+
+/// One pass of a [`PassSet`].
+struct SetPass {
+    kernel: Arc<LoadedKernel>,
+    grid: u32,
+    block: u32,
+    /// The layout of the fused work's arguments, for a pass with fused work.
+    packer: Option<FusedPacker>,
+    /// Addresses of its line table and its input-twiddle table (the line table's without).
+    tw: u64,
+    tw_big: u64,
 }
 
 /// One pass of a generated transform, ready to launch: the kernel, its checked argument
@@ -381,17 +440,30 @@ fn fits_output(spec: &FftSpec, out: &CudaBuffer, shape: &[usize], dtype: DType) 
         && out.len() == shape.iter().product::<usize>()
 }
 
+/// The `Fused` description of a prologue and an epilogue.
+fn cg_fused<'a>(p: Option<&'a Prologue>, e: Option<&'a Epilogue>) -> Fused<'a> {
+    Fused {
+        prologue: p.map(|p| &**p.kernel),
+        epilogue: e.map(|e| CgEpilogue {
+            kernel: e.kernel,
+            value_input: e.value_input,
+            shift_param: e.shift_param,
+        }),
+    }
+}
+
 /// The argument blob of a pass with fused work.
 fn fused_blob(
+    packer: &FusedPacker,
     args: &gen::PassArgs,
     ptrs: [u64; 4],
     p: Option<&Prologue>,
     e: Option<&Epilogue>,
 ) -> Result<Vec<u8>> {
-    let pro_in: Vec<u64> = p
+    let pro_in: SmallVec<[u64; 8]> = p
         .map(|p| p.inputs.iter().map(|b| b.device_ptr()).collect())
         .unwrap_or_default();
-    let epi_in: Vec<u64> = e
+    let epi_in: SmallVec<[u64; 8]> = e
         .map(|e| {
             e.inputs
                 .iter()
@@ -399,15 +471,7 @@ fn fused_blob(
                 .collect()
         })
         .unwrap_or_default();
-    let epi_out: Vec<u64> = e.map(|e| vec![e.out.device_ptr()]).unwrap_or_default();
-    let fused = Fused {
-        prologue: p.map(|p| &**p.kernel),
-        epilogue: e.map(|e| CgEpilogue {
-            kernel: e.kernel,
-            value_input: e.value_input,
-            shift_param: e.shift_param,
-        }),
-    };
+    let epi_out: [u64; 1] = [e.map_or(0, |e| e.out.device_ptr())];
     let pro = p.map(|p| FusedArgs {
         inputs: &pro_in,
         outputs: &[],
@@ -418,7 +482,9 @@ fn fused_blob(
         outputs: &epi_out,
         args: e.args,
     });
-    pack_fused_args(args, ptrs, &fused, pro, epi).map_err(|e| Error::internal("generated fft", e))
+    packer
+        .pack(args, ptrs, &cg_fused(p, e), pro, epi)
+        .map_err(|e| Error::internal("generated fft", e))
 }
 
 /// The fused work of step `i` of `prog`: the prologue when it reads the transform's input,

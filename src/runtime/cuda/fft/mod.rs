@@ -54,8 +54,8 @@
 mod choice;
 pub(crate) use choice::Choices;
 mod generated;
-pub(super) use generated::PassLaunch;
 pub(crate) use generated::{Epilogue, Prologue};
+pub(super) use generated::{PassLaunch, PassSet};
 mod helpers;
 pub(super) use helpers::HelperKernels;
 mod plan;

@@ -254,18 +254,27 @@ pub mod debug {
         /// The transform: device name and compute capability, dtype, shape, axes and
         /// direction.
         pub key: String,
-        /// Whether the generated passes run it (they measured over 10 % faster).
+        /// Whether the generated passes run it alone (they measured over 10 % faster).
         pub generated: bool,
+        /// Whether they run it with the elementwise kernel computing its input fused into
+        /// their first pass: over 10 % faster than cuFFT plus one copy of the array (what
+        /// that kernel costs apart: it writes the array, the transform reads it).
+        pub fused_generated: bool,
         /// The fastest of the timed runs of the generated passes (`Duration::MAX` when they
         /// could not run it).
         pub generated_time: std::time::Duration,
         /// The fastest of the timed runs of cuFFT.
         pub cufft_time: std::time::Duration,
+        /// The fastest of the timed device-to-device copies of the array (zero in decisions
+        /// stored before it was measured).
+        pub copy_time: std::time::Duration,
     }
 
     /// The decisions made so far on `dev` between the generated FFT passes and cuFFT
     /// (`lf::FftBackend::Auto`, the default): the first use of a C2C transform shape times
-    /// both and keeps cuFFT unless the passes are over 10 % faster, and the decision is
+    /// both and a copy of the array, and keeps cuFFT unless the passes are over 10 %
+    /// faster (with the kernel computing the input fused into them: faster than cuFFT and
+    /// that copy), and the decision is
     /// written next to the disk kernel cache for later processes (loaded decisions are
     /// listed too). Empty on the CPU, which runs rustfft.
     pub fn fft_choices(dev: &crate::Device) -> Vec<FftChoice> {
@@ -273,16 +282,19 @@ pub mod debug {
     }
 
     /// Whether the transform `spectrum` (the result of an `lf::fft` function) runs as the
-    /// generated FFT passes on its device, which elementwise work around it may then fuse
-    /// into: as `lf::set_fft_backend` says, and for the default `Auto` by the measured
-    /// decision (made now, by timing both, when there is none yet: see
-    /// [`fft_choices`]). `false` on the CPU, for R2C and C2R transforms, for lengths the
-    /// generator does not cover, and when `spectrum` is no transform.
+    /// generated FFT passes on its device where the elementwise kernel computing its input
+    /// fuses into their first pass (the plan then fuses it, and a consumer reading the
+    /// transform through rolls into the last pass): as `lf::set_fft_backend` says, and for
+    /// the default `Auto` by the measured decision (made now, by timing both, when there
+    /// is none yet: see [`fft_choices`]; `FftChoice::fused_generated`). A transform of an
+    /// array computed earlier runs unfused, by `FftChoice::generated`. `false` on the CPU,
+    /// for R2C and C2R transforms, for lengths the generator does not cover, and when
+    /// `spectrum` is no transform.
     pub fn fft_runs_generated(spectrum: &Array) -> crate::Result<bool> {
         let n = &spectrum.node;
         match &n.op {
             crate::graph::Op::Fft(spec) => {
-                crate::runtime::fft_prefers_generated(&n.device, spec, &n.shape, n.dtype)
+                crate::runtime::fft_prefers_generated(&n.device, spec, &n.shape, n.dtype, true)
             }
             _ => Ok(false),
         }

@@ -414,10 +414,16 @@ fn auto_fuses_where_the_measured_choice_is_generated(dev: &Device) {
         .collect();
     assert_eq!(mine.len(), 1, "{choices:?}");
     let c = mine[0];
-    assert_eq!(c.generated, generated);
+    // the plan fuses both kernels exactly where the passes win with the input's kernel in
+    // their first pass
+    assert_eq!(c.fused_generated, generated);
     assert!(c.cufft_time > std::time::Duration::ZERO, "{c:?}");
     assert!(c.generated_time > std::time::Duration::ZERO, "{c:?}");
-    // the passes must win by 10 % (ties and noise go to cuFFT)
-    let wins = c.generated_time.as_secs_f64() * 1.1 < c.cufft_time.as_secs_f64();
+    // the passes must win by 10 % (ties and noise go to cuFFT); fused, against cuFFT and
+    // one copy of the array (the kernel the fusion saves)
+    let secs = |d: std::time::Duration| d.as_secs_f64();
+    let wins = secs(c.generated_time) * 1.1 < secs(c.cufft_time);
     assert_eq!(c.generated, wins, "{c:?}");
+    let fused_wins = secs(c.generated_time) * 1.1 < secs(c.cufft_time) + secs(c.copy_time);
+    assert_eq!(c.fused_generated, wins || fused_wins, "{c:?}");
 }

@@ -477,8 +477,13 @@ fn rendered_passes_compile_with_nvrtc() {
 
 #[test]
 fn direct_first_and_last_stages() {
-    // contiguous pass: the first stage loads and the last stores from registers
-    let p = fft::plan_c2c(&[3, 1024], &[1], DType::C64, false).unwrap();
+    // contiguous pass of a large launch: the first stage loads and the last stores from
+    // registers (a small launch spreads its load and store over more threads instead)
+    let small = fft::plan_c2c(&[3, 1024], &[1], DType::C64, false).unwrap();
+    assert!(small.steps[0].pass.spread > 1);
+    assert!(render(&small.steps[0].pass).source.contains("// load"));
+    let p = fft::plan_c2c(&[1024, 1024], &[1], DType::C64, false).unwrap();
+    assert_eq!(p.steps[0].pass.spread, 1);
     let src = render(&p.steps[0].pass).source;
     assert!(
         !src.contains("// load") && !src.contains("// store"),
@@ -493,18 +498,21 @@ fn direct_first_and_last_stages() {
 
 #[test]
 fn small_fused_launches_spread_their_load_and_store() {
-    // the 128 PSF's column pass: 256 lines of 256, 32 stage threads a line
+    // the 128 PSF's passes: 256 lines of 256, 32 stage threads a line
     let p = fft::plan_c2c(&[256, 256], &[0, 1], DType::C64, false).unwrap();
     for s in &p.steps {
         let lines = s.args.line_count();
-        let pass = s.pass.clone().spread_for(lines);
+        let pass = s.pass.clone();
+        assert_eq!(pass.clone().spread_for(lines), pass);
+        let mut plain = pass.clone();
+        plain.spread = 1;
         assert!(pass.spread > 1, "{pass:?}");
-        assert_eq!(pass.stage_threads(), s.pass.block());
-        assert_eq!(pass.block(), s.pass.block() * pass.spread);
+        assert_eq!(pass.stage_threads(), plain.block());
+        assert_eq!(pass.block(), plain.block() * pass.spread);
         assert!(pass.block() <= 512);
         // one element a load thread at most: the spread never exceeds a stage thread's share
         assert!(pass.spread * pass.threads_per_line <= pass.n);
-        assert_eq!(pass.grid(lines), s.pass.grid(lines));
+        assert_eq!(pass.grid(lines), plain.grid(lines));
         let r = render(&pass);
         assert_eq!(r.block, pass.block());
         assert!(r
@@ -512,7 +520,9 @@ fn small_fused_launches_spread_their_load_and_store() {
             .contains(&format!("__launch_bounds__({})", pass.block())));
         // every element goes through the load phase (no stage reads global memory)
         assert!(r.source.contains("// load") && r.source.contains("// store"));
-        assert_ne!(r.entry, render(&s.pass).entry);
+        assert_ne!(r.entry, render(&plain).entry);
+        // the twiddles are read before the load
+        assert!(r.source.find("= a.tw[").unwrap() < r.source.find("// load").unwrap());
         // stage threads are the first ones; the others skip the stages
         assert!(r
             .source
@@ -526,6 +536,7 @@ fn small_fused_launches_spread_their_load_and_store() {
 
 #[test]
 fn twiddles_are_read_before_the_load_where_few() {
+    // a small (spread) launch
     let p = fft::plan_c2c(&[4, 256], &[1], DType::C64, false).unwrap();
     let src = render(&p.steps[0].pass).source;
     // 256 = 8 * 8 * 4 with 32 threads a line: 7 + 2 * 3 twiddles a thread
@@ -537,5 +548,9 @@ fn twiddles_are_read_before_the_load_where_few() {
     let q = fft::plan_c2c(&[7, 3000], &[1], DType::C64, false).unwrap();
     let src = render(&q.steps[0].pass).source;
     assert!(!src.contains("tw1[q][r] = a.tw["));
+    // a large launch keeps its registers for occupancy: read in the stages
+    let big = fft::plan_c2c(&[4096, 256], &[1], DType::C64, false).unwrap();
+    let src = render(&big.steps[0].pass).source;
+    assert!(!src.contains("tw1[q][r] = a.tw[") && src.contains("a.tw[r * k]"));
     assert!(src.contains("a.tw[r * k]"));
 }

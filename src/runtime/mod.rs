@@ -447,12 +447,13 @@ pub(crate) fn fft_prefers_generated(
     spec: &crate::graph::FftSpec,
     shape: &[usize],
     dtype: lazyfuse_codegen::DType,
+    fused: bool,
 ) -> Result<bool> {
     match dev {
         #[cfg(feature = "cuda")]
-        Device::Cuda(d) => d.prefers_generated(spec, shape, dtype),
+        Device::Cuda(d) => d.prefers_generated(spec, shape, dtype, fused),
         _ => {
-            let _ = (spec, shape, dtype);
+            let _ = (spec, shape, dtype, fused);
             Ok(false)
         }
     }
@@ -470,6 +471,8 @@ pub(crate) fn fft_choices(dev: &Device) -> Vec<crate::debug::FftChoice> {
                 generated: c.generated,
                 generated_time: c.generated_time,
                 cufft_time: c.cufft_time,
+                copy_time: c.copy_time,
+                fused_generated: c.fused_generated(),
             })
             .collect(),
         _ => Vec::new(),

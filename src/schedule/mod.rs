@@ -810,10 +810,12 @@ fn generated_runs(
     shape: &[usize],
     dtype: lazyfuse_codegen::DType,
 ) -> bool {
-    crate::runtime::fft_prefers_generated(&dn.device, spec, shape, dtype).unwrap_or_else(|e| {
-        config::debug_log!(1, "plan: no FFT choice for node #{}: {e}", dn.id);
-        false
-    })
+    crate::runtime::fft_prefers_generated(&dn.device, spec, shape, dtype, true).unwrap_or_else(
+        |e| {
+            config::debug_log!(1, "plan: no FFT choice for node #{}: {e}", dn.id);
+            false
+        },
+    )
 }
 
 /// The consumer step of the transform step `fi` that its last pass can compute: the only

@@ -548,10 +548,12 @@ fn render_pass(pass: &FftPass, fused: &Fused) -> Rendered {
     let spread = pass.spread > 1;
     let direct_load = staged && !pass.load_lines_fastest && !pass.twiddle_in && !spread;
     let direct_store = staged && !pass.store_lines_fastest && !spread;
-    // The stages' twiddles, read from the table before the load phase when they fit a few
-    // registers: their loads then overlap the input's instead of waiting, stage after
-    // stage, behind the barriers (a global load is not moved across `__syncthreads`).
-    let prefetch = twiddle_regs(pass) <= PREFETCH_TWIDDLES;
+    // The stages' twiddles of a small (spread) launch, read from the table before the load
+    // phase when they fit a few registers: their loads then overlap the input's instead of
+    // waiting, stage after stage, behind the barriers (a global load is not moved across
+    // `__syncthreads`). Large launches keep the registers for occupancy (prefetching in
+    // the 2048 PSF's passes took it from 399 to 426 us).
+    let prefetch = spread && twiddle_regs(pass) <= PREFETCH_TWIDDLES;
     if prefetch && staged {
         let _ = writeln!(w, "  const int tw_t = threadIdx.x % {tpl};");
         let mut ns = 1usize;

@@ -354,10 +354,10 @@ impl FftPass {
     }
 
     /// This pass with its load and store phases spread over more threads ([`FftPass::spread`])
-    /// for a launch over `lines` lines with fused elementwise work: while the stage threads
-    /// of the whole launch would fill less than half of [`MIN_BLOCKS`] SMs' worth of
-    /// threads (`SPREAD_BELOW`), as many as make each load and store thread take one
-    /// element, at most [`SPREAD_BLOCK`] threads a block.
+    /// for a launch over `lines` lines (elementwise work fused into them then runs on more
+    /// threads at once, and the loads of a plain pass issue from more warps): while the
+    /// launch has fewer than `SPREAD_BELOW` stage threads, as many as make each load and
+    /// store thread take one element, at most `SPREAD_BLOCK` threads a block.
     pub fn spread_for(mut self, lines: u64) -> FftPass {
         let stage_threads = lines.saturating_mul(self.threads_per_line as u64);
         let mut spread = 1u32;
@@ -374,11 +374,12 @@ impl FftPass {
     /// This pass with fewer lines per block where a launch over `lines` lines would have
     /// fewer than `MIN_BLOCKS` blocks: at least one line, and along a strided axis at
     /// least one sector's worth of neighbouring lines (so that loads still read whole
-    /// sectors).
+    /// sectors); and with its load and store spread over more threads where the launch is
+    /// small ([`FftPass::spread_for`]).
     pub fn for_lines(mut self, lines: u64) -> FftPass {
         let lpb = self.lines_per_block as u64;
         if lines.div_ceil(lpb) >= MIN_BLOCKS {
-            return self;
+            return self.spread_for(lines);
         }
         let floor = if self.load_lines_fastest || self.store_lines_fastest {
             (SECTOR / complex_size(self.dtype).unwrap_or(8)) as u64
@@ -387,7 +388,7 @@ impl FftPass {
         };
         let want = lines.div_ceil(MIN_BLOCKS).max(floor).min(lpb);
         self.lines_per_block = want as u32;
-        self
+        self.spread_for(lines)
     }
 
     /// Shared-memory elements between the starts of neighbouring lines of this pass's

@@ -1,14 +1,18 @@
 //! The choice between the generated passes and cuFFT for one C2C transform, by
 //! measurement (`FftBackend::Auto`, the default): the first use of a (shape, axes, dtype,
-//! direction) on a device times both on scratch buffers of that shape, keeps cuFFT unless
-//! the passes are clearly faster ([`MARGIN`]), and writes the decision next to the disk
-//! kernel cache, so that later processes on the same kind of device skip the measurement. `LAZYFUSE_FFT=cufft|generated` forces one.
+//! direction) on a device times both on scratch buffers of that shape, and one
+//! device-to-device copy of the array; keeps cuFFT unless the passes are clearly faster
+//! ([`MARGIN`]), and writes the decision next to the disk kernel cache, so that later
+//! processes on the same kind of device skip the measurement. `LAZYFUSE_FFT=cufft|generated`
+//! forces one.
 //!
-//! The planner asks before it fuses elementwise work into a transform's passes (fusion
-//! needs the generated passes), and the transform asks when it runs unfused; both get the
-//! same answer. While this thread records a CUDA graph nothing is measured (recording runs
-//! nothing): an undecided transform then uses cuFFT, and is decided at its next use
-//! outside a recording.
+//! The planner asks before it fuses the elementwise kernel computing a transform's input
+//! into its first pass (fusion needs the generated passes); that kernel then neither runs
+//! nor writes its array, nor does the transform read it: the passes are credited with one
+//! copy of the array ([`Choice::fused_generated`]), the cost of a kernel that reads and
+//! writes it. A transform that runs unfused asks without the credit. While this thread
+//! records a CUDA graph nothing is measured (recording runs nothing): an undecided
+//! transform then uses cuFFT, and is decided at its next use outside a recording.
 
 use super::plan::Precision;
 use crate::config::FftBackend;
@@ -46,6 +50,20 @@ pub(crate) struct Choice {
     pub(crate) generated_time: Duration,
     /// Fastest cuFFT run.
     pub(crate) cufft_time: Duration,
+    /// Fastest device-to-device copy of the array (zero in decisions stored before it was
+    /// measured).
+    pub(crate) copy_time: Duration,
+}
+
+impl Choice {
+    /// Whether the generated passes win with the elementwise kernel computing the input
+    /// fused into their first pass: by [`MARGIN`] against cuFFT plus that kernel, counted
+    /// as one copy of the array (it writes the array and the transform reads it).
+    pub(crate) fn fused_generated(&self) -> bool {
+        self.generated
+            || self.generated_time.as_secs_f64() * MARGIN
+                < (self.cufft_time + self.copy_time).as_secs_f64()
+    }
 }
 
 /// A transform as the decisions know it (on one device): dtype, shape, axes, direction.
@@ -84,8 +102,9 @@ fn key(dev: &CudaDevice, t: &Transform) -> String {
     )
 }
 
-/// The decisions stored in `dir` (lines `key \t generated|cufft \t gen_ns \t cufft_ns`;
-/// malformed lines are skipped, a later line wins).
+/// The decisions stored in `dir` (lines `key \t generated|cufft \t gen_ns \t cufft_ns \t
+/// copy_ns`, the last field absent in older files; malformed lines are skipped, a later
+/// line wins).
 fn load(dir: Option<&std::path::Path>) -> HashMap<String, Choice> {
     let mut map = HashMap::new();
     let Some(text) = dir.and_then(|d| std::fs::read_to_string(d.join(FILE)).ok()) else {
@@ -93,10 +112,13 @@ fn load(dir: Option<&std::path::Path>) -> HashMap<String, Choice> {
     };
     for line in text.lines() {
         let f: Vec<&str> = line.split('\t').collect();
-        let [k, which, g, c] = f.as_slice() else {
-            continue;
+        let (k, which, g, c, copy) = match f.as_slice() {
+            [k, which, g, c] => (k, which, g, c, "0"),
+            [k, which, g, c, copy] => (k, which, g, c, *copy),
+            _ => continue,
         };
-        let (Ok(g), Ok(c)) = (g.parse::<u64>(), c.parse::<u64>()) else {
+        let (Ok(g), Ok(c), Ok(copy)) = (g.parse::<u64>(), c.parse::<u64>(), copy.parse::<u64>())
+        else {
             continue;
         };
         let generated = match *which {
@@ -110,6 +132,7 @@ fn load(dir: Option<&std::path::Path>) -> HashMap<String, Choice> {
                 generated,
                 generated_time: Duration::from_nanos(g),
                 cufft_time: Duration::from_nanos(c),
+                copy_time: Duration::from_nanos(copy),
             },
         );
     }
@@ -123,10 +146,11 @@ fn store(dir: Option<&std::path::Path>, key: &str, c: &Choice) {
         return;
     };
     let line = format!(
-        "{key}\t{}\t{}\t{}\n",
+        "{key}\t{}\t{}\t{}\t{}\n",
         if c.generated { "generated" } else { "cufft" },
         c.generated_time.as_nanos(),
-        c.cufft_time.as_nanos()
+        c.cufft_time.as_nanos(),
+        c.copy_time.as_nanos()
     );
     let written = std::fs::OpenOptions::new()
         .create(true)
@@ -142,12 +166,15 @@ impl CudaDevice {
     /// Whether the C2C transform `spec` over `shape` of `dtype` runs as generated passes
     /// on this device: never for other kinds or lengths the generator does not cover;
     /// else as `LAZYFUSE_FFT` / `lf::set_fft_backend` says, and for `Auto` by measurement
-    /// (see the module). Errors are the device's (a failed allocation or launch).
+    /// (see the module), `fused` when the kernel computing its input runs inside its first
+    /// pass if it does ([`Choice::fused_generated`]). Errors are the device's (a failed
+    /// allocation or launch).
     pub(crate) fn prefers_generated(
         &self,
         spec: &FftSpec,
         shape: &[usize],
         dtype: DType,
+        fused: bool,
     ) -> Result<bool> {
         if spec.kind != FftKind::C2C {
             return Ok(false);
@@ -165,9 +192,13 @@ impl CudaDevice {
         match crate::config::fft_backend() {
             FftBackend::Cufft => Ok(false),
             FftBackend::Generated => Ok(true),
-            FftBackend::Auto => Ok(self
-                .fft_choice(spec, shape, dtype)?
-                .is_some_and(|c| c.generated)),
+            FftBackend::Auto => Ok(self.fft_choice(spec, shape, dtype)?.is_some_and(|c| {
+                if fused {
+                    c.fused_generated()
+                } else {
+                    c.generated
+                }
+            })),
         }
     }
 
@@ -216,10 +247,16 @@ impl CudaDevice {
         };
         crate::config::debug_log!(
             1,
-            "fft choice for {k}: {} (generated {:.1} us, cuFFT {:.1} us)",
+            "fft choice for {k}: {}, fused {} (generated {:.1} us, cuFFT {:.1} us, copy {:.1} us)",
             if c.generated { "generated" } else { "cuFFT" },
+            if c.fused_generated() {
+                "generated"
+            } else {
+                "cuFFT"
+            },
             c.generated_time.as_secs_f64() * 1e6,
-            c.cufft_time.as_secs_f64() * 1e6
+            c.cufft_time.as_secs_f64() * 1e6,
+            c.copy_time.as_secs_f64() * 1e6
         );
         let mut guard = lock(&self.fft_choices.0);
         let known = guard.get_or_insert_with(|| Known {
@@ -245,8 +282,8 @@ impl CudaDevice {
         v
     }
 
-    /// Times the generated passes against cuFFT for the transform, on zeroed scratch
-    /// buffers of its shape, on this thread's stream (synchronized).
+    /// Times the generated passes against cuFFT for the transform, and a copy of its array,
+    /// on zeroed scratch buffers of its shape, on this thread's stream (synchronized).
     fn measure_fft(&self, spec: &FftSpec, shape: &[usize], dtype: DType) -> Result<Choice> {
         let n: usize = shape.iter().product();
         let prec = match dtype {
@@ -276,17 +313,32 @@ impl CudaDevice {
                 generated: false,
                 generated_time: Duration::MAX,
                 cufft_time: Duration::ZERO,
+                copy_time: Duration::ZERO,
             });
         }
         cufft()?;
-        let mut best = [Duration::MAX; 2];
+        let bytes = n * dtype.size();
+        // SAFETY: both buffers hold `bytes` bytes, ordered on this stream (above).
+        let copy = || {
+            unsafe {
+                cudarc::driver::result::memcpy_dtod_async(
+                    out.device_ptr(),
+                    input.device_ptr(),
+                    bytes,
+                    lane.stream.cu_stream(),
+                )
+            }
+            .map_err(driver_err("cuMemcpyDtoDAsync"))
+        };
+        copy()?;
+        let mut best = [Duration::MAX; 3];
         for _ in 0..TIMED_RUNS {
             for (i, t) in best.iter_mut().enumerate() {
                 let start = self.timing_event()?;
-                if i == 0 {
-                    generated()?;
-                } else {
-                    cufft()?;
+                match i {
+                    0 => drop(generated()?),
+                    1 => cufft()?,
+                    _ => copy()?,
                 }
                 let end = self.timing_event()?;
                 *t = (*t).min(event_elapsed(&start, &end)?);
@@ -300,6 +352,59 @@ impl CudaDevice {
             generated: best[0].as_secs_f64() * MARGIN < best[1].as_secs_f64(),
             generated_time: best[0],
             cufft_time: best[1],
+            copy_time: best[2],
         })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn stored_decisions_with_and_without_the_copy_time() {
+        let dir = std::env::temp_dir().join(format!("lf-choices-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let us = Duration::from_micros;
+        let c = Choice {
+            generated: false,
+            generated_time: us(12),
+            cufft_time: us(10),
+            copy_time: us(4),
+        };
+        // an older line (no copy time), a malformed one, then one this build stores
+        std::fs::write(
+            dir.join(FILE),
+            "old key\tgenerated\t9000\t11000\nbad\tcufft\tx\t1\n",
+        )
+        .unwrap();
+        store(Some(&dir), "new key", &c);
+        let map = load(Some(&dir));
+        std::fs::remove_dir_all(&dir).unwrap();
+        assert_eq!(map.len(), 2, "{map:?}");
+        assert_eq!(map["new key"], c);
+        let old = map["old key"];
+        assert!(old.generated && old.copy_time == Duration::ZERO);
+        assert_eq!((old.generated_time, old.cufft_time), (us(9), us(11)));
+    }
+
+    #[test]
+    fn fusion_credits_the_passes_with_one_copy() {
+        let us = Duration::from_micros;
+        let choice = |g, c, copy| Choice {
+            generated: us(g).as_secs_f64() * MARGIN < us(c).as_secs_f64(),
+            generated_time: us(g),
+            cufft_time: us(c),
+            copy_time: us(copy),
+        };
+        // 12 against 10 + 4: fused passes win by more than the margin, alone they lose
+        let c = choice(12, 10, 4);
+        assert!(!c.generated && c.fused_generated());
+        // 12 against 10 + 1: within the margin, cuFFT either way
+        let c = choice(12, 10, 1);
+        assert!(!c.generated && !c.fused_generated());
+        // a win alone is a win fused
+        let c = choice(5, 10, 0);
+        assert!(c.generated && c.fused_generated());
     }
 }

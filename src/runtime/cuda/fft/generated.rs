@@ -112,7 +112,7 @@ impl CudaDevice {
         prec: Precision,
     ) -> Result<bool> {
         let dtype = prec.complex_dtype();
-        if !self.prefers_generated(spec, shape, dtype)? {
+        if !self.prefers_generated(spec, shape, dtype, false)? {
             return Ok(false);
         }
         self.run_generated(spec, Source::Buffer(input), out, None, shape, dtype)

@@ -554,3 +554,87 @@ fn twiddles_are_read_before_the_load_where_few() {
     assert!(!src.contains("tw1[q][r] = a.tw[") && src.contains("a.tw[r * k]"));
     assert!(src.contains("a.tw[r * k]"));
 }
+
+#[test]
+fn pruned_programs_skip_the_zero_columns() {
+    // (shape, axes, support of the last axis): one range, two ranges (a rolled padding),
+    // a first axis split in two passes, an outer batch, and the axes given last first
+    type Case<'a> = (&'a [usize], &'a [usize], &'a [(usize, usize)]);
+    let cases: &[Case] = &[
+        (&[256, 256], &[0, 1], &[(64, 192)]),
+        (&[48, 40], &[0, 1], &[(0, 10), (30, 40)]),
+        (&[8192, 16], &[0, 1], &[(4, 12)]),
+        (&[3, 20, 24], &[0, 1, 2], &[(6, 18)]),
+        (&[3, 20, 24], &[2, 1], &[(0, 5), (19, 24)]),
+    ];
+    for &(shape, axes, support) in cases {
+        let (n, cols) = (shape.iter().product::<usize>(), shape[shape.len() - 1]);
+        let inside = |i: usize| support.iter().any(|&(l, h)| (l..h).contains(&(i % cols)));
+        let x: Vec<Complex32> = input(n, 7)
+            .iter()
+            .enumerate()
+            .map(|(i, v)| match inside(i) {
+                true => Complex32::new(v.re as f32, v.im as f32),
+                false => Complex32::default(),
+            })
+            .collect();
+        // the same axes in the pruned program's order (the last two first): the same
+        // arithmetic, so the same values
+        let nd = shape.len();
+        let order: Vec<usize> = [nd - 2, nd - 1]
+            .into_iter()
+            .chain(axes.iter().copied().filter(|&a| a + 2 < nd))
+            .collect();
+        let plain = fft::plan_c2c(shape, &order, DType::C64, false).unwrap();
+        let pruned = fft::plan_c2c_pruned(shape, axes, DType::C64, false, Some(support)).unwrap();
+        // the first axis transforms the support's columns only, the last axis loads them
+        let first = &pruned.steps[0];
+        let width: usize = support.iter().map(|&(l, h)| h - l).sum();
+        let lines: usize = pruned.steps[..support.len()]
+            .iter()
+            .map(|s| s.args.lines[2] as usize)
+            .sum();
+        assert_eq!(lines, width, "{shape:?} {support:?}");
+        assert_eq!(first.args.input.offset, support[0].0 as i64);
+        assert_eq!(pruned.steps.iter().filter(|s| s.pass.masked).count(), 1);
+        // the output starts as NaN (`run_program`): a read of a column the first axis
+        // skipped would show
+        let want = host::run_program(&plain, &x);
+        let got = host::run_program(&pruned, &x);
+        assert_eq!(got.len(), want.len());
+        let bad = got.iter().zip(&want).position(|(g, w)| g != w);
+        assert_eq!(bad, None, "{shape:?} {axes:?} {support:?}");
+    }
+    // where pruning does not apply, the plain program: a support of most columns, three
+    // ranges, the last axis not transformed
+    let plain = fft::plan_c2c(&[64, 64], &[0, 1], DType::C64, false).unwrap();
+    for (axes, support) in [
+        (&[0usize, 1][..], &[(0usize, 60usize)][..]),
+        (&[0, 1], &[(0, 4), (10, 14), (20, 24)]),
+    ] {
+        let p = fft::plan_c2c_pruned(&[64, 64], axes, DType::C64, false, Some(support));
+        assert_eq!(p.as_ref(), Some(&plain));
+    }
+    let p = fft::plan_c2c_pruned(&[64, 64], &[0], DType::C64, false, Some(&[(0, 8)]));
+    assert_eq!(p, fft::plan_c2c(&[64, 64], &[0], DType::C64, false));
+}
+
+#[test]
+fn masked_passes_render_their_bounds() {
+    let p =
+        fft::plan_c2c_pruned(&[256, 256], &[0, 1], DType::C64, false, Some(&[(64, 192)])).unwrap();
+    let masked = p.steps.iter().find(|s| s.pass.masked).unwrap();
+    let src = render(&masked.pass).source;
+    assert!(src.contains("a.keep0") && src.contains("a.keep3"), "{src}");
+    assert!(!render(&p.steps[0].pass).source.contains("a.keep0 &&"));
+    let blob = pack_args(&masked.args, [1, 2, 3, 4]);
+    assert_eq!(blob.len(), ARG_BYTES);
+    let field = |i: usize| u64::from_le_bytes(blob[8 * i..8 * i + 8].try_into().unwrap());
+    assert_eq!((field(15), field(16)), (0, 0));
+    assert_eq!(
+        [field(17), field(18), field(19), field(20)],
+        [64, 192, 0, 0]
+    );
+    let first = pack_args(&p.steps[0].args, [1, 2, 3, 4]);
+    assert_eq!(first[8 * 15..8 * 16], 64u64.to_le_bytes());
+}

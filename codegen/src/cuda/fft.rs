@@ -27,11 +27,12 @@
 //! (an epilogue kernel's body at the shifted index, `lf_epi_args epi`) instead of reading
 //! and writing plain buffers.
 //!
-//! # Arguments (`lf_fft_args`, by value, 15 fields of 8 bytes: [`ARG_BYTES`])
+//! # Arguments (`lf_fft_args`, by value, 21 fields of 8 bytes: [`ARG_BYTES`])
 //! `in`, `out`, `tw` (the table of the line length), `tw_big` (the table of `big_n`, or any
 //! pointer when the pass does not use it), `lines` (total), `cnt_b`, `cnt_c` (counts of the
 //! middle and fastest line coordinates), then `da, db, dc, stride` of the input and of the
-//! output ([`crate::fft::LineMap`]). Written by [`pack_args`].
+//! output, their offsets ([`crate::fft::LineMap`]), and the four bounds of the elements a
+//! masked pass loads (`PassArgs::keep`). Written by [`pack_args`].
 //!
 //! # Numerics
 //! Twiddles are read from tables the host computed in f64 and rounded once, never from
@@ -46,12 +47,12 @@ use crate::{DType, Inst, IrError, Kernel, LaunchArgs};
 use std::fmt::Write;
 
 /// Bytes of the argument struct.
-pub const ARG_BYTES: usize = 120;
+pub const ARG_BYTES: usize = 168;
 
 /// The argument struct of one launch: device pointers `[in, out, tw, tw_big]`, then the
 /// line counts and maps of `args` (see the module docs).
 pub fn pack_args(args: &PassArgs, ptrs: [u64; 4]) -> Vec<u8> {
-    let fields: [u64; 15] = [
+    let fields: [u64; 21] = [
         ptrs[0],
         ptrs[1],
         ptrs[2],
@@ -67,6 +68,12 @@ pub fn pack_args(args: &PassArgs, ptrs: [u64; 4]) -> Vec<u8> {
         args.output.dist[1] as u64,
         args.output.dist[2] as u64,
         args.output.stride as u64,
+        args.input.offset as u64,
+        args.output.offset as u64,
+        args.keep[0],
+        args.keep[1],
+        args.keep[2],
+        args.keep[3],
     ];
     fields.iter().flat_map(|f| f.to_le_bytes()).collect()
 }
@@ -403,7 +410,8 @@ fn render_pass(pass: &FftPass, fused: &Fused) -> Rendered {
         "struct lf_fft_args {{\n  const {c}* in;\n  {c}* out;\n  const {c}* __restrict__ tw;\n  \
          const {c}* __restrict__ tw_big;\n  long long lines, cnt_b, cnt_c;\n  \
          long long in_da, in_db, in_dc, in_stride;\n  \
-         long long out_da, out_db, out_dc, out_stride;\n{members}}};"
+         long long out_da, out_db, out_dc, out_stride;\n  long long in_off, out_off;\n  \
+         long long keep0, keep1, keep2, keep3;\n{members}}};"
     );
     let _ = writeln!(
         w,
@@ -506,6 +514,17 @@ fn render_pass(pass: &FftPass, fused: &Fused) -> Rendered {
         w,
         "__device__ __forceinline__ int lf_pad(int i) {{ return i + (i >> {shift}); }}"
     );
+    // a masked pass loads the elements inside `keep` only (the others are zeros a pruned
+    // first pass never wrote)
+    let load = |at: &str, idx: &str| {
+        match pass.masked {
+        true => format!(
+            "((({idx}) >= a.keep0 && ({idx}) < a.keep1) || (({idx}) >= a.keep2 && ({idx}) < a.keep3) \
+             ? lf_fft_load(a, {at}) : {c}{{0, 0}})"
+        ),
+        false => format!("lf_fft_load(a, {at})"),
+    }
+    };
     let _ = writeln!(
         w,
         "extern \"C\" __global__ void __launch_bounds__({block}) {name}(const lf_fft_args a) {{"
@@ -526,8 +545,8 @@ fn render_pass(pass: &FftPass, fused: &Fused) -> Rendered {
          const {li_t} l = line0 + ({li_t})threadIdx.x;\n    \
          const {li_t} cc = ({li_t})a.cnt_c, cb = ({li_t})a.cnt_b;\n    \
          const {li_t} lc = l % cc, t = l / cc, lb = t % cb, la = t / cb;\n    \
-         ib[threadIdx.x] = la * ({li_t})a.in_da + lb * ({li_t})a.in_db + lc * ({li_t})a.in_dc;\n    \
-         ob[threadIdx.x] = la * ({li_t})a.out_da + lb * ({li_t})a.out_db + lc * ({li_t})a.out_dc;"
+         ib[threadIdx.x] = ({li_t})a.in_off + la * ({li_t})a.in_da + lb * ({li_t})a.in_db + lc * ({li_t})a.in_dc;\n    \
+         ob[threadIdx.x] = ({li_t})a.out_off + la * ({li_t})a.out_da + lb * ({li_t})a.out_db + lc * ({li_t})a.out_dc;"
     );
     if pass.twiddle_in {
         let _ = writeln!(w, "    lbv[threadIdx.x] = lb;");
@@ -586,9 +605,10 @@ fn render_pass(pass: &FftPass, fused: &Fused) -> Rendered {
         let _ = writeln!(
             w,
             "  // load\n  for (int e = threadIdx.x; e < {}; e += {block}) {{\n    {}\n    if (li < nl) {{\n      \
-             {c} v = lf_fft_load(a, (long long)(ib[li] + ({li_t})p * in_stride));",
+             {c} v = {};",
             lpb * n,
-            split(pass.load_lines_fastest)
+            split(pass.load_lines_fastest),
+            load("(long long)(ib[li] + ({li_t})p * in_stride)", "(long long)p")
         );
         if pass.twiddle_in {
             let _ = writeln!(w, "      v = lf_tw(v, a.tw_big[({li_t})p * lbv[li]]);");
@@ -618,9 +638,10 @@ fn render_pass(pass: &FftPass, fused: &Fused) -> Rendered {
         };
         let (from_global, to_global) = (st == 0 && direct_load, st == last_stage && direct_store);
         let read = match from_global {
-            true => {
-                format!("lf_fft_load(a, (long long)(ib[li] + ({li_t})(j + r * {m}) * in_stride))")
-            }
+            true => load(
+                &format!("(long long)(ib[li] + ({li_t})(j + r * {m}) * in_stride)"),
+                &format!("(long long)(j + r * {m})"),
+            ),
             false => format!("x[lf_pad(j + r * {m})]"),
         };
         let _ = writeln!(

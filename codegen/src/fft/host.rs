@@ -19,17 +19,25 @@ pub trait Real:
 {
     /// `v` rounded to this type.
     fn from_f64(v: f64) -> Self;
+    /// Not a number.
+    fn nan() -> Self;
 }
 
 impl Real for f32 {
     fn from_f64(v: f64) -> f32 {
         v as f32
     }
+    fn nan() -> f32 {
+        f32::NAN
+    }
 }
 
 impl Real for f64 {
     fn from_f64(v: f64) -> f64 {
         v
+    }
+    fn nan() -> f64 {
+        f64::NAN
     }
 }
 
@@ -225,9 +233,17 @@ pub fn run_pass<T: Real>(pass: &FftPass, args: &PassArgs, src: Option<&[C<T>]>, 
     for la in 0..na as i64 {
         for lb in 0..nb as i64 {
             for lc in 0..nc as i64 {
-                let base = |m: &super::LineMap| la * m.dist[0] + lb * m.dist[1] + lc * m.dist[2];
+                let base = |m: &super::LineMap| {
+                    m.offset + la * m.dist[0] + lb * m.dist[1] + lc * m.dist[2]
+                };
                 let (ib, ob) = (base(&args.input), base(&args.output));
+                let k = args.keep.map(|b| b as usize);
+                let kept = |p: usize| (k[0]..k[1]).contains(&p) || (k[2]..k[3]).contains(&p);
                 for (p, xp) in x.iter_mut().enumerate() {
+                    if pass.masked && !kept(p) {
+                        *xp = C::default();
+                        continue;
+                    }
                     let at = (ib + p as i64 * args.input.stride) as usize;
                     let mut val = match src {
                         Some(s) => s[at],
@@ -248,9 +264,12 @@ pub fn run_pass<T: Real>(pass: &FftPass, args: &PassArgs, src: Option<&[C<T>]>, 
 }
 
 /// Runs `prog` on `input` (C order, the shape it was planned for) and returns the output.
+/// The output and work buffers start as NaN, as a device's pooled memory holds anything: a
+/// pass reading an element no pass wrote shows in the result.
 pub fn run_program<T: Real>(prog: &Program, input: &[C<T>]) -> Vec<C<T>> {
-    let mut out = vec![C::<T>::default(); input.len()];
-    let mut work = vec![C::<T>::default(); prog.work_len];
+    let nan = C::new(T::nan(), T::nan());
+    let mut out = vec![nan; input.len()];
+    let mut work = vec![nan; prog.work_len];
     for s in &prog.steps {
         match (s.src, s.dst) {
             (Buf::Input, Buf::Output) => run_pass(&s.pass, &s.args, Some(input), &mut out),

@@ -270,6 +270,8 @@ pub struct FftPass {
     /// so does elementwise work fused into the pass (`crate::cuda::fft::render_fused`; a
     /// caller fusing work that reads or writes 2^31 elements or more clears it).
     pub index32: bool,
+    /// Loads only the elements of a line inside `PassArgs::keep`, the others are zero.
+    pub masked: bool,
     /// Threads of the load and store phases per stage thread (a power of two, at least 1):
     /// the block has `lines_per_block * threads_per_line * spread` threads, and only the
     /// first `lines_per_block * threads_per_line` run the stages. A small launch with
@@ -279,14 +281,16 @@ pub struct FftPass {
     pub spread: u32,
 }
 
-/// Where element `p` of line `(la, lb, lc)` lives in a buffer: `la * dist[0] + lb *
-/// dist[1] + lc * dist[2] + p * stride` (elements).
+/// Where element `p` of line `(la, lb, lc)` lives in a buffer: `offset + la * dist[0] +
+/// lb * dist[1] + lc * dist[2] + p * stride` (elements).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Default)]
 pub struct LineMap {
     /// Distances of the three line coordinates.
     pub dist: [i64; 3],
     /// Distance of neighbouring elements of a line.
     pub stride: i64,
+    /// Added to every position (the first line of a pruned pass, [`plan_c2c_pruned`]).
+    pub offset: i64,
 }
 
 /// The launch arguments of one pass: the lines and where they are read and written.
@@ -300,6 +304,10 @@ pub struct PassArgs {
     pub output: LineMap,
     /// Length of the second twiddle table (`twiddle_in` passes), else 0.
     pub big_n: u64,
+    /// For a [`FftPass::masked`] pass: element `p` of a line is loaded where
+    /// `keep[0] <= p < keep[1]` or `keep[2] <= p < keep[3]`, and is zero elsewhere (the
+    /// columns a pruned first pass did not transform, [`plan_c2c_pruned`]).
+    pub keep: [u64; 4],
 }
 
 impl PassArgs {
@@ -349,6 +357,7 @@ impl FftPass {
             store_lines_fastest: strided_store,
             twiddle_in,
             index32: false,
+            masked: false,
             spread: 1,
         }
     }
@@ -487,6 +496,26 @@ pub struct Program {
 /// others in place on the output. `None` when an axis length is not covered ([`covers`]),
 /// the dtype is not complex, or the array is empty (the caller keeps its other path).
 pub fn plan_c2c(shape: &[usize], axes: &[usize], dtype: DType, inverse: bool) -> Option<Program> {
+    plan_c2c_pruned(shape, axes, dtype, inverse, None)
+}
+
+/// Most ranges of a support a pruned program takes (one first-axis launch each).
+const PRUNE_RANGES: usize = 2;
+
+/// [`plan_c2c`] of an input that is zero outside the ranges `support` of its last axis
+/// (sorted, disjoint; the zero padding of a PSF's pupil): where `axes` include the last two
+/// and the last is one pass, the second-to-last axis goes first and transforms only the
+/// columns inside the support (one launch per range, at most two ranges covering at most
+/// three quarters of the columns), and the last axis's pass loads only those columns
+/// ([`FftPass::masked`]), taking the others as the zeros they are; the output's other
+/// columns are never read before that pass writes them. Otherwise the plain program.
+pub fn plan_c2c_pruned(
+    shape: &[usize],
+    axes: &[usize],
+    dtype: DType,
+    inverse: bool,
+    support: Option<&[(usize, usize)]>,
+) -> Option<Program> {
     complex_size(dtype)?;
     if shape.contains(&0)
         || axes.iter().any(|&a| a >= shape.len())
@@ -499,13 +528,34 @@ pub fn plan_c2c(shape: &[usize], axes: &[usize], dtype: DType, inverse: bool) ->
     if todo.is_empty() {
         todo.push(*axes.first()?);
     }
+    let keep = support.and_then(|s| prunable(shape, &todo, dtype, s));
+    if keep.is_some() {
+        let nd = shape.len();
+        todo.retain(|&a| a + 2 < nd);
+        todo.splice(0..0, [nd - 2, nd - 1]);
+    }
     let mut prog = Program::default();
     for (i, &ax) in todo.iter().enumerate() {
         let n = shape[ax];
         let outer: usize = shape[..ax].iter().product();
         let inner: usize = shape[ax + 1..].iter().product();
         let src = if i == 0 { Buf::Input } else { Buf::Output };
-        axis_steps(&mut prog, n, outer, inner, dtype, inverse, src);
+        match (keep, i) {
+            (Some(k), 0) => {
+                for r in k.chunks(2).filter(|r| r[0] < r[1]) {
+                    let lc = (r[0] as usize, r[1] as usize);
+                    axis_steps(&mut prog, n, outer, inner, lc, dtype, inverse, src);
+                }
+            }
+            (Some(k), 1) => {
+                let at = prog.steps.len();
+                axis_steps(&mut prog, n, outer, inner, (0, inner), dtype, inverse, src);
+                let s = &mut prog.steps[at];
+                s.pass.masked = true;
+                s.args.keep = k;
+            }
+            _ => axis_steps(&mut prog, n, outer, inner, (0, inner), dtype, inverse, src),
+        }
     }
     // every buffer of the program (input, output, work) holds the array's elements, the
     // tables fewer: 32-bit offsets when they fit
@@ -517,18 +567,54 @@ pub fn plan_c2c(shape: &[usize], axes: &[usize], dtype: DType, inverse: bool) ->
     Some(prog)
 }
 
+/// The `keep` ranges of a pruned program of `shape` over the axes `todo` of an input zero
+/// outside `support` (see [`plan_c2c_pruned`]), `None` where pruning does not apply.
+fn prunable(
+    shape: &[usize],
+    todo: &[usize],
+    dtype: DType,
+    support: &[(usize, usize)],
+) -> Option<[u64; 4]> {
+    let nd = shape.len();
+    if nd < 2 || !todo.contains(&(nd - 1)) || !todo.contains(&(nd - 2)) {
+        return None;
+    }
+    let cols = shape[nd - 1];
+    let covered: usize = support.iter().map(|&(l, h)| h.saturating_sub(l)).sum();
+    let sorted = support.windows(2).all(|w| w[0].1 < w[1].0);
+    if support.is_empty()
+        || support.len() > PRUNE_RANGES
+        || !sorted
+        || support.iter().any(|&(l, h)| l >= h || h > cols)
+        || covered * 4 > cols * 3
+        || !one_pass(cols, dtype)
+    {
+        return None;
+    }
+    let mut keep = [0u64; 4];
+    for (i, &(l, h)) in support.iter().enumerate() {
+        keep[2 * i] = l as u64;
+        keep[2 * i + 1] = h as u64;
+    }
+    Some(keep)
+}
+
 /// Appends the steps of one axis of length `n` (covered) of an `[outer, n, inner]` view,
 /// reading `src` and writing the output.
+#[allow(clippy::too_many_arguments)]
 fn axis_steps(
     prog: &mut Program,
     n: usize,
     outer: usize,
     inner: usize,
+    lc: (usize, usize),
     dtype: DType,
     inverse: bool,
     src: Buf,
 ) {
     let (ni, nn) = (inner as i64, n as i64);
+    // the fastest line coordinate walks `lc.0..lc.1` of the `inner` ones (`dist[2]` is 1)
+    let (lo, width) = (lc.0 as i64, lc.1 - lc.0);
     let block = nn * ni;
     let two = match inner > 1 {
         true => split(n, dtype).or_else(|| split_strided(n, dtype)),
@@ -539,15 +625,17 @@ fn axis_steps(
             let map = LineMap {
                 dist: [block, 0, 1],
                 stride: ni,
+                offset: lo,
             };
             prog.steps.push(Step {
                 pass: FftPass::new(n, dtype, inverse, inner > 1, inner > 1, false)
-                    .for_lines((outer * inner) as u64),
+                    .for_lines((outer * width) as u64),
                 args: PassArgs {
-                    lines: [outer as u64, 1, inner as u64],
+                    lines: [outer as u64, 1, width as u64],
                     input: map,
                     output: map,
                     big_n: 0,
+                    keep: [0; 4],
                 },
                 src,
                 dst: Buf::Output,
@@ -559,18 +647,21 @@ fn axis_steps(
             // pass A: line (o, m, i) reads x[m + p * n2], writes y[m * n1 + k1]
             prog.steps.push(Step {
                 pass: FftPass::new(n1, dtype, inverse, true, inner > 1, false)
-                    .for_lines((outer * n2 * inner) as u64),
+                    .for_lines((outer * n2 * width) as u64),
                 args: PassArgs {
-                    lines: [outer as u64, n2 as u64, inner as u64],
+                    lines: [outer as u64, n2 as u64, width as u64],
                     input: LineMap {
                         dist: [block, ni, 1],
                         stride: i2 * ni,
+                        offset: lo,
                     },
                     output: LineMap {
                         dist: [block, i1 * ni, 1],
                         stride: ni,
+                        offset: lo,
                     },
                     big_n: 0,
+                    keep: [0; 4],
                 },
                 src,
                 dst: Buf::Work,
@@ -580,15 +671,17 @@ fn axis_steps(
             let map = LineMap {
                 dist: [block, ni, 1],
                 stride: i1 * ni,
+                offset: lo,
             };
             prog.steps.push(Step {
                 pass: FftPass::new(n2, dtype, inverse, true, true, true)
-                    .for_lines((outer * n1 * inner) as u64),
+                    .for_lines((outer * n1 * width) as u64),
                 args: PassArgs {
-                    lines: [outer as u64, n1 as u64, inner as u64],
+                    lines: [outer as u64, n1 as u64, width as u64],
                     input: map,
                     output: map,
                     big_n: n as u64,
+                    keep: [0; 4],
                 },
                 src: Buf::Work,
                 dst: Buf::Output,

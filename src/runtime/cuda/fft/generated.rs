@@ -170,7 +170,7 @@ impl CudaDevice {
         shape: &[usize],
         dtype: DType,
     ) -> Result<bool> {
-        let Some(prog) = gen::plan_c2c(shape, &spec.axes, dtype, spec.inverse) else {
+        let Some(prog) = plan(spec, shape, dtype) else {
             return Ok(false);
         };
         let me = self.arc()?;
@@ -349,7 +349,7 @@ impl CudaDevice {
         if spec.kind != FftKind::C2C {
             return None;
         }
-        gen::plan_c2c(shape, &spec.axes, dtype, spec.inverse).map(|p| p.work_len)
+        plan(spec, shape, dtype).map(|p| p.work_len)
     }
 
     /// The passes of the fused transform [`CudaDevice::fft_fused`] queues, for a caller
@@ -369,7 +369,7 @@ impl CudaDevice {
         if !fits_output(spec, out, shape, dtype) {
             return Ok(None);
         }
-        let Some(prog) = gen::plan_c2c(shape, &spec.axes, dtype, spec.inverse) else {
+        let Some(prog) = plan(spec, shape, dtype) else {
             return Ok(None);
         };
         let src = Source::Prologue(prologue);
@@ -508,4 +508,17 @@ enum Source<'a> {
     Buffer(&'a CudaBuffer),
     /// Values computed by a fused prologue.
     Prologue(&'a Prologue<'a>),
+}
+
+/// The generated passes of the C2C transform `spec` over `shape` in `dtype`, pruned to the
+/// columns of its input's support when it has one (`FftSpec::support`,
+/// `lazyfuse_codegen::fft::plan_c2c_pruned`).
+fn plan(spec: &FftSpec, shape: &[usize], dtype: DType) -> Option<gen::Program> {
+    gen::plan_c2c_pruned(
+        shape,
+        &spec.axes,
+        dtype,
+        spec.inverse,
+        spec.support.as_deref(),
+    )
 }

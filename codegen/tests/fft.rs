@@ -638,3 +638,35 @@ fn masked_passes_render_their_bounds() {
     let first = pack_args(&p.steps[0].args, [1, 2, 3, 4]);
     assert_eq!(first[8 * 15..8 * 16], 64u64.to_le_bytes());
 }
+
+/// Placeholders of the renderer's format strings left in `src` (a string passed where a
+/// formatted one was meant).
+fn placeholders(src: &str) -> Vec<&'static str> {
+    const NAMES: &[&str] = &[
+        "{li_t}", "{c}", "{r}", "{n}", "{tpl}", "{lpb}", "{pitch}", "{block}", "{name}", "{m}",
+        "{ns}", "{rad}", "{k}", "{guard}", "{read}", "{write}", "{shift}", "{st}", "{idx}",
+        "{at}", "{body}",
+    ];
+    NAMES.iter().copied().filter(|p| src.contains(p)).collect()
+}
+
+#[test]
+fn rendered_sources_hold_no_placeholders() {
+    let support: &[(usize, usize)] = &[(0, 64), (192, 256)];
+    let mut progs = vec![
+        fft::plan_c2c_pruned(&[256, 256], &[0, 1], DType::C64, false, Some(support)).unwrap(),
+        fft::plan_c2c_pruned(&[4096, 4096], &[0, 1], DType::C64, true, Some(&[(0, 1024)]))
+            .unwrap(),
+    ];
+    for shape in [[7usize, 1000], [1024, 1024], [3, 20], [8192, 16]] {
+        for axes in [&[0usize][..], &[1], &[0, 1]] {
+            progs.push(fft::plan_c2c(&shape, axes, DType::C128, false).unwrap());
+        }
+    }
+    for p in &progs {
+        for s in &p.steps {
+            let src = render(&s.pass).source;
+            assert_eq!(placeholders(&src), Vec::<&str>::new(), "{:?}\n{src}", s.pass);
+        }
+    }
+}

@@ -2,8 +2,9 @@
 # Device call 2: every small FFT pass spreads its load and store (twiddles read before the
 # load only there), and the measured FFT choice credits fused passes with one copy of the
 # array. Tests by default (fresh decision cache) and with LAZYFUSE_FFT=generated; then
-# psf, grad, sim and fft1d rows of base (31c7a59), cur (call 1's build) and new, each with
-# its own fresh decision cache, alternating; new's decisions into fft-choices.tsv.
+# psf, grad, sim and fft1d rows of cur (call 1's build) and new (base was run in call 1), each with
+# its own fresh decision cache, alternating; new's decisions into fft-choices.tsv; ncu of
+# the generated psf 512 and 2048 passes (pruned to the support).
 OUT=${OUT:-/tmp/out}; mkdir -p $OUT
 (cd .gpu && xz -dc bins.txz | tar -xf - && xz -dc ab.txz | tar -xf -)
 export LD_LIBRARY_PATH="/usr/local/cuda/lib64:/usr/local/cuda/targets/x86_64-linux/lib:${LD_LIBRARY_PATH:-}"
@@ -18,11 +19,11 @@ one() {
 }
 export -f one; export OUT
 rm -rf /tmp/lfc-tests
-printf '%s\n' fft_fused fft fft_generated loops grad profile fft-codegen lazyfuse-lib | LAZYFUSE_CACHE_DIR=/tmp/lfc-tests MODE=default xargs -P 4 -I{} bash -c 'one {}' > $OUT/tests-summary.txt 2>&1
-printf '%s\n' fft_fused fft fft_generated loops grad profile | LAZYFUSE_FFT=generated MODE=generated xargs -P 3 -I{} bash -c 'one {}' >> $OUT/tests-summary.txt 2>&1
+(cd .gpu/tests && ls fft* | grep -v '\.dir$'; printf '%s\n' loops grad profile lazyfuse-lib) | LAZYFUSE_CACHE_DIR=/tmp/lfc-tests MODE=default xargs -P 4 -I{} bash -c 'one {}' > $OUT/tests-summary.txt 2>&1
+(cd .gpu/tests && ls fft* | grep -v '\.dir$'; printf '%s\n' loops grad profile) | LAZYFUSE_FFT=generated MODE=generated xargs -P 3 -I{} bash -c 'one {}' >> $OUT/tests-summary.txt 2>&1
 unset LAZYFUSE_TEST_CUDA LAZYFUSE_REQUIRE_NVRTC
 for rep in 1 2; do
-  for b in base cur new; do
+  for b in cur new; do
     bin=.gpu/benches/workloads; [ $b != new ] && bin=.gpu/$b/workloads
     rm -rf /tmp/lfc-$b
     q=""; [ $rep = 2 ] && q=--quick
@@ -34,4 +35,9 @@ for b in cur new; do
   bin=.gpu/benches/workloads; [ $b != new ] && bin=.gpu/$b/workloads
   echo "## $b"; LAZYFUSE_CACHE_DIR=/tmp/lfc-$b timeout 100 $bin --bench fft1d --quick 2>&1 | grep -vE "^\s*$"
 done > $OUT/fft1d.txt
-echo done
+
+M=gpu__time_duration.sum,sm__warps_active.avg.pct_of_peak_sustained_active,sm__issue_active.avg.pct_of_peak_sustained_active,dram__throughput.avg.pct_of_peak_sustained_elapsed,l1tex__data_bank_conflicts_pipe_lsu_mem_shared.sum,l1tex__data_pipe_lsu_wavefronts_mem_shared.sum
+for n in 512 2048; do
+  (cd /tmp && LAZYFUSE_FFT=generated timeout 60 ncu --clock-control none --kernel-name regex:lf_fft --launch-count 5 --metrics $M $OLDPWD/.gpu/examples/02_psf $n 2>&1 | grep -v "==PROF" | grep -E "lf_fft|duration|warps|issue|dram|conflicts|wavefronts")
+done > $OUT/ncu-psf.txt
+echo done2

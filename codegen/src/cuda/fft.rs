@@ -608,7 +608,10 @@ fn render_pass(pass: &FftPass, fused: &Fused) -> Rendered {
              {c} v = {};",
             lpb * n,
             split(pass.load_lines_fastest),
-            load("(long long)(ib[li] + ({li_t})p * in_stride)", "(long long)p")
+            load(
+                &format!("(long long)(ib[li] + ({li_t})p * in_stride)"),
+                "(long long)p"
+            )
         );
         if pass.twiddle_in {
             let _ = writeln!(w, "      v = lf_tw(v, a.tw_big[({li_t})p * lbv[li]]);");

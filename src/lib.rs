@@ -257,16 +257,17 @@ pub mod debug {
         /// Whether the generated passes run it alone (they measured over 10 % faster).
         pub generated: bool,
         /// Whether they run it with the elementwise kernel computing its input fused into
-        /// their first pass: over 10 % faster than cuFFT plus one copy of the array (what
-        /// that kernel costs apart: it writes the array, the transform reads it).
+        /// their first pass: over 10 % faster than cuFFT plus `copy_time` (what
+        /// that kernel's memory traffic: it writes the array, the transform reads it).
         pub fused_generated: bool,
         /// The fastest of the timed runs of the generated passes (`Duration::MAX` when they
         /// could not run it).
         pub generated_time: std::time::Duration,
         /// The fastest of the timed runs of cuFFT.
         pub cufft_time: std::time::Duration,
-        /// The fastest of the timed device-to-device copies of the array (zero in decisions
-        /// stored before it was measured).
+        /// The memory time of one device-to-device copy of the array: the fastest timed copy
+        /// less the fastest copy of one element (zero in decisions stored before it was
+        /// measured).
         pub copy_time: std::time::Duration,
     }
 

@@ -477,11 +477,16 @@ fn rendered_passes_compile_with_nvrtc() {
 
 #[test]
 fn direct_first_and_last_stages() {
-    // contiguous pass of a large launch: the first stage loads and the last stores from
-    // registers (a small launch spreads its load and store over more threads instead)
+    // contiguous pass: the first stage loads and the last stores from registers, small
+    // launch or large (fused work spreads a small one's load and store instead)
     let small = fft::plan_c2c(&[3, 1024], &[1], DType::C64, false).unwrap();
-    assert!(small.steps[0].pass.spread > 1);
-    assert!(render(&small.steps[0].pass).source.contains("// load"));
+    assert_eq!(small.steps[0].pass.spread, 1);
+    assert!(!render(&small.steps[0].pass).source.contains("// load"));
+    let fused = small.steps[0].pass.clone().spread_for(3);
+    assert!(fused.spread > 1 && render(&fused).source.contains("// load"));
+    // a small strided launch spreads: it has load and store phases anyway
+    let strided = fft::plan_c2c(&[256, 8], &[0], DType::C64, false).unwrap();
+    assert!(strided.steps.iter().all(|s| s.pass.spread > 1));
     let p = fft::plan_c2c(&[1024, 1024], &[1], DType::C64, false).unwrap();
     assert_eq!(p.steps[0].pass.spread, 1);
     let src = render(&p.steps[0].pass).source;
@@ -502,8 +507,9 @@ fn small_fused_launches_spread_their_load_and_store() {
     let p = fft::plan_c2c(&[256, 256], &[0, 1], DType::C64, false).unwrap();
     for s in &p.steps {
         let lines = s.args.line_count();
-        let pass = s.pass.clone();
-        assert_eq!(pass.clone().spread_for(lines), pass);
+        let pass = s.pass.clone().spread_for(lines);
+        // the plain column pass (strided) spreads as well, the row pass does not
+        assert_eq!(s.pass == pass, s.pass.load_lines_fastest);
         let mut plain = pass.clone();
         plain.spread = 1;
         assert!(pass.spread > 1, "{pass:?}");
@@ -536,9 +542,9 @@ fn small_fused_launches_spread_their_load_and_store() {
 
 #[test]
 fn twiddles_are_read_before_the_load_where_few() {
-    // a small (spread) launch
+    // a small (spread) launch with fused work
     let p = fft::plan_c2c(&[4, 256], &[1], DType::C64, false).unwrap();
-    let src = render(&p.steps[0].pass).source;
+    let src = render(&p.steps[0].pass.clone().spread_for(4)).source;
     // 256 = 8 * 8 * 4 with 32 threads a line: 7 + 2 * 3 twiddles a thread
     let at = src.find("tw1[q][r] = a.tw[").expect("prefetched");
     assert!(at < src.find("// stage 0").unwrap());
@@ -588,15 +594,15 @@ fn pruned_programs_skip_the_zero_columns() {
         let plain = fft::plan_c2c(shape, &order, DType::C64, false).unwrap();
         let pruned = fft::plan_c2c_pruned(shape, axes, DType::C64, false, Some(support)).unwrap();
         // the first axis transforms the support's columns only, the last axis loads them
+        // (one launch over both ranges; two for a first axis split in two passes)
         let first = &pruned.steps[0];
         let width: usize = support.iter().map(|&(l, h)| h - l).sum();
-        let lines: usize = pruned.steps[..support.len()]
-            .iter()
-            .map(|s| s.args.lines[2] as usize)
-            .sum();
-        assert_eq!(lines, width, "{shape:?} {support:?}");
-        assert_eq!(first.args.input.offset, support[0].0 as i64);
+        assert_eq!(first.args.lines[2] as usize, width, "{shape:?} {support:?}");
+        assert!(first.pass.gathered && !first.pass.masked);
+        let gathered = pruned.steps.iter().filter(|s| s.pass.gathered).count();
+        assert_eq!(gathered, if shape[0] > 4096 { 2 } else { 1 });
         assert_eq!(pruned.steps.iter().filter(|s| s.pass.masked).count(), 1);
+        assert_eq!(pruned.steps.len(), plain.steps.len());
         // the output starts as NaN (`run_program`): a read of a column the first axis
         // skipped would show
         let want = host::run_program(&plain, &x);
@@ -630,13 +636,13 @@ fn masked_passes_render_their_bounds() {
     let blob = pack_args(&masked.args, [1, 2, 3, 4]);
     assert_eq!(blob.len(), ARG_BYTES);
     let field = |i: usize| u64::from_le_bytes(blob[8 * i..8 * i + 8].try_into().unwrap());
-    assert_eq!((field(15), field(16)), (0, 0));
     assert_eq!(
-        [field(17), field(18), field(19), field(20)],
+        [field(15), field(16), field(17), field(18)],
         [64, 192, 0, 0]
     );
-    let first = pack_args(&p.steps[0].args, [1, 2, 3, 4]);
-    assert_eq!(first[8 * 15..8 * 16], 64u64.to_le_bytes());
+    // the first pass maps its lines through the same ranges
+    let first = render(&p.steps[0].pass).source;
+    assert!(first.contains("a.keep2 + (lg - w0)"), "{first}");
 }
 
 /// Placeholders of the renderer's format strings left in `src` (a string passed where a
@@ -644,8 +650,8 @@ fn masked_passes_render_their_bounds() {
 fn placeholders(src: &str) -> Vec<&'static str> {
     const NAMES: &[&str] = &[
         "{li_t}", "{c}", "{r}", "{n}", "{tpl}", "{lpb}", "{pitch}", "{block}", "{name}", "{m}",
-        "{ns}", "{rad}", "{k}", "{guard}", "{read}", "{write}", "{shift}", "{st}", "{idx}",
-        "{at}", "{body}",
+        "{ns}", "{rad}", "{k}", "{guard}", "{read}", "{write}", "{shift}", "{st}", "{idx}", "{at}",
+        "{body}",
     ];
     NAMES.iter().copied().filter(|p| src.contains(p)).collect()
 }
@@ -655,8 +661,7 @@ fn rendered_sources_hold_no_placeholders() {
     let support: &[(usize, usize)] = &[(0, 64), (192, 256)];
     let mut progs = vec![
         fft::plan_c2c_pruned(&[256, 256], &[0, 1], DType::C64, false, Some(support)).unwrap(),
-        fft::plan_c2c_pruned(&[4096, 4096], &[0, 1], DType::C64, true, Some(&[(0, 1024)]))
-            .unwrap(),
+        fft::plan_c2c_pruned(&[4096, 4096], &[0, 1], DType::C64, true, Some(&[(0, 1024)])).unwrap(),
     ];
     for shape in [[7usize, 1000], [1024, 1024], [3, 20], [8192, 16]] {
         for axes in [&[0usize][..], &[1], &[0, 1]] {
@@ -666,7 +671,12 @@ fn rendered_sources_hold_no_placeholders() {
     for p in &progs {
         for s in &p.steps {
             let src = render(&s.pass).source;
-            assert_eq!(placeholders(&src), Vec::<&str>::new(), "{:?}\n{src}", s.pass);
+            assert_eq!(
+                placeholders(&src),
+                Vec::<&str>::new(),
+                "{:?}\n{src}",
+                s.pass
+            );
         }
     }
 }

@@ -27,12 +27,12 @@
 //! (an epilogue kernel's body at the shifted index, `lf_epi_args epi`) instead of reading
 //! and writing plain buffers.
 //!
-//! # Arguments (`lf_fft_args`, by value, 21 fields of 8 bytes: [`ARG_BYTES`])
+//! # Arguments (`lf_fft_args`, by value, 19 fields of 8 bytes: [`ARG_BYTES`])
 //! `in`, `out`, `tw` (the table of the line length), `tw_big` (the table of `big_n`, or any
 //! pointer when the pass does not use it), `lines` (total), `cnt_b`, `cnt_c` (counts of the
 //! middle and fastest line coordinates), then `da, db, dc, stride` of the input and of the
-//! output, their offsets ([`crate::fft::LineMap`]), and the four bounds of the elements a
-//! masked pass loads (`PassArgs::keep`). Written by [`pack_args`].
+//! output ([`crate::fft::LineMap`]), and the four bounds of a pruned program's support
+//! (`PassArgs::keep`). Written by [`pack_args`].
 //!
 //! # Numerics
 //! Twiddles are read from tables the host computed in f64 and rounded once, never from
@@ -47,12 +47,12 @@ use crate::{DType, Inst, IrError, Kernel, LaunchArgs};
 use std::fmt::Write;
 
 /// Bytes of the argument struct.
-pub const ARG_BYTES: usize = 168;
+pub const ARG_BYTES: usize = 152;
 
 /// The argument struct of one launch: device pointers `[in, out, tw, tw_big]`, then the
 /// line counts and maps of `args` (see the module docs).
 pub fn pack_args(args: &PassArgs, ptrs: [u64; 4]) -> Vec<u8> {
-    let fields: [u64; 21] = [
+    let fields: [u64; 19] = [
         ptrs[0],
         ptrs[1],
         ptrs[2],
@@ -68,8 +68,6 @@ pub fn pack_args(args: &PassArgs, ptrs: [u64; 4]) -> Vec<u8> {
         args.output.dist[1] as u64,
         args.output.dist[2] as u64,
         args.output.stride as u64,
-        args.input.offset as u64,
-        args.output.offset as u64,
         args.keep[0],
         args.keep[1],
         args.keep[2],
@@ -410,7 +408,7 @@ fn render_pass(pass: &FftPass, fused: &Fused) -> Rendered {
         "struct lf_fft_args {{\n  const {c}* in;\n  {c}* out;\n  const {c}* __restrict__ tw;\n  \
          const {c}* __restrict__ tw_big;\n  long long lines, cnt_b, cnt_c;\n  \
          long long in_da, in_db, in_dc, in_stride;\n  \
-         long long out_da, out_db, out_dc, out_stride;\n  long long in_off, out_off;\n  \
+         long long out_da, out_db, out_dc, out_stride;\n  \
          long long keep0, keep1, keep2, keep3;\n{members}}};"
     );
     let _ = writeln!(
@@ -537,6 +535,14 @@ fn render_pass(pass: &FftPass, fused: &Fused) -> Rendered {
     if pass.twiddle_in {
         let _ = writeln!(w, "  __shared__ {li_t} lbv[{lpb}];");
     }
+    // a gathered pass's fastest line coordinate counts the support's columns
+    let gather = match pass.gathered {
+        true => format!(
+            "const {li_t} w0 = ({li_t})(a.keep1 - a.keep0);\n    \
+             const {li_t} lc = lg < w0 ? ({li_t})a.keep0 + lg : ({li_t})a.keep2 + (lg - w0);"
+        ),
+        false => format!("const {li_t} lc = lg;"),
+    };
     let _ = writeln!(
         w,
         "  const {li_t} line0 = ({li_t})blockIdx.x * {lpb};\n  \
@@ -544,9 +550,10 @@ fn render_pass(pass: &FftPass, fused: &Fused) -> Rendered {
          if ((int)threadIdx.x < nl) {{\n    \
          const {li_t} l = line0 + ({li_t})threadIdx.x;\n    \
          const {li_t} cc = ({li_t})a.cnt_c, cb = ({li_t})a.cnt_b;\n    \
-         const {li_t} lc = l % cc, t = l / cc, lb = t % cb, la = t / cb;\n    \
-         ib[threadIdx.x] = ({li_t})a.in_off + la * ({li_t})a.in_da + lb * ({li_t})a.in_db + lc * ({li_t})a.in_dc;\n    \
-         ob[threadIdx.x] = ({li_t})a.out_off + la * ({li_t})a.out_da + lb * ({li_t})a.out_db + lc * ({li_t})a.out_dc;"
+         const {li_t} lg = l % cc, t = l / cc, lb = t % cb, la = t / cb;\n    \
+         {gather}\n    \
+         ib[threadIdx.x] = la * ({li_t})a.in_da + lb * ({li_t})a.in_db + lc * ({li_t})a.in_dc;\n    \
+         ob[threadIdx.x] = la * ({li_t})a.out_da + lb * ({li_t})a.out_db + lc * ({li_t})a.out_dc;"
     );
     if pass.twiddle_in {
         let _ = writeln!(w, "    lbv[threadIdx.x] = lb;");

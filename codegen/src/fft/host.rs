@@ -233,11 +233,15 @@ pub fn run_pass<T: Real>(pass: &FftPass, args: &PassArgs, src: Option<&[C<T>]>, 
     for la in 0..na as i64 {
         for lb in 0..nb as i64 {
             for lc in 0..nc as i64 {
-                let base = |m: &super::LineMap| {
-                    m.offset + la * m.dist[0] + lb * m.dist[1] + lc * m.dist[2]
-                };
-                let (ib, ob) = (base(&args.input), base(&args.output));
                 let k = args.keep.map(|b| b as usize);
+                let w0 = (k[1] - k[0]) as i64;
+                let lc = match (pass.gathered, lc < w0) {
+                    (false, _) => lc,
+                    (true, true) => k[0] as i64 + lc,
+                    (true, false) => k[2] as i64 + lc - w0,
+                };
+                let base = |m: &super::LineMap| la * m.dist[0] + lb * m.dist[1] + lc * m.dist[2];
+                let (ib, ob) = (base(&args.input), base(&args.output));
                 let kept = |p: usize| (k[0]..k[1]).contains(&p) || (k[2]..k[3]).contains(&p);
                 for (p, xp) in x.iter_mut().enumerate() {
                     if pass.masked && !kept(p) {

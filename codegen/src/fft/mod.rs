@@ -272,6 +272,11 @@ pub struct FftPass {
     pub index32: bool,
     /// Loads only the elements of a line inside `PassArgs::keep`, the others are zero.
     pub masked: bool,
+    /// The fastest line coordinate counts the columns inside `PassArgs::keep`'s two ranges:
+    /// `lc < keep[1] - keep[0]` stands for column `keep[0] + lc`, a larger one for
+    /// `keep[2] + lc - (keep[1] - keep[0])` (the first pass of a pruned program, one launch
+    /// over both ranges).
+    pub gathered: bool,
     /// Threads of the load and store phases per stage thread (a power of two, at least 1):
     /// the block has `lines_per_block * threads_per_line * spread` threads, and only the
     /// first `lines_per_block * threads_per_line` run the stages. A small launch with
@@ -281,16 +286,15 @@ pub struct FftPass {
     pub spread: u32,
 }
 
-/// Where element `p` of line `(la, lb, lc)` lives in a buffer: `offset + la * dist[0] +
-/// lb * dist[1] + lc * dist[2] + p * stride` (elements).
+/// Where element `p` of line `(la, lb, lc)` lives in a buffer: `la * dist[0] + lb *
+/// dist[1] + lc * dist[2] + p * stride` (elements; `lc` through the support's ranges in a
+/// [`FftPass::gathered`] pass).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Default)]
 pub struct LineMap {
     /// Distances of the three line coordinates.
     pub dist: [i64; 3],
     /// Distance of neighbouring elements of a line.
     pub stride: i64,
-    /// Added to every position (the first line of a pruned pass, [`plan_c2c_pruned`]).
-    pub offset: i64,
 }
 
 /// The launch arguments of one pass: the lines and where they are read and written.
@@ -304,9 +308,10 @@ pub struct PassArgs {
     pub output: LineMap,
     /// Length of the second twiddle table (`twiddle_in` passes), else 0.
     pub big_n: u64,
-    /// For a [`FftPass::masked`] pass: element `p` of a line is loaded where
-    /// `keep[0] <= p < keep[1]` or `keep[2] <= p < keep[3]`, and is zero elsewhere (the
-    /// columns a pruned first pass did not transform, [`plan_c2c_pruned`]).
+    /// The support's ranges `[keep[0], keep[1])` and `[keep[2], keep[3])` (the second may be
+    /// empty): a [`FftPass::masked`] pass loads element `p` of a line only inside them (the
+    /// others are zeros a pruned first pass did not write), a [`FftPass::gathered`] pass
+    /// transforms the columns inside them ([`plan_c2c_pruned`]).
     pub keep: [u64; 4],
 }
 
@@ -358,6 +363,7 @@ impl FftPass {
             twiddle_in,
             index32: false,
             masked: false,
+            gathered: false,
             spread: 1,
         }
     }
@@ -383,12 +389,12 @@ impl FftPass {
     /// This pass with fewer lines per block where a launch over `lines` lines would have
     /// fewer than `MIN_BLOCKS` blocks: at least one line, and along a strided axis at
     /// least one sector's worth of neighbouring lines (so that loads still read whole
-    /// sectors); and with its load and store spread over more threads where the launch is
-    /// small ([`FftPass::spread_for`]).
+    /// sectors); and with its strided load and store spread over more threads where the
+    /// launch is small ([`FftPass::spread_for`]).
     pub fn for_lines(mut self, lines: u64) -> FftPass {
         let lpb = self.lines_per_block as u64;
         if lines.div_ceil(lpb) >= MIN_BLOCKS {
-            return self.spread_for(lines);
+            return self.spread_plain(lines);
         }
         let floor = if self.load_lines_fastest || self.store_lines_fastest {
             (SECTOR / complex_size(self.dtype).unwrap_or(8)) as u64
@@ -397,7 +403,19 @@ impl FftPass {
         };
         let want = lines.div_ceil(MIN_BLOCKS).max(floor).min(lpb);
         self.lines_per_block = want as u32;
-        self.spread_for(lines)
+        self.spread_plain(lines)
+    }
+
+    /// [`FftPass::spread_for`] for a pass without fused work where neither its load nor its
+    /// store could run from the stages' registers (strided, or twiddled on load): a pass
+    /// along the line keeps its direct first and last stages (spread, the 256^2 sim step's
+    /// row passes lost more to the extra shared-memory round trip than they gained).
+    fn spread_plain(self, lines: u64) -> FftPass {
+        if (self.load_lines_fastest || self.twiddle_in) && self.store_lines_fastest {
+            self.spread_for(lines)
+        } else {
+            self
+        }
     }
 
     /// Shared-memory elements between the starts of neighbouring lines of this pass's
@@ -499,14 +517,15 @@ pub fn plan_c2c(shape: &[usize], axes: &[usize], dtype: DType, inverse: bool) ->
     plan_c2c_pruned(shape, axes, dtype, inverse, None)
 }
 
-/// Most ranges of a support a pruned program takes (one first-axis launch each).
+/// Most ranges of a support a pruned program takes (`PassArgs::keep` holds two).
 const PRUNE_RANGES: usize = 2;
 
 /// [`plan_c2c`] of an input that is zero outside the ranges `support` of its last axis
 /// (sorted, disjoint; the zero padding of a PSF's pupil): where `axes` include the last two
 /// and the last is one pass, the second-to-last axis goes first and transforms only the
-/// columns inside the support (one launch per range, at most two ranges covering at most
-/// three quarters of the columns), and the last axis's pass loads only those columns
+/// columns inside the support (at most two ranges covering at most three quarters of the
+/// columns, one launch over both: [`FftPass::gathered`]), and the last axis's pass loads
+/// only those columns
 /// ([`FftPass::masked`]), taking the others as the zeros they are; the output's other
 /// columns are never read before that pass writes them. Otherwise the plain program.
 pub fn plan_c2c_pruned(
@@ -540,21 +559,23 @@ pub fn plan_c2c_pruned(
         let outer: usize = shape[..ax].iter().product();
         let inner: usize = shape[ax + 1..].iter().product();
         let src = if i == 0 { Buf::Input } else { Buf::Output };
+        let at = prog.steps.len();
         match (keep, i) {
             (Some(k), 0) => {
-                for r in k.chunks(2).filter(|r| r[0] < r[1]) {
-                    let lc = (r[0] as usize, r[1] as usize);
-                    axis_steps(&mut prog, n, outer, inner, lc, dtype, inverse, src);
+                let width = (k[1] - k[0] + k[3] - k[2]) as usize;
+                axis_steps(&mut prog, n, outer, inner, width, dtype, inverse, src);
+                for s in &mut prog.steps[at..] {
+                    s.pass.gathered = true;
+                    s.args.keep = k;
                 }
             }
             (Some(k), 1) => {
-                let at = prog.steps.len();
-                axis_steps(&mut prog, n, outer, inner, (0, inner), dtype, inverse, src);
+                axis_steps(&mut prog, n, outer, inner, inner, dtype, inverse, src);
                 let s = &mut prog.steps[at];
                 s.pass.masked = true;
                 s.args.keep = k;
             }
-            _ => axis_steps(&mut prog, n, outer, inner, (0, inner), dtype, inverse, src),
+            _ => axis_steps(&mut prog, n, outer, inner, inner, dtype, inverse, src),
         }
     }
     // every buffer of the program (input, output, work) holds the array's elements, the
@@ -600,21 +621,21 @@ fn prunable(
 }
 
 /// Appends the steps of one axis of length `n` (covered) of an `[outer, n, inner]` view,
-/// reading `src` and writing the output.
+/// reading `src` and writing the output, over `width` of the `inner` line coordinates.
 #[allow(clippy::too_many_arguments)]
 fn axis_steps(
     prog: &mut Program,
     n: usize,
     outer: usize,
     inner: usize,
-    lc: (usize, usize),
+    width: usize,
     dtype: DType,
     inverse: bool,
     src: Buf,
 ) {
     let (ni, nn) = (inner as i64, n as i64);
-    // the fastest line coordinate walks `lc.0..lc.1` of the `inner` ones (`dist[2]` is 1)
-    let (lo, width) = (lc.0 as i64, lc.1 - lc.0);
+    // `width` values of the fastest line coordinate (`inner`, or the columns of a pruned
+    // first pass: `FftPass::gathered`)
     let block = nn * ni;
     let two = match inner > 1 {
         true => split(n, dtype).or_else(|| split_strided(n, dtype)),
@@ -625,7 +646,6 @@ fn axis_steps(
             let map = LineMap {
                 dist: [block, 0, 1],
                 stride: ni,
-                offset: lo,
             };
             prog.steps.push(Step {
                 pass: FftPass::new(n, dtype, inverse, inner > 1, inner > 1, false)
@@ -653,12 +673,10 @@ fn axis_steps(
                     input: LineMap {
                         dist: [block, ni, 1],
                         stride: i2 * ni,
-                        offset: lo,
                     },
                     output: LineMap {
                         dist: [block, i1 * ni, 1],
                         stride: ni,
-                        offset: lo,
                     },
                     big_n: 0,
                     keep: [0; 4],
@@ -671,7 +689,6 @@ fn axis_steps(
             let map = LineMap {
                 dist: [block, ni, 1],
                 stride: i1 * ni,
-                offset: lo,
             };
             prog.steps.push(Step {
                 pass: FftPass::new(n2, dtype, inverse, true, true, true)

@@ -251,6 +251,9 @@ impl CudaDevice {
                     );
                     let mut pass = s.pass.clone().spread_for(s.args.line_count());
                     pass.index32 &= !fused_wide;
+                    if e.is_some_and(|e| !epilogue_extent_fits(&pass, &e.args.shape)) {
+                        return Ok(None);
+                    }
                     let k = self.kernels.get_fft_fused(&self.ctx, &pass, work)?;
                     let packer = FusedPacker::new(&cg_fused(p, e))
                         .map_err(|e| Error::internal("generated fft", e))?;

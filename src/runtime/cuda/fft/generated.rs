@@ -21,7 +21,7 @@ use crate::runtime::cuda::driver_err;
 use crate::runtime::cuda::memory::CudaBuffer;
 use crate::{Error, Result};
 use lazyfuse_codegen::cuda::fft::{
-    pack_args, Epilogue as CgEpilogue, Fused, FusedArgs, FusedPacker,
+    epilogue_extent_fits, pack_args, Epilogue as CgEpilogue, Fused, FusedArgs, FusedPacker,
 };
 use lazyfuse_codegen::fft::{self as gen, Buf};
 use lazyfuse_codegen::{DType, Kernel, LaunchArgs};

@@ -1,14 +1,15 @@
 #!/usr/bin/env bash
 # Device call 4 (tree of the epilogue's index math without the outermost division and with
 # the last extent a constant): psf and grad rows of 5ec5f19 (cur) against this tree (new),
-# alternating; ncu of the generated psf 2048 passes; then every test binary on CUDA, 3 at
-# a time (NCCL on the library path), and the FFT, loop, gradient and profile binaries with
-# LAZYFUSE_FFT=generated; failures into tests-summary.txt.
+# one run each (the device time left); ncu of the generated psf 2048 passes; then the FFT,
+# loop, gradient, profile, plan, stream and backend test binaries on CUDA, 3 at a time, and
+# the FFT, loop, gradient and profile binaries with LAZYFUSE_FFT=generated; failures into
+# tests-summary.txt.
 OUT=${OUT:-/tmp/out}; mkdir -p $OUT
 (cd .gpu && xz -dc bins.txz | tar -xf - && xz -dc ab.txz | tar -xf -)
 export LD_LIBRARY_PATH="/usr/local/cuda/lib64:/usr/local/cuda/targets/x86_64-linux/lib:${LD_LIBRARY_PATH:-}"
 nvidia-smi -L > $OUT/machine.txt
-for rep in 1 2; do
+for rep in 1; do
   for b in cur new; do
     bin=.gpu/benches/workloads; [ $b != new ] && bin=.gpu/$b/workloads
     rm -rf /tmp/lfc-$b
@@ -29,6 +30,6 @@ one() {
 }
 export -f one; export OUT
 rm -rf /tmp/lfc-tests
-ls .gpu/tests | grep -v '\.dir$' | grep -v -x -e nvtx | LAZYFUSE_CACHE_DIR=/tmp/lfc-tests MODE=default xargs -P 3 -I{} bash -c 'one {}' > $OUT/tests-summary.txt 2>&1
+(cd .gpu/tests && ls fft* | grep -v '\.dir$'; printf '%s\n' loops grad profile plan_hits streams cuda_backend lazyfuse-lib) | LAZYFUSE_CACHE_DIR=/tmp/lfc-tests MODE=default xargs -P 3 -I{} bash -c 'one {}' > $OUT/tests-summary.txt 2>&1
 (cd .gpu/tests && ls fft* | grep -v '\.dir$'; printf '%s\n' loops grad profile) | LAZYFUSE_FFT=generated MODE=generated xargs -P 3 -I{} bash -c 'one {}' >> $OUT/tests-summary.txt 2>&1
 echo done

@@ -21,7 +21,7 @@ use crate::runtime::cuda::driver_err;
 use crate::runtime::cuda::memory::CudaBuffer;
 use crate::{Error, Result};
 use lazyfuse_codegen::cuda::fft::{
-    epilogue_extent_fits, pack_args, Epilogue as CgEpilogue, Fused, FusedArgs, FusedPacker,
+    pack_args, Epilogue as CgEpilogue, Fused, FusedArgs, FusedPacker,
 };
 use lazyfuse_codegen::fft::{self as gen, Buf};
 use lazyfuse_codegen::{DType, Kernel, LaunchArgs};
@@ -251,9 +251,6 @@ impl CudaDevice {
                     );
                     let mut pass = s.pass.clone().spread_for(s.args.line_count());
                     pass.index32 &= !fused_wide;
-                    if e.is_some_and(|e| !epilogue_extent_fits(&pass, &e.args.shape)) {
-                        return Ok(None);
-                    }
                     let k = self.kernels.get_fft_fused(&self.ctx, &pass, work)?;
                     let packer = FusedPacker::new(&cg_fused(p, e))
                         .map_err(|e| Error::internal("generated fft", e))?;

@@ -94,6 +94,14 @@ fn generated_transforms(dev: &lf::Device, n: usize) -> (bool, bool) {
     (runs(&fwd), runs(&inv))
 }
 
+/// The shape and dtype of each array (checked before values).
+fn shapes_and_dtypes(arrays: &[Array]) -> Vec<(Vec<usize>, DType)> {
+    arrays
+        .iter()
+        .map(|a| (a.shape().to_vec(), a.dtype()))
+        .collect()
+}
+
 /// Whether the step replays a CUDA graph once recorded (generated passes with kernels
 /// fused in included: each pass is a kernel node).
 fn replays(dev: &lf::Device) -> bool {
@@ -989,10 +997,7 @@ fn traced_reductions_replay_a_graph(dev: &Device) {
         let (x, m, xv, peak, mv) = inputs(k);
         let out = f.call(&[&x, &m]).unwrap();
         drop((x, m));
-        let meta: Vec<(Vec<usize>, DType)> = out
-            .iter()
-            .map(|a| (a.shape().to_vec(), a.dtype()))
-            .collect();
+        let meta = shapes_and_dtypes(&out);
         assert_eq!(
             meta,
             [
@@ -1055,10 +1060,7 @@ fn traced_reductions_replay_a_graph(dev: &Device) {
     for k in 0..5 {
         let (_, m, _, _, mv) = inputs(10 + k);
         let out = g.call(&[&m]).unwrap();
-        let meta: Vec<(Vec<usize>, DType)> = out
-            .iter()
-            .map(|a| (a.shape().to_vec(), a.dtype()))
-            .collect();
+        let meta = shapes_and_dtypes(&out);
         assert_eq!(
             meta,
             [
@@ -1161,10 +1163,7 @@ fn traced_branches_follow_the_data(dev: &Device) {
         let ((r, i, wt), (rv, iv, wv)) = inputs(k);
         let out = f.call(&[&r, &i, &wt]).unwrap();
         drop((r, i, wt));
-        let meta: Vec<(Vec<usize>, DType)> = out
-            .iter()
-            .map(|a| (a.shape().to_vec(), a.dtype()))
-            .collect();
+        let meta = shapes_and_dtypes(&out);
         assert_eq!(
             meta,
             [

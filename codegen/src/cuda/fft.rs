@@ -126,13 +126,7 @@ pub struct Epilogue<'a> {
 /// arguments (after [`pack_args`]'s fields) and the arguments' total size.
 pub fn fused_layout(fused: &Fused) -> Result<(usize, usize, usize), IrError> {
     let p = FusedPacker::new(fused)?;
-    let at = |l: &Option<(ArgLayout, usize)>| l.as_ref().map(|(_, at)| *at);
-    let end = p.pro.as_ref().map_or(ARG_BYTES, |(l, at)| at + l.size);
-    Ok((
-        at(&p.pro).unwrap_or(end),
-        at(&p.epi).unwrap_or(p.end),
-        p.size,
-    ))
+    Ok((p.pro_at, p.epi_at, p.size))
 }
 
 /// What packing a fused pass's arguments needs besides the values: the prologue's and the
@@ -142,10 +136,11 @@ pub fn fused_layout(fused: &Fused) -> Result<(usize, usize, usize), IrError> {
 /// run.
 #[derive(Clone, Debug)]
 pub struct FusedPacker {
-    pro: Option<(ArgLayout, usize)>,
-    epi: Option<(ArgLayout, usize)>,
-    /// End of the last struct.
-    end: usize,
+    pro: Option<ArgLayout>,
+    epi: Option<ArgLayout>,
+    /// Where each struct starts (where it would start, when absent).
+    pro_at: usize,
+    epi_at: usize,
     size: usize,
 }
 
@@ -155,17 +150,17 @@ impl FusedPacker {
     pub fn new(fused: &Fused) -> Result<Self, IrError> {
         let mut end = ARG_BYTES;
         let mut align = 8;
-        let mut place = |k: Option<&Kernel>| -> Result<Option<(ArgLayout, usize)>, IrError> {
-            let Some(k) = k else { return Ok(None) };
+        let mut place = |k: Option<&Kernel>| -> Result<(Option<ArgLayout>, usize), IrError> {
+            let Some(k) = k else { return Ok((None, end)) };
             k.validate()?;
             let layout = super::arg_layout(k)?;
             let at = end.div_ceil(layout.align) * layout.align;
             end = at + layout.size;
             align = align.max(layout.align);
-            Ok(Some((layout, at)))
+            Ok((Some(layout), at))
         };
-        let pro = place(fused.prologue)?;
-        let epi = place(fused.epilogue.map(|e| e.kernel))?;
+        let (pro, pro_at) = place(fused.prologue)?;
+        let (epi, epi_at) = place(fused.epilogue.map(|e| e.kernel))?;
         let size = end.div_ceil(align) * align;
         if size > super::MAX_ARG_BYTES {
             return Err(IrError(format!(
@@ -176,7 +171,8 @@ impl FusedPacker {
         Ok(Self {
             pro,
             epi,
-            end,
+            pro_at,
+            epi_at,
             size,
         })
     }
@@ -194,14 +190,19 @@ impl FusedPacker {
         let mut blob = pack_args(args, ptrs);
         let opts = Default::default();
         let parts = [
-            (fused.prologue, pro, &self.pro),
-            (fused.epilogue.map(|e| e.kernel), epi, &self.epi),
+            (fused.prologue, pro, &self.pro, self.pro_at),
+            (
+                fused.epilogue.map(|e| e.kernel),
+                epi,
+                &self.epi,
+                self.epi_at,
+            ),
         ];
-        for (k, a, laid) in parts {
+        for (k, a, layout, at) in parts {
             let (Some(k), Some(a)) = (k, a) else {
                 continue;
             };
-            let Some((layout, at)) = laid else {
+            let Some(layout) = layout else {
                 return Err(IrError(
                     "fused FFT work its packer was not built for".into(),
                 ));
@@ -214,7 +215,7 @@ impl FusedPacker {
             };
             let red = Default::default();
             let p = super::pack_args_prepared(k, layout, &opts, a.inputs, outs, a.args, &red)?;
-            blob.resize(*at, 0);
+            blob.resize(at, 0);
             blob.extend_from_slice(&p);
         }
         blob.resize(self.size, 0);

@@ -230,11 +230,13 @@ pub fn run_pass<T: Real>(pass: &FftPass, args: &PassArgs, src: Option<&[C<T>]>, 
     };
     let (mut x, mut scratch) = (vec![C::<T>::default(); n], vec![C::<T>::default(); n]);
     let [na, nb, nc] = args.lines;
+    // the support's ranges (gathered lines, masked loads)
+    let k = args.keep.map(|b| b as usize);
+    let w0 = (k[1] - k[0]) as i64;
+    let kept = |p: usize| (k[0]..k[1]).contains(&p) || (k[2]..k[3]).contains(&p);
     for la in 0..na as i64 {
         for lb in 0..nb as i64 {
             for lc in 0..nc as i64 {
-                let k = args.keep.map(|b| b as usize);
-                let w0 = (k[1] - k[0]) as i64;
                 let lc = match (pass.gathered, lc < w0) {
                     (false, _) => lc,
                     (true, true) => k[0] as i64 + lc,
@@ -242,7 +244,6 @@ pub fn run_pass<T: Real>(pass: &FftPass, args: &PassArgs, src: Option<&[C<T>]>, 
                 };
                 let base = |m: &super::LineMap| la * m.dist[0] + lb * m.dist[1] + lc * m.dist[2];
                 let (ib, ob) = (base(&args.input), base(&args.output));
-                let kept = |p: usize| (k[0]..k[1]).contains(&p) || (k[2]..k[3]).contains(&p);
                 for (p, xp) in x.iter_mut().enumerate() {
                     if pass.masked && !kept(p) {
                         *xp = C::default();

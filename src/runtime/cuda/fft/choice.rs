@@ -320,9 +320,9 @@ impl CudaDevice {
             });
         }
         cufft()?;
-        let bytes = n * dtype.size();
-        // SAFETY: both buffers hold `bytes` bytes, ordered on this stream (above).
-        let copy = || {
+        let copy = |bytes: usize| {
+            // SAFETY: both buffers hold `n` elements of `dtype` (the callers copy all or
+            // one of them), ordered on this stream (above).
             unsafe {
                 cudarc::driver::result::memcpy_dtod_async(
                     out.device_ptr(),
@@ -333,19 +333,8 @@ impl CudaDevice {
             }
             .map_err(driver_err("cuMemcpyDtoDAsync"))
         };
-        // SAFETY: as `copy`, one element.
-        let tiny = || {
-            unsafe {
-                cudarc::driver::result::memcpy_dtod_async(
-                    out.device_ptr(),
-                    input.device_ptr(),
-                    dtype.size(),
-                    lane.stream.cu_stream(),
-                )
-            }
-            .map_err(driver_err("cuMemcpyDtoDAsync"))
-        };
-        copy()?;
+        let (all, one) = (n * dtype.size(), dtype.size());
+        copy(all)?;
         let mut best = [Duration::MAX; 4];
         for _ in 0..TIMED_RUNS {
             for (i, t) in best.iter_mut().enumerate() {
@@ -353,8 +342,8 @@ impl CudaDevice {
                 match i {
                     0 => drop(generated()?),
                     1 => cufft()?,
-                    2 => copy()?,
-                    _ => tiny()?,
+                    2 => copy(all)?,
+                    _ => copy(one)?,
                 }
                 let end = self.timing_event()?;
                 *t = (*t).min(event_elapsed(&start, &end)?);

@@ -178,7 +178,7 @@ impl CudaDevice {
             0 => None,
             n => Some(self.alloc(me, dtype, n)?),
         };
-        let Some(set) = self.pass_set(prog, &src, epi, dtype)? else {
+        let Some(set) = self.pass_set(prog, &src, out, epi, dtype)? else {
             return Ok(false);
         };
         let launches = self.set_launches(&set, &src, out, epi, work.as_ref())?;
@@ -212,14 +212,16 @@ impl CudaDevice {
         Ok(true)
     }
 
-    /// The kernels, grids and twiddle tables of `prog`'s passes reading `src`, the last
-    /// storing through `epi` when given: what stays the same from run to run of one plan.
+    /// The kernels, grids and twiddle tables of `prog`'s passes reading `src` into an
+    /// output like `out`, the last storing through `epi` when given: what stays the same
+    /// from run to run of one plan.
     /// `None` when they cannot run now (a grid beyond CUDA's, a table missing while
     /// recording or beyond [`MAX_TABLES`]).
     fn pass_set(
         &self,
         prog: gen::Program,
         src: &Source,
+        out: &CudaBuffer,
         epi: Option<&Epilogue>,
         dtype: DType,
     ) -> Result<Option<PassSet>> {
@@ -291,7 +293,7 @@ impl CudaDevice {
             prog,
             passes,
             tables,
-            out_len: 0,
+            out_len: out.len(),
         }))
     }
 
@@ -373,10 +375,9 @@ impl CudaDevice {
             return Ok(None);
         };
         let src = Source::Prologue(prologue);
-        let Some(mut set) = self.pass_set(prog, &src, epilogue, dtype)? else {
+        let Some(set) = self.pass_set(prog, &src, out, epilogue, dtype)? else {
             return Ok(None);
         };
-        set.out_len = out.len();
         let tables: Vec<&CudaBuffer> = set.tables.iter().map(|t| &**t).collect();
         self.order(&tables, &[])?; // nothing while recording
         Ok(Some(set))

@@ -131,6 +131,23 @@ struct FusedScratch {
     passes: std::sync::OnceLock<super::fft::PassSet>,
 }
 
+/// Keeps the buffer in `slot` when it holds `len` values of `dtype`, else puts a fresh one
+/// of `dev` there (the scratch of a plan, made once for its shapes).
+fn keep_or_alloc(
+    dev: &CudaDevice,
+    slot: &mut Option<CudaBuffer>,
+    dtype: DType,
+    len: usize,
+) -> Result<()> {
+    if !slot
+        .as_ref()
+        .is_some_and(|b| b.len() == len && b.dtype() == dtype)
+    {
+        *slot = Some(dev.alloc(dev.arc()?, dtype, len)?);
+    }
+    Ok(())
+}
+
 /// A recorded kernel node and what its arguments were last set to.
 struct KernelNode {
     node: drv_sys::CUgraphNode,
@@ -501,21 +518,16 @@ impl GraphPlan {
             if self.fused.len() <= fi {
                 self.fused.push(FusedScratch::default());
             }
-            let me = self.dev.arc()?;
             let sc = &mut self.fused[fi];
-            let fits = |b: &Option<CudaBuffer>, len: usize| {
-                b.as_ref()
-                    .is_some_and(|b| b.len() == len && b.dtype() == dtype)
-            };
             if work == 0 {
                 sc.work = None;
-            } else if !fits(&sc.work, work) {
-                sc.work = Some(self.dev.alloc(me, dtype, work)?);
+            } else {
+                keep_or_alloc(self.dev, &mut sc.work, dtype, work)?;
             }
             if epilogue.is_none() {
                 sc.out = None;
-            } else if !fits(&sc.out, n) {
-                sc.out = Some(self.dev.alloc(me, dtype, n)?);
+            } else {
+                keep_or_alloc(self.dev, &mut sc.out, dtype, n)?;
             }
             fi += 1;
         }
@@ -690,23 +702,15 @@ impl GraphPlan {
                 let tiles = loaded
                     .as_ref()
                     .map_or(0, |(p, _)| self.dev.scan_geometry(p, args).0);
-                let me = self.dev.arc()?;
                 let sc = &mut self.scratch[ri];
-                let fits = |b: &Option<CudaBuffer>, n: usize, d: DType| {
-                    b.as_ref().is_some_and(|b| b.len() == n && b.dtype() == d)
-                };
                 if tiles == 0 {
                     *sc = ReduceScratch {
                         values: None,
                         positions: None,
                     };
                 } else {
-                    if !fits(&sc.values, 2 * tiles, vd) {
-                        sc.values = Some(self.dev.alloc(me, vd, 2 * tiles)?);
-                    }
-                    if !fits(&sc.positions, tiles + 1, DType::I64) {
-                        sc.positions = Some(self.dev.alloc(me, DType::I64, tiles + 1)?);
-                    }
+                    keep_or_alloc(self.dev, &mut sc.values, vd, 2 * tiles)?;
+                    keep_or_alloc(self.dev, &mut sc.positions, DType::I64, tiles + 1)?;
                 }
                 ri += 1;
                 continue;
@@ -717,18 +721,12 @@ impl GraphPlan {
             };
             let (_, chunks, gx) = geometry;
             let n = kernel.out_len(args) * chunks as usize;
-            let fits = |b: &Option<CudaBuffer>, d: DType| {
-                b.as_ref().is_some_and(|b| b.len() == n && b.dtype() == d)
-            };
-            let me = self.dev.arc()?;
             let sc = &mut self.scratch[ri];
             if chunks > 1 {
                 widest = widest.max(gx);
-                if !fits(&sc.values, vd) {
-                    sc.values = Some(self.dev.alloc(me, vd, n)?);
-                }
-                if red.op.is_arg() && !fits(&sc.positions, DType::I64) {
-                    sc.positions = Some(self.dev.alloc(me, DType::I64, n)?);
+                keep_or_alloc(self.dev, &mut sc.values, vd, n)?;
+                if red.op.is_arg() {
+                    keep_or_alloc(self.dev, &mut sc.positions, DType::I64, n)?;
                 }
             } else {
                 *sc = ReduceScratch {

@@ -336,10 +336,12 @@ fn consumers_that_do_not_fit_stay_kernels(dev: &Device) {
 }
 
 device_test!(spectral_step_fuses_each_kernel_once);
-/// `ifft2(fft2(u) * m).real()` after an elementwise update: the product is the inverse
-/// transform's prologue and so not the forward transform's epilogue (a kernel joins one
-/// fused step only; regression: both took it and the inverse transform was lost). Checked
-/// against the unfused plan over three repeated steps.
+/// `ifft2(fft2(u) * m).real()` after an elementwise update: on CUDA one round trip (the
+/// product between the transforms, in the row pass that goes there and back), the update
+/// in the first pass and `.real()` with the scale in the last; the product joins that one
+/// step only (regression: when the product was both the inverse's prologue and the
+/// forward's epilogue, the inverse transform was lost). Checked against the unfused plan
+/// over three repeated steps.
 fn spectral_step_fuses_each_kernel_once(dev: &Device) {
     let n = 32;
     let u0: Vec<f32> = (0..n * n)
@@ -363,12 +365,20 @@ fn spectral_step_fuses_each_kernel_once(dev: &Device) {
             u.to_vec::<f32>().unwrap()
         })
     };
-    let (libs, got, want) = generated(|| {
+    let (libs, kernels, plan, got, want) = generated(|| {
         let u = Array::from_vec_on(u0.clone(), &[n, n], dev).unwrap();
-        let libs = lf::debug::library_count(&[&step(&u)]).unwrap();
-        (libs, run(true), run(false))
+        let y = step(&u);
+        let libs = lf::debug::library_count(&[&y]).unwrap();
+        let kernels = lf::debug::kernel_count(&[&y]).unwrap();
+        let plan = lf::debug::plan(&[&y]).unwrap();
+        (libs, kernels, plan, run(true), run(false))
     });
-    assert_eq!(libs, 2, "two transforms, each once");
+    if dev.is_cuda() {
+        assert_eq!((libs, kernels), (1, 0), "one round trip: plan:\n{plan}");
+        assert!(plan.contains("fused middle work"), "plan:\n{plan}");
+    } else {
+        assert_eq!(libs, 2, "two transforms, each once: plan:\n{plan}");
+    }
     assert_eq!(got.len(), n * n);
     let scale = want.iter().fold(0f32, |a, &v| a.max(v.abs()));
     let worst = got
@@ -426,4 +436,170 @@ fn auto_fuses_where_the_measured_choice_is_generated(dev: &Device) {
     assert_eq!(c.generated, wins, "{c:?}");
     let fused_wins = secs(c.generated_time) * 1.1 < secs(c.cufft_time) + secs(c.copy_time);
     assert_eq!(c.fused_generated, wins || fused_wins, "{c:?}");
+}
+
+/// `ifft(fft(2 x, axis 1) * h, axis 1).real()` of a `[rows, n]` f32 array and a length-`n`
+/// real filter broadcast over the rows: a 1-D spectral filter.
+fn line_filter(x: &Array, h: &Array) -> Array {
+    let spec = lf::fft::fft(&(x * 2.0), 1) * h;
+    lf::fft::ifft(&spec, 1).real()
+}
+
+/// The same in f64 on the host by naive DFTs.
+fn line_filter_reference(x: &[f32], h: &[f32], rows: usize, n: usize) -> Vec<f64> {
+    let mut out = vec![0.0; rows * n];
+    for r in 0..rows {
+        let line: Vec<f64> = x[r * n..(r + 1) * n]
+            .iter()
+            .map(|&v| 2.0 * v as f64)
+            .collect();
+        let spec: Vec<Complex64> = (0..n)
+            .map(|k| {
+                let s: Complex64 = (0..n)
+                    .map(|j| {
+                        line[j]
+                            * Complex64::from_polar(1.0, -2.0 * PI * (j * k % n) as f64 / n as f64)
+                    })
+                    .sum();
+                s * h[k] as f64
+            })
+            .collect();
+        for j in 0..n {
+            let s: Complex64 = (0..n)
+                .map(|k| {
+                    spec[k] * Complex64::from_polar(1.0, 2.0 * PI * (j * k % n) as f64 / n as f64)
+                })
+                .sum();
+            out[r * n + j] = s.re / n as f64;
+        }
+    }
+    out
+}
+
+device_test!(line_filter_is_one_pass_there_and_back);
+/// A 1-D spectral filter along the last axis: on CUDA one pass computes the scaled input,
+/// transforms each line, multiplies by the filter, transforms back and stores the real
+/// part (no kernel, one library step); everywhere its values match a naive f64 DFT. Rows
+/// of 3 and 783 (awkward batches) of 256-point lines, and 60-point lines (radices 4, 5, 3).
+fn line_filter_is_one_pass_there_and_back(dev: &Device) {
+    for (rows, n) in [(3usize, 256usize), (783, 256), (5, 60)] {
+        let xs: Vec<f32> = (0..rows * n)
+            .map(|i| ((i * 37 % 101) as f32) / 101.0 - 0.5)
+            .collect();
+        let hs: Vec<f32> = (0..n).map(|k| 1.0 / (1.0 + (k % 9) as f32)).collect();
+        let x = Array::from_vec_on(xs.clone(), &[rows, n], dev).unwrap();
+        let h = Array::from_vec_on(hs.clone(), &[n], dev).unwrap();
+        let (libs, kernels, plan, got) = generated(|| {
+            let y = line_filter(&x, &h);
+            let libs = lf::debug::library_count(&[&y]).unwrap();
+            let kernels = lf::debug::kernel_count(&[&y]).unwrap();
+            let plan = lf::debug::plan(&[&y]).unwrap();
+            (libs, kernels, plan, y.to_vec::<f32>().unwrap())
+        });
+        if dev.is_cuda() {
+            assert_eq!((libs, kernels), (1, 0), "{rows}x{n}: plan:\n{plan}");
+            assert!(plan.contains("fused middle work"), "plan:\n{plan}");
+        }
+        let want = line_filter_reference(&xs, &hs, rows, n);
+        assert_eq!(got.len(), want.len());
+        let scale = want.iter().fold(0f64, |a, &v| a.max(v.abs()));
+        let worst = got
+            .iter()
+            .zip(&want)
+            .fold(0f64, |a, (&g, &w)| a.max((g as f64 - w).abs()));
+        assert!(
+            worst <= 1e-5 * scale,
+            "{rows}x{n}: largest difference {worst:.3e}"
+        );
+    }
+}
+
+device_test!(shifted_or_other_axes_make_no_round_trip);
+/// No round trip where the kernel between the transforms reads the first at a shifted
+/// index (`fftshift`), or where the second transform runs along other axes: two library
+/// steps, values as the unfused plan's.
+fn shifted_or_other_axes_make_no_round_trip(dev: &Device) {
+    let n = 16;
+    let xs: Vec<f32> = (0..n * n).map(|i| ((i * 5 % 17) as f32) * 0.1).collect();
+    let x = Array::from_vec_on(xs, &[n, n], dev).unwrap();
+    let build = |what: &str| {
+        let f = lf::fft::fft2(&(&x * 1.5));
+        match what {
+            "shifted" => lf::fft::ifft2(&(lf::fft::fftshift(&f, None) * 2.0)).real(),
+            _ => lf::fft::ifft(&(&f * 2.0), 0).real(),
+        }
+    };
+    for what in ["shifted", "other axes"] {
+        let (libs, plan, got) = generated(|| {
+            let y = build(what);
+            let libs = lf::debug::library_count(&[&y]).unwrap();
+            let plan = lf::debug::plan(&[&y]).unwrap();
+            (libs, plan, y.to_vec::<f32>().unwrap())
+        });
+        assert_eq!(libs, 2, "{what}: plan:\n{plan}");
+        assert!(!plan.contains("fused middle work"), "{what}: plan:\n{plan}");
+        let want: Vec<f32> = lf::with_fusion(false, || build(what).to_vec().unwrap());
+        assert_eq!(got.len(), want.len());
+        let scale = want.iter().fold(0f32, |a, &v| a.max(v.abs()));
+        for (a, b) in got.iter().zip(&want) {
+            assert!((a - b).abs() <= 1e-5 * scale, "{what}: {a} vs {b}");
+        }
+    }
+}
+
+device_test!(traced_spectral_step_replays_the_round_trip);
+/// The spectral step traced and called with each step's result: on CUDA the round trip
+/// records into the graph once and replays with each call's buffers (no kernel besides
+/// its passes); the values follow the unfused plan step by step.
+fn traced_spectral_step_replays_the_round_trip(dev: &Device) {
+    let n = 24;
+    let m: Vec<f32> = (0..n * n)
+        .map(|i| 1.0 / (1.0 + (i % 11) as f32 * 0.1))
+        .collect();
+    let mult = Array::from_vec_on(m, &[n, n], dev).unwrap();
+    let step = |u: &Array, mult: &Array| {
+        let u = u + (u - u.powi(3)) * 0.1;
+        lf::fft::ifft2(&(lf::fft::fft2(&u) * mult)).real()
+    };
+    let u0: Vec<f32> = (0..n * n)
+        .map(|i| ((i * 3 % 7) as f32) * 0.2 - 0.6)
+        .collect();
+    let calls = 6;
+    let (got, s) = generated(|| {
+        let m2 = mult.clone();
+        let f = lf::Function::trace(&[&mult], move |x| vec![step(&x[0], &m2)]).unwrap();
+        let mut u = Array::from_vec_on(u0.clone(), &[n, n], dev).unwrap();
+        for k in 0..calls {
+            if k == 2 {
+                dev.synchronize().unwrap();
+                lf::reset_stats();
+            }
+            u = f.call(&[&u]).unwrap().remove(0);
+        }
+        dev.synchronize().unwrap();
+        let s = lf::stats();
+        (u.to_vec::<f32>().unwrap(), s)
+    });
+    // one round trip a call on CUDA, two transforms on the CPU
+    let per_call = if dev.is_cuda() { 1 } else { 2 };
+    assert_eq!(s.library_calls, per_call * (calls as u64 - 2), "{s:?}");
+    if dev.is_cuda() {
+        assert_eq!(s.kernels_launched, 0, "{s:?}");
+        if graphs_on() {
+            assert_eq!(s.graph_launches, calls as u64 - 2, "{s:?}");
+        }
+    }
+    let want: Vec<f32> = lf::with_fusion(false, || {
+        let mut u = Array::from_vec_on(u0.clone(), &[n, n], dev).unwrap();
+        for _ in 0..calls {
+            u = step(&u, &mult);
+            u.eval().unwrap();
+        }
+        u.to_vec().unwrap()
+    });
+    assert_eq!(got.len(), want.len());
+    let scale = want.iter().fold(0f32, |a, &v| a.max(v.abs()));
+    for (a, b) in got.iter().zip(&want) {
+        assert!((a - b).abs() <= 1e-5 * scale.max(1.0), "{a} vs {b}");
+    }
 }

@@ -5,7 +5,7 @@
 
 use lazyfuse_codegen::cuda::fft::{
     fused_layout, pack_args, pack_fused_args, render, render_fused, Epilogue, Fused, FusedArgs,
-    ARG_BYTES,
+    Mid, ARG_BYTES,
 };
 use lazyfuse_codegen::fft::{self, host, Buf, Program};
 use lazyfuse_codegen::{BinaryOp, Builder, DType, Inst, Kernel, LaunchArgs, Scalar, UnaryOp};
@@ -324,6 +324,7 @@ fn fused_prologue_and_epilogue_pass() {
     let pro = Fused {
         prologue: Some(&k),
         epilogue: None,
+        mid: None,
     };
     let r = render_fused(pass, &pro).unwrap();
     assert!(r.entry.starts_with("lf_fftf_"));
@@ -342,6 +343,7 @@ fn fused_prologue_and_epilogue_pass() {
     let same = Fused {
         prologue: Some(&k2),
         epilogue: None,
+        mid: None,
     };
     assert_eq!(render_fused(pass, &same).unwrap().entry, r.entry);
     // a prologue of the wrong dtype is refused
@@ -349,6 +351,7 @@ fn fused_prologue_and_epilogue_pass() {
     let bad = Fused {
         prologue: Some(&wrong),
         epilogue: None,
+        mid: None,
     };
     assert!(render_fused(pass, &bad).is_err());
     // both: the epilogue in the store
@@ -359,6 +362,7 @@ fn fused_prologue_and_epilogue_pass() {
             value_input: 1,
             shift_param: 0,
         }),
+        mid: None,
     };
     let rb = render_fused(pass, &both).unwrap();
     assert!(rb.source.contains("lf_epi_args epi;"), "{}", rb.source);
@@ -373,6 +377,7 @@ fn fused_prologue_and_epilogue_pass() {
             value_input: 1,
             shift_param: 1,
         }),
+        mid: None,
     };
     assert!(render_fused(pass, &no_shift).is_err());
     // arguments: the pass's, then the prologue's struct, then the epilogue's
@@ -403,6 +408,7 @@ fn fused_prologue_and_epilogue_pass() {
             outputs: &[66],
             args: &eargs,
         }),
+        None,
     )
     .unwrap();
     assert_eq!(blob.len(), size);
@@ -454,6 +460,7 @@ fn rendered_passes_compile_with_nvrtc() {
                 value_input: 1,
                 shift_param: 0,
             }),
+            mid: None,
         };
         for pass in fft::plan_c2c(&[6, 1 << 14], &[0, 1], dt, true)
             .unwrap()
@@ -472,6 +479,42 @@ fn rendered_passes_compile_with_nvrtc() {
                 rendered.push(render_fused(&pass, &both).unwrap());
             }
         }
+    }
+    // round trips (the middle work alone; with a prologue and an epilogue on one axis),
+    // spread as a fused launch spreads them
+    for dt in [DType::C64, DType::C128] {
+        let (k, e, m) = (prologue(dt), epilogue(dt), mid_kernel(dt));
+        let mid = Some(Mid {
+            kernel: &m,
+            value_input: 1,
+        });
+        for (shape, axes) in [
+            (&[256usize, 256][..], &[0usize, 1][..]),
+            (&[1024, 8], &[1, 0]),
+        ] {
+            let p = fft::plan_round_trip(shape, axes, axes, dt, false, None).unwrap();
+            for s in p.steps.iter().filter(|s| s.pass.round_trip) {
+                let fused = Fused {
+                    mid,
+                    ..Default::default()
+                };
+                rendered.push(render_fused(&s.pass, &fused).unwrap());
+                let spread = s.pass.clone().spread_for(s.args.line_count());
+                rendered.push(render_fused(&spread, &fused).unwrap());
+            }
+        }
+        let p = fft::plan_round_trip(&[3, 256], &[1], &[1], dt, true, None).unwrap();
+        let all = Fused {
+            prologue: Some(&k),
+            epilogue: Some(Epilogue {
+                kernel: &e,
+                value_input: 1,
+                shift_param: 0,
+            }),
+            mid,
+        };
+        let pass = p.steps[0].pass.clone().spread_for(3);
+        rendered.push(render_fused(&pass, &all).unwrap());
     }
     for r in rendered {
         let ptx = cudarc::nvrtc::compile_ptx_with_opts(
@@ -690,4 +733,255 @@ fn rendered_sources_hold_no_placeholders() {
             );
         }
     }
+}
+
+/// Middle work of rank 2 and dtype `dt`: `x * w[i]`, the transform's output `x` (input 1)
+/// times a real filter `w` (input 0, F32) at its own index (a spectral step's multiplier).
+fn mid_kernel(dt: DType) -> Kernel {
+    let mut b = Builder::new(2);
+    let i = b.push(Inst::Index, DType::I64);
+    let w = b.input(DType::F32);
+    let x = b.input(dt);
+    let v = b.push(
+        Inst::Load {
+            input: x,
+            index: i,
+            guard: None,
+        },
+        dt,
+    );
+    let wv = b.push(
+        Inst::Load {
+            input: w,
+            index: i,
+            guard: None,
+        },
+        DType::F32,
+    );
+    let wc = b.cast(wv, dt);
+    let r = b.binary(BinaryOp::Mul, v, wc);
+    b.store(r);
+    b.finish()
+}
+
+/// The host's middle work of the round-trip tests: element `i` times `1 / (1 + i % 7)`.
+fn filter<T: fft::host::Real>(i: usize, v: Complex<T>) -> Complex<T> {
+    let f = T::from_f64(1.0 / (1.0 + (i % 7) as f64));
+    Complex::new(v.re * f, v.im * f)
+}
+
+/// The plain programs a round trip stands for: the first transform, and the second with
+/// the round trip's axis first (the same arithmetic in the same order).
+fn two_programs(
+    shape: &[usize],
+    axes: &[usize],
+    back: &[usize],
+    dt: DType,
+    support: Option<&[(usize, usize)]>,
+    rt: &Program,
+) -> (Program, Program) {
+    let first = fft::plan_c2c_pruned(shape, axes, dt, false, support).unwrap();
+    // the round trip's axis: the one whose line length and stride its pass has
+    let s = rt.steps.iter().find(|s| s.pass.round_trip).unwrap();
+    let last = (0..shape.len())
+        .find(|&a| {
+            shape[a] == s.pass.n as usize
+                && shape[a + 1..].iter().product::<usize>() as i64 == s.args.output.stride
+                && back.contains(&a)
+        })
+        .unwrap();
+    let order: Vec<usize> = std::iter::once(last)
+        .chain(back.iter().copied().filter(|&a| a != last && shape[a] > 1))
+        .collect();
+    (first, fft::plan_c2c(shape, &order, dt, true).unwrap())
+}
+
+#[test]
+fn round_trips_match_two_transforms() {
+    // (shape, first axes, second axes, support of the first's input)
+    type Case<'a> = (
+        &'a [usize],
+        &'a [usize],
+        &'a [usize],
+        Option<&'a [(usize, usize)]>,
+    );
+    let cases: &[Case] = &[
+        (&[12, 16], &[0, 1], &[0, 1], None),
+        (&[6, 10, 8], &[1, 2], &[2, 1], None),
+        (&[64], &[0], &[0], None),
+        (&[3, 256], &[1], &[1], None),
+        (&[5, 24], &[1, 0], &[0, 1], None),
+        (&[40, 48], &[0, 1], &[0, 1], Some(&[(0, 10), (38, 48)])),
+        (&[8192, 16], &[0, 1], &[1, 0], None),
+    ];
+    for &(shape, axes, back, support) in cases {
+        let n: usize = shape.iter().product();
+        let inside = |i: usize| {
+            support.is_none_or(|s| {
+                s.iter()
+                    .any(|&(l, h)| (l..h).contains(&(i % shape[shape.len() - 1])))
+            })
+        };
+        let x: Vec<Complex64> = input(n, 11)
+            .into_iter()
+            .enumerate()
+            .map(|(i, v)| if inside(i) { v } else { Complex64::default() })
+            .collect();
+        let x32: Vec<Complex32> = x
+            .iter()
+            .map(|z| Complex32::new(z.re as f32, z.im as f32))
+            .collect();
+        for dt in [DType::C64, DType::C128] {
+            let rt = fft::plan_round_trip(shape, axes, back, dt, false, support)
+                .unwrap_or_else(|| panic!("{shape:?} {axes:?} {dt:?}"));
+            assert_eq!(rt.steps.iter().filter(|s| s.pass.round_trip).count(), 1);
+            let (first, second) = two_programs(shape, axes, back, dt, support, &rt);
+            // one pass fewer than the two transforms
+            assert_eq!(
+                rt.steps.len() + 1,
+                first.steps.len() + second.steps.len(),
+                "{shape:?}"
+            );
+            let same = |got: &[Complex64], want: &[Complex64]| {
+                assert_eq!(got.len(), want.len());
+                let bad = got.iter().zip(want).position(|(g, w)| g != w);
+                assert_eq!(bad, None, "{shape:?} {axes:?} {back:?} {dt:?}");
+            };
+            if dt == DType::C64 {
+                let got = host::run_program_mid(&rt, &x32, &filter);
+                let mut y = host::run_program(&first, &x32);
+                y.iter_mut()
+                    .enumerate()
+                    .for_each(|(i, v)| *v = filter(i, *v));
+                let want = host::run_program(&second, &y);
+                let widen = |v: &[Complex32]| -> Vec<Complex64> {
+                    v.iter()
+                        .map(|z| Complex64::new(z.re as f64, z.im as f64))
+                        .collect()
+                };
+                same(&widen(&got), &widen(&want));
+            } else {
+                let got = host::run_program_mid(&rt, &x, &filter);
+                let mut y = host::run_program(&first, &x);
+                y.iter_mut()
+                    .enumerate()
+                    .for_each(|(i, v)| *v = filter(i, *v));
+                same(&got, &host::run_program(&second, &y));
+            }
+        }
+    }
+}
+
+#[test]
+fn round_trip_against_a_dft() {
+    // ifft2(fft2(x) * w) of a 12 x 16 array against compensated f64 DFTs
+    let (r, c) = (12usize, 16usize);
+    let x = input(r * c, 5);
+    let mut y = dft(&dft(&x, 1, r, c, false), r, c, 1, false);
+    y.iter_mut()
+        .enumerate()
+        .for_each(|(i, v)| *v = filter(i, *v));
+    let want = dft(&dft(&y, r, c, 1, true), 1, r, c, true);
+    let rt = fft::plan_round_trip(&[r, c], &[0, 1], &[0, 1], DType::C128, false, None).unwrap();
+    let got = host::run_program_mid(&rt, &x, &filter);
+    assert_eq!(got.len(), want.len());
+    let err = rel_err(&got, &want);
+    assert!(err < 1e-14, "{err:.3e}");
+}
+
+#[test]
+fn round_trips_only_where_one_pass_goes_and_back() {
+    let dt = DType::C64;
+    // different axes; a last axis of two passes; an uncovered length; an empty array
+    assert_eq!(
+        fft::plan_round_trip(&[8, 8], &[0, 1], &[1], dt, false, None),
+        None
+    );
+    assert_eq!(
+        fft::plan_round_trip(&[2, 1 << 14], &[1], &[1], dt, false, None),
+        None
+    );
+    assert_eq!(
+        fft::plan_round_trip(&[22, 8], &[0, 1], &[0, 1], dt, false, None),
+        None
+    );
+    assert_eq!(
+        fft::plan_round_trip(&[0, 8], &[0, 1], &[0, 1], dt, false, None),
+        None
+    );
+    assert_eq!(
+        fft::plan_round_trip(&[8, 8], &[0], &[0], DType::F32, false, None),
+        None
+    );
+    // a first axis split in two passes still ends on a one-pass axis
+    let p = fft::plan_round_trip(&[1 << 14, 8], &[0, 1], &[0, 1], dt, true, None).unwrap();
+    let s = p.steps.iter().position(|s| s.pass.round_trip).unwrap();
+    assert!(p.steps[s].pass.inverse && !p.steps[s + 1].pass.inverse);
+    assert_eq!(p.steps[s].pass.n, 8);
+}
+
+#[test]
+fn round_trip_passes_render_both_directions() {
+    let dt = DType::C64;
+    let p = fft::plan_round_trip(&[256, 256], &[0, 1], &[0, 1], dt, false, None).unwrap();
+    let rt = p.steps.iter().find(|s| s.pass.round_trip).unwrap();
+    let m = mid_kernel(dt);
+    let mid = Fused {
+        mid: Some(Mid {
+            kernel: &m,
+            value_input: 1,
+        }),
+        ..Default::default()
+    };
+    let r = render_fused(&rt.pass, &mid).unwrap();
+    let src = &r.source;
+    assert_eq!(placeholders(src), Vec::<&str>::new(), "{src}");
+    for needle in [
+        "lf_mid_args mid;",
+        "lf_fft_mid(const lf_fft_args& fa",
+        "lf_bfly8_f(v[q])",
+        "lf_bfly8_b(v[q])",
+        "lf_tw_f(",
+        "lf_tw_b(",
+        "lf_rot_b(",
+        "= lf_fft_mid(a,",
+    ] {
+        assert!(src.contains(needle), "{needle}\n{src}");
+    }
+    // the middle work's load is the transform's value
+    assert!(!src.contains("in1["), "{src}");
+    // middle work only in a round-trip pass, and a round-trip pass only with it
+    assert!(render_fused(&p.steps[0].pass, &mid).is_err());
+    assert!(render_fused(&rt.pass, &Fused::default()).is_err());
+    let wrong = mid_kernel(DType::C128);
+    let bad = Fused {
+        mid: Some(Mid {
+            kernel: &wrong,
+            value_input: 1,
+        }),
+        ..Default::default()
+    };
+    assert!(render_fused(&rt.pass, &bad).is_err());
+    // the middle work's struct follows the pass's arguments
+    let (_, _, size) = fused_layout(&mid).unwrap();
+    let args = LaunchArgs {
+        shape: [256, 256].into_iter().collect(),
+        params: Default::default(),
+    };
+    let blob = pack_fused_args(
+        &rt.args,
+        [1, 2, 3, 4],
+        &mid,
+        None,
+        None,
+        Some(FusedArgs {
+            inputs: &[99, 0],
+            outputs: &[],
+            args: &args,
+        }),
+    )
+    .unwrap();
+    assert_eq!(blob.len(), size);
+    let at = ARG_BYTES.div_ceil(8) * 8;
+    assert_eq!(&blob[at..at + 8], &99u64.to_le_bytes());
 }

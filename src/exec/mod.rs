@@ -85,10 +85,22 @@ pub(crate) struct FusedFft {
     /// The prologue's launch arguments (launch shape: the transform's input shape).
     pub(crate) args: LaunchArgs,
     pub(crate) spec: Arc<crate::graph::FftSpec>,
-    /// The node the step computes: the transform, or the epilogue's output. (The
+    /// The node the step computes: the (last) transform, or the epilogue's output. (The
     /// transform's input node is not bound: a traced function's call has none.)
     pub(crate) dst: Arc<Node>,
+    /// The kernel between two transforms of a round trip and the second transform.
+    pub(crate) round: Option<BoundRound>,
     pub(crate) epilogue: Option<BoundEpi>,
+}
+
+/// A bound `schedule::RoundPlan`.
+pub(crate) struct BoundRound {
+    pub(crate) kernel: Arc<Kernel>,
+    /// Its inputs; the one at `value_input` is the first transform (not read).
+    pub(crate) inputs: NodeList,
+    pub(crate) value_input: u32,
+    pub(crate) args: LaunchArgs,
+    pub(crate) spec: Arc<crate::graph::FftSpec>,
 }
 
 /// A bound `schedule::EpiPlan`.
@@ -208,11 +220,16 @@ impl fmt::Display for Schedule {
                         args,
                         spec,
                         dst,
+                        round,
                         epilogue,
                     } = &**ff;
+                    let back = match round {
+                        Some(r) => format!(", back by {}", r.spec.label()),
+                        None => String::new(),
+                    };
                     writeln!(
                         f,
-                        "step {i}: {} -> {dst:?}, its input computed in the first pass: \
+                        "step {i}: {}{back} -> {dst:?}, its input computed in the first pass: \
                          fused prologue shape={:?} inputs={inputs:?} params={:?}",
                         spec.label(),
                         args.shape,
@@ -220,6 +237,18 @@ impl fmt::Display for Schedule {
                     )?;
                     for line in kernel.to_string().lines() {
                         writeln!(f, "    {line}")?;
+                    }
+                    if let Some(r) = round {
+                        writeln!(
+                            f,
+                            "  its consumer and the transform back in the same passes (one pass \
+                             goes there and back): fused middle work inputs={:?} (transform at \
+                             {}) params={:?}",
+                            r.inputs, r.value_input, r.args.params
+                        )?;
+                        for line in r.kernel.to_string().lines() {
+                            writeln!(f, "    {line}")?;
+                        }
                     }
                     if let Some(e) = epilogue {
                         writeln!(
@@ -319,10 +348,25 @@ pub(crate) fn bind(t: &Template, nodes: &[Arc<Node>]) -> Result<Schedule> {
                     params,
                     spec,
                     dst,
+                    round,
                     epilogue,
                 } => {
-                    // with an epilogue the step computes the epilogue's output
-                    let dst = epilogue.as_ref().map_or(*dst, |e| e.out);
+                    // the step computes the epilogue's output, else the last transform
+                    let last = round.as_ref().map_or(*dst, |r| r.dst);
+                    let dst = epilogue.as_ref().map_or(last, |e| e.out);
+                    let round = match round {
+                        Some(r) => Some(BoundRound {
+                            kernel: r.kernel.clone(),
+                            inputs: r.inputs.iter().map(|&p| nodes[p].clone()).collect(),
+                            value_input: r.value_input,
+                            args: LaunchArgs {
+                                shape: shape.clone(),
+                                params: params_of(&r.params)?,
+                            },
+                            spec: r.spec.clone(),
+                        }),
+                        None => None,
+                    };
                     let epilogue = match epilogue {
                         Some(e) => Some(BoundEpi {
                             kernel: e.kernel.clone(),
@@ -345,6 +389,7 @@ pub(crate) fn bind(t: &Template, nodes: &[Arc<Node>]) -> Result<Schedule> {
                         },
                         spec: spec.clone(),
                         dst: nodes[dst].clone(),
+                        round,
                         epilogue,
                     }))
                 }
@@ -423,6 +468,22 @@ fn buffer_of(n: &Node) -> Result<Arc<Buffer>> {
         .ok_or_else(|| Error::internal("execute", format!("input {n:?} not materialized")))
 }
 
+/// The buffers of a fused kernel's inputs (`None` at its value input, a transform the
+/// step computes); none without the kernel.
+fn but_value(k: Option<(&NodeList, u32)>) -> Result<SmallVec<[Option<Arc<Buffer>>; 4]>> {
+    let Some((inputs, value_input)) = k else {
+        return Ok(SmallVec::new());
+    };
+    inputs
+        .iter()
+        .enumerate()
+        .map(|(k, n)| match k as u32 == value_input {
+            true => Ok(None),
+            false => buffer_of(n).map(Some),
+        })
+        .collect()
+}
+
 /// Runs a schedule step by step, realizing each step's outputs; whether a step wrote in
 /// place.
 pub(crate) fn execute(sched: &Schedule) -> Result<bool> {
@@ -476,26 +537,26 @@ pub(crate) fn execute(sched: &Schedule) -> Result<bool> {
                     args,
                     spec,
                     dst,
+                    round,
                     epilogue,
                 } = &**ff;
                 let bufs: SmallVec<[Arc<Buffer>; 4]> =
                     inputs.iter().map(|n| buffer_of(n)).collect::<Result<_>>()?;
                 let refs: SmallVec<[&Buffer; 4]> = bufs.iter().map(|b| b.as_ref()).collect();
-                // the epilogue's inputs but the transform's output
-                let epi_bufs: SmallVec<[Option<Arc<Buffer>>; 4]> = match epilogue {
-                    Some(e) => e
-                        .inputs
-                        .iter()
-                        .enumerate()
-                        .map(|(k, n)| match k as u32 == e.value_input {
-                            true => Ok(None),
-                            false => buffer_of(n).map(Some),
-                        })
-                        .collect::<Result<_>>()?,
-                    None => SmallVec::new(),
-                };
+                // the middle kernel's and the epilogue's inputs but the transforms
+                let epi_bufs = but_value(epilogue.as_ref().map(|e| (&e.inputs, e.value_input)))?;
                 let epi_refs: SmallVec<[Option<&Buffer>; 4]> =
                     epi_bufs.iter().map(|b| b.as_deref()).collect();
+                let mid_bufs = but_value(round.as_ref().map(|r| (&r.inputs, r.value_input)))?;
+                let mid_refs: SmallVec<[Option<&Buffer>; 4]> =
+                    mid_bufs.iter().map(|b| b.as_deref()).collect();
+                let mid = round.as_ref().map(|r| runtime::RoundRun {
+                    kernel: &r.kernel,
+                    inputs: &mid_refs,
+                    value_input: r.value_input,
+                    args: &r.args,
+                    spec: &r.spec,
+                });
                 let epi = epilogue.as_ref().map(|e| runtime::EpiRun {
                     kernel: &e.kernel,
                     inputs: &epi_refs,
@@ -514,6 +575,7 @@ pub(crate) fn execute(sched: &Schedule) -> Result<bool> {
                     args,
                     &args.shape,
                     &args.shape,
+                    mid.as_ref(),
                     epi.as_ref(),
                 )?;
                 drop(range);

@@ -6,7 +6,7 @@
 use super::{PosSlot, Res};
 use crate::graph::FxBuild;
 use crate::graph::{Node, Op};
-use crate::runtime::cuda::graph::{FusedEpi, FusedStep, GraphPlan, GraphStep, Slot};
+use crate::runtime::cuda::graph::{FusedEpi, FusedMid, FusedStep, GraphPlan, GraphStep, Slot};
 use crate::runtime::cuda::{CudaBuffer, CudaDevice};
 use crate::runtime::Buffer;
 use crate::schedule::{TStep, Template};
@@ -342,10 +342,12 @@ impl GraphState {
                     shape,
                     spec,
                     dst,
+                    round,
                     epilogue,
                     ..
                 } => {
-                    let (pro_args, epi_args) = fused.get(fi).copied().unwrap_or((NO_ARGS, None));
+                    let (pro_args, epi_args, mid_args) =
+                        fused.get(fi).copied().unwrap_or((NO_ARGS, None, None));
                     fi += 1;
                     let epilogue = match epilogue {
                         Some(e) => Some(FusedEpi {
@@ -365,7 +367,25 @@ impl GraphState {
                         }),
                         None => None,
                     };
-                    out.push(GraphStep::FftFused(FusedStep {
+                    let round = match round {
+                        Some(r) => Some(FusedMid {
+                            kernel: &r.kernel,
+                            inputs: r
+                                .inputs
+                                .iter()
+                                .enumerate()
+                                .map(|(k, &p)| match k as u32 == r.value_input {
+                                    true => Ok(None),
+                                    false => self.slot(p).map(Some),
+                                })
+                                .collect::<Result<_>>()?,
+                            value_input: r.value_input,
+                            args: mid_args.unwrap_or(NO_ARGS),
+                            spec: &r.spec,
+                        }),
+                        None => None,
+                    };
+                    out.push(GraphStep::FftFused(Box::new(FusedStep {
                         spec,
                         prologue: kernel,
                         inputs: inputs
@@ -373,10 +393,11 @@ impl GraphState {
                             .map(|&p| self.slot(p))
                             .collect::<Result<SmallVec<_>>>()?,
                         args: pro_args,
-                        dst: self.slot(epilogue_out(s).unwrap_or(*dst))?,
+                        dst: self.slot(fused_out(s).unwrap_or(*dst))?,
+                        round,
                         epilogue,
                         shape,
-                    }));
+                    })));
                 }
                 // the reshape's buffer is its source's (`alias_groups`)
                 TStep::Alias { .. } => {}
@@ -426,7 +447,11 @@ impl GraphState {
                     args.push(no_args);
                 }
                 super::Step::FftFused(ff) => {
-                    fused.push((&ff.args, ff.epilogue.as_ref().map(|e| &e.args)));
+                    fused.push((
+                        &ff.args,
+                        ff.epilogue.as_ref().map(|e| &e.args),
+                        ff.round.as_ref().map(|r| &r.args),
+                    ));
                     args.push(no_args);
                 }
                 _ => args.push(no_args),
@@ -707,19 +732,21 @@ const NO_ARGS: &lazyfuse_codegen::LaunchArgs = &lazyfuse_codegen::LaunchArgs {
     params: SmallVec::new_const(),
 };
 
-/// A fused transform's prologue and epilogue launch arguments.
+/// A fused transform's prologue, epilogue and round-trip kernel launch arguments.
 type FusedArgs<'a> = (
     &'a lazyfuse_codegen::LaunchArgs,
     Option<&'a lazyfuse_codegen::LaunchArgs>,
+    Option<&'a lazyfuse_codegen::LaunchArgs>,
 );
 
-/// The epilogue output of a fused transform step (what it computes when an epilogue
-/// consumes the transform).
-fn epilogue_out(s: &TStep) -> Option<usize> {
+/// What a fused transform step computes when it is not its first transform: the
+/// epilogue's output, else a round trip's second transform.
+fn fused_out(s: &TStep) -> Option<usize> {
     match s {
         TStep::FftFused {
             epilogue: Some(e), ..
         } => Some(e.out),
+        TStep::FftFused { round: Some(r), .. } => Some(r.dst),
         _ => None,
     }
 }

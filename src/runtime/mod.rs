@@ -490,12 +490,25 @@ pub(crate) struct EpiRun<'a> {
     pub(crate) args: &'a LaunchArgs,
 }
 
+/// The kernel between the transforms of a fused round trip (`schedule::RoundPlan`) for
+/// one run: its kernel, its input buffers (`None` at `value_input`, the first transform's
+/// output), its launch arguments, and the second transform.
+pub(crate) struct RoundRun<'a> {
+    pub(crate) kernel: &'a std::sync::Arc<Kernel>,
+    pub(crate) inputs: &'a [Option<&'a Buffer>],
+    pub(crate) value_input: u32,
+    pub(crate) args: &'a LaunchArgs,
+    pub(crate) spec: &'a crate::graph::FftSpec,
+}
+
 /// The unnormalized C2C transform `spec` of the values `prologue` computes (an
 /// elementwise kernel with one output, launched over `in_shape` with `args`, reading
-/// `inputs`), or, with `epi`, that consumer's output of the transform: on a CUDA device as
-/// generated passes computing the prologue in the first pass's loads and the epilogue in
-/// the last pass's stores, where the generator runs the transform; otherwise (and on the
-/// CPU) the kernels run apart and the transform between them.
+/// `inputs`), with `round` its consumer's result transformed back, and with `epi` that
+/// consumer's output of the (last) transform: on a CUDA device as generated passes
+/// computing the prologue in the first pass's loads, the round trip's kernel between the
+/// transforms in one pass, and the epilogue in the last pass's stores, where the generator
+/// runs the transforms; otherwise (and on the CPU) the kernels run apart and the
+/// transforms between them.
 #[allow(clippy::too_many_arguments)]
 pub(crate) fn fft_fused(
     dev: &Device,
@@ -505,6 +518,7 @@ pub(crate) fn fft_fused(
     args: &LaunchArgs,
     in_shape: &[usize],
     out_shape: &[usize],
+    round: Option<&RoundRun>,
     epi: Option<&EpiRun>,
 ) -> Result<Buffer> {
     let err = |m: &str| crate::Error::internal("fft", m.to_string());
@@ -553,7 +567,24 @@ pub(crate) fn fft_fused(
             }),
             _ => None,
         };
-        if in_shape == out_shape && d.fft_fused(spec, &p, e.as_ref(), &out, in_shape, dtype)? {
+        let mid_ins: smallvec::SmallVec<[Option<&cuda::CudaBuffer>; 4]> = match round {
+            Some(r) => r
+                .inputs
+                .iter()
+                .map(|b| b.map(cuda_buf).transpose())
+                .collect::<Result<_>>()?,
+            None => Default::default(),
+        };
+        let mid = round.map(|r| cuda::Mid {
+            kernel: r.kernel,
+            inputs: &mid_ins,
+            value_input: r.value_input,
+            args: r.args,
+            spec: r.spec,
+        });
+        if in_shape == out_shape
+            && d.fft_fused(spec, &p, mid.as_ref(), e.as_ref(), &out, in_shape, dtype)?
+        {
             return Ok(Buffer::Cuda(epi_out.unwrap_or(out)));
         }
     }
@@ -561,26 +592,43 @@ pub(crate) fn fft_fused(
         .into_iter()
         .next()
         .ok_or_else(|| err("prologue without output"))?;
-    let f = fft(dev, spec, &input, in_shape, out_shape)?;
+    let mut f = fft(dev, spec, &input, in_shape, out_shape)?;
+    if let Some(r) = round {
+        let m = run_with_value(dev, r.kernel, r.inputs, r.value_input, &f, r.args)?;
+        f = fft(dev, r.spec, &m, out_shape, out_shape)?;
+    }
     let Some(e) = epi else {
         return Ok(f);
     };
     // the shift parameters are the epilogue's last ones; as a plain kernel it ignores them
     debug_assert!(e.shift_param as usize <= e.kernel.params.len());
-    let ins: smallvec::SmallVec<[&Buffer; 4]> = e
-        .inputs
+    run_with_value(dev, e.kernel, e.inputs, e.value_input, &f, e.args)
+}
+
+/// The output of `kernel` (one output) reading `value` as its input `value_input` and
+/// `inputs`' buffers as the others (a fused kernel run apart from its transform).
+fn run_with_value(
+    dev: &Device,
+    kernel: &std::sync::Arc<Kernel>,
+    inputs: &[Option<&Buffer>],
+    value_input: u32,
+    value: &Buffer,
+    args: &LaunchArgs,
+) -> Result<Buffer> {
+    let err = |m: &str| crate::Error::internal("fft", m.to_string());
+    let ins: smallvec::SmallVec<[&Buffer; 4]> = inputs
         .iter()
         .enumerate()
-        .map(|(k, b)| match (b, k as u32 == e.value_input) {
-            (_, true) => Ok(&f),
+        .map(|(k, b)| match (b, k as u32 == value_input) {
+            (_, true) => Ok(value),
             (Some(b), false) => Ok(*b),
-            (None, false) => Err(err("epilogue input missing")),
+            (None, false) => Err(err("fused kernel input missing")),
         })
         .collect::<Result<_>>()?;
-    run_kernel(dev, e.kernel, &ins, e.args)?
+    run_kernel(dev, kernel, &ins, args)?
         .into_iter()
         .next()
-        .ok_or_else(|| err("epilogue without output"))
+        .ok_or_else(|| err("fused kernel without output"))
 }
 
 /// The unnormalized FFT `spec` of `input` (shape `in_shape`) as a new buffer of

@@ -62,8 +62,10 @@ pub(crate) enum TStep {
     /// The transform `dst` of the values the elementwise `kernel` (launched over `shape`,
     /// the transform's input shape, with `params`, reading `inputs`) computes inside the
     /// transform's first pass: the input itself is never stored (`fuse_prologues`).
-    /// With an `epilogue`, the transform's consumer is computed in its last pass instead:
-    /// `dst` is not stored either, the epilogue's output is.
+    /// With a `round` trip, the transform's consumer and a second transform of its
+    /// result follow in the same passes (`RoundPlan`), and the step computes that
+    /// transform instead. With an `epilogue`, the (last) transform's consumer is computed
+    /// in its last pass: the transform is not stored either, the epilogue's output is.
     FftFused {
         kernel: Arc<Kernel>,
         inputs: Vec<usize>,
@@ -71,6 +73,7 @@ pub(crate) enum TStep {
         params: Vec<ParamSrc>,
         spec: Arc<crate::graph::FftSpec>,
         dst: usize,
+        round: Option<Box<RoundPlan>>,
         epilogue: Option<Box<EpiPlan>>,
     },
     /// `dst` (a reshape) shares `src`'s buffer.
@@ -115,6 +118,24 @@ pub(crate) struct EpiPlan {
     pub(crate) shift_param: u32,
     /// The position the kernel computes.
     pub(crate) out: usize,
+}
+
+/// The second half of a fused round trip (`fuse_round_trips`): the first transform's only
+/// consumer, an elementwise kernel of one output reading it once at its own index, and the
+/// transform of that kernel's result back along the same axes. The generated passes run
+/// both transforms' passes along one axis as one pass with the kernel between them
+/// (`lazyfuse_codegen::fft::plan_round_trip`); neither the first transform nor the
+/// kernel's result is stored.
+pub(crate) struct RoundPlan {
+    /// The kernel between the transforms.
+    pub(crate) kernel: Arc<Kernel>,
+    /// Its inputs; the one at `value_input` is the first transform (not read).
+    pub(crate) inputs: Vec<usize>,
+    pub(crate) params: Vec<ParamSrc>,
+    pub(crate) value_input: u32,
+    /// The second transform and its DAG position.
+    pub(crate) spec: Arc<crate::graph::FftSpec>,
+    pub(crate) dst: usize,
 }
 
 /// A plan for every DAG of one structure: cached, then bound to each new DAG.
@@ -428,12 +449,18 @@ impl TStep {
                 inputs,
                 epilogue,
                 dst,
+                round,
                 ..
             } => {
                 let mut r: SmallVec<[usize; 8]> = inputs.iter().copied().collect();
-                // the epilogue's inputs but the transform, which the step computes
+                // the middle kernel's and the epilogue's inputs but the transforms, which
+                // the step computes
+                if let Some(m) = round {
+                    r.extend(m.inputs.iter().copied().filter(|p| p != dst));
+                }
+                let last = round.as_ref().map_or(*dst, |m| m.dst);
                 if let Some(e) = epilogue {
-                    r.extend(e.inputs.iter().copied().filter(|p| p != dst));
+                    r.extend(e.inputs.iter().copied().filter(|&p| p != last));
                 }
                 r
             }
@@ -450,9 +477,15 @@ impl TStep {
     pub(crate) fn writes(&self) -> SmallVec<[usize; 4]> {
         match self {
             TStep::Kernel { outputs, .. } => outputs.iter().copied().collect(),
-            TStep::FftFused { dst, epilogue, .. } => match epilogue {
-                Some(e) => [e.out].into_iter().collect(),
-                None => [*dst].into_iter().collect(),
+            TStep::FftFused {
+                dst,
+                epilogue,
+                round,
+                ..
+            } => match (epilogue, round) {
+                (Some(e), _) => [e.out].into_iter().collect(),
+                (None, Some(m)) => [m.dst].into_iter().collect(),
+                (None, None) => [*dst].into_iter().collect(),
             },
             TStep::Copy { dst, .. }
             | TStep::Fft { dst, .. }
@@ -721,7 +754,7 @@ fn fuse_prologues(steps: &mut Vec<TStep>, nodes: &[Arc<Node>], dag: &Dag, root_p
         };
         let pro = Fused {
             prologue: Some(kernel),
-            epilogue: None,
+            ..Default::default()
         };
         let fits = kernel.reduce.is_none()
             && shape.as_slice() == sn.shape.as_slice()
@@ -738,19 +771,49 @@ fn fuse_prologues(steps: &mut Vec<TStep>, nodes: &[Arc<Node>], dag: &Dag, root_p
     if found.is_empty() {
         return;
     }
+    // Round trips: a transform whose only consumer is the next one's prologue, reading it
+    // at its own index, back along the same axes (`ifft2(fft2(u) * m)`): one step whose
+    // pass along the first's last axis goes there and back.
+    let mut second_of: HashMap<usize, usize> = HashMap::new();
+    let mut in_round: HashSet<usize> = HashSet::new();
+    for a in 0..found.len() {
+        let Some((ci, shifts)) = epilogue_of(steps, found[a].1, nodes, dag, root_pos) else {
+            continue;
+        };
+        let Some(b) = found.iter().position(|f| f.0 == ci) else {
+            continue;
+        };
+        if shifts.iter().any(|&s| s != 0)
+            || in_round.contains(&a)
+            || in_round.contains(&b)
+            || !round_trips(steps, nodes, found[a].1, found[b].1)
+        {
+            continue;
+        }
+        in_round.extend([a, b]);
+        second_of.insert(a, b);
+    }
     // A kernel joins one fused step only: one that is a transform's prologue is no other
-    // transform's epilogue (in `ifft2(fft2(u) * m)` the product is the inverse's
-    // prologue, not the forward's epilogue), and an epilogue serves one transform.
+    // transform's epilogue (in `ifft2(fft2(u) * m)` without a round trip the product is
+    // the inverse's prologue, not the forward's epilogue), and an epilogue serves one
+    // transform.
     let prologues: HashSet<usize> = found.iter().map(|f| f.0).collect();
     let mut epilogues: HashSet<usize> = HashSet::new();
-    for f in &mut found {
+    for (i, f) in found.iter_mut().enumerate() {
+        if second_of.contains_key(&i) {
+            continue;
+        }
         f.2 = epilogue_of(steps, f.1, nodes, dag, root_pos)
             .filter(|(ci, _)| !prologues.contains(ci) && epilogues.insert(*ci));
     }
+    let seconds: HashSet<usize> = second_of.values().copied().collect();
     let mut taken: Vec<Option<TStep>> = std::mem::take(steps).into_iter().map(Some).collect();
-    // the fused step goes where the consumer was (its other inputs are ready there), else
-    // where the transform was
-    for (ki, fi, ci) in found {
+    // the fused step goes where the (last) consumer was (its other inputs are ready there),
+    // else where the (last) transform was
+    for (i, (ki, fi, _)) in found.iter().enumerate() {
+        if seconds.contains(&i) {
+            continue;
+        }
         let (
             Some(TStep::Kernel {
                 kernel,
@@ -760,28 +823,71 @@ fn fuse_prologues(steps: &mut Vec<TStep>, nodes: &[Arc<Node>], dag: &Dag, root_p
                 ..
             }),
             Some(TStep::Fft { src, dst }),
-        ) = (taken[ki].take(), taken[fi].take())
+        ) = (taken[*ki].take(), taken[*fi].take())
         else {
             continue; // not reached: the pairs name a kernel and a transform each
         };
         let Op::Fft(spec) = &nodes[dst].op else {
             continue;
         };
+        // the second transform of a round trip, with the kernel between
+        let last = second_of.get(&i).map(|&b| &found[b]);
+        let round = match last {
+            Some((mk, mf, _)) => match (taken[*mk].take(), taken[*mf].take()) {
+                (
+                    Some(TStep::Kernel {
+                        kernel,
+                        inputs,
+                        params,
+                        ..
+                    }),
+                    Some(TStep::Fft { dst: d2, .. }),
+                ) => {
+                    let Op::Fft(spec2) = &nodes[d2].op else {
+                        continue;
+                    };
+                    let value_input = inputs.iter().position(|&p| p == dst).unwrap_or(0) as u32;
+                    Some(Box::new(RoundPlan {
+                        kernel,
+                        inputs,
+                        params,
+                        value_input,
+                        spec: Arc::new((**spec2).clone()),
+                        dst: d2,
+                    }))
+                }
+                _ => continue, // not reached: `found` names a kernel and a transform
+            },
+            None => None,
+        };
+        let (fi, ci, dst_last) = match (last, &round) {
+            (Some(l), Some(r)) => (l.1, &l.2, r.dst),
+            _ => (*fi, &found[i].2, dst),
+        };
         let at = ci.as_ref().map_or(fi, |c| c.0);
-        let epilogue = ci.and_then(|(ci, shifts)| match taken[ci].take() {
-            Some(TStep::Kernel {
-                kernel,
-                inputs,
-                outputs,
-                params,
-                ..
-            }) => Some(epi_plan(kernel, inputs, outputs[0], params, dst, &shifts)),
-            _ => None,
-        });
+        let epilogue = ci
+            .as_ref()
+            .and_then(|(ci, shifts)| match taken[*ci].take() {
+                Some(TStep::Kernel {
+                    kernel,
+                    inputs,
+                    outputs,
+                    params,
+                    ..
+                }) => Some(epi_plan(
+                    kernel, inputs, outputs[0], params, dst_last, shifts,
+                )),
+                _ => None,
+            });
         config::debug_log!(
             2,
-            "plan: the kernel computing node #{} runs inside the first pass of its transform{}",
+            "plan: the kernel computing node #{} runs inside the first pass of its transform{}{}",
             nodes[src].id,
+            if round.is_some() {
+                ", the transform's consumer and the transform back in the same passes"
+            } else {
+                ""
+            },
             if epilogue.is_some() {
                 ", its consumer inside the last"
             } else {
@@ -795,10 +901,39 @@ fn fuse_prologues(steps: &mut Vec<TStep>, nodes: &[Arc<Node>], dag: &Dag, root_p
             params,
             spec: Arc::new((**spec).clone()),
             dst,
+            round,
             epilogue: epilogue.map(Box::new),
         });
     }
     steps.extend(taken.into_iter().flatten());
+}
+
+/// Whether the fused transform steps `fa` and `fb` (`fb`'s prologue reading `fa` at its
+/// own index, `fuse_prologues`) make a round trip the generated passes run as one
+/// program: C2C transforms of one shape and dtype in opposite directions over the same
+/// axes, the second's input without a known support, with a program
+/// (`lazyfuse_codegen::fft::plan_round_trip`).
+fn round_trips(steps: &[TStep], nodes: &[Arc<Node>], fa: usize, fb: usize) -> bool {
+    let (TStep::Fft { dst: da, .. }, TStep::Fft { dst: db, .. }) = (&steps[fa], &steps[fb]) else {
+        return false;
+    };
+    let (na, nb) = (&nodes[*da], &nodes[*db]);
+    let (Op::Fft(sa), Op::Fft(sb)) = (&na.op, &nb.op) else {
+        return false;
+    };
+    na.shape == nb.shape
+        && na.dtype == nb.dtype
+        && sa.inverse != sb.inverse
+        && sb.support.is_none()
+        && lazyfuse_codegen::fft::plan_round_trip(
+            &na.shape,
+            &sa.axes,
+            &sb.axes,
+            na.dtype,
+            sa.inverse,
+            sa.support.as_deref(),
+        )
+        .is_some()
 }
 
 /// Whether the generated passes run the transform `dn` (`runtime::fft_prefers_generated`:

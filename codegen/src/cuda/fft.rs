@@ -103,6 +103,21 @@ pub struct Fused<'a> {
     pub prologue: Option<&'a Kernel>,
     /// Consumes the pass's output (last passes).
     pub epilogue: Option<Epilogue<'a>>,
+    /// Turns the first transform's output into the second's input in a
+    /// [`FftPass::round_trip`] pass (and only there).
+    pub mid: Option<Mid<'a>>,
+}
+
+/// The work between the two transforms of a [`FftPass::round_trip`] pass: an elementwise
+/// kernel of one output of the pass's dtype, launched over the transforms' shape, that
+/// reads the first transform's output (its input [`Mid::value_input`]) in one unguarded
+/// load at its own index; its result at that index is the second transform's input.
+#[derive(Clone, Copy, Debug)]
+pub struct Mid<'a> {
+    /// The kernel.
+    pub kernel: &'a Kernel,
+    /// The input standing for the first transform's output (not read through its pointer).
+    pub value_input: u32,
 }
 
 /// A consumer of a transform's output computed in the last pass's store: an elementwise
@@ -123,7 +138,8 @@ pub struct Epilogue<'a> {
 }
 
 /// Offsets of the prologue's and the epilogue's argument structs in a fused pass's
-/// arguments (after [`pack_args`]'s fields) and the arguments' total size.
+/// arguments (after [`pack_args`]'s fields) and the arguments' total size (the middle
+/// work's struct, where there is one, follows the epilogue's).
 pub fn fused_layout(fused: &Fused) -> Result<(usize, usize, usize), IrError> {
     let p = FusedPacker::new(fused)?;
     Ok((p.pro_at, p.epi_at, p.size))
@@ -138,9 +154,11 @@ pub fn fused_layout(fused: &Fused) -> Result<(usize, usize, usize), IrError> {
 pub struct FusedPacker {
     pro: Option<ArgLayout>,
     epi: Option<ArgLayout>,
+    mid: Option<ArgLayout>,
     /// Where each struct starts (where it would start, when absent).
     pro_at: usize,
     epi_at: usize,
+    mid_at: usize,
     size: usize,
 }
 
@@ -161,6 +179,7 @@ impl FusedPacker {
         };
         let (pro, pro_at) = place(fused.prologue)?;
         let (epi, epi_at) = place(fused.epilogue.map(|e| e.kernel))?;
+        let (mid, mid_at) = place(fused.mid.map(|m| m.kernel))?;
         let size = end.div_ceil(align) * align;
         if size > super::MAX_ARG_BYTES {
             return Err(IrError(format!(
@@ -171,14 +190,17 @@ impl FusedPacker {
         Ok(Self {
             pro,
             epi,
+            mid,
             pro_at,
             epi_at,
+            mid_at,
             size,
         })
     }
 
     /// The argument blob of a pass with `fused` work (the kernels this packer was built
-    /// from): [`pack_args`]'s fields, then the prologue's and the epilogue's structs.
+    /// from): [`pack_args`]'s fields, then the prologue's, the epilogue's and the middle
+    /// work's structs.
     pub fn pack(
         &self,
         args: &PassArgs,
@@ -186,6 +208,7 @@ impl FusedPacker {
         fused: &Fused,
         pro: Option<FusedArgs>,
         epi: Option<FusedArgs>,
+        mid: Option<FusedArgs>,
     ) -> Result<Vec<u8>, IrError> {
         let mut blob = pack_args(args, ptrs);
         let opts = Default::default();
@@ -197,6 +220,7 @@ impl FusedPacker {
                 &self.epi,
                 self.epi_at,
             ),
+            (fused.mid.map(|m| m.kernel), mid, &self.mid, self.mid_at),
         ];
         for (k, a, layout, at) in parts {
             let (Some(k), Some(a)) = (k, a) else {
@@ -263,6 +287,33 @@ fn check_fused(pass: &FftPass, fused: &Fused) -> Result<(), IrError> {
             ));
         }
     }
+    if pass.round_trip != fused.mid.is_some() {
+        return err("a round-trip FFT pass fuses middle work, no other pass does".into());
+    }
+    if let Some(m) = fused.mid {
+        let k = m.kernel;
+        k.validate()?;
+        let loads: Vec<_> = k
+            .values
+            .iter()
+            .filter_map(|v| match v.inst {
+                Inst::Load { input, guard, .. } if input == m.value_input => Some(guard),
+                _ => None,
+            })
+            .collect();
+        if k.reduce.is_some()
+            || k.outputs.as_slice() != [pass.dtype]
+            || k.stores.len() != 1
+            || k.inputs.get(m.value_input as usize) != Some(&pass.dtype)
+            || loads.as_slice() != [None]
+        {
+            return err(format!(
+                "fused FFT middle work is an elementwise kernel with one {} output reading its \
+                 {} input {} once, unguarded, at its own index",
+                pass.dtype, pass.dtype, m.value_input
+            ));
+        }
+    }
     fused_layout(fused).map(|_| ())
 }
 
@@ -281,6 +332,13 @@ pub fn fused_entry(pass: &FftPass, fused: &Fused) -> String {
             e.kernel.normalize().cache_key()
         );
     }
+    if let Some(m) = fused.mid {
+        key += &format!(
+            "|mid {} {}",
+            m.value_input,
+            m.kernel.normalize().cache_key()
+        );
+    }
     format!("lf_fftf_{:016x}", fnv1a(key.as_bytes()))
 }
 
@@ -294,9 +352,11 @@ pub fn render_fused(pass: &FftPass, fused: &Fused) -> Result<Rendered, IrError> 
     check_fused(pass, fused)?;
     let pro = fused.prologue.map(|k| k.normalize());
     let epi = fused.epilogue.map(|e| (e.kernel.normalize(), e));
+    let mid = fused.mid.map(|m| (m.kernel.normalize(), m));
     let norm = Fused {
         prologue: pro.as_ref(),
         epilogue: epi.as_ref().map(|(k, e)| Epilogue { kernel: k, ..*e }),
+        mid: mid.as_ref().map(|(k, m)| Mid { kernel: k, ..*m }),
     };
     Ok(render_pass(pass, &norm))
 }
@@ -312,16 +372,17 @@ pub struct FusedArgs<'a> {
     pub args: &'a LaunchArgs,
 }
 
-/// The argument blob of a fused pass: [`pack_args`]'s fields, then the prologue's and the
-/// epilogue's argument structs at their offsets ([`fused_layout`]).
+/// The argument blob of a fused pass: [`pack_args`]'s fields, then the prologue's, the
+/// epilogue's and the middle work's argument structs at their offsets ([`fused_layout`]).
 pub fn pack_fused_args(
     args: &PassArgs,
     ptrs: [u64; 4],
     fused: &Fused,
     pro: Option<FusedArgs>,
     epi: Option<FusedArgs>,
+    mid: Option<FusedArgs>,
 ) -> Result<Vec<u8>, IrError> {
-    FusedPacker::new(fused)?.pack(args, ptrs, fused, pro, epi)
+    FusedPacker::new(fused)?.pack(args, ptrs, fused, pro, epi, mid)
 }
 
 /// Declares the argument struct `name` of `k`.
@@ -346,7 +407,7 @@ fn render_pass(pass: &FftPass, fused: &Fused) -> Rendered {
     let lpb = pass.lines_per_block as usize;
     let tpl = pass.threads_per_line as usize;
     let block = pass.block() as usize;
-    let any = fused.prologue.is_some() || fused.epilogue.is_some();
+    let any = fused.prologue.is_some() || fused.epilogue.is_some() || fused.mid.is_some();
     let name = match any {
         true => fused_entry(pass, fused),
         false => entry(pass),
@@ -370,6 +431,11 @@ fn render_pass(pass: &FftPass, fused: &Fused) -> Rendered {
         helpers.extend(h);
         (e, body)
     });
+    let mid = fused.mid.map(|m| {
+        let (body, h) = super::emit::device_body(m.kernel, &opts, "  ", Some(m.value_input));
+        helpers.extend(h);
+        (m, body)
+    });
     let mut s = String::new();
     let w = &mut s;
     let _ = writeln!(w, "// generated FFT pass: {pass:?}");
@@ -381,6 +447,7 @@ fn render_pass(pass: &FftPass, fused: &Fused) -> Rendered {
         for (what, k) in [
             ("prologue", fused.prologue),
             ("epilogue", fused.epilogue.map(|e| e.kernel)),
+            ("middle", fused.mid.map(|m| m.kernel)),
         ] {
             if let Some(k) = k {
                 let _ = writeln!(w, "// fused {what} IR:");
@@ -404,6 +471,10 @@ fn render_pass(pass: &FftPass, fused: &Fused) -> Rendered {
             arg_struct(w, "lf_epi_args", e.kernel);
             members += "  lf_epi_args epi;\n";
         }
+        if let Some(m) = fused.mid {
+            arg_struct(w, "lf_mid_args", m.kernel);
+            members += "  lf_mid_args mid;\n";
+        }
     }
     let _ = writeln!(
         w,
@@ -419,26 +490,15 @@ fn render_pass(pass: &FftPass, fused: &Fused) -> Rendered {
          __device__ __forceinline__ {c} lf_csub({c} a, {c} b) {{ return {{a.re - b.re, a.im - b.im}}; }}\n\
          __device__ __forceinline__ {c} lf_rmul({r} k, {c} a) {{ return {{k * a.re, k * a.im}}; }}"
     );
-    // a value times a twiddle (conjugated for inverse transforms)
-    let tw = if pass.inverse {
-        "{a.re * t.re + a.im * t.im, a.im * t.re - a.re * t.im}"
-    } else {
-        "{a.re * t.re - a.im * t.im, a.re * t.im + a.im * t.re}"
+    // the twiddle product and the radix-4 rotation of each direction the stages run (a
+    // round-trip pass's second set, `_b`, runs the other way)
+    let dirs: &[(bool, &str)] = match pass.round_trip {
+        true => &[(pass.inverse, "_f"), (!pass.inverse, "_b")],
+        false => &[(pass.inverse, "")],
     };
-    let _ = writeln!(
-        w,
-        "__device__ __forceinline__ {c} lf_tw({c} a, {c} t) {{ return {tw}; }}"
-    );
-    // z * (-i) forward, z * i inverse
-    let rot = if pass.inverse {
-        "{-z.im, z.re}"
-    } else {
-        "{z.im, -z.re}"
-    };
-    let _ = writeln!(
-        w,
-        "__device__ __forceinline__ {c} lf_rot({c} z) {{ return {rot}; }}"
-    );
+    for &(inverse, sfx) in dirs {
+        direction_helpers(w, c, inverse, sfx);
+    }
     let _ = writeln!(
         w,
         "// the load and store of a pass, by linear element index in the input and output"
@@ -488,14 +548,25 @@ fn render_pass(pass: &FftPass, fused: &Fused) -> Rendered {
             );
         }
     }
+    if let Some((m, body)) = &mid {
+        // the second transform's input from the first's output at linear index `li`
+        let _ = writeln!(
+            w,
+            "__device__ __forceinline__ {c} lf_fft_mid(const lf_fft_args& fa, long long li, {c} lf_v) {{\n  \
+             const lf_mid_args& a = fa.mid;\n  const IDX i = (IDX)li;\n{body}  return v{};\n}}",
+            m.kernel.stores[0].value
+        );
+    }
     let mut radices: Vec<u8> = pass.radices.to_vec();
     radices.sort_unstable();
     radices.dedup();
     if radices.contains(&8) && !radices.contains(&4) {
         radices.insert(0, 4); // radix 8 calls radix 4
     }
-    for &rad in &radices {
-        butterfly(w, rad as usize, c, pass);
+    for &(inverse, sfx) in dirs {
+        for &rad in &radices {
+            butterfly(w, rad as usize, c, pass.dtype, inverse, sfx);
+        }
     }
     // Line bases and element offsets in 32-bit integers when the plan says every offset
     // fits (`FftPass::index32`, as `RenderOptions::index32` for elementwise kernels): a
@@ -623,7 +694,11 @@ fn render_pass(pass: &FftPass, fused: &Fused) -> Rendered {
             )
         );
         if pass.twiddle_in {
-            let _ = writeln!(w, "      v = lf_tw(v, a.tw_big[({li_t})p * lbv[li]]);");
+            let _ = writeln!(
+                w,
+                "      v = lf_tw{}(v, a.tw_big[({li_t})p * lbv[li]]);",
+                dirs[0].1
+            );
         }
         let _ = writeln!(
             w,
@@ -637,73 +712,33 @@ fn render_pass(pass: &FftPass, fused: &Fused) -> Rendered {
             "  const int li = threadIdx.x / {tpl}, t = threadIdx.x % {tpl};\n  {c}* x = sm + li * {pitch};"
         );
     }
-    let mut ns = 1usize;
-    let last_stage = pass.radices.len().saturating_sub(1);
-    for (st, &rad) in pass.radices.iter().enumerate() {
-        let rad = rad as usize;
-        let m = n / rad;
-        let k = m.div_ceil(tpl);
-        let guard = if k * tpl == m {
-            String::new()
-        } else {
-            format!(" && j < {m}")
-        };
-        let (from_global, to_global) = (st == 0 && direct_load, st == last_stage && direct_store);
-        let read = match from_global {
-            true => load(
-                &format!("(long long)(ib[li] + ({li_t})(j + r * {m}) * in_stride)"),
-                &format!("(long long)(j + r * {m})"),
-            ),
-            false => format!("x[lf_pad(j + r * {m})]"),
-        };
-        let _ = writeln!(
-            w,
-            "  // stage {st}: radix {rad}, ns {ns}\n  {{\n    {c} v[{k}][{rad}];\n    #pragma unroll\n    \
-             for (int q = 0; q < {k}; q++) {{\n      const int j = t + q * {tpl};\n      \
-             if (li < nl{guard}) {{\n        #pragma unroll\n        \
-             for (int r = 0; r < {rad}; r++) v[q][r] = {read};"
-        );
-        if ns > 1 && prefetch {
-            let _ = writeln!(
-                w,
-                "        #pragma unroll\n        \
-                 for (int r = 1; r < {rad}; r++) v[q][r] = lf_tw(v[q][r], tw{st}[q][r]);"
-            );
-        } else if ns > 1 {
-            let _ = writeln!(
-                w,
-                "        const int k = (j % {ns}) * {};\n        #pragma unroll\n        \
-                 for (int r = 1; r < {rad}; r++) v[q][r] = lf_tw(v[q][r], a.tw[r * k]);",
-                n / (ns * rad)
-            );
+    match pass.round_trip {
+        false => {
+            let st = Stages {
+                sfx: "",
+                from_global: direct_load,
+                to_global: direct_store,
+                mid: false,
+            };
+            emit_stages(w, pass, c, li_t, prefetch, &load, st);
         }
-        // the barrier between reading and overwriting `sm` (none when either side is global)
-        let mid = if from_global || to_global {
-            ""
-        } else {
-            "\n    __syncthreads();"
-        };
-        let write = match to_global {
-            true => format!(
-                "lf_fft_store(a, (long long)(ob[li] + ({li_t})(d + r * {ns}) * out_stride), v[q][r])"
-            ),
-            false => format!("x[lf_pad(d + r * {ns})] = v[q][r]"),
-        };
-        let end = if to_global {
-            ""
-        } else {
-            "\n    __syncthreads();"
-        };
-        let _ = writeln!(
-            w,
-            "        lf_bfly{rad}(v[q]);\n      }}\n    }}{mid}\n    #pragma unroll\n    \
-             for (int q = 0; q < {k}; q++) {{\n      const int j = t + q * {tpl};\n      \
-             if (li < nl{guard}) {{\n        const int d = (j / {ns}) * {} + j % {ns};\n        \
-             #pragma unroll\n        for (int r = 0; r < {rad}; r++) {write};\n      \
-             }}\n    }}{end}\n  }}",
-            ns * rad
-        );
-        ns *= rad;
+        true => {
+            // forward, the middle work on the last stage's writes, back
+            let there = Stages {
+                sfx: dirs[0].1,
+                from_global: direct_load,
+                to_global: false,
+                mid: true,
+            };
+            emit_stages(w, pass, c, li_t, prefetch, &load, there);
+            let back = Stages {
+                sfx: dirs[1].1,
+                from_global: false,
+                to_global: direct_store,
+                mid: false,
+            };
+            emit_stages(w, pass, c, li_t, prefetch, &load, back);
+        }
     }
     // phase 3: store
     if direct_store {
@@ -722,6 +757,108 @@ fn render_pass(pass: &FftPass, fused: &Fused) -> Rendered {
         entry: name,
         block: block as u32,
         per_thread: 1,
+    }
+}
+
+/// How [`emit_stages`] writes one set of stages: the suffix of its direction's helpers,
+/// whether its first stage reads global memory and its last writes it, and whether its
+/// last stage's writes pass through the middle work (`lf_fft_mid`).
+#[derive(Clone, Copy)]
+struct Stages<'a> {
+    sfx: &'a str,
+    from_global: bool,
+    to_global: bool,
+    mid: bool,
+}
+
+/// Writes the Stockham stages of `pass` on the lines in `sm` (`x`, `li`, `t` declared),
+/// as `how` says; `load` renders a global load at an offset and a line position.
+fn emit_stages(
+    w: &mut String,
+    pass: &FftPass,
+    c: &str,
+    li_t: &str,
+    prefetch: bool,
+    load: &dyn Fn(&str, &str) -> String,
+    how: Stages,
+) {
+    let sfx = how.sfx;
+    let n = pass.n as usize;
+    let tpl = pass.threads_per_line as usize;
+    let mut ns = 1usize;
+    let last_stage = pass.radices.len().saturating_sub(1);
+    for (st, &rad) in pass.radices.iter().enumerate() {
+        let rad = rad as usize;
+        let m = n / rad;
+        let k = m.div_ceil(tpl);
+        let guard = if k * tpl == m {
+            String::new()
+        } else {
+            format!(" && j < {m}")
+        };
+        let (from_global, to_global) = (
+            st == 0 && how.from_global,
+            st == last_stage && how.to_global,
+        );
+        let read = match from_global {
+            true => load(
+                &format!("(long long)(ib[li] + ({li_t})(j + r * {m}) * in_stride)"),
+                &format!("(long long)(j + r * {m})"),
+            ),
+            false => format!("x[lf_pad(j + r * {m})]"),
+        };
+        let _ = writeln!(
+            w,
+            "  // stage {st}: radix {rad}, ns {ns}\n  {{\n    {c} v[{k}][{rad}];\n    #pragma unroll\n    \
+             for (int q = 0; q < {k}; q++) {{\n      const int j = t + q * {tpl};\n      \
+             if (li < nl{guard}) {{\n        #pragma unroll\n        \
+             for (int r = 0; r < {rad}; r++) v[q][r] = {read};"
+        );
+        if ns > 1 && prefetch {
+            let _ = writeln!(
+                w,
+                "        #pragma unroll\n        \
+                 for (int r = 1; r < {rad}; r++) v[q][r] = lf_tw{sfx}(v[q][r], tw{st}[q][r]);"
+            );
+        } else if ns > 1 {
+            let _ = writeln!(
+                w,
+                "        const int k = (j % {ns}) * {};\n        #pragma unroll\n        \
+                 for (int r = 1; r < {rad}; r++) v[q][r] = lf_tw{sfx}(v[q][r], a.tw[r * k]);",
+                n / (ns * rad)
+            );
+        }
+        // the barrier between reading and overwriting `sm` (none when either side is global)
+        let mid = if from_global || to_global {
+            ""
+        } else {
+            "\n    __syncthreads();"
+        };
+        let write = match (to_global, how.mid && st == last_stage) {
+            (true, _) => format!(
+                "lf_fft_store(a, (long long)(ob[li] + ({li_t})(d + r * {ns}) * out_stride), v[q][r])"
+            ),
+            (false, true) => format!(
+                "x[lf_pad(d + r * {ns})] = \
+                 lf_fft_mid(a, (long long)(ob[li] + ({li_t})(d + r * {ns}) * out_stride), v[q][r])"
+            ),
+            (false, false) => format!("x[lf_pad(d + r * {ns})] = v[q][r]"),
+        };
+        let end = if to_global {
+            ""
+        } else {
+            "\n    __syncthreads();"
+        };
+        let _ = writeln!(
+            w,
+            "        lf_bfly{rad}{sfx}(v[q]);\n      }}\n    }}{mid}\n    #pragma unroll\n    \
+             for (int q = 0; q < {k}; q++) {{\n      const int j = t + q * {tpl};\n      \
+             if (li < nl{guard}) {{\n        const int d = (j / {ns}) * {} + j % {ns};\n        \
+             #pragma unroll\n        for (int r = 0; r < {rad}; r++) {write};\n      \
+             }}\n    }}{end}\n  }}",
+            ns * rad
+        );
+        ns *= rad;
     }
 }
 
@@ -745,10 +882,37 @@ fn twiddle_regs(pass: &FftPass) -> usize {
     total
 }
 
-/// Writes the `rad`-point butterfly `lf_bfly<rad>(v)` of `pass`'s direction, computing what
-/// `crate::fft::host` computes, in the same order.
-fn butterfly(w: &mut String, rad: usize, c: &str, pass: &FftPass) {
-    let _ = writeln!(w, "__device__ __forceinline__ void lf_bfly{rad}({c}* v) {{");
+/// Writes `lf_tw<sfx>(a, t)`, a value times a twiddle (conjugated for `inverse`), and
+/// `lf_rot<sfx>(z)`, `z * (-i)` forward and `z * i` inverse.
+fn direction_helpers(w: &mut String, c: &str, inverse: bool, sfx: &str) {
+    let tw = if inverse {
+        "{a.re * t.re + a.im * t.im, a.im * t.re - a.re * t.im}"
+    } else {
+        "{a.re * t.re - a.im * t.im, a.re * t.im + a.im * t.re}"
+    };
+    let _ = writeln!(
+        w,
+        "__device__ __forceinline__ {c} lf_tw{sfx}({c} a, {c} t) {{ return {tw}; }}"
+    );
+    let rot = if inverse {
+        "{-z.im, z.re}"
+    } else {
+        "{z.im, -z.re}"
+    };
+    let _ = writeln!(
+        w,
+        "__device__ __forceinline__ {c} lf_rot{sfx}({c} z) {{ return {rot}; }}"
+    );
+}
+
+/// Writes the `rad`-point butterfly `lf_bfly<rad><sfx>(v)` of `dtype` in the direction
+/// `inverse` (calling `lf_rot<sfx>`, `lf_bfly4<sfx>`), computing what `crate::fft::host`
+/// computes, in the same order.
+fn butterfly(w: &mut String, rad: usize, c: &str, dtype: DType, inverse: bool, sfx: &str) {
+    let _ = writeln!(
+        w,
+        "__device__ __forceinline__ void lf_bfly{rad}{sfx}({c}* v) {{"
+    );
     match rad {
         2 => {
             let _ = writeln!(
@@ -760,14 +924,14 @@ fn butterfly(w: &mut String, rad: usize, c: &str, pass: &FftPass) {
             let _ = writeln!(
                 w,
                 "  const {c} t0 = lf_cadd(v[0], v[2]), t1 = lf_csub(v[0], v[2]);\n  \
-                 const {c} t2 = lf_cadd(v[1], v[3]), t3 = lf_rot(lf_csub(v[1], v[3]));\n  \
+                 const {c} t2 = lf_cadd(v[1], v[3]), t3 = lf_rot{sfx}(lf_csub(v[1], v[3]));\n  \
                  v[0] = lf_cadd(t0, t2);\n  v[2] = lf_csub(t0, t2);\n  \
                  v[1] = lf_cadd(t1, t3);\n  v[3] = lf_csub(t1, t3);"
             );
         }
         8 => {
-            let k = lit(std::f64::consts::FRAC_1_SQRT_2, pass.dtype);
-            let (o1, o3) = if pass.inverse {
+            let k = lit(std::f64::consts::FRAC_1_SQRT_2, dtype);
+            let (o1, o3) = if inverse {
                 (
                     format!("{{{k} * (o[1].re - o[1].im), {k} * (o[1].re + o[1].im)}}"),
                     format!("{{-({k} * (o[3].re + o[3].im)), {k} * (o[3].re - o[3].im)}}"),
@@ -781,7 +945,7 @@ fn butterfly(w: &mut String, rad: usize, c: &str, pass: &FftPass) {
             let _ = writeln!(
                 w,
                 "  {c} e[4] = {{v[0], v[2], v[4], v[6]}};\n  {c} o[4] = {{v[1], v[3], v[5], v[7]}};\n  \
-                 lf_bfly4(e);\n  lf_bfly4(o);\n  o[1] = {o1};\n  o[2] = lf_rot(o[2]);\n  o[3] = {o3};\n  \
+                 lf_bfly4{sfx}(e);\n  lf_bfly4{sfx}(o);\n  o[1] = {o1};\n  o[2] = lf_rot{sfx}(o[2]);\n  o[3] = {o3};\n  \
                  #pragma unroll\n  for (int k = 0; k < 4; k++) {{ v[k] = lf_cadd(e[k], o[k]); v[k + 4] = lf_csub(e[k], o[k]); }}"
             );
         }
@@ -815,11 +979,11 @@ fn butterfly(w: &mut String, rad: usize, c: &str, pass: &FftPass) {
                     let _ = writeln!(
                         w,
                         "    a = lf_cadd(a, lf_rmul({}, s{m}));\n    b = lf_cadd(b, lf_rmul({}, d{m}));",
-                        lit(cs, pass.dtype),
-                        lit(sn, pass.dtype)
+                        lit(cs, dtype),
+                        lit(sn, dtype)
                     );
                 }
-                let (yk, yrk) = if pass.inverse {
+                let (yk, yrk) = if inverse {
                     ("{a.re - b.im, a.im + b.re}", "{a.re + b.im, a.im - b.re}")
                 } else {
                     ("{a.re + b.im, a.im - b.re}", "{a.re - b.im, a.im + b.re}")

@@ -219,9 +219,28 @@ fn stages<T: Real>(pass: &FftPass, tw: &[C<T>], x: &mut Vec<C<T>>, scratch: &mut
     }
 }
 
+/// The middle work of a [`FftPass::round_trip`] pass: element `(i, v)` of the first
+/// transform's output at linear index `i` to the second's input.
+pub type Mid<'a, T> = &'a dyn Fn(usize, C<T>) -> C<T>;
+
 /// Runs one pass from `src` (`None`: in place) into `dst`.
 pub fn run_pass<T: Real>(pass: &FftPass, args: &PassArgs, src: Option<&[C<T>]>, dst: &mut [C<T>]) {
+    run_pass_mid(pass, args, src, dst, &|_, v| v)
+}
+
+/// [`run_pass`] with the middle work of a round-trip pass.
+fn run_pass_mid<T: Real>(
+    pass: &FftPass,
+    args: &PassArgs,
+    src: Option<&[C<T>]>,
+    dst: &mut [C<T>],
+    mid: Mid<T>,
+) {
     let n = pass.n as usize;
+    let back = FftPass {
+        inverse: !pass.inverse,
+        ..pass.clone()
+    };
     let tw = table::<T>(n);
     let big = if pass.twiddle_in {
         table::<T>(args.big_n as usize)
@@ -260,6 +279,12 @@ pub fn run_pass<T: Real>(pass: &FftPass, args: &PassArgs, src: Option<&[C<T>]>, 
                     *xp = val;
                 }
                 stages(pass, &tw, &mut x, &mut scratch);
+                if pass.round_trip {
+                    for (k, xk) in x.iter_mut().enumerate() {
+                        *xk = mid((ob + k as i64 * args.output.stride) as usize, *xk);
+                    }
+                    stages(&back, &tw, &mut x, &mut scratch);
+                }
                 for (k, xk) in x.iter().enumerate() {
                     dst[(ob + k as i64 * args.output.stride) as usize] = *xk;
                 }
@@ -272,17 +297,24 @@ pub fn run_pass<T: Real>(pass: &FftPass, args: &PassArgs, src: Option<&[C<T>]>, 
 /// The output and work buffers start as NaN, as a device's pooled memory holds anything: a
 /// pass reading an element no pass wrote shows in the result.
 pub fn run_program<T: Real>(prog: &Program, input: &[C<T>]) -> Vec<C<T>> {
+    run_program_mid(prog, input, &|_, v| v)
+}
+
+/// [`run_program`] with `mid` the middle work of its round-trip pass
+/// ([`super::plan_round_trip`]).
+pub fn run_program_mid<T: Real>(prog: &Program, input: &[C<T>], mid: Mid<T>) -> Vec<C<T>> {
     let nan = C::new(T::nan(), T::nan());
     let mut out = vec![nan; input.len()];
     let mut work = vec![nan; prog.work_len];
     for s in &prog.steps {
+        let (p, a) = (&s.pass, &s.args);
         match (s.src, s.dst) {
-            (Buf::Input, Buf::Output) => run_pass(&s.pass, &s.args, Some(input), &mut out),
-            (Buf::Input, Buf::Work) => run_pass(&s.pass, &s.args, Some(input), &mut work),
-            (Buf::Output, Buf::Output) => run_pass(&s.pass, &s.args, None, &mut out),
-            (Buf::Output, Buf::Work) => run_pass(&s.pass, &s.args, Some(&out), &mut work),
-            (Buf::Work, Buf::Output) => run_pass(&s.pass, &s.args, Some(&work), &mut out),
-            (Buf::Work, Buf::Work) => run_pass(&s.pass, &s.args, None, &mut work),
+            (Buf::Input, Buf::Output) => run_pass_mid(p, a, Some(input), &mut out, mid),
+            (Buf::Input, Buf::Work) => run_pass_mid(p, a, Some(input), &mut work, mid),
+            (Buf::Output, Buf::Output) => run_pass_mid(p, a, None, &mut out, mid),
+            (Buf::Output, Buf::Work) => run_pass_mid(p, a, Some(&out), &mut work, mid),
+            (Buf::Work, Buf::Output) => run_pass_mid(p, a, Some(&work), &mut out, mid),
+            (Buf::Work, Buf::Work) => run_pass_mid(p, a, None, &mut work, mid),
             (_, Buf::Input) => panic!("a program never writes its input"),
         }
     }

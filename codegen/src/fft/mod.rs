@@ -284,6 +284,12 @@ pub struct FftPass {
     /// computes that work on more threads at once, instead of each stage thread computing
     /// `n / threads_per_line` elements one after another.
     pub spread: u32,
+    /// Transforms its lines, passes every element through the fused middle work (the
+    /// consumer of one transform that produces the next: `crate::cuda::fft::Fused::mid`,
+    /// at the element's linear index in the output), and transforms the lines back in the
+    /// other direction: the last pass of a transform and the first of its inverse along
+    /// the same axis as one pass ([`plan_round_trip`]).
+    pub round_trip: bool,
 }
 
 /// Where element `p` of line `(la, lb, lc)` lives in a buffer: `la * dist[0] + lb *
@@ -365,6 +371,7 @@ impl FftPass {
             masked: false,
             gathered: false,
             spread: 1,
+            round_trip: false,
         }
     }
 
@@ -535,6 +542,64 @@ pub fn plan_c2c_pruned(
     inverse: bool,
     support: Option<&[(usize, usize)]>,
 ) -> Option<Program> {
+    let (todo, keep) = axis_order(shape, axes, dtype, support)?;
+    let mut prog = Program::default();
+    axes_steps(&mut prog, shape, &todo, keep, dtype, inverse, Buf::Input);
+    set_index32(&mut prog, shape);
+    Some(prog)
+}
+
+/// The program of `C2C(!inverse, axes_back)(mid(C2C(inverse, axes)(x)))`, `mid` an
+/// elementwise map of each element at its linear index (the consumer of the first
+/// transform that produces the second's input), where both transform the same axes (in
+/// any order) and the first program's last axis is one pass: that pass becomes a
+/// [`FftPass::round_trip`] pass (forward, `mid`, back along that axis), and the second
+/// transform's other axes follow in place. `support` prunes the first transform as in
+/// [`plan_c2c_pruned`]. `None` where this does not apply (the caller keeps two programs).
+pub fn plan_round_trip(
+    shape: &[usize],
+    axes: &[usize],
+    axes_back: &[usize],
+    dtype: DType,
+    inverse: bool,
+    support: Option<&[(usize, usize)]>,
+) -> Option<Program> {
+    let (todo, keep) = axis_order(shape, axes, dtype, support)?;
+    let (back, _) = axis_order(shape, axes_back, dtype, None)?;
+    let (mut a, mut b) = (todo.clone(), back.clone());
+    a.sort_unstable();
+    b.sort_unstable();
+    let &last = todo.last()?;
+    let outer: usize = shape[..last].iter().product();
+    let inner: usize = shape[last + 1..].iter().product();
+    if a != b || shape[last] < 2 || !axis_one_pass(shape[last], inner, dtype) {
+        return None;
+    }
+    let mut prog = Program::default();
+    axes_steps(&mut prog, shape, &todo, keep, dtype, inverse, Buf::Input);
+    let rt = prog.steps.last_mut()?;
+    if rt.dst != Buf::Output
+        || rt.pass.twiddle_in
+        || rt.args.lines != [outer as u64, 1, inner as u64]
+    {
+        return None;
+    }
+    rt.pass.round_trip = true;
+    let rest: Vec<usize> = back.into_iter().filter(|&x| x != last).collect();
+    axes_steps(&mut prog, shape, &rest, None, dtype, !inverse, Buf::Output);
+    set_index32(&mut prog, shape);
+    Some(prog)
+}
+
+/// The axes of a transform of `shape` over `axes` in the order its passes take them, and
+/// the `keep` ranges of a pruned program (see [`plan_c2c_pruned`]); `None` where the
+/// generated passes do not cover the transform.
+fn axis_order(
+    shape: &[usize],
+    axes: &[usize],
+    dtype: DType,
+    support: Option<&[(usize, usize)]>,
+) -> Option<(Vec<usize>, Option<[u64; 4]>)> {
     complex_size(dtype)?;
     if shape.contains(&0)
         || axes.iter().any(|&a| a >= shape.len())
@@ -553,39 +618,72 @@ pub fn plan_c2c_pruned(
         todo.retain(|&a| a + 2 < nd);
         todo.splice(0..0, [nd - 2, nd - 1]);
     }
-    let mut prog = Program::default();
+    Some((todo, keep))
+}
+
+/// Appends the steps of the axes `todo` (in order) of a transform of `shape`, the first
+/// reading `src` and the others the output, pruned by `keep` (the first two axes of
+/// [`axis_order`]'s pruned order).
+#[allow(clippy::too_many_arguments)]
+fn axes_steps(
+    prog: &mut Program,
+    shape: &[usize],
+    todo: &[usize],
+    keep: Option<[u64; 4]>,
+    dtype: DType,
+    inverse: bool,
+    first_src: Buf,
+) {
     for (i, &ax) in todo.iter().enumerate() {
         let n = shape[ax];
         let outer: usize = shape[..ax].iter().product();
         let inner: usize = shape[ax + 1..].iter().product();
-        let src = if i == 0 { Buf::Input } else { Buf::Output };
+        let src = if i == 0 { first_src } else { Buf::Output };
         let at = prog.steps.len();
         match (keep, i) {
             (Some(k), 0) => {
                 let width = (k[1] - k[0] + k[3] - k[2]) as usize;
-                axis_steps(&mut prog, n, outer, inner, width, dtype, inverse, src);
+                axis_steps(prog, n, outer, inner, width, dtype, inverse, src);
                 for s in &mut prog.steps[at..] {
                     s.pass.gathered = true;
                     s.args.keep = k;
                 }
             }
             (Some(k), 1) => {
-                axis_steps(&mut prog, n, outer, inner, inner, dtype, inverse, src);
+                axis_steps(prog, n, outer, inner, inner, dtype, inverse, src);
                 let s = &mut prog.steps[at];
                 s.pass.masked = true;
                 s.args.keep = k;
             }
-            _ => axis_steps(&mut prog, n, outer, inner, inner, dtype, inverse, src),
+            _ => axis_steps(prog, n, outer, inner, inner, dtype, inverse, src),
         }
     }
-    // every buffer of the program (input, output, work) holds the array's elements, the
-    // tables fewer: 32-bit offsets when they fit
+}
+
+/// Sets [`FftPass::index32`] of every step of a program over `shape`: every buffer of
+/// the program (input, output, work) holds the array's elements, the tables fewer, so
+/// 32-bit offsets serve when the array's do.
+fn set_index32(prog: &mut Program, shape: &[usize]) {
     let total: usize = shape.iter().product();
     let index32 = total <= i32::MAX as usize;
     for s in &mut prog.steps {
         s.pass.index32 = index32;
     }
-    Some(prog)
+}
+
+/// Whether [`axis_steps`] transforms an axis of length `n` (covered) with `inner`
+/// elements after it in one pass.
+fn axis_one_pass(n: usize, inner: usize, dtype: DType) -> bool {
+    axis_split(n, inner, dtype).is_none()
+}
+
+/// The two passes' line lengths of an axis of length `n` with `inner` elements after it
+/// ([`split`], and [`split_strided`] along a strided axis), `None` for one pass.
+fn axis_split(n: usize, inner: usize, dtype: DType) -> Option<(usize, usize)> {
+    match inner > 1 {
+        true => split(n, dtype).or_else(|| split_strided(n, dtype)),
+        false => split(n, dtype),
+    }
 }
 
 /// The `keep` ranges of a pruned program of `shape` over the axes `todo` of an input zero
@@ -637,11 +735,7 @@ fn axis_steps(
     // `width` values of the fastest line coordinate (`inner`, or the columns of a pruned
     // first pass: `FftPass::gathered`)
     let block = nn * ni;
-    let two = match inner > 1 {
-        true => split(n, dtype).or_else(|| split_strided(n, dtype)),
-        false => split(n, dtype),
-    };
-    match two {
+    match axis_split(n, inner, dtype) {
         None => {
             let map = LineMap {
                 dist: [block, 0, 1],

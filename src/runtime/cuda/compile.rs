@@ -462,21 +462,27 @@ pub(super) struct KernelCache {
     scatter: Mutex<HashMap<String, Arc<LoadedKernel>>>,
 }
 
-/// The fused work of a generated pass: the prologue, and the epilogue with its value
-/// input and first shift parameter (`lazyfuse_codegen::cuda::fft::Fused`).
-pub(super) type FusedWork<'a> = (Option<&'a Arc<Kernel>>, Option<(&'a Arc<Kernel>, u32, u32)>);
+/// The fused work of a generated pass: the prologue, the epilogue with its value input
+/// and first shift parameter, and a round trip's middle work with its value input
+/// (`lazyfuse_codegen::cuda::fft::Fused`).
+pub(super) type FusedWork<'a> = (
+    Option<&'a Arc<Kernel>>,
+    Option<(&'a Arc<Kernel>, u32, u32)>,
+    Option<(&'a Arc<Kernel>, u32)>,
+);
 
 /// [`KernelCache::fft_fused`]'s key.
 type FusedKey = (
     lazyfuse_codegen::fft::FftPass,
     Option<Kernel>,
     Option<(Kernel, u32, u32)>,
+    Option<(Kernel, u32)>,
 );
 
 /// [`KernelCache::fft_front`]'s map: by the pass and the work's addresses, the work
 /// (kept alive) and the loaded pass.
 type FusedFront = HashMap<
-    (lazyfuse_codegen::fft::FftPass, usize, usize),
+    (lazyfuse_codegen::fft::FftPass, usize, usize, usize),
     (Vec<Arc<Kernel>>, Arc<LoadedKernel>),
     FxBuild,
 >;
@@ -728,10 +734,15 @@ impl KernelCache {
         pass: &lazyfuse_codegen::fft::FftPass,
         work: FusedWork,
     ) -> Result<Arc<LoadedKernel>> {
-        use lazyfuse_codegen::cuda::fft::{render_fused, Epilogue, Fused};
-        let (pro, epi) = work;
+        use lazyfuse_codegen::cuda::fft::{render_fused, Epilogue, Fused, Mid};
+        let (pro, epi, mid) = work;
         let addr = |k: Option<&Arc<Kernel>>| k.map_or(0, |k| Arc::as_ptr(k) as usize);
-        let fkey = (pass.clone(), addr(pro), addr(epi.map(|e| e.0)));
+        let fkey = (
+            pass.clone(),
+            addr(pro),
+            addr(epi.map(|e| e.0)),
+            addr(mid.map(|m| m.0)),
+        );
         if let Some((_, k)) = lock(&self.fft_front).get(&fkey) {
             bump::kernel_cache_hits(1);
             return Ok(k.clone());
@@ -740,6 +751,7 @@ impl KernelCache {
             pass.clone(),
             pro.map(|k| k.normalize()),
             epi.map(|(k, v, s)| (k.normalize(), v, s)),
+            mid.map(|(k, v)| (k.normalize(), v)),
         );
         let found = lock(&self.fft_fused).get(&key).cloned();
         let loaded = match found {
@@ -758,6 +770,10 @@ impl KernelCache {
                                 value_input,
                                 shift_param,
                             }),
+                            mid: mid.map(|(k, value_input)| Mid {
+                                kernel: k,
+                                value_input,
+                            }),
                         };
                         let r = render_fused(pass, &fused)
                             .map_err(|e| Error::internal("render fused fft", e))?;
@@ -772,7 +788,12 @@ impl KernelCache {
                 }
             }
         };
-        let kept: Vec<Arc<Kernel>> = pro.into_iter().chain(epi.map(|e| e.0)).cloned().collect();
+        let kept: Vec<Arc<Kernel>> = pro
+            .into_iter()
+            .chain(epi.map(|e| e.0))
+            .chain(mid.map(|m| m.0))
+            .cloned()
+            .collect();
         let mut front = lock(&self.fft_front);
         if front.len() >= FRONT_MAX {
             front.clear();

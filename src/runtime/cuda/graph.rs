@@ -83,7 +83,7 @@ pub(crate) enum GraphStep<'a> {
         clobber: bool,
     },
     /// A C2C transform run as generated passes (see [`FusedStep`]).
-    FftFused(FusedStep<'a>),
+    FftFused(Box<FusedStep<'a>>),
     /// A scatter-add (`Op::ScatterAdd`) of `values` at `indices` into `dst` of shape
     /// `out` (`[pre, n, post]`): a zeroing and an adding kernel node.
     Scatter {
@@ -95,18 +95,44 @@ pub(crate) enum GraphStep<'a> {
 }
 
 /// A C2C transform run as generated passes, its input computed in the first pass by
-/// `prologue` and, with `epilogue`, its consumer in the last: every pass is a kernel node,
-/// so each replay points it at that run's buffers.
+/// `prologue`, with `round` its consumer and its transform back in the same passes, and
+/// with `epilogue` the (last) transform's consumer in the last pass: every pass is a
+/// kernel node, so each replay points it at that run's buffers.
 pub(crate) struct FusedStep<'a> {
     pub(crate) spec: &'a FftSpec,
     pub(crate) prologue: &'a Arc<Kernel>,
     pub(crate) inputs: SmallVec<[Slot; 8]>,
     pub(crate) args: &'a LaunchArgs,
+    pub(crate) round: Option<FusedMid<'a>>,
     pub(crate) epilogue: Option<FusedEpi<'a>>,
-    /// The step's result: the transform, or the epilogue's output.
+    /// The step's result: the (last) transform, or the epilogue's output.
     pub(crate) dst: Slot,
     /// The transform's shape (input and output).
     pub(crate) shape: &'a [usize],
+}
+
+/// The kernel between the transforms of a round trip in a [`FusedStep`], and the second
+/// transform.
+pub(crate) struct FusedMid<'a> {
+    pub(crate) kernel: &'a Arc<Kernel>,
+    /// Its inputs; `None` at `value_input`, the first transform.
+    pub(crate) inputs: SmallVec<[Option<Slot>; 8]>,
+    pub(crate) value_input: u32,
+    pub(crate) args: &'a LaunchArgs,
+    pub(crate) spec: &'a FftSpec,
+}
+
+/// The buffers of one run of a [`FusedStep`] (`GraphPlan::fused_buffers`).
+struct FusedBufs<'b> {
+    /// The prologue's inputs.
+    ins: SmallVec<[&'b CudaBuffer; 8]>,
+    /// The transform's output.
+    out: &'b CudaBuffer,
+    /// The middle kernel's inputs (`None` for the first transform).
+    mid_ins: SmallVec<[Option<&'b CudaBuffer>; 8]>,
+    /// The epilogue's inputs (`None` for the transform) and its output.
+    epi_ins: SmallVec<[Option<&'b CudaBuffer>; 8]>,
+    epi_out: Option<&'b CudaBuffer>,
 }
 
 /// The consumer fused into the last pass of a [`FusedStep`].
@@ -409,9 +435,8 @@ impl GraphPlan {
             };
             match s {
                 GraphStep::Kernel { outputs, .. } => outputs.iter().for_each(&mut mark),
-                GraphStep::Fft { dst, .. }
-                | GraphStep::FftFused(FusedStep { dst, .. })
-                | GraphStep::Scatter { dst, .. } => mark(dst),
+                GraphStep::Fft { dst, .. } | GraphStep::Scatter { dst, .. } => mark(dst),
+                GraphStep::FftFused(f) => mark(&f.dst),
             }
         }
         for (b, w) in ext.iter().zip(&written) {
@@ -502,19 +527,21 @@ impl GraphPlan {
     fn prepare_fused(&mut self, steps: &[GraphStep<'_>]) -> Result<()> {
         let mut fi = 0;
         for s in steps {
-            let GraphStep::FftFused(FusedStep {
+            let GraphStep::FftFused(f) = s else {
+                continue;
+            };
+            let FusedStep {
                 spec,
                 prologue,
                 epilogue,
+                round,
                 shape,
                 ..
-            }) = s
-            else {
-                continue;
-            };
+            } = &**f;
             let dtype = fused_dtype(prologue)?;
             let n: usize = shape.iter().product();
-            let work = CudaDevice::fused_work_len(spec, shape, dtype).unwrap_or(0);
+            let back = round.as_ref().map(|r| r.spec);
+            let work = CudaDevice::fused_work_len(spec, back, shape, dtype).unwrap_or(0);
             if self.fused.len() <= fi {
                 self.fused.push(FusedScratch::default());
             }
@@ -535,24 +562,17 @@ impl GraphPlan {
         Ok(())
     }
 
-    /// The buffers of fused transform step `s` (the `fi`-th of the plan): the prologue's
-    /// inputs, the transform's output, the epilogue's inputs (`None` for the transform)
-    /// and its output.
-    #[allow(clippy::type_complexity)]
+    /// The buffers of fused transform step `s` (the `fi`-th of the plan).
     fn fused_buffers<'b>(
         &'b self,
         s: &FusedStep<'_>,
         ext: &[&'b CudaBuffer],
         fi: usize,
-    ) -> Result<(
-        SmallVec<[&'b CudaBuffer; 8]>,
-        &'b CudaBuffer,
-        SmallVec<[Option<&'b CudaBuffer>; 8]>,
-        Option<&'b CudaBuffer>,
-    )> {
+    ) -> Result<FusedBufs<'b>> {
         let FusedStep {
             inputs,
             epilogue,
+            round,
             dst,
             ..
         } = s;
@@ -560,21 +580,37 @@ impl GraphPlan {
             .iter()
             .map(|&s| self.buf(s, ext))
             .collect::<Result<_>>()?;
+        let but_value = |v: &[Option<Slot>]| -> Result<SmallVec<[Option<&'b CudaBuffer>; 8]>> {
+            v.iter()
+                .map(|s| s.map(|s| self.buf(s, ext)).transpose())
+                .collect()
+        };
+        let mid_ins = match round {
+            Some(r) => but_value(&r.inputs)?,
+            None => SmallVec::new(),
+        };
         let dst = self.buf(*dst, ext)?;
         let Some(e) = epilogue else {
-            return Ok((ins, dst, SmallVec::new(), None));
+            return Ok(FusedBufs {
+                ins,
+                out: dst,
+                mid_ins,
+                epi_ins: SmallVec::new(),
+                epi_out: None,
+            });
         };
         let out = self
             .fused
             .get(fi)
             .and_then(|sc| sc.out.as_ref())
             .ok_or_else(|| Error::internal("graph", "fused transform without its output"))?;
-        let epi_ins = e
-            .inputs
-            .iter()
-            .map(|s| s.map(|s| self.buf(s, ext)).transpose())
-            .collect::<Result<_>>()?;
-        Ok((ins, out, epi_ins, Some(dst)))
+        Ok(FusedBufs {
+            ins,
+            out,
+            mid_ins,
+            epi_ins: but_value(&e.inputs)?,
+            epi_out: Some(dst),
+        })
     }
 
     /// The pass launches of fused transform step `s` (the `fi`-th of the plan) over these
@@ -590,19 +626,20 @@ impl GraphPlan {
             prologue,
             args,
             epilogue,
+            round,
             shape,
             ..
         } = s;
-        let (ins, out, epi_ins, epi_out) = self.fused_buffers(s, ext, fi)?;
+        let b = self.fused_buffers(s, ext, fi)?;
         let pro = super::Prologue {
             kernel: prologue,
-            inputs: &ins,
+            inputs: &b.ins,
             args,
         };
-        let epi = match (epilogue, epi_out) {
+        let epi = match (epilogue, b.epi_out) {
             (Some(e), Some(o)) => Some(super::Epilogue {
                 kernel: e.kernel,
-                inputs: &epi_ins,
+                inputs: &b.epi_ins,
                 value_input: e.value_input,
                 shift_param: e.shift_param,
                 args: e.args,
@@ -610,6 +647,13 @@ impl GraphPlan {
             }),
             _ => None,
         };
+        let mid = round.as_ref().map(|r| super::Mid {
+            kernel: r.kernel,
+            inputs: &b.mid_ins,
+            value_input: r.value_input,
+            args: r.args,
+            spec: r.spec,
+        });
         let sc = self
             .fused
             .get(fi)
@@ -618,43 +662,63 @@ impl GraphPlan {
             Some(set) => set,
             None => {
                 let dtype = fused_dtype(prologue)?;
-                let made = self
-                    .dev
-                    .fused_passes(spec, &pro, epi.as_ref(), out, shape, dtype)?;
+                let made = self.dev.fused_passes(
+                    spec,
+                    &pro,
+                    mid.as_ref(),
+                    epi.as_ref(),
+                    b.out,
+                    shape,
+                    dtype,
+                )?;
                 let Some(made) = made else { return Ok(None) };
                 sc.passes.get_or_init(|| made)
             }
         };
         let work = sc.work.as_ref();
         self.dev
-            .fused_launches(set, &pro, epi.as_ref(), out, work)
+            .fused_launches(set, &pro, mid.as_ref(), epi.as_ref(), b.out, work)
             .map(Some)
     }
 
-    /// Fused transform step `s` (the `fi`-th) as the kernels and the transform apart, for
+    /// Fused transform step `s` (the `fi`-th) as the kernels and the transforms apart, for
     /// a run outside a recording when the generated passes cannot run it: the prologue
-    /// into a fresh buffer, the transform into the step's output, the epilogue from it.
+    /// into a fresh buffer, the transform into the step's output, a round trip's kernel
+    /// into a fresh buffer and its transform into the output, the epilogue from it.
     fn fused_apart(&self, s: &FusedStep<'_>, ext: &[&CudaBuffer], fi: usize) -> Result<()> {
         let FusedStep {
             spec,
             prologue,
             args,
             epilogue,
+            round,
             shape,
             ..
         } = s;
-        let (ins, out, epi_ins, epi_out) = self.fused_buffers(s, ext, fi)?;
+        let b = self.fused_buffers(s, ext, fi)?;
+        let out = b.out;
         let input = self
             .dev
-            .run_kernel_shared(prologue, &ins, args)?
+            .run_kernel_shared(prologue, &b.ins, args)?
             .into_iter()
             .next()
             .ok_or_else(|| Error::internal("graph", "prologue without output"))?;
         self.dev.fft_into(spec, &input, out, shape, shape, true)?;
-        let (Some(e), Some(dst)) = (epilogue, epi_out) else {
+        if let Some(r) = round {
+            let ins: SmallVec<[&CudaBuffer; 8]> =
+                b.mid_ins.iter().map(|b| b.unwrap_or(out)).collect();
+            let m = self
+                .dev
+                .run_kernel_shared(r.kernel, &ins, r.args)?
+                .into_iter()
+                .next()
+                .ok_or_else(|| Error::internal("graph", "middle kernel without output"))?;
+            self.dev.fft_into(r.spec, &m, out, shape, shape, true)?;
+        }
+        let (Some(e), Some(dst)) = (epilogue, b.epi_out) else {
             return Ok(());
         };
-        let ins: SmallVec<[&CudaBuffer; 8]> = epi_ins.iter().map(|b| b.unwrap_or(out)).collect();
+        let ins: SmallVec<[&CudaBuffer; 8]> = b.epi_ins.iter().map(|b| b.unwrap_or(out)).collect();
         let Some((p, opts)) = self.dev.check_and_load(e.kernel, &ins, e.args, None)? else {
             return Ok(());
         };
@@ -931,6 +995,9 @@ impl GraphPlan {
                     a.reads.push(self.ptr(i, ext)?);
                 }
                 for i in f.epilogue.iter().flat_map(|e| e.inputs.iter().flatten()) {
+                    a.reads.push(self.ptr(*i, ext)?);
+                }
+                for i in f.round.iter().flat_map(|r| r.inputs.iter().flatten()) {
                     a.reads.push(self.ptr(*i, ext)?);
                 }
                 a.writes.push(self.ptr(f.dst, ext)?);

@@ -21,7 +21,7 @@ use crate::runtime::cuda::driver_err;
 use crate::runtime::cuda::memory::CudaBuffer;
 use crate::{Error, Result};
 use lazyfuse_codegen::cuda::fft::{
-    pack_args, Epilogue as CgEpilogue, Fused, FusedArgs, FusedPacker,
+    pack_args, Epilogue as CgEpilogue, Fused, FusedArgs, FusedPacker, Mid as CgMid,
 };
 use lazyfuse_codegen::fft::{self as gen, Buf};
 use lazyfuse_codegen::{DType, Kernel, LaunchArgs};
@@ -98,6 +98,23 @@ pub(crate) struct Epilogue<'a> {
     pub(crate) out: &'a CudaBuffer,
 }
 
+/// The kernel between the two transforms of a fused round trip
+/// (`lazyfuse_codegen::fft::plan_round_trip`): it reads the first transform's output at
+/// its own index and computes the second's input; its other inputs, its launch arguments
+/// (the transforms' shape) and the second transform.
+pub(crate) struct Mid<'a> {
+    /// The kernel (an elementwise kernel with one output of the transforms' dtype).
+    pub(crate) kernel: &'a Arc<Kernel>,
+    /// Its input buffers, `None` at `value_input`.
+    pub(crate) inputs: &'a [Option<&'a CudaBuffer>],
+    /// The input standing for the first transform's output.
+    pub(crate) value_input: u32,
+    /// Its launch arguments.
+    pub(crate) args: &'a LaunchArgs,
+    /// The second transform.
+    pub(crate) spec: &'a FftSpec,
+}
+
 impl CudaDevice {
     /// Queues the C2C transform `spec` of `input` into `out` (both of `shape`, checked by
     /// the caller) as generated passes when the setting asks for them and the generator
@@ -115,7 +132,7 @@ impl CudaDevice {
         if !self.prefers_generated(spec, shape, dtype, false)? {
             return Ok(false);
         }
-        self.run_generated(spec, Source::Buffer(input), out, None, shape, dtype)
+        self.run_generated(spec, Source::Buffer(input), None, out, None, shape, dtype)
     }
 
     /// The generated passes of the C2C transform `spec` of `input` into `out` (both of
@@ -129,19 +146,23 @@ impl CudaDevice {
         shape: &[usize],
         dtype: DType,
     ) -> Result<bool> {
-        self.run_generated(spec, Source::Buffer(input), out, None, shape, dtype)
+        self.run_generated(spec, Source::Buffer(input), None, out, None, shape, dtype)
     }
 
     /// Queues the C2C transform `spec` (unnormalized) of the values `prologue` computes
     /// into `out` (of `shape` and the complex dtype `dtype`) as generated passes, the first
     /// computing its input in its load; with an `epilogue`, the last pass computes it in
-    /// its store instead of writing `out` (which then only holds the passes before).
-    /// `Ok(false)`, with nothing queued, when the generator does not cover the transform
-    /// or cannot run it now (the caller then runs the kernels and the transform apart).
+    /// its store instead of writing `out` (which then only holds the passes before). With
+    /// `mid`, the transform's consumer and its transform back run in the same passes
+    /// (`out` and the epilogue then see the second transform).
+    /// `Ok(false)`, with nothing queued, when the generator does not cover the transforms
+    /// or cannot run them now (the caller then runs the kernels and the transforms apart).
+    #[allow(clippy::too_many_arguments)]
     pub(crate) fn fft_fused(
         &self,
         spec: &FftSpec,
         prologue: &Prologue,
+        mid: Option<&Mid>,
         epilogue: Option<&Epilogue>,
         out: &CudaBuffer,
         shape: &[usize],
@@ -149,28 +170,32 @@ impl CudaDevice {
     ) -> Result<bool> {
         let here = |b: &CudaBuffer| b.device().ordinal() == self.ordinal();
         let epi_here = |e: &Epilogue| here(e.out) && e.inputs.iter().flatten().all(|b| here(b));
+        let mid_here = |m: &Mid| m.inputs.iter().flatten().all(|b| here(b));
         if !fits_output(spec, out, shape, dtype)
             || !prologue.inputs.iter().all(|b| here(b))
             || epilogue.is_some_and(|e| !epi_here(e))
+            || mid.is_some_and(|m| !mid_here(m))
         {
             return Ok(false);
         }
         let src = Source::Prologue(prologue);
-        self.run_generated(spec, src, out, epilogue, shape, dtype)
+        self.run_generated(spec, src, mid, out, epilogue, shape, dtype)
     }
 
-    /// The passes of the C2C transform `spec` of `src` into `out`, the last storing
-    /// through `epi` when given (see the callers).
+    /// The passes of the C2C transform `spec` of `src` (and back through `mid`) into
+    /// `out`, the last storing through `epi` when given (see the callers).
+    #[allow(clippy::too_many_arguments)]
     fn run_generated(
         &self,
         spec: &FftSpec,
         src: Source,
+        mid: Option<&Mid>,
         out: &CudaBuffer,
         epi: Option<&Epilogue>,
         shape: &[usize],
         dtype: DType,
     ) -> Result<bool> {
-        let Some(prog) = plan(spec, shape, dtype) else {
+        let Some(prog) = plan(spec, mid.map(|m| m.spec), shape, dtype) else {
             return Ok(false);
         };
         let me = self.arc()?;
@@ -178,10 +203,10 @@ impl CudaDevice {
             0 => None,
             n => Some(self.alloc(me, dtype, n)?),
         };
-        let Some(set) = self.pass_set(prog, &src, out, epi, dtype)? else {
+        let Some(set) = self.pass_set(prog, &src, mid, out, epi, dtype)? else {
             return Ok(false);
         };
-        let launches = self.set_launches(&set, &src, out, epi, work.as_ref())?;
+        let launches = self.set_launches(&set, &src, mid, out, epi, work.as_ref())?;
         let tables = &set.tables;
         self.ctx
             .bind_to_thread()
@@ -194,6 +219,9 @@ impl CudaDevice {
         if let Some(e) = epi {
             reads.extend(e.inputs.iter().flatten());
             writes.push(e.out);
+        }
+        if let Some(m) = mid {
+            reads.extend(m.inputs.iter().flatten());
         }
         reads.extend(tables.iter().map(|t| &**t));
         // the buffers on this thread's stream, after their writers
@@ -213,14 +241,15 @@ impl CudaDevice {
     }
 
     /// The kernels, grids and twiddle tables of `prog`'s passes reading `src` into an
-    /// output like `out`, the last storing through `epi` when given: what stays the same
-    /// from run to run of one plan.
+    /// output like `out`, its round-trip pass computing `mid` and the last storing through
+    /// `epi` when given: what stays the same from run to run of one plan.
     /// `None` when they cannot run now (a grid beyond CUDA's, a table missing while
     /// recording or beyond [`MAX_TABLES`]).
     fn pass_set(
         &self,
         prog: gen::Program,
         src: &Source,
+        mid: Option<&Mid>,
         out: &CudaBuffer,
         epi: Option<&Epilogue>,
         dtype: DType,
@@ -231,7 +260,8 @@ impl CudaDevice {
             Source::Prologue(p) => p.inputs.iter().any(|b| wide(b)),
             Source::Buffer(_) => false,
         } || epi
-            .is_some_and(|e| e.inputs.iter().flatten().any(|b| wide(b)) || wide(e.out));
+            .is_some_and(|e| e.inputs.iter().flatten().any(|b| wide(b)) || wide(e.out))
+            || mid.is_some_and(|m| m.inputs.iter().flatten().any(|b| wide(b)));
         let mut passes = Vec::with_capacity(prog.steps.len());
         for (i, s) in prog.steps.iter().enumerate() {
             // a grid beyond CUDA's 2^31 - 1 blocks goes to cuFFT
@@ -244,17 +274,23 @@ impl CudaDevice {
             }
             // the step reading the transform's input computes it through the prologue, the
             // last one stores through the epilogue
-            let (kernel, packer) = match fused_at(&prog, i, src, epi) {
-                (None, None) => (self.kernels.get_fft(&self.ctx, &s.pass)?, None),
-                (p, e) => {
+            let (kernel, packer) = match fused_at(&prog, i, src, mid, epi) {
+                (None, None, None) => (self.kernels.get_fft(&self.ctx, &s.pass)?, None),
+                (p, m, e) => {
                     let work = (
                         p.map(|p| p.kernel),
                         e.map(|e| (e.kernel, e.value_input, e.shift_param)),
+                        m.map(|m| (m.kernel, m.value_input)),
                     );
-                    let mut pass = s.pass.clone().spread_for(s.args.line_count());
+                    // fused prologues and epilogues spread their work over more threads
+                    // (the middle work of a round trip runs in the stages' threads)
+                    let mut pass = match p.is_some() || e.is_some() {
+                        true => s.pass.clone().spread_for(s.args.line_count()),
+                        false => s.pass.clone(),
+                    };
                     pass.index32 &= !fused_wide;
                     let k = self.kernels.get_fft_fused(&self.ctx, &pass, work)?;
-                    let packer = FusedPacker::new(&cg_fused(p, e))
+                    let packer = FusedPacker::new(&cg_fused(p, m, e))
                         .map_err(|e| Error::internal("generated fft", e))?;
                     (k, Some(packer))
                 }
@@ -297,13 +333,14 @@ impl CudaDevice {
         }))
     }
 
-    /// The launches of `set`'s passes from `src` into `out` (the last storing through
-    /// `epi`, the work `set` was made for), with `work` as its work buffer (of the
-    /// program's `work_len` elements at least).
+    /// The launches of `set`'s passes from `src` into `out` (through `mid` and `epi`, the
+    /// work `set` was made for), with `work` as its work buffer (of the program's
+    /// `work_len` elements at least).
     fn set_launches(
         &self,
         set: &PassSet,
         src: &Source,
+        mid: Option<&Mid>,
         out: &CudaBuffer,
         epi: Option<&Epilogue>,
         work: Option<&CudaBuffer>,
@@ -326,9 +363,9 @@ impl CudaDevice {
         let mut launches = Vec::with_capacity(set.passes.len());
         for (i, (s, p)) in prog.steps.iter().zip(&set.passes).enumerate() {
             let ptrs = [ptr(s.src)?, ptr(s.dst)?, p.tw, p.tw_big];
-            let blob = match (fused_at(prog, i, src, epi), &p.packer) {
-                ((None, None), None) => pack_args(&s.args, ptrs),
-                ((pro, e), Some(packer)) => fused_blob(packer, &s.args, ptrs, pro, e)?,
+            let blob = match (fused_at(prog, i, src, mid, epi), &p.packer) {
+                ((None, None, None), None) => pack_args(&s.args, ptrs),
+                ((pro, m, e), Some(packer)) => fused_blob(packer, &s.args, ptrs, pro, m, e)?,
                 _ => return Err(Error::internal("generated fft", "fused work changed")),
             };
             launches.push(PassLaunch {
@@ -341,17 +378,19 @@ impl CudaDevice {
         Ok(launches)
     }
 
-    /// Elements of the work buffer the generated passes of the C2C transform `spec` over
-    /// `shape` in `dtype` need; `None` when the generator does not cover it.
+    /// Elements of the work buffer the generated passes of the C2C transform `spec` (and
+    /// back by `round`) over `shape` in `dtype` need; `None` when the generator does not
+    /// cover it.
     pub(in crate::runtime::cuda) fn fused_work_len(
         spec: &FftSpec,
+        round: Option<&FftSpec>,
         shape: &[usize],
         dtype: DType,
     ) -> Option<usize> {
         if spec.kind != FftKind::C2C {
             return None;
         }
-        plan(spec, shape, dtype).map(|p| p.work_len)
+        plan(spec, round, shape, dtype).map(|p| p.work_len)
     }
 
     /// The passes of the fused transform [`CudaDevice::fft_fused`] queues, for a caller
@@ -359,10 +398,12 @@ impl CudaDevice {
     /// of one plan ([`CudaDevice::fused_launches`] makes each run's launches): `None` when
     /// they cannot run now. Outside a recording the twiddle tables are ordered on this
     /// thread's stream (later runs follow this one); the caller orders every other buffer.
+    #[allow(clippy::too_many_arguments)]
     pub(in crate::runtime::cuda) fn fused_passes(
         &self,
         spec: &FftSpec,
         prologue: &Prologue,
+        mid: Option<&Mid>,
         epilogue: Option<&Epilogue>,
         out: &CudaBuffer,
         shape: &[usize],
@@ -371,11 +412,11 @@ impl CudaDevice {
         if !fits_output(spec, out, shape, dtype) {
             return Ok(None);
         }
-        let Some(prog) = plan(spec, shape, dtype) else {
+        let Some(prog) = plan(spec, mid.map(|m| m.spec), shape, dtype) else {
             return Ok(None);
         };
         let src = Source::Prologue(prologue);
-        let Some(set) = self.pass_set(prog, &src, out, epilogue, dtype)? else {
+        let Some(set) = self.pass_set(prog, &src, mid, out, epilogue, dtype)? else {
             return Ok(None);
         };
         let tables: Vec<&CudaBuffer> = set.tables.iter().map(|t| &**t).collect();
@@ -390,6 +431,7 @@ impl CudaDevice {
         &self,
         set: &PassSet,
         prologue: &Prologue,
+        mid: Option<&Mid>,
         epilogue: Option<&Epilogue>,
         out: &CudaBuffer,
         work: Option<&CudaBuffer>,
@@ -397,7 +439,7 @@ impl CudaDevice {
         if out.len() != set.out_len {
             return Err(Error::internal("generated fft", "output of another shape"));
         }
-        self.set_launches(set, &Source::Prologue(prologue), out, epilogue, work)
+        self.set_launches(set, &Source::Prologue(prologue), mid, out, epilogue, work)
     }
 }
 
@@ -441,14 +483,18 @@ fn fits_output(spec: &FftSpec, out: &CudaBuffer, shape: &[usize], dtype: DType) 
         && out.len() == shape.iter().product::<usize>()
 }
 
-/// The `Fused` description of a prologue and an epilogue.
-fn cg_fused<'a>(p: Option<&'a Prologue>, e: Option<&'a Epilogue>) -> Fused<'a> {
+/// The `Fused` description of a prologue, a round trip's middle work and an epilogue.
+fn cg_fused<'a>(p: Option<&'a Prologue>, m: Option<&'a Mid>, e: Option<&'a Epilogue>) -> Fused<'a> {
     Fused {
         prologue: p.map(|p| &**p.kernel),
         epilogue: e.map(|e| CgEpilogue {
             kernel: e.kernel,
             value_input: e.value_input,
             shift_param: e.shift_param,
+        }),
+        mid: m.map(|m| CgMid {
+            kernel: m.kernel,
+            value_input: m.value_input,
         }),
     }
 }
@@ -459,6 +505,7 @@ fn fused_blob(
     args: &gen::PassArgs,
     ptrs: [u64; 4],
     p: Option<&Prologue>,
+    m: Option<&Mid>,
     e: Option<&Epilogue>,
 ) -> Result<Vec<u8>> {
     let pro_in: SmallVec<[u64; 8]> = p
@@ -467,6 +514,14 @@ fn fused_blob(
     let epi_in: SmallVec<[u64; 8]> = e
         .map(|e| {
             e.inputs
+                .iter()
+                .map(|b| b.map_or(0, |b| b.device_ptr()))
+                .collect()
+        })
+        .unwrap_or_default();
+    let mid_in: SmallVec<[u64; 8]> = m
+        .map(|m| {
+            m.inputs
                 .iter()
                 .map(|b| b.map_or(0, |b| b.device_ptr()))
                 .collect()
@@ -483,24 +538,35 @@ fn fused_blob(
         outputs: &epi_out,
         args: e.args,
     });
+    let mid = m.map(|m| FusedArgs {
+        inputs: &mid_in,
+        outputs: &[],
+        args: m.args,
+    });
     packer
-        .pack(args, ptrs, &cg_fused(p, e), pro, epi)
+        .pack(args, ptrs, &cg_fused(p, m, e), pro, epi, mid)
         .map_err(|e| Error::internal("generated fft", e))
 }
 
 /// The fused work of step `i` of `prog`: the prologue when it reads the transform's input,
-/// the epilogue when it is the last step.
+/// the middle work in the round-trip pass, the epilogue when it is the last step.
 fn fused_at<'a>(
     prog: &gen::Program,
     i: usize,
     src: &'a Source,
+    mid: Option<&'a Mid<'a>>,
     epi: Option<&'a Epilogue<'a>>,
-) -> (Option<&'a Prologue<'a>>, Option<&'a Epilogue<'a>>) {
+) -> (
+    Option<&'a Prologue<'a>>,
+    Option<&'a Mid<'a>>,
+    Option<&'a Epilogue<'a>>,
+) {
     let pro = match (src, prog.steps[i].src) {
         (Source::Prologue(p), Buf::Input) => Some(*p),
         _ => None,
     };
-    (pro, epi.filter(|_| i + 1 == prog.steps.len()))
+    let mid = mid.filter(|_| prog.steps[i].pass.round_trip);
+    (pro, mid, epi.filter(|_| i + 1 == prog.steps.len()))
 }
 
 /// What the first pass of a generated transform reads.
@@ -513,13 +579,20 @@ enum Source<'a> {
 
 /// The generated passes of the C2C transform `spec` over `shape` in `dtype`, pruned to the
 /// columns of its input's support when it has one (`FftSpec::support`,
-/// `lazyfuse_codegen::fft::plan_c2c_pruned`).
-fn plan(spec: &FftSpec, shape: &[usize], dtype: DType) -> Option<gen::Program> {
-    gen::plan_c2c_pruned(
-        shape,
-        &spec.axes,
-        dtype,
-        spec.inverse,
-        spec.support.as_deref(),
-    )
+/// `lazyfuse_codegen::fft::plan_c2c_pruned`); with `round`, and back by that transform
+/// through a round-trip pass (`lazyfuse_codegen::fft::plan_round_trip`).
+fn plan(
+    spec: &FftSpec,
+    round: Option<&FftSpec>,
+    shape: &[usize],
+    dtype: DType,
+) -> Option<gen::Program> {
+    let support = spec.support.as_deref();
+    match round {
+        None => gen::plan_c2c_pruned(shape, &spec.axes, dtype, spec.inverse, support),
+        Some(r) if r.inverse != spec.inverse && r.kind == FftKind::C2C => {
+            gen::plan_round_trip(shape, &spec.axes, &r.axes, dtype, spec.inverse, support)
+        }
+        Some(_) => None,
+    }
 }

@@ -54,7 +54,7 @@
 mod choice;
 pub(crate) use choice::Choices;
 mod generated;
-pub(crate) use generated::{Epilogue, Prologue};
+pub(crate) use generated::{Epilogue, Mid, Prologue};
 pub(super) use generated::{PassLaunch, PassSet};
 mod helpers;
 pub(super) use helpers::HelperKernels;

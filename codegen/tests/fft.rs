@@ -369,6 +369,23 @@ fn fused_prologue_and_epilogue_pass() {
     assert!(rb.source.contains("const lf_epi_args& a = fa.epi;"));
     assert!(!rb.source.contains("in1["), "{}", rb.source);
     assert_ne!(rb.entry, r.entry);
+    // the shifts' index math: the outermost coordinate without a division; in the last
+    // axis's pass (12 x 16: lines of 16 along the rows) the last extent is the constant 16
+    assert!(rb.source.contains("ik = rem;"), "{}", rb.source);
+    assert!(!rb.source.contains("(IDX)16,"), "{}", rb.source);
+    let last = &p.steps[1].pass;
+    assert!(fft::plan_c2c(&[12, 16], &[0, 1], DType::C64, false).is_some());
+    assert!(lazyfuse_codegen::cuda::fft::line_is_last_axis(last));
+    assert!(!lazyfuse_codegen::cuda::fft::line_is_last_axis(pass));
+    let rl = render_fused(last, &both).unwrap();
+    assert!(
+        rl.source.contains("const IDX nk = (IDX)16, ik = rem % nk;"),
+        "{}",
+        rl.source
+    );
+    use lazyfuse_codegen::cuda::fft::epilogue_extent_fits;
+    assert!(epilogue_extent_fits(last, &[12, 16]) && !epilogue_extent_fits(last, &[16, 12]));
+    assert!(epilogue_extent_fits(pass, &[16, 12]));
     // the epilogue must read the transform's dtype with its shifts
     let no_shift = Fused {
         prologue: None,

@@ -533,10 +533,23 @@ fn render_pass(pass: &FftPass, fused: &Fused) -> Rendered {
                 "__device__ __forceinline__ void lf_fft_store(const lf_fft_args& fa, long long li, {c} lf_v) {{\n  \
                  const lf_epi_args& a = fa.epi;\n  IDX rem = (IDX)li, j = 0, st = 1;"
             );
-            for k in (0..e.kernel.rank as u32).rev() {
+            // The outermost coordinate is what remains (no division); where this pass runs
+            // along the last axis in one pass (contiguous, untwiddled: the last pass of such
+            // a transform), that axis's extent is the line length, a constant the compiler
+            // divides by without a division (`epilogue_extent_fits` checks it at launch).
+            let rank = e.kernel.rank as u32;
+            for k in (0..rank).rev() {
+                let nk = match k + 1 == rank && line_is_last_axis(pass) {
+                    true => format!("(IDX){n}"),
+                    false => format!("(IDX)a.shape[{k}]"),
+                };
+                let ik = match k {
+                    0 => "rem".to_string(),
+                    _ => "rem % nk;\n    rem /= nk".to_string(),
+                };
                 let _ = writeln!(
                     w,
-                    "  {{\n    const IDX nk = (IDX)a.shape[{k}], ik = rem % nk;\n    rem /= nk;\n    \
+                    "  {{\n    const IDX nk = {nk}, ik = {ik};\n    \
                      IDX jk = ik + (IDX)a.p{};\n    if (jk >= nk) jk -= nk;\n    j += jk * st;\n    st *= nk;\n  }}",
                     e.shift_param + k
                 );
@@ -860,6 +873,19 @@ fn emit_stages(
         );
         ns *= rad;
     }
+}
+
+/// Whether `pass` stores along its lines without a second twiddle (a one-pass step along
+/// the array's last axis: the only one whose store is not strided), so that an epilogue
+/// fused into it may take the last axis's extent as the line length.
+pub fn line_is_last_axis(pass: &FftPass) -> bool {
+    !pass.store_lines_fastest && !pass.twiddle_in
+}
+
+/// Whether an epilogue launched over `shape` may be fused into `pass` as rendered: where
+/// [`line_is_last_axis`], the last extent must be the line length.
+pub fn epilogue_extent_fits(pass: &FftPass, shape: &[usize]) -> bool {
+    !line_is_last_axis(pass) || shape.last() == Some(&(pass.n as usize))
 }
 
 /// Most twiddles (complex values) a thread of a pass reads from the table before its load

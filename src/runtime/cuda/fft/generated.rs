@@ -21,7 +21,8 @@ use crate::runtime::cuda::driver_err;
 use crate::runtime::cuda::memory::CudaBuffer;
 use crate::{Error, Result};
 use lazyfuse_codegen::cuda::fft::{
-    pack_args, Epilogue as CgEpilogue, Fused, FusedArgs, FusedPacker, Mid as CgMid,
+    epilogue_extent_fits, pack_args, Epilogue as CgEpilogue, Fused, FusedArgs, FusedPacker,
+    Mid as CgMid,
 };
 use lazyfuse_codegen::fft::{self as gen, Buf};
 use lazyfuse_codegen::{DType, Kernel, LaunchArgs};
@@ -289,6 +290,9 @@ impl CudaDevice {
                         false => s.pass.clone(),
                     };
                     pass.index32 &= !fused_wide;
+                    if e.is_some_and(|e| !epilogue_extent_fits(&pass, &e.args.shape)) {
+                        return Ok(None);
+                    }
                     let k = self.kernels.get_fft_fused(&self.ctx, &pass, work)?;
                     let packer = FusedPacker::new(&cg_fused(p, m, e))
                         .map_err(|e| Error::internal("generated fft", e))?;

@@ -272,6 +272,23 @@ impl GraphState {
             .ok_or_else(|| Error::internal("Function", format!("position {p} has no buffer")))
     }
 
+    /// The slots of a fused kernel's inputs, `None` at `value_input` (a transform the step
+    /// computes).
+    fn slots_but_value(
+        &self,
+        inputs: &[usize],
+        value_input: u32,
+    ) -> Result<SmallVec<[Option<Slot>; 8]>> {
+        inputs
+            .iter()
+            .enumerate()
+            .map(|(k, &p)| match k as u32 == value_input {
+                true => Ok(None),
+                false => self.slot(p).map(Some),
+            })
+            .collect()
+    }
+
     /// The steps with empty arguments (for the eligibility check).
     fn steps_without_args<'a>(&'a self, t: &'a Template) -> Result<Vec<GraphStep<'a>>> {
         self.steps(t, &vec![NO_ARGS; t.steps().len()], &[], &[], &self.staged)
@@ -352,15 +369,7 @@ impl GraphState {
                     let epilogue = match epilogue {
                         Some(e) => Some(FusedEpi {
                             kernel: &e.kernel,
-                            inputs: e
-                                .inputs
-                                .iter()
-                                .enumerate()
-                                .map(|(k, &p)| match k as u32 == e.value_input {
-                                    true => Ok(None),
-                                    false => self.slot(p).map(Some),
-                                })
-                                .collect::<Result<_>>()?,
+                            inputs: self.slots_but_value(&e.inputs, e.value_input)?,
                             value_input: e.value_input,
                             shift_param: e.shift_param,
                             args: epi_args.unwrap_or(NO_ARGS),
@@ -370,15 +379,7 @@ impl GraphState {
                     let round = match round {
                         Some(r) => Some(FusedMid {
                             kernel: &r.kernel,
-                            inputs: r
-                                .inputs
-                                .iter()
-                                .enumerate()
-                                .map(|(k, &p)| match k as u32 == r.value_input {
-                                    true => Ok(None),
-                                    false => self.slot(p).map(Some),
-                                })
-                                .collect::<Result<_>>()?,
+                            inputs: self.slots_but_value(&r.inputs, r.value_input)?,
                             value_input: r.value_input,
                             args: mid_args.unwrap_or(NO_ARGS),
                             spec: &r.spec,

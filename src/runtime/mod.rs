@@ -537,14 +537,15 @@ pub(crate) fn fft_fused(
             inputs: &ins,
             args,
         };
-        let epi_ins: smallvec::SmallVec<[Option<&cuda::CudaBuffer>; 4]> = match epi {
-            Some(e) => e
-                .inputs
+        // the fused kernels' inputs on the device, `None` at their transform values
+        type Ins<'a> = smallvec::SmallVec<[Option<&'a cuda::CudaBuffer>; 4]>;
+        fn cuda_ins<'a>(ins: Option<&[Option<&'a Buffer>]>) -> Result<Ins<'a>> {
+            ins.unwrap_or_default()
                 .iter()
                 .map(|b| b.map(cuda_buf).transpose())
-                .collect::<Result<_>>()?,
-            None => Default::default(),
-        };
+                .collect()
+        }
+        let epi_ins = cuda_ins(epi.map(|e| e.inputs))?;
         let epi_out = match epi {
             Some(e) => {
                 let d_out = *e
@@ -567,14 +568,7 @@ pub(crate) fn fft_fused(
             }),
             _ => None,
         };
-        let mid_ins: smallvec::SmallVec<[Option<&cuda::CudaBuffer>; 4]> = match round {
-            Some(r) => r
-                .inputs
-                .iter()
-                .map(|b| b.map(cuda_buf).transpose())
-                .collect::<Result<_>>()?,
-            None => Default::default(),
-        };
+        let mid_ins = cuda_ins(round.map(|r| r.inputs))?;
         let mid = round.map(|r| cuda::Mid {
             kernel: r.kernel,
             inputs: &mid_ins,

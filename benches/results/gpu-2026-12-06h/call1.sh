@@ -2,8 +2,10 @@
 # Device call 1: round trips (a transform, its consumer and the transform back along one
 # axis as one generated pass). Every test binary by default (fresh decision cache), the
 # FFT tests, loops, grad and profile again with LAZYFUSE_FFT=generated; sim, psf and grad
-# rows of old (the tree before, 36223a8's device code) and new, alternating, each with its
-# own fresh decision cache; ncu of the generated sim step's passes at 256 and 1024.
+# rows of old and new, alternating, each with its own fresh decision cache; ncu of the
+# generated sim step's passes at 256 and 1024. (Found afterwards: old, the workloads binary
+# kept from the previous build, was built from 9f81839: 5ec5f19 with the epilogue index
+# math that 6b38e26 backed out, so old = epilogue index math, new = round trips.)
 OUT=${OUT:-/tmp/out}; mkdir -p $OUT
 (cd .gpu && xz -dc bins.txz | tar -xf - && xz -dc ab.txz | tar -xf -)
 export LD_LIBRARY_PATH="/usr/local/cuda/lib64:/usr/local/cuda/targets/x86_64-linux/lib:${LD_LIBRARY_PATH:-}"

@@ -263,14 +263,7 @@ fn check_fused(pass: &FftPass, fused: &Fused) -> Result<(), IrError> {
         let k = e.kernel;
         k.validate()?;
         let rank = k.rank as u32;
-        let loads: Vec<_> = k
-            .values
-            .iter()
-            .filter_map(|v| match v.inst {
-                Inst::Load { input, guard, .. } if input == e.value_input => Some(guard),
-                _ => None,
-            })
-            .collect();
+        let loads = value_loads(k, e.value_input);
         let shifts_ok = (e.shift_param..e.shift_param + rank)
             .all(|p| k.params.get(p as usize) == Some(&DType::I64));
         if k.reduce.is_some()
@@ -293,14 +286,7 @@ fn check_fused(pass: &FftPass, fused: &Fused) -> Result<(), IrError> {
     if let Some(m) = fused.mid {
         let k = m.kernel;
         k.validate()?;
-        let loads: Vec<_> = k
-            .values
-            .iter()
-            .filter_map(|v| match v.inst {
-                Inst::Load { input, guard, .. } if input == m.value_input => Some(guard),
-                _ => None,
-            })
-            .collect();
+        let loads = value_loads(k, m.value_input);
         if k.reduce.is_some()
             || k.outputs.as_slice() != [pass.dtype]
             || k.stores.len() != 1
@@ -315,6 +301,18 @@ fn check_fused(pass: &FftPass, fused: &Fused) -> Result<(), IrError> {
         }
     }
     fused_layout(fused).map(|_| ())
+}
+
+/// The guards of `k`'s loads of its input `value_input` (a fused kernel's transform value,
+/// which must be one unguarded load).
+fn value_loads(k: &Kernel, value_input: u32) -> Vec<Option<crate::ValueId>> {
+    k.values
+        .iter()
+        .filter_map(|v| match v.inst {
+            Inst::Load { input, guard, .. } if input == value_input => Some(guard),
+            _ => None,
+        })
+        .collect()
 }
 
 /// The entry name of `pass` with `fused`: `lf_fftf_` and 16 hex digits of a hash of the

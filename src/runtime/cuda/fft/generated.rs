@@ -515,22 +515,15 @@ fn fused_blob(
     let pro_in: SmallVec<[u64; 8]> = p
         .map(|p| p.inputs.iter().map(|b| b.device_ptr()).collect())
         .unwrap_or_default();
-    let epi_in: SmallVec<[u64; 8]> = e
-        .map(|e| {
-            e.inputs
-                .iter()
-                .map(|b| b.map_or(0, |b| b.device_ptr()))
-                .collect()
-        })
-        .unwrap_or_default();
-    let mid_in: SmallVec<[u64; 8]> = m
-        .map(|m| {
-            m.inputs
-                .iter()
-                .map(|b| b.map_or(0, |b| b.device_ptr()))
-                .collect()
-        })
-        .unwrap_or_default();
+    // a fused kernel's input pointers, 0 at its transform value
+    let ptrs_of = |ins: Option<&[Option<&CudaBuffer>]>| -> SmallVec<[u64; 8]> {
+        ins.unwrap_or_default()
+            .iter()
+            .map(|b| b.map_or(0, |b| b.device_ptr()))
+            .collect()
+    };
+    let epi_in = ptrs_of(e.map(|e| e.inputs));
+    let mid_in = ptrs_of(m.map(|m| m.inputs));
     let epi_out: [u64; 1] = [e.map_or(0, |e| e.out.device_ptr())];
     let pro = p.map(|p| FusedArgs {
         inputs: &pro_in,

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
-# Device call 3: the final tree. Every test binary by default (fresh decision cache; the
-# mock NVTX tool unpacked beside the examples), the FFT tests, loops, grad and profile again
-# with LAZYFUSE_FFT=generated; one run of the sim, psf and grad rows.
+# Device call 3: the final tree, cut to the device time left: nvtx (the mock tool unpacked
+# beside the examples), the FFT, loop, profile, structure and plan tests and lib by default
+# (fresh decision cache), fft_fused and loops again with LAZYFUSE_FFT=generated; one run of
+# the sim rows.
 OUT=${OUT:-/tmp/out}; mkdir -p $OUT
 (cd .gpu && xz -dc bins.txz | tar -xf - && xz -dc so.txz | tar -xf -)
 export LD_LIBRARY_PATH="/usr/local/cuda/lib64:/usr/local/cuda/targets/x86_64-linux/lib:${LD_LIBRARY_PATH:-}"
@@ -16,10 +17,10 @@ one() {
 }
 export -f one; export OUT
 rm -rf /tmp/lfc-tests
-(cd .gpu/tests && ls | grep -v '\.dir$') | LAZYFUSE_CACHE_DIR=/tmp/lfc-tests MODE=default xargs -P 4 -I{} bash -c 'one {}' > $OUT/tests-summary.txt 2>&1
-(cd .gpu/tests && ls fft* | grep -v '\.dir$'; printf '%s\n' loops grad profile) | LAZYFUSE_FFT=generated MODE=generated xargs -P 3 -I{} bash -c 'one {}' >> $OUT/tests-summary.txt 2>&1
+(cd .gpu/tests && ls nvtx fft* loops profile structure plan_hits lazyfuse-lib | grep -v '\.dir$') | LAZYFUSE_CACHE_DIR=/tmp/lfc-tests MODE=default xargs -P 4 -I{} bash -c 'one {}' > $OUT/tests-summary.txt 2>&1
+printf '%s\n' fft_fused loops | LAZYFUSE_FFT=generated MODE=generated xargs -P 3 -I{} bash -c 'one {}' >> $OUT/tests-summary.txt 2>&1
 mkdir -p $OUT/failed; for f in /tmp/tl/*.log; do grep -q "FAILED\|panicked" $f && cp $f $OUT/failed/; done
 unset LAZYFUSE_TEST_CUDA LAZYFUSE_REQUIRE_NVRTC
 rm -rf /tmp/lfc-new
-LAZYFUSE_CACHE_DIR=/tmp/lfc-new timeout 150 .gpu/benches/workloads --bench sim psf grad 2>&1 | grep -vE "^\s*$" > $OUT/bench.txt
+LAZYFUSE_CACHE_DIR=/tmp/lfc-new timeout 150 .gpu/benches/workloads --bench sim 2>&1 | grep -vE "^\s*$" > $OUT/bench.txt
 echo done3

@@ -120,7 +120,7 @@ pub(crate) struct EpiPlan {
     pub(crate) out: usize,
 }
 
-/// The second half of a fused round trip (`fuse_round_trips`): the first transform's only
+/// The second half of a fused round trip (`fuse_prologues`): the first transform's only
 /// consumer, an elementwise kernel of one output reading it once at its own index, and the
 /// transform of that kernel's result back along the same axes. The generated passes run
 /// both transforms' passes along one axis as one pass with the kernel between them

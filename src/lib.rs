@@ -257,8 +257,8 @@ pub mod debug {
         /// Whether the generated passes run it alone (they measured over 10 % faster).
         pub generated: bool,
         /// Whether they run it with the elementwise kernel computing its input fused into
-        /// their first pass: over 10 % faster than cuFFT plus `copy_time` (what
-        /// that kernel's memory traffic: it writes the array, the transform reads it).
+        /// their first pass: over 10 % faster than cuFFT plus `copy_time` (that kernel's
+        /// memory traffic: it writes the array, the transform reads it).
         pub fused_generated: bool,
         /// The fastest of the timed runs of the generated passes (`Duration::MAX` when they
         /// could not run it).

@@ -774,13 +774,18 @@ fn fuse_prologues(steps: &mut Vec<TStep>, nodes: &[Arc<Node>], dag: &Dag, root_p
     // Round trips: a transform whose only consumer is the next one's prologue, reading it
     // at its own index, back along the same axes (`ifft2(fft2(u) * m)`): one step whose
     // pass along the first's last axis goes there and back.
+    // each transform's consumer that its last pass could compute
+    let mut consumers: Vec<Option<(usize, Vec<usize>)>> = found
+        .iter()
+        .map(|f| epilogue_of(steps, f.1, nodes, dag, root_pos))
+        .collect();
     let mut second_of: HashMap<usize, usize> = HashMap::new();
     let mut in_round: HashSet<usize> = HashSet::new();
     for a in 0..found.len() {
-        let Some((ci, shifts)) = epilogue_of(steps, found[a].1, nodes, dag, root_pos) else {
+        let Some((ci, shifts)) = &consumers[a] else {
             continue;
         };
-        let Some(b) = found.iter().position(|f| f.0 == ci) else {
+        let Some(b) = found.iter().position(|f| f.0 == *ci) else {
             continue;
         };
         if shifts.iter().any(|&s| s != 0)
@@ -803,7 +808,8 @@ fn fuse_prologues(steps: &mut Vec<TStep>, nodes: &[Arc<Node>], dag: &Dag, root_p
         if second_of.contains_key(&i) {
             continue;
         }
-        f.2 = epilogue_of(steps, f.1, nodes, dag, root_pos)
+        f.2 = consumers[i]
+            .take()
             .filter(|(ci, _)| !prologues.contains(ci) && epilogues.insert(*ci));
     }
     let seconds: HashSet<usize> = second_of.values().copied().collect();

@@ -723,33 +723,16 @@ fn render_pass(pass: &FftPass, fused: &Fused) -> Rendered {
             "  const int li = threadIdx.x / {tpl}, t = threadIdx.x % {tpl};\n  {c}* x = sm + li * {pitch};"
         );
     }
-    match pass.round_trip {
-        false => {
-            let st = Stages {
-                sfx: "",
-                from_global: direct_load,
-                to_global: direct_store,
-                mid: false,
-            };
-            emit_stages(w, pass, c, li_t, prefetch, &load, st);
-        }
-        true => {
-            // forward, the middle work on the last stage's writes, back
-            let there = Stages {
-                sfx: dirs[0].1,
-                from_global: direct_load,
-                to_global: false,
-                mid: true,
-            };
-            emit_stages(w, pass, c, li_t, prefetch, &load, there);
-            let back = Stages {
-                sfx: dirs[1].1,
-                from_global: false,
-                to_global: direct_store,
-                mid: false,
-            };
-            emit_stages(w, pass, c, li_t, prefetch, &load, back);
-        }
+    // one set of stages per direction: a round trip's first set passes its last stage's
+    // writes through the middle work, its second set runs back
+    for (k, &(_, sfx)) in dirs.iter().enumerate() {
+        let how = Stages {
+            sfx,
+            from_global: direct_load && k == 0,
+            to_global: direct_store && k + 1 == dirs.len(),
+            mid: pass.round_trip && k == 0,
+        };
+        emit_stages(w, pass, c, li_t, prefetch, &load, how);
     }
     // phase 3: store
     if direct_store {

@@ -1,16 +1,17 @@
 //! The choice between the generated passes and cuFFT for one C2C transform, by
 //! measurement (`FftBackend::Auto`, the default): the first use of a (shape, axes, dtype,
 //! direction) on a device times both on scratch buffers of that shape, and a
-//! device-to-device copy of the array and of one element; keeps cuFFT unless the passes are clearly faster
-//! ([`MARGIN`]), and writes the decision next to the disk kernel cache, so that later
+//! device-to-device copy of the array and of one element; keeps cuFFT unless the passes
+//! are clearly faster ([`MARGIN`]), and writes the decision next to the disk kernel cache,
+//! so that later
 //! processes on the same kind of device skip the measurement. `LAZYFUSE_FFT=cufft|generated`
 //! forces one.
 //!
 //! The planner asks before it fuses the elementwise kernel computing a transform's input
 //! into its first pass (fusion needs the generated passes); that kernel then neither runs
 //! nor writes its array, nor does the transform read it: the passes are credited with the
-//! memory time of one copy of the array ([`Choice::fused_generated`]). A transform that runs unfused asks without the credit. While this thread
-//! records a CUDA graph nothing is measured (recording runs nothing): an undecided
+//! memory time of one copy of the array ([`Choice::fused_generated`]). A transform that
+//! runs unfused asks without the credit. While this thread records a CUDA graph nothing is measured (recording runs nothing): an undecided
 //! transform then uses cuFFT, and is decided at its next use outside a recording.
 
 use super::plan::Precision;

@@ -533,33 +533,52 @@ fn run_sim(dev: &Device, quick: bool) -> lf::Result<()> {
             );
         }
         if dev.is_cuda() {
-            // complex transforms as generated passes, the step's kernels fused into them
-            lf::set_real_fft(false);
-            let fft_before = lf::set_fft_backend(lf::FftBackend::Generated);
-            let m = mult.clone();
-            let f = lf::Function::trace(&[&u0], move |x| vec![common::sim_step(&x[0], &m, dt)])?;
-            let (t, host) = bench_host(dev, 1, 5, |_| {
-                let mut u = u0.clone();
-                for _ in 0..steps {
-                    u = f.call(&[&u]).expect("call").remove(0);
-                }
-            });
-            let how = if f.is_graph() {
-                "CUDA graph per step"
-            } else {
-                "plain launches"
-            };
-            row(
-                "sim100",
-                n,
-                "lazyfuse-graph-generated-fft",
-                t,
-                &format!(
-                    "traced Function, {how}, C2C generated passes; host {:.0} us",
-                    host * 1e6
-                ),
-            );
-            lf::set_fft_backend(fft_before);
+            // complex transforms as generated passes, the step's kernels fused into them;
+            // a body of ten steps chains its round trips (two passes a step), run with
+            // cuFFT's R2C plan too for comparison
+            for (body, fft, real) in [
+                (1, lf::FftBackend::Generated, false),
+                (10, lf::FftBackend::Generated, false),
+                (10, lf::FftBackend::Cufft, true),
+            ] {
+                lf::set_real_fft(real);
+                let fft_before = lf::set_fft_backend(fft);
+                let m = mult.clone();
+                let f = lf::Function::trace(&[&u0], move |x| {
+                    let mut u = x[0].clone();
+                    for _ in 0..body {
+                        u = common::sim_step(&u, &m, dt);
+                    }
+                    vec![u]
+                })?;
+                let (t, host) = bench_host(dev, 1, 5, |_| {
+                    let mut u = u0.clone();
+                    for _ in 0..steps / body {
+                        u = f.call(&[&u]).expect("call").remove(0);
+                    }
+                });
+                let how = match (f.is_graph(), body) {
+                    (true, 1) => "CUDA graph per step".to_string(),
+                    (true, b) => format!("{b} steps per call, a CUDA graph each"),
+                    (false, b) => format!("{b} steps per call, plain launches"),
+                };
+                let (name, plan) = match (fft, body) {
+                    (lf::FftBackend::Cufft, _) => ("lazyfuse-graph-10step", "R2C/C2R cuFFT"),
+                    (_, 1) => ("lazyfuse-graph-generated-fft", "C2C generated passes"),
+                    _ => (
+                        "lazyfuse-graph-generated-fft-10step",
+                        "C2C generated passes, round trips chained",
+                    ),
+                };
+                row(
+                    "sim100",
+                    n,
+                    name,
+                    t,
+                    &format!("traced Function, {how}, {plan}; host {:.0} us", host * 1e6),
+                );
+                lf::set_fft_backend(fft_before);
+            }
         }
         lf::set_real_fft_mode(before);
     }

@@ -1,10 +1,11 @@
 //! Kernel probe for hardware counters: evaluates one workload twice (`kernel_probe chain N`,
-//! `psf N`, `mean N` for an N x N matrix, or `grad N`: the PSF-fit loss and its gradient
-//! at N x N; the first evaluation compiles), synchronizing after each, so that
+//! `psf N`, `mean N` for an N x N matrix, `grad N`: the PSF-fit loss and its gradient
+//! at N x N, or `sim4 N`: four Allen-Cahn steps of an N x N field built before one eval;
+//! the first evaluation compiles), synchronizing after each, so that
 //! `ncu --clock-control none` on the GPU machine sees each fused kernel of the second run.
 mod common;
 
-use common::{chain, psf, psf_loss};
+use common::{chain, psf, psf_loss, sim_mult, sim_step};
 use lazyfuse as lf;
 use lf::DType;
 
@@ -32,10 +33,19 @@ fn main() -> lf::Result<()> {
     if what == "grad" {
         lf::eval(&[&phase, &target, &aperture])?;
     }
+    let (field, mult) = match what.as_str() {
+        "sim4" => {
+            let u = lf::random::normal_on(&[n, n], DType::F32, 4, &dev) * 0.1;
+            u.eval()?;
+            (u, sim_mult(n, 0.1, &dev)?)
+        }
+        _ => (x.clone(), x.clone()),
+    };
     for _ in 0..2 {
         let r = match what.as_str() {
             "psf" => psf(n, &dev),
             "mean" => x.mean_axes(&[0], false),
+            "sim4" => (0..4).fold(field.clone(), |u, _| sim_step(&u, &mult, 0.1)),
             "grad" => {
                 let loss = psf_loss(&aperture, &phase, &target);
                 let g = lf::grad(&loss, &[&phase])?;

@@ -603,3 +603,70 @@ fn traced_spectral_step_replays_the_round_trip(dev: &Device) {
         assert!((a - b).abs() <= 1e-5 * scale.max(1.0), "{a} vs {b}");
     }
 }
+
+device_test!(repeated_steps_chain_their_round_trips);
+/// Three spectral steps built before one eval (and traced as one body): on CUDA the six
+/// transforms run as one chain of round trips (one library call, no kernel; five middle
+/// works: each step's product, and `.real()` with the next step's update between the
+/// steps), two passes a step; the values follow the unfused plan, evaluated and traced.
+fn repeated_steps_chain_their_round_trips(dev: &Device) {
+    let (n, steps) = (16, 3);
+    let m: Vec<f32> = (0..n * n)
+        .map(|i| 1.0 / (1.0 + (i % 13) as f32 * 0.05))
+        .collect();
+    let mult = Array::from_vec_on(m, &[n, n], dev).unwrap();
+    let body = |u: &Array, mult: &Array| {
+        let mut u = u.clone();
+        for _ in 0..steps {
+            let v = &u + (&u - u.powi(3)) * 0.1;
+            u = lf::fft::ifft2(&(lf::fft::fft2(&v) * mult)).real();
+        }
+        u
+    };
+    let u0: Vec<f32> = (0..n * n)
+        .map(|i| ((i * 5 % 11) as f32) * 0.1 - 0.5)
+        .collect();
+    let start = || Array::from_vec_on(u0.clone(), &[n, n], dev).unwrap();
+    let (libs, kernels, plan, got, traced) = generated(|| {
+        let y = body(&start(), &mult);
+        let libs = lf::debug::library_count(&[&y]).unwrap();
+        let kernels = lf::debug::kernel_count(&[&y]).unwrap();
+        let plan = lf::debug::plan(&[&y]).unwrap();
+        let got: Vec<f32> = y.to_vec().unwrap();
+        let m2 = mult.clone();
+        let f = lf::Function::trace(&[&mult], move |x| vec![body(&x[0], &m2)]).unwrap();
+        let mut u = start();
+        for _ in 0..3 {
+            u = f.call(&[&u]).unwrap().remove(0);
+        }
+        (libs, kernels, plan, got, u.to_vec::<f32>().unwrap())
+    });
+    if dev.is_cuda() {
+        assert_eq!((libs, kernels), (1, 0), "one chain: plan:\n{plan}");
+        let mids = plan.matches("fused middle work").count();
+        assert_eq!(mids, 2 * steps - 1, "plan:\n{plan}");
+    } else {
+        assert_eq!(libs, 2 * steps, "each transform once: plan:\n{plan}");
+    }
+    let unfused = |calls: usize| -> Vec<f32> {
+        lf::with_fusion(false, || {
+            let mut u = start();
+            for _ in 0..calls {
+                u = body(&u, &mult);
+                u.eval().unwrap();
+            }
+            u.to_vec().unwrap()
+        })
+    };
+    for (got, calls) in [(got, 1), (traced, 3)] {
+        let want = unfused(calls);
+        assert_eq!(got.len(), want.len());
+        let scale = want.iter().fold(0f32, |a, &v| a.max(v.abs()));
+        for (a, b) in got.iter().zip(&want) {
+            assert!(
+                (a - b).abs() <= 1e-5 * scale.max(1.0),
+                "{calls}: {a} vs {b}"
+            );
+        }
+    }
+}

@@ -906,6 +906,123 @@ fn round_trip_against_a_dft() {
     assert!(err < 1e-14, "{err:.3e}");
 }
 
+/// The host's second middle work of the chain tests: the real part through the Allen-Cahn
+/// update `u + (u - u^3) / 10`, with the element's index in it.
+fn update<T: fft::host::Real + Into<f64>>(i: usize, v: Complex<T>) -> Complex<T> {
+    let u = v.re.into() / 256.0 + (i % 3) as f64 * 0.01;
+    Complex::new(T::from_f64(u + (u - u * u * u) * 0.1), T::from_f64(0.0))
+}
+
+/// `x` (C order, `shape`) transformed along each of `axes` by compensated f64 DFTs.
+fn dft_axes(x: &[Complex64], shape: &[usize], axes: &[usize], inverse: bool) -> Vec<Complex64> {
+    let mut y = x.to_vec();
+    for &a in axes {
+        let outer: usize = shape[..a].iter().product();
+        let inner: usize = shape[a + 1..].iter().product();
+        y = dft(&y, outer, shape[a], inner, inverse);
+    }
+    y
+}
+
+#[test]
+fn chains_of_round_trips_against_dfts() {
+    // (shape, axes of every transform, transforms): forward, inverse, forward, ...
+    let cases: &[(&[usize], &[usize], usize)] = &[
+        (&[12, 16], &[0, 1], 4),
+        (&[16, 12], &[1, 0], 3),
+        (&[6, 10, 8], &[1, 2], 5),
+        (&[4, 6, 10], &[0, 1, 2], 4),
+        (&[9, 1, 8], &[0, 1, 2], 2),
+    ];
+    for &(shape, axes, count) in cases {
+        let n: usize = shape.iter().product();
+        let x = input(n, 17);
+        let links: Vec<(&[usize], bool)> = (0..count).map(|j| (axes, j % 2 == 1)).collect();
+        // the chain by DFTs, the middle work alternating between the two maps
+        let mut want = x.clone();
+        for j in 0..count {
+            if j > 0 {
+                let m = if j % 2 == 1 { filter } else { update };
+                want.iter_mut().enumerate().for_each(|(i, v)| *v = m(i, *v));
+            }
+            want = dft_axes(&want, shape, axes, j % 2 == 1);
+        }
+        let mids64: Vec<fft::host::Mid<f64>> = (1..count)
+            .map(|j| -> fft::host::Mid<f64> {
+                if j % 2 == 1 {
+                    &filter
+                } else {
+                    &update
+                }
+            })
+            .collect();
+        let mids32: Vec<fft::host::Mid<f32>> = (1..count)
+            .map(|j| -> fft::host::Mid<f32> {
+                if j % 2 == 1 {
+                    &filter
+                } else {
+                    &update
+                }
+            })
+            .collect();
+        for dt in [DType::C64, DType::C128] {
+            let p = fft::plan_chain(shape, &links, dt, None)
+                .unwrap_or_else(|| panic!("{shape:?} {axes:?} {dt:?}"));
+            // one round-trip pass between each two transforms; every transform's other
+            // passes once (a turn saves one pass of each transform it joins)
+            let trips = p.steps.iter().filter(|s| s.pass.round_trip).count();
+            assert_eq!(trips, count - 1, "{shape:?}");
+            let real_axes = axes.iter().filter(|&&a| shape[a] > 1).count();
+            assert_eq!(p.steps.len(), count * real_axes - (count - 1), "{shape:?}");
+            let err = match dt {
+                DType::C64 => {
+                    let x32: Vec<Complex32> = x
+                        .iter()
+                        .map(|z| Complex32::new(z.re as f32, z.im as f32))
+                        .collect();
+                    rel_err(&host::run_program_mids(&p, &x32, &mids32), &want)
+                }
+                _ => rel_err(&host::run_program_mids(&p, &x, &mids64), &want),
+            };
+            let tol = if dt == DType::C64 { 1e-5 } else { 1e-13 };
+            assert!(err < tol, "{shape:?} {axes:?} {dt:?}: {err:.3e}");
+        }
+    }
+}
+
+#[test]
+fn chains_only_where_each_transform_turns() {
+    let dt = DType::C64;
+    let two: &[usize] = &[0, 1];
+    // the sim step repeated: two passes a step, the turning axes alternating
+    let links: Vec<(&[usize], bool)> = (0..6).map(|j| (two, j % 2 == 1)).collect();
+    let p = fft::plan_chain(&[256, 256], &links, dt, None).unwrap();
+    assert_eq!(p.steps.len(), 7);
+    let turns: Vec<i64> = p
+        .steps
+        .iter()
+        .filter(|s| s.pass.round_trip)
+        .map(|s| s.args.output.stride)
+        .collect();
+    assert_eq!(turns, [1, 256, 1, 256, 1]);
+    let dirs: Vec<bool> = p.steps.iter().map(|s| s.pass.inverse).collect();
+    assert_eq!(dirs, [false, false, true, false, true, false, true]);
+    // directions that do not alternate; one transform; a 1-D transform inside the chain
+    // (no pass of its own to turn in); different axis sets; a turning axis of two passes
+    let same_way: [(&[usize], bool); 2] = [(two, false), (two, false)];
+    assert_eq!(fft::plan_chain(&[8, 8], &same_way, dt, None), None);
+    assert_eq!(fft::plan_chain(&[8, 8], &[(two, false)], dt, None), None);
+    let one: &[usize] = &[1];
+    let ones: [(&[usize], bool); 3] = [(one, false), (one, true), (one, false)];
+    assert_eq!(fft::plan_chain(&[8, 8], &ones, dt, None), None);
+    assert!(fft::plan_chain(&[8, 8], &ones[..2], dt, None).is_some());
+    let mixed: [(&[usize], bool); 3] = [(two, false), (two, true), (one, false)];
+    assert_eq!(fft::plan_chain(&[8, 8], &mixed, dt, None), None);
+    let long: [(&[usize], bool); 3] = [(two, false), (two, true), (two, false)];
+    assert_eq!(fft::plan_chain(&[1 << 14, 8], &long, dt, None), None);
+    assert!(fft::plan_chain(&[1 << 14, 8], &long[..2], dt, None).is_some());
+}
+
 #[test]
 fn round_trips_only_where_one_pass_goes_and_back() {
     let dt = DType::C64;

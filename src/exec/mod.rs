@@ -88,8 +88,9 @@ pub(crate) struct FusedFft {
     /// The node the step computes: the (last) transform, or the epilogue's output. (The
     /// transform's input node is not bound: a traced function's call has none.)
     pub(crate) dst: Arc<Node>,
-    /// The kernel between two transforms of a round trip and the second transform.
-    pub(crate) round: Option<BoundRound>,
+    /// The kernel between two transforms of a round trip and the second transform, for
+    /// each round trip of a chain (in order; empty without one).
+    pub(crate) round: Vec<BoundRound>,
     pub(crate) epilogue: Option<BoundEpi>,
 }
 
@@ -223,10 +224,10 @@ impl fmt::Display for Schedule {
                         round,
                         epilogue,
                     } = &**ff;
-                    let back = match round {
-                        Some(r) => format!(", back by {}", r.spec.label()),
-                        None => String::new(),
-                    };
+                    let back: String = round
+                        .iter()
+                        .map(|r| format!(", back by {}", r.spec.label()))
+                        .collect();
                     writeln!(
                         f,
                         "step {i}: {}{back} -> {dst:?}, its input computed in the first pass: \
@@ -238,7 +239,7 @@ impl fmt::Display for Schedule {
                     for line in kernel.to_string().lines() {
                         writeln!(f, "    {line}")?;
                     }
-                    if let Some(r) = round {
+                    for r in round {
                         writeln!(
                             f,
                             "  its consumer and the transform back in the same passes (one pass \
@@ -352,21 +353,23 @@ pub(crate) fn bind(t: &Template, nodes: &[Arc<Node>]) -> Result<Schedule> {
                     epilogue,
                 } => {
                     // the step computes the epilogue's output, else the last transform
-                    let last = round.as_ref().map_or(*dst, |r| r.dst);
+                    let last = round.last().map_or(*dst, |r| r.dst);
                     let dst = epilogue.as_ref().map_or(last, |e| e.out);
-                    let round = match round {
-                        Some(r) => Some(BoundRound {
-                            kernel: r.kernel.clone(),
-                            inputs: r.inputs.iter().map(|&p| nodes[p].clone()).collect(),
-                            value_input: r.value_input,
-                            args: LaunchArgs {
-                                shape: shape.clone(),
-                                params: params_of(&r.params)?,
-                            },
-                            spec: r.spec.clone(),
-                        }),
-                        None => None,
-                    };
+                    let round = round
+                        .iter()
+                        .map(|r| {
+                            Ok(BoundRound {
+                                kernel: r.kernel.clone(),
+                                inputs: r.inputs.iter().map(|&p| nodes[p].clone()).collect(),
+                                value_input: r.value_input,
+                                args: LaunchArgs {
+                                    shape: shape.clone(),
+                                    params: params_of(&r.params)?,
+                                },
+                                spec: r.spec.clone(),
+                            })
+                        })
+                        .collect::<Result<Vec<_>>>()?;
                     let epilogue = match epilogue {
                         Some(e) => Some(BoundEpi {
                             kernel: e.kernel.clone(),
@@ -547,16 +550,25 @@ pub(crate) fn execute(sched: &Schedule) -> Result<bool> {
                 let epi_bufs = but_value(epilogue.as_ref().map(|e| (&e.inputs, e.value_input)))?;
                 let epi_refs: SmallVec<[Option<&Buffer>; 4]> =
                     epi_bufs.iter().map(|b| b.as_deref()).collect();
-                let mid_bufs = but_value(round.as_ref().map(|r| (&r.inputs, r.value_input)))?;
-                let mid_refs: SmallVec<[Option<&Buffer>; 4]> =
-                    mid_bufs.iter().map(|b| b.as_deref()).collect();
-                let mid = round.as_ref().map(|r| runtime::RoundRun {
-                    kernel: &r.kernel,
-                    inputs: &mid_refs,
-                    value_input: r.value_input,
-                    args: &r.args,
-                    spec: &r.spec,
-                });
+                let mid_bufs = round
+                    .iter()
+                    .map(|r| but_value(Some((&r.inputs, r.value_input))))
+                    .collect::<Result<Vec<_>>>()?;
+                let mid_refs: Vec<SmallVec<[Option<&Buffer>; 4]>> = mid_bufs
+                    .iter()
+                    .map(|m| m.iter().map(|b| b.as_deref()).collect())
+                    .collect();
+                let mids: Vec<runtime::RoundRun> = round
+                    .iter()
+                    .zip(&mid_refs)
+                    .map(|(r, ins)| runtime::RoundRun {
+                        kernel: &r.kernel,
+                        inputs: ins,
+                        value_input: r.value_input,
+                        args: &r.args,
+                        spec: &r.spec,
+                    })
+                    .collect();
                 let epi = epilogue.as_ref().map(|e| runtime::EpiRun {
                     kernel: &e.kernel,
                     inputs: &epi_refs,
@@ -575,7 +587,7 @@ pub(crate) fn execute(sched: &Schedule) -> Result<bool> {
                     args,
                     &args.shape,
                     &args.shape,
-                    mid.as_ref(),
+                    &mids,
                     epi.as_ref(),
                 )?;
                 drop(range);

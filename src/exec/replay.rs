@@ -363,8 +363,10 @@ impl GraphState {
                     epilogue,
                     ..
                 } => {
-                    let (pro_args, epi_args, mid_args) =
-                        fused.get(fi).copied().unwrap_or((NO_ARGS, None, None));
+                    let (pro_args, epi_args, mid_args) = match fused.get(fi) {
+                        Some((p, e, m)) => (*p, *e, m.as_slice()),
+                        None => (NO_ARGS, None, &[][..]),
+                    };
                     fi += 1;
                     let epilogue = match epilogue {
                         Some(e) => Some(FusedEpi {
@@ -376,16 +378,19 @@ impl GraphState {
                         }),
                         None => None,
                     };
-                    let round = match round {
-                        Some(r) => Some(FusedMid {
-                            kernel: &r.kernel,
-                            inputs: self.slots_but_value(&r.inputs, r.value_input)?,
-                            value_input: r.value_input,
-                            args: mid_args.unwrap_or(NO_ARGS),
-                            spec: &r.spec,
-                        }),
-                        None => None,
-                    };
+                    let round = round
+                        .iter()
+                        .enumerate()
+                        .map(|(j, r)| {
+                            Ok(FusedMid {
+                                kernel: &r.kernel,
+                                inputs: self.slots_but_value(&r.inputs, r.value_input)?,
+                                value_input: r.value_input,
+                                args: mid_args.get(j).copied().unwrap_or(NO_ARGS),
+                                spec: &r.spec,
+                            })
+                        })
+                        .collect::<Result<Vec<_>>>()?;
                     out.push(GraphStep::FftFused(Box::new(FusedStep {
                         spec,
                         prologue: kernel,
@@ -435,6 +440,9 @@ impl GraphState {
         // kernel arguments (from the bound schedule) and FFT shapes, in step order
         let mut args = Vec::with_capacity(sched.steps.len());
         let mut ffts = Vec::new();
+        // (declared before the arguments that borrow them)
+        let none = Staged::default();
+        let staged = self.staged.clone();
         let mut fused: Vec<FusedArgs> = Vec::new();
         let no_args = NO_ARGS;
         for s in &sched.steps {
@@ -451,7 +459,7 @@ impl GraphState {
                     fused.push((
                         &ff.args,
                         ff.epilogue.as_ref().map(|e| &e.args),
-                        ff.round.as_ref().map(|r| &r.args),
+                        ff.round.iter().map(|r| &r.args).collect(),
                     ));
                     args.push(no_args);
                 }
@@ -459,8 +467,6 @@ impl GraphState {
             }
         }
         let set = self.free_owned_set(nodes)?;
-        let none = Staged::default();
-        let staged = self.staged.clone();
         let steps = self.steps(
             template,
             &args,
@@ -733,21 +739,21 @@ const NO_ARGS: &lazyfuse_codegen::LaunchArgs = &lazyfuse_codegen::LaunchArgs {
     params: SmallVec::new_const(),
 };
 
-/// A fused transform's prologue, epilogue and round-trip kernel launch arguments.
+/// A fused transform's prologue, epilogue and round-trip kernels' launch arguments.
 type FusedArgs<'a> = (
     &'a lazyfuse_codegen::LaunchArgs,
     Option<&'a lazyfuse_codegen::LaunchArgs>,
-    Option<&'a lazyfuse_codegen::LaunchArgs>,
+    SmallVec<[&'a lazyfuse_codegen::LaunchArgs; 2]>,
 );
 
 /// What a fused transform step computes when it is not its first transform: the
-/// epilogue's output, else a round trip's second transform.
+/// epilogue's output, else a chain's last transform.
 fn fused_out(s: &TStep) -> Option<usize> {
     match s {
         TStep::FftFused {
             epilogue: Some(e), ..
         } => Some(e.out),
-        TStep::FftFused { round: Some(r), .. } => Some(r.dst),
+        TStep::FftFused { round, .. } => round.last().map(|r| r.dst),
         _ => None,
     }
 }

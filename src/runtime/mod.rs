@@ -503,7 +503,8 @@ pub(crate) struct RoundRun<'a> {
 
 /// The unnormalized C2C transform `spec` of the values `prologue` computes (an
 /// elementwise kernel with one output, launched over `in_shape` with `args`, reading
-/// `inputs`), with `round` its consumer's result transformed back, and with `epi` that
+/// `inputs`), with `round` its consumer's result transformed back (and on, for each round
+/// trip of a chain), and with `epi` that
 /// consumer's output of the (last) transform: on a CUDA device as generated passes
 /// computing the prologue in the first pass's loads, the round trip's kernel between the
 /// transforms in one pass, and the epilogue in the last pass's stores, where the generator
@@ -518,7 +519,7 @@ pub(crate) fn fft_fused(
     args: &LaunchArgs,
     in_shape: &[usize],
     out_shape: &[usize],
-    round: Option<&RoundRun>,
+    round: &[RoundRun],
     epi: Option<&EpiRun>,
 ) -> Result<Buffer> {
     let err = |m: &str| crate::Error::internal("fft", m.to_string());
@@ -568,16 +569,23 @@ pub(crate) fn fft_fused(
             }),
             _ => None,
         };
-        let mid_ins = cuda_ins(round.map(|r| r.inputs))?;
-        let mid = round.map(|r| cuda::Mid {
-            kernel: r.kernel,
-            inputs: &mid_ins,
-            value_input: r.value_input,
-            args: r.args,
-            spec: r.spec,
-        });
+        let mid_ins = round
+            .iter()
+            .map(|r| cuda_ins(Some(r.inputs)))
+            .collect::<Result<Vec<_>>>()?;
+        let mids: Vec<cuda::Mid> = round
+            .iter()
+            .zip(&mid_ins)
+            .map(|(r, ins)| cuda::Mid {
+                kernel: r.kernel,
+                inputs: ins,
+                value_input: r.value_input,
+                args: r.args,
+                spec: r.spec,
+            })
+            .collect();
         if in_shape == out_shape
-            && d.fft_fused(spec, &p, mid.as_ref(), e.as_ref(), &out, in_shape, dtype)?
+            && d.fft_fused(spec, &p, &mids, e.as_ref(), &out, in_shape, dtype)?
         {
             return Ok(Buffer::Cuda(epi_out.unwrap_or(out)));
         }
@@ -587,7 +595,7 @@ pub(crate) fn fft_fused(
         .next()
         .ok_or_else(|| err("prologue without output"))?;
     let mut f = fft(dev, spec, &input, in_shape, out_shape)?;
-    if let Some(r) = round {
+    for r in round {
         let m = run_with_value(dev, r.kernel, r.inputs, r.value_input, &f, r.args)?;
         f = fft(dev, r.spec, &m, out_shape, out_shape)?;
     }

@@ -62,9 +62,9 @@ pub(crate) enum TStep {
     /// The transform `dst` of the values the elementwise `kernel` (launched over `shape`,
     /// the transform's input shape, with `params`, reading `inputs`) computes inside the
     /// transform's first pass: the input itself is never stored (`fuse_prologues`).
-    /// With a `round` trip, the transform's consumer and a second transform of its
-    /// result follow in the same passes (`RoundPlan`), and the step computes that
-    /// transform instead. With an `epilogue`, the (last) transform's consumer is computed
+    /// With `round` trips, the transform's consumer and a second transform of its
+    /// result follow in the same passes (`RoundPlan`), then that one's consumer and a
+    /// third, and so on (a chain), and the step computes the last transform instead. With an `epilogue`, the (last) transform's consumer is computed
     /// in its last pass: the transform is not stored either, the epilogue's output is.
     FftFused {
         kernel: Arc<Kernel>,
@@ -73,7 +73,7 @@ pub(crate) enum TStep {
         params: Vec<ParamSrc>,
         spec: Arc<crate::graph::FftSpec>,
         dst: usize,
-        round: Option<Box<RoundPlan>>,
+        round: Vec<RoundPlan>,
         epilogue: Option<Box<EpiPlan>>,
     },
     /// `dst` (a reshape) shares `src`'s buffer.
@@ -453,12 +453,19 @@ impl TStep {
                 ..
             } => {
                 let mut r: SmallVec<[usize; 8]> = inputs.iter().copied().collect();
-                // the middle kernel's and the epilogue's inputs but the transforms, which
+                // the middle kernels' and the epilogue's inputs but the transforms, which
                 // the step computes
-                if let Some(m) = round {
-                    r.extend(m.inputs.iter().copied().filter(|p| p != dst));
+                for m in round {
+                    let not_value = |&(k, _): &(usize, &usize)| k != m.value_input as usize;
+                    r.extend(
+                        m.inputs
+                            .iter()
+                            .enumerate()
+                            .filter(not_value)
+                            .map(|(_, &p)| p),
+                    );
                 }
-                let last = round.as_ref().map_or(*dst, |m| m.dst);
+                let last = round.last().map_or(*dst, |m| m.dst);
                 if let Some(e) = epilogue {
                     r.extend(e.inputs.iter().copied().filter(|&p| p != last));
                 }
@@ -482,7 +489,7 @@ impl TStep {
                 epilogue,
                 round,
                 ..
-            } => match (epilogue, round) {
+            } => match (epilogue, round.last()) {
                 (Some(e), _) => [e.out].into_iter().collect(),
                 (None, Some(m)) => [m.dst].into_iter().collect(),
                 (None, None) => [*dst].into_iter().collect(),
@@ -773,14 +780,16 @@ fn fuse_prologues(steps: &mut Vec<TStep>, nodes: &[Arc<Node>], dag: &Dag, root_p
     }
     // Round trips: a transform whose only consumer is the next one's prologue, reading it
     // at its own index, back along the same axes (`ifft2(fft2(u) * m)`): one step whose
-    // pass along the first's last axis goes there and back.
+    // pass along the first's last axis goes there and back. Linked on (a spectral step
+    // repeated, its update between the steps), the transforms make a chain: one step that
+    // turns in one pass between each two.
     // each transform's consumer that its last pass could compute
     let mut consumers: Vec<Option<(usize, Vec<usize>)>> = found
         .iter()
         .map(|f| epilogue_of(steps, f.1, nodes, dag, root_pos))
         .collect();
-    let mut second_of: HashMap<usize, usize> = HashMap::new();
-    let mut in_round: HashSet<usize> = HashSet::new();
+    let mut next: HashMap<usize, usize> = HashMap::new();
+    let mut has_prev: HashSet<usize> = HashSet::new();
     for a in 0..found.len() {
         let Some((ci, shifts)) = &consumers[a] else {
             continue;
@@ -789,14 +798,39 @@ fn fuse_prologues(steps: &mut Vec<TStep>, nodes: &[Arc<Node>], dag: &Dag, root_p
             continue;
         };
         if shifts.iter().any(|&s| s != 0)
-            || in_round.contains(&a)
-            || in_round.contains(&b)
-            || !round_trips(steps, nodes, found[a].1, found[b].1)
+            || has_prev.contains(&b)
+            || !chains(steps, nodes, &[found[a].1, found[b].1])
         {
             continue;
         }
-        in_round.extend([a, b]);
-        second_of.insert(a, b);
+        next.insert(a, b);
+        has_prev.insert(b);
+    }
+    // the chains from each transform no link reaches, each as long as the generated passes
+    // run it as one program; where they refuse a link, the next chain starts after it
+    let mut second_of: HashMap<usize, usize> = HashMap::new();
+    for start in (0..found.len()).filter(|a| !has_prev.contains(a)) {
+        let mut todo = vec![start];
+        while let Some(&b) = next.get(todo.last().unwrap_or(&start)) {
+            todo.push(b);
+        }
+        let mut at = 0;
+        while at + 1 < todo.len() {
+            let fs: Vec<usize> = todo[at..].iter().map(|&i| found[i].1).collect();
+            // the longest chain from `at` (a chain's prefix is one; pairs were checked)
+            let (mut lo, mut hi) = (2, fs.len());
+            while lo < hi {
+                let mid = (lo + hi).div_ceil(2);
+                match chains(steps, nodes, &fs[..mid]) {
+                    true => lo = mid,
+                    false => hi = mid - 1,
+                }
+            }
+            for w in todo[at..at + lo].windows(2) {
+                second_of.insert(w[0], w[1]);
+            }
+            at += lo;
+        }
     }
     // A kernel joins one fused step only: one that is a transform's prologue is no other
     // transform's epilogue (in `ifft2(fft2(u) * m)` without a round trip the product is
@@ -836,40 +870,40 @@ fn fuse_prologues(steps: &mut Vec<TStep>, nodes: &[Arc<Node>], dag: &Dag, root_p
         let Op::Fft(spec) = &nodes[dst].op else {
             continue;
         };
-        // the second transform of a round trip, with the kernel between
-        let last = second_of.get(&i).map(|&b| &found[b]);
-        let round = match last {
-            Some((mk, mf, _)) => match (taken[*mk].take(), taken[*mf].take()) {
-                (
-                    Some(TStep::Kernel {
-                        kernel,
-                        inputs,
-                        params,
-                        ..
-                    }),
-                    Some(TStep::Fft { dst: d2, .. }),
-                ) => {
-                    let Op::Fft(spec2) = &nodes[d2].op else {
-                        continue;
-                    };
-                    let value_input = inputs.iter().position(|&p| p == dst).unwrap_or(0) as u32;
-                    Some(Box::new(RoundPlan {
-                        kernel,
-                        inputs,
-                        params,
-                        value_input,
-                        spec: Arc::new((**spec2).clone()),
-                        dst: d2,
-                    }))
-                }
-                _ => continue, // not reached: `found` names a kernel and a transform
-            },
-            None => None,
-        };
-        let (fi, ci, dst_last) = match (last, &round) {
-            (Some(l), Some(r)) => (l.1, &l.2, r.dst),
-            _ => (*fi, &found[i].2, dst),
-        };
+        // the later transforms of a chain, each with the kernel before it
+        let mut round: Vec<RoundPlan> = Vec::new();
+        let mut end = i;
+        while let Some(&b) = second_of.get(&end) {
+            let (mk, mf, _) = &found[b];
+            let (
+                Some(TStep::Kernel {
+                    kernel,
+                    inputs,
+                    params,
+                    ..
+                }),
+                Some(TStep::Fft { dst: d2, .. }),
+            ) = (taken[*mk].take(), taken[*mf].take())
+            else {
+                break; // not reached: `found` names a kernel and a transform
+            };
+            let Op::Fft(spec2) = &nodes[d2].op else {
+                break;
+            };
+            let before = round.last().map_or(dst, |r| r.dst);
+            let value_input = inputs.iter().position(|&p| p == before).unwrap_or(0) as u32;
+            round.push(RoundPlan {
+                kernel,
+                inputs,
+                params,
+                value_input,
+                spec: Arc::new((**spec2).clone()),
+                dst: d2,
+            });
+            end = b;
+        }
+        let (fi, ci) = (found[end].1, &found[end].2);
+        let dst_last = round.last().map_or(dst, |r| r.dst);
         let at = ci.as_ref().map_or(fi, |c| c.0);
         let epilogue = ci
             .as_ref()
@@ -889,7 +923,7 @@ fn fuse_prologues(steps: &mut Vec<TStep>, nodes: &[Arc<Node>], dag: &Dag, root_p
             2,
             "plan: the kernel computing node #{} runs inside the first pass of its transform{}{}",
             nodes[src].id,
-            if round.is_some() {
+            if !round.is_empty() {
                 ", the transform's consumer and the transform back in the same passes"
             } else {
                 ""
@@ -914,32 +948,36 @@ fn fuse_prologues(steps: &mut Vec<TStep>, nodes: &[Arc<Node>], dag: &Dag, root_p
     steps.extend(taken.into_iter().flatten());
 }
 
-/// Whether the fused transform steps `fa` and `fb` (`fb`'s prologue reading `fa` at its
-/// own index, `fuse_prologues`) make a round trip the generated passes run as one
-/// program: C2C transforms of one shape and dtype in opposite directions over the same
-/// axes, the second's input without a known support, with a program
-/// (`lazyfuse_codegen::fft::plan_round_trip`).
-fn round_trips(steps: &[TStep], nodes: &[Arc<Node>], fa: usize, fb: usize) -> bool {
-    let (TStep::Fft { dst: da, .. }, TStep::Fft { dst: db, .. }) = (&steps[fa], &steps[fb]) else {
+/// Whether the fused transform steps `fs` (each one's prologue reading the one before at
+/// its own index, `fuse_prologues`) make a chain of round trips the generated passes run
+/// as one program: C2C transforms of one shape and dtype in alternating directions over
+/// the same axes, all inputs but the first's without a known support, with a program
+/// (`lazyfuse_codegen::fft::plan_chain`).
+fn chains(steps: &[TStep], nodes: &[Arc<Node>], fs: &[usize]) -> bool {
+    let mut links: SmallVec<[(&[usize], bool); 8]> = SmallVec::new();
+    let mut first: Option<(&Node, &crate::graph::FftSpec)> = None;
+    for &f in fs {
+        let TStep::Fft { dst, .. } = &steps[f] else {
+            return false;
+        };
+        let n = &*nodes[*dst];
+        let Op::Fft(spec) = &n.op else {
+            return false;
+        };
+        match first {
+            None => first = Some((n, spec)),
+            Some((n0, _)) => {
+                if n.shape != n0.shape || n.dtype != n0.dtype || spec.support.is_some() {
+                    return false;
+                }
+            }
+        }
+        links.push((&spec.axes, spec.inverse));
+    }
+    let Some((n0, s0)) = first else {
         return false;
     };
-    let (na, nb) = (&nodes[*da], &nodes[*db]);
-    let (Op::Fft(sa), Op::Fft(sb)) = (&na.op, &nb.op) else {
-        return false;
-    };
-    na.shape == nb.shape
-        && na.dtype == nb.dtype
-        && sa.inverse != sb.inverse
-        && sb.support.is_none()
-        && lazyfuse_codegen::fft::plan_round_trip(
-            &na.shape,
-            &sa.axes,
-            &sb.axes,
-            na.dtype,
-            sa.inverse,
-            sa.support.as_deref(),
-        )
-        .is_some()
+    lazyfuse_codegen::fft::plan_chain(&n0.shape, &links, n0.dtype, s0.support.as_deref()).is_some()
 }
 
 /// Whether the generated passes run the transform `dn` (`runtime::fft_prefers_generated`:

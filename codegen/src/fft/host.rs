@@ -303,11 +303,26 @@ pub fn run_program<T: Real>(prog: &Program, input: &[C<T>]) -> Vec<C<T>> {
 /// [`run_program`] with `mid` the middle work of its round-trip pass
 /// ([`super::plan_round_trip`]).
 pub fn run_program_mid<T: Real>(prog: &Program, input: &[C<T>], mid: Mid<T>) -> Vec<C<T>> {
+    run_program_mids(prog, input, &[mid])
+}
+
+/// [`run_program`] of a chain of round trips ([`super::plan_chain`]): its `j`-th
+/// round-trip pass computes `mids[j]` (a pass without one passes values through).
+pub fn run_program_mids<T: Real>(prog: &Program, input: &[C<T>], mids: &[Mid<T>]) -> Vec<C<T>> {
     let nan = C::new(T::nan(), T::nan());
     let mut out = vec![nan; input.len()];
     let mut work = vec![nan; prog.work_len];
+    let mut trips = 0;
+    let same: Mid<T> = &|_, v| v;
     for s in &prog.steps {
         let (p, a) = (&s.pass, &s.args);
+        let mid = match p.round_trip {
+            true => {
+                trips += 1;
+                mids.get(trips - 1).copied().unwrap_or(same)
+            }
+            false => same,
+        };
         match (s.src, s.dst) {
             (Buf::Input, Buf::Output) => run_pass_mid(p, a, Some(input), &mut out, mid),
             (Buf::Input, Buf::Work) => run_pass_mid(p, a, Some(input), &mut work, mid),

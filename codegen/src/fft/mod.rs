@@ -564,29 +564,71 @@ pub fn plan_round_trip(
     inverse: bool,
     support: Option<&[(usize, usize)]>,
 ) -> Option<Program> {
+    plan_chain(
+        shape,
+        &[(axes, inverse), (axes_back, !inverse)],
+        dtype,
+        support,
+    )
+}
+
+/// The program of a chain of C2C transforms `links` (axes and direction of each, in
+/// order), an elementwise map of each element at its linear index between each two
+/// (`mid_j` computing transform `j`'s input from transform `j - 1`'s output): consecutive
+/// transforms run in opposite directions over the same axes, and each pair is a round
+/// trip ([`plan_round_trip`]). The first transform's passes come first, its last axis's
+/// pass going there and back ([`FftPass::round_trip`], computing `mid_1`); each following
+/// transform's other axes follow in place, its last one going on into the next transform
+/// (round-trip pass `j` computes `mid_j`). A spectral step `ifft2(fft2(u) * m)` repeated
+/// with elementwise work between the steps thus takes two passes a step. `support` prunes
+/// the first transform as in [`plan_c2c_pruned`]. `None` where this does not apply: fewer
+/// than two transforms, directions that do not alternate, different axis sets, a turning
+/// axis that takes two passes, or a transform inside the chain with one axis only (it has
+/// no pass of its own to turn in).
+pub fn plan_chain(
+    shape: &[usize],
+    links: &[(&[usize], bool)],
+    dtype: DType,
+    support: Option<&[(usize, usize)]>,
+) -> Option<Program> {
+    let [(axes, inverse), rest @ ..] = links else {
+        return None;
+    };
+    if rest.is_empty() {
+        return None;
+    }
     let (todo, keep) = axis_order(shape, axes, dtype, support)?;
-    let (back, _) = axis_order(shape, axes_back, dtype, None)?;
-    let (mut a, mut b) = (todo.clone(), back.clone());
-    a.sort_unstable();
-    b.sort_unstable();
-    let &last = todo.last()?;
-    let outer: usize = shape[..last].iter().product();
-    let inner: usize = shape[last + 1..].iter().product();
-    if a != b || shape[last] < 2 || !axis_one_pass(shape[last], inner, dtype) {
-        return None;
-    }
+    let mut set = todo.clone();
+    set.sort_unstable();
     let mut prog = Program::default();
-    axes_steps(&mut prog, shape, &todo, keep, dtype, inverse, Buf::Input);
-    let rt = prog.steps.last_mut()?;
-    if rt.dst != Buf::Output
-        || rt.pass.twiddle_in
-        || rt.args.lines != [outer as u64, 1, inner as u64]
-    {
-        return None;
+    axes_steps(&mut prog, shape, &todo, keep, dtype, *inverse, Buf::Input);
+    let (mut turn, mut dir) = (*todo.last()?, *inverse);
+    for (j, &(axes_back, inv)) in rest.iter().enumerate() {
+        let (back, _) = axis_order(shape, axes_back, dtype, None)?;
+        let mut b = back.clone();
+        b.sort_unstable();
+        let outer: usize = shape[..turn].iter().product();
+        let inner: usize = shape[turn + 1..].iter().product();
+        if inv == dir || b != set || shape[turn] < 2 || !axis_one_pass(shape[turn], inner, dtype) {
+            return None;
+        }
+        let rt = prog.steps.last_mut()?;
+        if rt.dst != Buf::Output
+            || rt.pass.twiddle_in
+            || rt.pass.round_trip
+            || rt.args.lines != [outer as u64, 1, inner as u64]
+        {
+            return None;
+        }
+        rt.pass.round_trip = true;
+        let others: Vec<usize> = back.into_iter().filter(|&x| x != turn).collect();
+        if j + 1 < rest.len() {
+            // the next turn is this transform's last pass, along another axis
+            turn = *others.last()?;
+        }
+        axes_steps(&mut prog, shape, &others, None, dtype, inv, Buf::Output);
+        dir = inv;
     }
-    rt.pass.round_trip = true;
-    let rest: Vec<usize> = back.into_iter().filter(|&x| x != last).collect();
-    axes_steps(&mut prog, shape, &rest, None, dtype, !inverse, Buf::Output);
     set_index32(&mut prog, shape);
     Some(prog)
 }

@@ -95,7 +95,8 @@ pub(crate) enum GraphStep<'a> {
 }
 
 /// A C2C transform run as generated passes, its input computed in the first pass by
-/// `prologue`, with `round` its consumer and its transform back in the same passes, and
+/// `prologue`, with `round` its consumer and its transform back in the same passes (and
+/// on, for each round trip of a chain), and
 /// with `epilogue` the (last) transform's consumer in the last pass: every pass is a
 /// kernel node, so each replay points it at that run's buffers.
 pub(crate) struct FusedStep<'a> {
@@ -103,7 +104,7 @@ pub(crate) struct FusedStep<'a> {
     pub(crate) prologue: &'a Arc<Kernel>,
     pub(crate) inputs: SmallVec<[Slot; 8]>,
     pub(crate) args: &'a LaunchArgs,
-    pub(crate) round: Option<FusedMid<'a>>,
+    pub(crate) round: Vec<FusedMid<'a>>,
     pub(crate) epilogue: Option<FusedEpi<'a>>,
     /// The step's result: the (last) transform, or the epilogue's output.
     pub(crate) dst: Slot,
@@ -128,8 +129,8 @@ struct FusedBufs<'b> {
     ins: SmallVec<[&'b CudaBuffer; 8]>,
     /// The transform's output.
     out: &'b CudaBuffer,
-    /// The middle kernel's inputs (`None` for the first transform).
-    mid_ins: SmallVec<[Option<&'b CudaBuffer>; 8]>,
+    /// Each middle kernel's inputs (`None` for the transform before it).
+    mid_ins: Vec<SmallVec<[Option<&'b CudaBuffer>; 8]>>,
     /// The epilogue's inputs (`None` for the transform) and its output.
     epi_ins: SmallVec<[Option<&'b CudaBuffer>; 8]>,
     epi_out: Option<&'b CudaBuffer>,
@@ -540,8 +541,8 @@ impl GraphPlan {
             } = &**f;
             let dtype = fused_dtype(prologue)?;
             let n: usize = shape.iter().product();
-            let back = round.as_ref().map(|r| r.spec);
-            let work = CudaDevice::fused_work_len(spec, back, shape, dtype).unwrap_or(0);
+            let back: SmallVec<[&FftSpec; 8]> = round.iter().map(|r| r.spec).collect();
+            let work = CudaDevice::fused_work_len(spec, &back, shape, dtype).unwrap_or(0);
             if self.fused.len() <= fi {
                 self.fused.push(FusedScratch::default());
             }
@@ -585,10 +586,10 @@ impl GraphPlan {
                 .map(|s| s.map(|s| self.buf(s, ext)).transpose())
                 .collect()
         };
-        let mid_ins = match round {
-            Some(r) => but_value(&r.inputs)?,
-            None => SmallVec::new(),
-        };
+        let mid_ins = round
+            .iter()
+            .map(|r| but_value(&r.inputs))
+            .collect::<Result<Vec<_>>>()?;
         let dst = self.buf(*dst, ext)?;
         let Some(e) = epilogue else {
             return Ok(FusedBufs {
@@ -647,13 +648,17 @@ impl GraphPlan {
             }),
             _ => None,
         };
-        let mid = round.as_ref().map(|r| super::Mid {
-            kernel: r.kernel,
-            inputs: &b.mid_ins,
-            value_input: r.value_input,
-            args: r.args,
-            spec: r.spec,
-        });
+        let mids: Vec<super::Mid> = round
+            .iter()
+            .zip(&b.mid_ins)
+            .map(|(r, ins)| super::Mid {
+                kernel: r.kernel,
+                inputs: ins,
+                value_input: r.value_input,
+                args: r.args,
+                spec: r.spec,
+            })
+            .collect();
         let sc = self
             .fused
             .get(fi)
@@ -662,28 +667,22 @@ impl GraphPlan {
             Some(set) => set,
             None => {
                 let dtype = fused_dtype(prologue)?;
-                let made = self.dev.fused_passes(
-                    spec,
-                    &pro,
-                    mid.as_ref(),
-                    epi.as_ref(),
-                    b.out,
-                    shape,
-                    dtype,
-                )?;
+                let made =
+                    self.dev
+                        .fused_passes(spec, &pro, &mids, epi.as_ref(), b.out, shape, dtype)?;
                 let Some(made) = made else { return Ok(None) };
                 sc.passes.get_or_init(|| made)
             }
         };
         let work = sc.work.as_ref();
         self.dev
-            .fused_launches(set, &pro, mid.as_ref(), epi.as_ref(), b.out, work)
+            .fused_launches(set, &pro, &mids, epi.as_ref(), b.out, work)
             .map(Some)
     }
 
     /// Fused transform step `s` (the `fi`-th) as the kernels and the transforms apart, for
     /// a run outside a recording when the generated passes cannot run it: the prologue
-    /// into a fresh buffer, the transform into the step's output, a round trip's kernel
+    /// into a fresh buffer, the transform into the step's output, each round trip's kernel
     /// into a fresh buffer and its transform into the output, the epilogue from it.
     fn fused_apart(&self, s: &FusedStep<'_>, ext: &[&CudaBuffer], fi: usize) -> Result<()> {
         let FusedStep {
@@ -704,9 +703,9 @@ impl GraphPlan {
             .next()
             .ok_or_else(|| Error::internal("graph", "prologue without output"))?;
         self.dev.fft_into(spec, &input, out, shape, shape, true)?;
-        if let Some(r) = round {
+        for (r, mid_ins) in round.iter().zip(&b.mid_ins) {
             let ins: SmallVec<[&CudaBuffer; 8]> =
-                b.mid_ins.iter().map(|b| b.unwrap_or(out)).collect();
+                mid_ins.iter().map(|b| b.unwrap_or(out)).collect();
             let m = self
                 .dev
                 .run_kernel_shared(r.kernel, &ins, r.args)?

@@ -133,7 +133,7 @@ impl CudaDevice {
         if !self.prefers_generated(spec, shape, dtype, false)? {
             return Ok(false);
         }
-        self.run_generated(spec, Source::Buffer(input), None, out, None, shape, dtype)
+        self.run_generated(spec, Source::Buffer(input), &[], out, None, shape, dtype)
     }
 
     /// The generated passes of the C2C transform `spec` of `input` into `out` (both of
@@ -147,14 +147,14 @@ impl CudaDevice {
         shape: &[usize],
         dtype: DType,
     ) -> Result<bool> {
-        self.run_generated(spec, Source::Buffer(input), None, out, None, shape, dtype)
+        self.run_generated(spec, Source::Buffer(input), &[], out, None, shape, dtype)
     }
 
     /// Queues the C2C transform `spec` (unnormalized) of the values `prologue` computes
     /// into `out` (of `shape` and the complex dtype `dtype`) as generated passes, the first
     /// computing its input in its load; with an `epilogue`, the last pass computes it in
     /// its store instead of writing `out` (which then only holds the passes before). With
-    /// `mid`, the transform's consumer and its transform back run in the same passes
+    /// `mids`, the transform's consumer and its transform back run in the same passes
     /// (`out` and the epilogue then see the second transform).
     /// `Ok(false)`, with nothing queued, when the generator does not cover the transforms
     /// or cannot run them now (the caller then runs the kernels and the transforms apart).
@@ -163,7 +163,7 @@ impl CudaDevice {
         &self,
         spec: &FftSpec,
         prologue: &Prologue,
-        mid: Option<&Mid>,
+        mids: &[Mid],
         epilogue: Option<&Epilogue>,
         out: &CudaBuffer,
         shape: &[usize],
@@ -175,28 +175,28 @@ impl CudaDevice {
         if !fits_output(spec, out, shape, dtype)
             || !prologue.inputs.iter().all(|b| here(b))
             || epilogue.is_some_and(|e| !epi_here(e))
-            || mid.is_some_and(|m| !mid_here(m))
+            || mids.iter().any(|m| !mid_here(m))
         {
             return Ok(false);
         }
         let src = Source::Prologue(prologue);
-        self.run_generated(spec, src, mid, out, epilogue, shape, dtype)
+        self.run_generated(spec, src, mids, out, epilogue, shape, dtype)
     }
 
-    /// The passes of the C2C transform `spec` of `src` (and back through `mid`) into
+    /// The passes of the C2C transform `spec` of `src` (and back through `mids`) into
     /// `out`, the last storing through `epi` when given (see the callers).
     #[allow(clippy::too_many_arguments)]
     fn run_generated(
         &self,
         spec: &FftSpec,
         src: Source,
-        mid: Option<&Mid>,
+        mids: &[Mid],
         out: &CudaBuffer,
         epi: Option<&Epilogue>,
         shape: &[usize],
         dtype: DType,
     ) -> Result<bool> {
-        let Some(prog) = plan(spec, mid.map(|m| m.spec), shape, dtype) else {
+        let Some(prog) = plan(spec, &specs_of(mids), shape, dtype) else {
             return Ok(false);
         };
         let me = self.arc()?;
@@ -204,10 +204,10 @@ impl CudaDevice {
             0 => None,
             n => Some(self.alloc(me, dtype, n)?),
         };
-        let Some(set) = self.pass_set(prog, &src, mid, out, epi, dtype)? else {
+        let Some(set) = self.pass_set(prog, &src, mids, out, epi, dtype)? else {
             return Ok(false);
         };
-        let launches = self.set_launches(&set, &src, mid, out, epi, work.as_ref())?;
+        let launches = self.set_launches(&set, &src, mids, out, epi, work.as_ref())?;
         let tables = &set.tables;
         self.ctx
             .bind_to_thread()
@@ -221,7 +221,7 @@ impl CudaDevice {
             reads.extend(e.inputs.iter().flatten());
             writes.push(e.out);
         }
-        if let Some(m) = mid {
+        for m in mids {
             reads.extend(m.inputs.iter().flatten());
         }
         reads.extend(tables.iter().map(|t| &**t));
@@ -242,7 +242,7 @@ impl CudaDevice {
     }
 
     /// The kernels, grids and twiddle tables of `prog`'s passes reading `src` into an
-    /// output like `out`, its round-trip pass computing `mid` and the last storing through
+    /// output like `out`, its round-trip passes computing `mids` and the last storing through
     /// `epi` when given: what stays the same from run to run of one plan.
     /// `None` when they cannot run now (a grid beyond CUDA's, a table missing while
     /// recording or beyond [`MAX_TABLES`]).
@@ -250,7 +250,7 @@ impl CudaDevice {
         &self,
         prog: gen::Program,
         src: &Source,
-        mid: Option<&Mid>,
+        mids: &[Mid],
         out: &CudaBuffer,
         epi: Option<&Epilogue>,
         dtype: DType,
@@ -262,7 +262,9 @@ impl CudaDevice {
             Source::Buffer(_) => false,
         } || epi
             .is_some_and(|e| e.inputs.iter().flatten().any(|b| wide(b)) || wide(e.out))
-            || mid.is_some_and(|m| m.inputs.iter().flatten().any(|b| wide(b)));
+            || mids
+                .iter()
+                .any(|m| m.inputs.iter().flatten().any(|b| wide(b)));
         let mut passes = Vec::with_capacity(prog.steps.len());
         for (i, s) in prog.steps.iter().enumerate() {
             // a grid beyond CUDA's 2^31 - 1 blocks goes to cuFFT
@@ -275,7 +277,7 @@ impl CudaDevice {
             }
             // the step reading the transform's input computes it through the prologue, the
             // last one stores through the epilogue
-            let (kernel, packer) = match fused_at(&prog, i, src, mid, epi) {
+            let (kernel, packer) = match fused_at(&prog, i, src, mids, epi) {
                 (None, None, None) => (self.kernels.get_fft(&self.ctx, &s.pass)?, None),
                 (p, m, e) => {
                     let work = (
@@ -337,14 +339,14 @@ impl CudaDevice {
         }))
     }
 
-    /// The launches of `set`'s passes from `src` into `out` (through `mid` and `epi`, the
+    /// The launches of `set`'s passes from `src` into `out` (through `mids` and `epi`, the
     /// work `set` was made for), with `work` as its work buffer (of the program's
     /// `work_len` elements at least).
     fn set_launches(
         &self,
         set: &PassSet,
         src: &Source,
-        mid: Option<&Mid>,
+        mids: &[Mid],
         out: &CudaBuffer,
         epi: Option<&Epilogue>,
         work: Option<&CudaBuffer>,
@@ -367,7 +369,7 @@ impl CudaDevice {
         let mut launches = Vec::with_capacity(set.passes.len());
         for (i, (s, p)) in prog.steps.iter().zip(&set.passes).enumerate() {
             let ptrs = [ptr(s.src)?, ptr(s.dst)?, p.tw, p.tw_big];
-            let blob = match (fused_at(prog, i, src, mid, epi), &p.packer) {
+            let blob = match (fused_at(prog, i, src, mids, epi), &p.packer) {
                 ((None, None, None), None) => pack_args(&s.args, ptrs),
                 ((pro, m, e), Some(packer)) => fused_blob(packer, &s.args, ptrs, pro, m, e)?,
                 _ => return Err(Error::internal("generated fft", "fused work changed")),
@@ -383,11 +385,11 @@ impl CudaDevice {
     }
 
     /// Elements of the work buffer the generated passes of the C2C transform `spec` (and
-    /// back by `round`) over `shape` in `dtype` need; `None` when the generator does not
-    /// cover it.
+    /// back by `round`, and on for each round trip of a chain) over `shape` in `dtype`
+    /// need; `None` when the generator does not cover it.
     pub(in crate::runtime::cuda) fn fused_work_len(
         spec: &FftSpec,
-        round: Option<&FftSpec>,
+        round: &[&FftSpec],
         shape: &[usize],
         dtype: DType,
     ) -> Option<usize> {
@@ -407,7 +409,7 @@ impl CudaDevice {
         &self,
         spec: &FftSpec,
         prologue: &Prologue,
-        mid: Option<&Mid>,
+        mids: &[Mid],
         epilogue: Option<&Epilogue>,
         out: &CudaBuffer,
         shape: &[usize],
@@ -416,11 +418,11 @@ impl CudaDevice {
         if !fits_output(spec, out, shape, dtype) {
             return Ok(None);
         }
-        let Some(prog) = plan(spec, mid.map(|m| m.spec), shape, dtype) else {
+        let Some(prog) = plan(spec, &specs_of(mids), shape, dtype) else {
             return Ok(None);
         };
         let src = Source::Prologue(prologue);
-        let Some(set) = self.pass_set(prog, &src, mid, out, epilogue, dtype)? else {
+        let Some(set) = self.pass_set(prog, &src, mids, out, epilogue, dtype)? else {
             return Ok(None);
         };
         let tables: Vec<&CudaBuffer> = set.tables.iter().map(|t| &**t).collect();
@@ -435,7 +437,7 @@ impl CudaDevice {
         &self,
         set: &PassSet,
         prologue: &Prologue,
-        mid: Option<&Mid>,
+        mids: &[Mid],
         epilogue: Option<&Epilogue>,
         out: &CudaBuffer,
         work: Option<&CudaBuffer>,
@@ -443,7 +445,7 @@ impl CudaDevice {
         if out.len() != set.out_len {
             return Err(Error::internal("generated fft", "output of another shape"));
         }
-        self.set_launches(set, &Source::Prologue(prologue), mid, out, epilogue, work)
+        self.set_launches(set, &Source::Prologue(prologue), mids, out, epilogue, work)
     }
 }
 
@@ -546,12 +548,13 @@ fn fused_blob(
 }
 
 /// The fused work of step `i` of `prog`: the prologue when it reads the transform's input,
-/// the middle work in the round-trip pass, the epilogue when it is the last step.
+/// the `j`-th middle work in the `j`-th round-trip pass, the epilogue when it is the last
+/// step.
 fn fused_at<'a>(
     prog: &gen::Program,
     i: usize,
     src: &'a Source,
-    mid: Option<&'a Mid<'a>>,
+    mids: &'a [Mid<'a>],
     epi: Option<&'a Epilogue<'a>>,
 ) -> (
     Option<&'a Prologue<'a>>,
@@ -562,7 +565,13 @@ fn fused_at<'a>(
         (Source::Prologue(p), Buf::Input) => Some(*p),
         _ => None,
     };
-    let mid = mid.filter(|_| prog.steps[i].pass.round_trip);
+    let mid = match prog.steps[i].pass.round_trip {
+        true => {
+            let j = prog.steps[..i].iter().filter(|s| s.pass.round_trip).count();
+            mids.get(j)
+        }
+        false => None,
+    };
     (pro, mid, epi.filter(|_| i + 1 == prog.steps.len()))
 }
 
@@ -576,20 +585,24 @@ enum Source<'a> {
 
 /// The generated passes of the C2C transform `spec` over `shape` in `dtype`, pruned to the
 /// columns of its input's support when it has one (`FftSpec::support`,
-/// `lazyfuse_codegen::fft::plan_c2c_pruned`); with `round`, and back by that transform
-/// through a round-trip pass (`lazyfuse_codegen::fft::plan_round_trip`).
-fn plan(
-    spec: &FftSpec,
-    round: Option<&FftSpec>,
-    shape: &[usize],
-    dtype: DType,
-) -> Option<gen::Program> {
+/// `lazyfuse_codegen::fft::plan_c2c_pruned`); with `round`, and on by those transforms,
+/// turning in a round-trip pass between each two (`lazyfuse_codegen::fft::plan_chain`).
+fn plan(spec: &FftSpec, round: &[&FftSpec], shape: &[usize], dtype: DType) -> Option<gen::Program> {
     let support = spec.support.as_deref();
-    match round {
-        None => gen::plan_c2c_pruned(shape, &spec.axes, dtype, spec.inverse, support),
-        Some(r) if r.inverse != spec.inverse && r.kind == FftKind::C2C => {
-            gen::plan_round_trip(shape, &spec.axes, &r.axes, dtype, spec.inverse, support)
-        }
-        Some(_) => None,
+    if round.is_empty() {
+        return gen::plan_c2c_pruned(shape, &spec.axes, dtype, spec.inverse, support);
     }
+    if round.iter().any(|r| r.kind != FftKind::C2C) {
+        return None;
+    }
+    let links: SmallVec<[(&[usize], bool); 8]> = std::iter::once(spec)
+        .chain(round.iter().copied())
+        .map(|s| (s.axes.as_slice(), s.inverse))
+        .collect();
+    gen::plan_chain(shape, &links, dtype, support)
+}
+
+/// The transforms of a chain's middle work, in order.
+fn specs_of<'a>(mids: &[Mid<'a>]) -> SmallVec<[&'a FftSpec; 8]> {
+    mids.iter().map(|m| m.spec).collect()
 }

@@ -149,9 +149,14 @@ impl Range {
     }
 }
 
-/// `lf_` and 16 hex digits, then optional `_i32` and `_s` suffixes.
+/// `lf_` (or `lf_fft_`, `lf_fftf_`) and 16 hex digits, then optional `_i32` and `_s` suffixes.
 fn is_kernel_name(s: &str) -> bool {
-    let Some(rest) = s.strip_prefix("lf_") else {
+    // elementwise and reduction kernels `lf_<hash>`, generated FFT passes `lf_fft_<hash>`
+    // and passes with fused work `lf_fftf_<hash>`
+    let Some(rest) = ["lf_fftf_", "lf_fft_", "lf_"]
+        .iter()
+        .find_map(|p| s.strip_prefix(p))
+    else {
         return false;
     };
     let (hex, suffix) = rest.split_at(rest.len().min(16));

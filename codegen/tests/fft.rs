@@ -520,6 +520,17 @@ fn rendered_passes_compile_with_nvrtc() {
                 rendered.push(render_fused(&spread, &fused).unwrap());
             }
         }
+        // a chain's turns: along the rows and the strided columns, either direction first
+        let two: &[usize] = &[0, 1];
+        let links: Vec<(&[usize], bool)> = (0..4).map(|j| (two, j % 2 == 1)).collect();
+        let p = fft::plan_chain(&[256, 256], &links, dt, None).unwrap();
+        for s in p.steps.iter().filter(|s| s.pass.round_trip) {
+            let fused = Fused {
+                mid,
+                ..Default::default()
+            };
+            rendered.push(render_fused(&s.pass, &fused).unwrap());
+        }
         let p = fft::plan_round_trip(&[3, 256], &[1], &[1], dt, true, None).unwrap();
         let all = Fused {
             prologue: Some(&k),

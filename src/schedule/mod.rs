@@ -999,7 +999,8 @@ fn generated_runs(
 
 /// The consumer step of the transform step `fi` that its last pass can compute: the only
 /// reader of the transform (no root), a kernel of one output over the transform's shape
-/// reading it in one unguarded load, through rolls only (each read by the next alone).
+/// reading it in one unguarded load, at its own index or through rolls only (each read by
+/// the next alone).
 fn epilogue_of(
     steps: &[TStep],
     fi: usize,
@@ -1049,7 +1050,20 @@ fn epilogue_of(
     {
         return None;
     }
-    Some((*ci, rolls_to(dst, *out, nodes, dag)?))
+    // a load at the kernel's own linear index reads each element where the kernel computes
+    // it, however the value spreads through the kernel after it (`u + (u - u^3) dt` of a
+    // transform's real part); through rolls, the shifts
+    let own_index = kernel.values.iter().any(|v| {
+        matches!(v.inst, lazyfuse_codegen::Inst::Load { input, index, .. }
+            if input == slot
+                && kernel.values.get(index as usize).map(|x| x.inst)
+                    == Some(lazyfuse_codegen::Inst::Index))
+    });
+    match rolls_to(dst, *out, nodes, dag) {
+        Some(shifts) => Some((*ci, shifts)),
+        None if own_index => Some((*ci, vec![0; nodes[dst].shape.len()])),
+        None => None,
+    }
 }
 
 /// The shift per axis of the rolls through which `out`'s computation reads `dst`: from

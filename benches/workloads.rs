@@ -534,12 +534,15 @@ fn run_sim(dev: &Device, quick: bool) -> lf::Result<()> {
         }
         if dev.is_cuda() {
             // complex transforms as generated passes, the step's kernels fused into them;
-            // a body of ten steps chains its round trips (two passes a step), run with
-            // cuFFT's R2C plan too for comparison
+            // a body of ten steps (or all hundred, as JAX's fori_loop compiles them) chains
+            // its round trips (two passes a step), run with cuFFT's R2C plan too for
+            // comparison
             for (body, fft, real) in [
                 (1, lf::FftBackend::Generated, false),
                 (10, lf::FftBackend::Generated, false),
+                (100, lf::FftBackend::Generated, false),
                 (10, lf::FftBackend::Cufft, true),
+                (100, lf::FftBackend::Cufft, true),
             ] {
                 lf::set_real_fft(real);
                 let fft_before = lf::set_fft_backend(fft);
@@ -563,17 +566,21 @@ fn run_sim(dev: &Device, quick: bool) -> lf::Result<()> {
                     (false, b) => format!("{b} steps per call, plain launches"),
                 };
                 let (name, plan) = match (fft, body) {
-                    (lf::FftBackend::Cufft, _) => ("lazyfuse-graph-10step", "R2C/C2R cuFFT"),
+                    (lf::FftBackend::Cufft, _) => ("lazyfuse-graph", "R2C/C2R cuFFT"),
                     (_, 1) => ("lazyfuse-graph-generated-fft", "C2C generated passes"),
                     _ => (
-                        "lazyfuse-graph-generated-fft-10step",
+                        "lazyfuse-graph-generated-fft",
                         "C2C generated passes, round trips chained",
                     ),
+                };
+                let name = match body {
+                    1 => name.to_string(),
+                    b => format!("{name}-{b}step"),
                 };
                 row(
                     "sim100",
                     n,
-                    name,
+                    &name,
                     t,
                     &format!("traced Function, {how}, {plan}; host {:.0} us", host * 1e6),
                 );

@@ -543,6 +543,7 @@ fn run_sim(dev: &Device, quick: bool) -> lf::Result<()> {
                 (100, lf::FftBackend::Generated, false),
                 (10, lf::FftBackend::Cufft, true),
                 (100, lf::FftBackend::Cufft, true),
+                (10, lf::FftBackend::Cufft, false),
             ] {
                 lf::set_real_fft(real);
                 let fft_before = lf::set_fft_backend(fft);
@@ -566,7 +567,8 @@ fn run_sim(dev: &Device, quick: bool) -> lf::Result<()> {
                     (false, b) => format!("{b} steps per call, plain launches"),
                 };
                 let (name, plan) = match (fft, body) {
-                    (lf::FftBackend::Cufft, _) => ("lazyfuse-graph", "R2C/C2R cuFFT"),
+                    (lf::FftBackend::Cufft, _) if real => ("lazyfuse-graph", "R2C/C2R cuFFT"),
+                    (lf::FftBackend::Cufft, _) => ("lazyfuse-graph-c2c", "C2C cuFFT"),
                     (_, 1) => ("lazyfuse-graph-generated-fft", "C2C generated passes"),
                     _ => (
                         "lazyfuse-graph-generated-fft",

@@ -6,8 +6,10 @@
 //! Run: `cargo run --release --example 03_simulation_loop [-- N [STEPS] [--tsv]]`
 //! (N defaults to 256, STEPS to 1000; writes allen_cahn.png). With `--tsv` it also prints
 //! BENCH.md rows `sim100 <n> lazyfuse-fused|lazyfuse-graph <us per 100 steps> us`: the
-//! `eval` loop and the traced function. On CUDA both replay graphs by default (a repeated
-//! multi-step plan is recorded once); `LAZYFUSE_GRAPHS=0` gives plain launches for both.
+//! `eval` loop and the traced function, and `lazyfuse-graph-10step`: ten steps traced as one
+//! function (with the generated FFT passes, their transforms chain: two passes a step). On
+//! CUDA all replay graphs by default (a repeated multi-step plan is recorded once);
+//! `LAZYFUSE_GRAPHS=0` gives plain launches.
 
 mod common;
 
@@ -129,6 +131,31 @@ fn main() -> lf::Result<()> {
         s.graph_launches,
         f.is_graph()
     );
+    // --- ten steps traced as one Function: on CUDA with the generated FFT passes
+    // (`LAZYFUSE_FFT=generated`, complex transforms: `LAZYFUSE_REAL_FFT=0`) the steps'
+    // transforms chain, two passes a step ---
+    let body = 10;
+    let m = mult.clone();
+    let f10 = lf::Function::trace(&[&v], move |x| {
+        let mut u = x[0].clone();
+        for _ in 0..body {
+            u = step(&u, &m, DT);
+        }
+        vec![u]
+    })?;
+    for _ in 0..3 {
+        v = f10.call(&[&v])?.remove(0);
+    }
+    lf::reset_stats();
+    let t_fn10 = per_step(&dev, steps.div_ceil(body), || {
+        v = f10.call(&[&v]).expect("call").remove(0);
+    })? / body as f64;
+    println!(
+        "function of {body} steps: {:.1} us/step ({} graph launches, {} FFT calls)",
+        t_fn10 * 1e6,
+        lf::stats().graph_launches,
+        lf::stats().library_calls
+    );
     let m = lf::memory_stats();
     println!(
         "memory: device {:.1} MiB live / {:.1} MiB peak, host {:.1} MiB live",
@@ -151,6 +178,10 @@ fn main() -> lf::Result<()> {
         println!(
             "sim100\t{n}\tlazyfuse-graph\t{:.1} us\t",
             t_fn * 100.0 * 1e6
+        );
+        println!(
+            "sim100\t{n}\tlazyfuse-graph-{body}step\t{:.1} us\t",
+            t_fn10 * 100.0 * 1e6
         );
     }
     Ok(())

@@ -64,8 +64,9 @@ pub(crate) enum TStep {
     /// transform's first pass: the input itself is never stored (`fuse_prologues`).
     /// With `round` trips, the transform's consumer and a second transform of its
     /// result follow in the same passes (`RoundPlan`), then that one's consumer and a
-    /// third, and so on (a chain), and the step computes the last transform instead. With an `epilogue`, the (last) transform's consumer is computed
-    /// in its last pass: the transform is not stored either, the epilogue's output is.
+    /// third, and so on (a chain), and the step computes the last transform instead.
+    /// With an `epilogue`, the (last) transform's consumer is computed in its last pass:
+    /// the transform is not stored either, the epilogue's output is.
     FftFused {
         kernel: Arc<Kernel>,
         inputs: Vec<usize>,

@@ -266,6 +266,8 @@ impl CudaDevice {
                 .iter()
                 .any(|m| m.inputs.iter().flatten().any(|b| wide(b)));
         let mut passes = Vec::with_capacity(prog.steps.len());
+        // round-trip passes so far (the next one computes `mids[trips]`)
+        let mut trips = 0;
         for (i, s) in prog.steps.iter().enumerate() {
             // a grid beyond CUDA's 2^31 - 1 blocks goes to cuFFT
             let grid = s.pass.grid(s.args.line_count());
@@ -277,7 +279,9 @@ impl CudaDevice {
             }
             // the step reading the transform's input computes it through the prologue, the
             // last one stores through the epilogue
-            let (kernel, packer) = match fused_at(&prog, i, src, mids, epi) {
+            let at = fused_at(&prog, i, trips, src, mids, epi);
+            trips += usize::from(s.pass.round_trip);
+            let (kernel, packer) = match at {
                 (None, None, None) => (self.kernels.get_fft(&self.ctx, &s.pass)?, None),
                 (p, m, e) => {
                     let work = (
@@ -367,9 +371,12 @@ impl CudaDevice {
             }
         };
         let mut launches = Vec::with_capacity(set.passes.len());
+        let mut trips = 0;
         for (i, (s, p)) in prog.steps.iter().zip(&set.passes).enumerate() {
             let ptrs = [ptr(s.src)?, ptr(s.dst)?, p.tw, p.tw_big];
-            let blob = match (fused_at(prog, i, src, mids, epi), &p.packer) {
+            let at = fused_at(prog, i, trips, src, mids, epi);
+            trips += usize::from(s.pass.round_trip);
+            let blob = match (at, &p.packer) {
                 ((None, None, None), None) => pack_args(&s.args, ptrs),
                 ((pro, m, e), Some(packer)) => fused_blob(packer, &s.args, ptrs, pro, m, e)?,
                 _ => return Err(Error::internal("generated fft", "fused work changed")),
@@ -547,12 +554,13 @@ fn fused_blob(
         .map_err(|e| Error::internal("generated fft", e))
 }
 
-/// The fused work of step `i` of `prog`: the prologue when it reads the transform's input,
-/// the `j`-th middle work in the `j`-th round-trip pass, the epilogue when it is the last
-/// step.
+/// The fused work of step `i` of `prog` (after `trips` round-trip passes): the prologue
+/// when it reads the transform's input, the `j`-th middle work in the `j`-th round-trip
+/// pass, the epilogue when it is the last step.
 fn fused_at<'a>(
     prog: &gen::Program,
     i: usize,
+    trips: usize,
     src: &'a Source,
     mids: &'a [Mid<'a>],
     epi: Option<&'a Epilogue<'a>>,
@@ -565,13 +573,7 @@ fn fused_at<'a>(
         (Source::Prologue(p), Buf::Input) => Some(*p),
         _ => None,
     };
-    let mid = match prog.steps[i].pass.round_trip {
-        true => {
-            let j = prog.steps[..i].iter().filter(|s| s.pass.round_trip).count();
-            mids.get(j)
-        }
-        false => None,
-    };
+    let mid = mids.get(trips).filter(|_| prog.steps[i].pass.round_trip);
     (pro, mid, epi.filter(|_| i + 1 == prog.steps.len()))
 }
 

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Device call 2: chains of round trips after the fix that links the steps (A = ed604fd),
-# and radix-4 stages for small launches on top (B = the bundle, 1977c7d: be4ece0 and a
-# sim row of ten C2C cuFFT steps a call). Every test binary of B by default (fresh
+# and radix-4 stages for small launches on top (B = the bundle: be4ece0, a
+# sim row of ten C2C cuFFT steps a call and the pass-index count). Every test binary of B by default (fresh
 # decision cache; the mock NVTX tool unpacked beside the examples),
 # the FFT tests, loops, grad, nvtx and profile again with LAZYFUSE_FFT=generated; the sim
 # and psf rows of A and B alternating, twice, each with its own fresh decision cache; ncu

@@ -213,29 +213,6 @@ fn uncovered_lengths_and_dtypes() {
 }
 
 #[test]
-fn small_launches_take_radix_4_stages() {
-    let narrow = |n: usize| fft::factor_narrow(n).unwrap().to_vec();
-    assert_eq!(narrow(256), [4, 4, 4, 4]);
-    assert_eq!(narrow(2048), [4, 4, 4, 4, 4, 2]);
-    assert_eq!(narrow(1000), [4, 2, 5, 5, 5]);
-    assert_eq!(narrow(60), fft::factor(60).unwrap().to_vec());
-    assert_eq!(fft::factor_narrow(22), None);
-    // 256 lines of 256 (the 256^2 sim step's rows): 64 threads a line; 4096 lines keep
-    // radix-8 stages and 32
-    let rows = |lines: usize| fft::plan_c2c(&[lines, 256], &[1], DType::C64, false).unwrap();
-    let small = &rows(256).steps[0].pass;
-    assert_eq!(
-        (small.radices.to_vec(), small.threads_per_line),
-        (narrow(256), 64)
-    );
-    let big = &rows(4096).steps[0].pass;
-    assert_eq!(
-        (big.radices.to_vec(), big.threads_per_line),
-        (vec![8, 8, 4], 32)
-    );
-}
-
-#[test]
 fn rendered_pass_structure() {
     let p = fft::plan_c2c(&[7, 1000], &[1], DType::C64, false).unwrap();
     let pass = &p.steps[0].pass;
@@ -249,7 +226,7 @@ fn rendered_pass_structure() {
     );
     assert!(src.contains("lf_fft_store(const lf_fft_args& a, long long i, c32 v)"));
     // one stage block per radix, twiddles from the table, never sincos
-    assert_eq!(src.matches("// stage").count(), pass.radices.len());
+    assert_eq!(src.matches("// stage").count(), 4);
     assert!(src.contains("a.tw["));
     assert!(!src.contains("sincos") && !src.contains("__sinf"));
     assert!(src.contains(&format!(
@@ -482,8 +459,6 @@ fn rendered_passes_compile_with_nvrtc() {
         (vec![3, 4096], 1),
         (vec![2048, 3], 0),
         (vec![2, 2187], 1),
-        // radix-4 stages then one of radix 2 (a small launch of an odd power of two)
-        (vec![5, 2048], 1),
     ] {
         for dt in [DType::C64, DType::C128] {
             for inv in [false, true] {
@@ -1106,14 +1081,11 @@ fn round_trip_passes_render_both_directions() {
     let r = render_fused(&rt.pass, &mid).unwrap();
     let src = &r.source;
     assert_eq!(placeholders(src), Vec::<&str>::new(), "{src}");
-    // the butterflies of the widest radix, in both directions
-    let r = rt.pass.radices.iter().max().unwrap();
-    let (bf, bb) = (format!("lf_bfly{r}_f(v[q])"), format!("lf_bfly{r}_b(v[q])"));
     for needle in [
         "lf_mid_args mid;",
         "lf_fft_mid(const lf_fft_args& fa",
-        &bf,
-        &bb,
+        "lf_bfly8_f(v[q])",
+        "lf_bfly8_b(v[q])",
         "lf_tw_f(",
         "lf_tw_b(",
         "lf_rot_b(",

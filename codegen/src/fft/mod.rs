@@ -118,31 +118,6 @@ pub fn factor(n: usize) -> Option<SmallVec<[u8; 16]>> {
     Some(r)
 }
 
-/// [`factor`]'s radices of `n` with the power of two in radix-4 stages (and one radix-2
-/// stage after them where its exponent is odd): twice the threads a line of a radix-8
-/// plan. `None` where [`factor`] has none.
-pub fn factor_narrow(n: usize) -> Option<SmallVec<[u8; 16]>> {
-    let r = factor(n)?;
-    if !r.contains(&8) {
-        return Some(r);
-    }
-    let k = r
-        .iter()
-        .map(|&x| match x {
-            8 => 3,
-            4 => 2,
-            2 => 1,
-            _ => 0,
-        })
-        .sum::<usize>();
-    let mut out: SmallVec<[u8; 16]> = std::iter::repeat_n(4, k / 2).collect();
-    if k % 2 == 1 {
-        out.push(2);
-    }
-    out.extend(r.iter().copied().filter(|&x| x % 2 == 1));
-    Some(out)
-}
-
 /// Bytes of one complex element of `dtype` (`C64` or `C128`), `None` for other dtypes.
 pub fn complex_size(dtype: DType) -> Option<usize> {
     match dtype {
@@ -365,27 +340,6 @@ impl FftPass {
         twiddle_in: bool,
     ) -> FftPass {
         let radices = factor(n).expect("a covered length");
-        Self::with_radices(
-            n,
-            radices,
-            dtype,
-            inverse,
-            strided_load,
-            strided_store,
-            twiddle_in,
-        )
-    }
-
-    /// [`FftPass::new`] with the stages' `radices` (their product `n`).
-    fn with_radices(
-        n: usize,
-        radices: SmallVec<[u8; 16]>,
-        dtype: DType,
-        inverse: bool,
-        strided_load: bool,
-        strided_store: bool,
-        twiddle_in: bool,
-    ) -> FftPass {
         let size = complex_size(dtype).expect("a complex dtype");
         let tpl = threads_per_line(n, &radices);
         // each line also takes its two base offsets and its middle coordinate (8 bytes each)
@@ -445,21 +399,6 @@ impl FftPass {
     /// sectors); and with its strided load and store spread over more threads where the
     /// launch is small ([`FftPass::spread_for`]).
     pub fn for_lines(mut self, lines: u64) -> FftPass {
-        // a small launch runs radix-4 stages: twice the threads a line, each with half the
-        // work a stage (more warps to hide the stages' latency)
-        if lines.saturating_mul(self.threads_per_line as u64) < SPREAD_BELOW {
-            if let Some(r) = factor_narrow(self.n as usize).filter(|r| *r != self.radices) {
-                self = FftPass::with_radices(
-                    self.n as usize,
-                    r,
-                    self.dtype,
-                    self.inverse,
-                    self.load_lines_fastest,
-                    self.store_lines_fastest,
-                    self.twiddle_in,
-                );
-            }
-        }
         let lpb = self.lines_per_block as u64;
         if lines.div_ceil(lpb) >= MIN_BLOCKS {
             return self.spread_plain(lines);

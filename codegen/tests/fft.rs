@@ -924,6 +924,20 @@ fn update<T: fft::host::Real + Into<f64>>(i: usize, v: Complex<T>) -> Complex<T>
     Complex::new(T::from_f64(u + (u - u * u * u) * 0.1), T::from_f64(0.0))
 }
 
+/// The host's middle works of a chain of `count` transforms: [`filter`] after each forward
+/// transform, [`update`] after each inverse one.
+fn chain_mids<T: fft::host::Real + Into<f64>>(count: usize) -> Vec<fft::host::Mid<'static, T>> {
+    (1..count)
+        .map(|j| -> fft::host::Mid<'static, T> {
+            if j % 2 == 1 {
+                &filter::<T>
+            } else {
+                &update::<T>
+            }
+        })
+        .collect()
+}
+
 /// `x` (C order, `shape`) transformed along each of `axes` by compensated f64 DFTs.
 fn dft_axes(x: &[Complex64], shape: &[usize], axes: &[usize], inverse: bool) -> Vec<Complex64> {
     let mut y = x.to_vec();
@@ -958,24 +972,7 @@ fn chains_of_round_trips_against_dfts() {
             }
             want = dft_axes(&want, shape, axes, j % 2 == 1);
         }
-        let mids64: Vec<fft::host::Mid<f64>> = (1..count)
-            .map(|j| -> fft::host::Mid<f64> {
-                if j % 2 == 1 {
-                    &filter
-                } else {
-                    &update
-                }
-            })
-            .collect();
-        let mids32: Vec<fft::host::Mid<f32>> = (1..count)
-            .map(|j| -> fft::host::Mid<f32> {
-                if j % 2 == 1 {
-                    &filter
-                } else {
-                    &update
-                }
-            })
-            .collect();
+        let (mids64, mids32) = (chain_mids::<f64>(count), chain_mids::<f32>(count));
         for dt in [DType::C64, DType::C128] {
             let p = fft::plan_chain(shape, &links, dt, None)
                 .unwrap_or_else(|| panic!("{shape:?} {axes:?} {dt:?}"));

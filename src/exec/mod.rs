@@ -472,11 +472,8 @@ fn buffer_of(n: &Node) -> Result<Arc<Buffer>> {
 }
 
 /// The buffers of a fused kernel's inputs (`None` at its value input, a transform the
-/// step computes); none without the kernel.
-fn but_value(k: Option<(&NodeList, u32)>) -> Result<SmallVec<[Option<Arc<Buffer>>; 4]>> {
-    let Some((inputs, value_input)) = k else {
-        return Ok(SmallVec::new());
-    };
+/// step computes).
+fn but_value(inputs: &NodeList, value_input: u32) -> Result<SmallVec<[Option<Arc<Buffer>>; 4]>> {
     inputs
         .iter()
         .enumerate()
@@ -547,12 +544,15 @@ pub(crate) fn execute(sched: &Schedule) -> Result<bool> {
                     inputs.iter().map(|n| buffer_of(n)).collect::<Result<_>>()?;
                 let refs: SmallVec<[&Buffer; 4]> = bufs.iter().map(|b| b.as_ref()).collect();
                 // the middle kernel's and the epilogue's inputs but the transforms
-                let epi_bufs = but_value(epilogue.as_ref().map(|e| (&e.inputs, e.value_input)))?;
+                let epi_bufs = match epilogue {
+                    Some(e) => but_value(&e.inputs, e.value_input)?,
+                    None => SmallVec::new(),
+                };
                 let epi_refs: SmallVec<[Option<&Buffer>; 4]> =
                     epi_bufs.iter().map(|b| b.as_deref()).collect();
                 let mid_bufs = round
                     .iter()
-                    .map(|r| but_value(Some((&r.inputs, r.value_input))))
+                    .map(|r| but_value(&r.inputs, r.value_input))
                     .collect::<Result<Vec<_>>>()?;
                 let mid_refs: Vec<SmallVec<[Option<&Buffer>; 4]>> = mid_bufs
                     .iter()

@@ -504,12 +504,11 @@ pub(crate) struct RoundRun<'a> {
 /// The unnormalized C2C transform `spec` of the values `prologue` computes (an
 /// elementwise kernel with one output, launched over `in_shape` with `args`, reading
 /// `inputs`), with `round` its consumer's result transformed back (and on, for each round
-/// trip of a chain), and with `epi` that
-/// consumer's output of the (last) transform: on a CUDA device as generated passes
-/// computing the prologue in the first pass's loads, the round trip's kernel between the
-/// transforms in one pass, and the epilogue in the last pass's stores, where the generator
-/// runs the transforms; otherwise (and on the CPU) the kernels run apart and the
-/// transforms between them.
+/// trip of a chain), and with `epi` that consumer's output of the (last) transform: on a
+/// CUDA device as generated passes computing the prologue in the first pass's loads, each
+/// round trip's kernel between the transforms in one pass, and the epilogue in the last
+/// pass's stores, where the generator runs the transforms; otherwise (and on the CPU) the
+/// kernels run apart and the transforms between them.
 #[allow(clippy::too_many_arguments)]
 pub(crate) fn fft_fused(
     dev: &Device,

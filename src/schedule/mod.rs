@@ -789,13 +789,16 @@ fn fuse_prologues(steps: &mut Vec<TStep>, nodes: &[Arc<Node>], dag: &Dag, root_p
         .iter()
         .map(|f| epilogue_of(steps, f.1, nodes, dag, root_pos))
         .collect();
+    // the transform whose prologue each kernel step is
+    let prologue_of: HashMap<usize, usize> =
+        found.iter().enumerate().map(|(i, f)| (f.0, i)).collect();
     let mut next: HashMap<usize, usize> = HashMap::new();
     let mut has_prev: HashSet<usize> = HashSet::new();
     for a in 0..found.len() {
         let Some((ci, shifts)) = &consumers[a] else {
             continue;
         };
-        let Some(b) = found.iter().position(|f| f.0 == *ci) else {
+        let Some(&b) = prologue_of.get(ci) else {
             continue;
         };
         if shifts.iter().any(|&s| s != 0)
@@ -837,7 +840,6 @@ fn fuse_prologues(steps: &mut Vec<TStep>, nodes: &[Arc<Node>], dag: &Dag, root_p
     // transform's epilogue (in `ifft2(fft2(u) * m)` without a round trip the product is
     // the inverse's prologue, not the forward's epilogue), and an epilogue serves one
     // transform.
-    let prologues: HashSet<usize> = found.iter().map(|f| f.0).collect();
     let mut epilogues: HashSet<usize> = HashSet::new();
     for (i, f) in found.iter_mut().enumerate() {
         if second_of.contains_key(&i) {
@@ -845,7 +847,7 @@ fn fuse_prologues(steps: &mut Vec<TStep>, nodes: &[Arc<Node>], dag: &Dag, root_p
         }
         f.2 = consumers[i]
             .take()
-            .filter(|(ci, _)| !prologues.contains(ci) && epilogues.insert(*ci));
+            .filter(|(ci, _)| !prologue_of.contains_key(ci) && epilogues.insert(*ci));
     }
     let seconds: HashSet<usize> = second_of.values().copied().collect();
     let mut taken: Vec<Option<TStep>> = std::mem::take(steps).into_iter().map(Some).collect();

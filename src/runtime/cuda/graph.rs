@@ -96,9 +96,9 @@ pub(crate) enum GraphStep<'a> {
 
 /// A C2C transform run as generated passes, its input computed in the first pass by
 /// `prologue`, with `round` its consumer and its transform back in the same passes (and
-/// on, for each round trip of a chain), and
-/// with `epilogue` the (last) transform's consumer in the last pass: every pass is a
-/// kernel node, so each replay points it at that run's buffers.
+/// on, for each round trip of a chain), and with `epilogue` the (last) transform's
+/// consumer in the last pass: every pass is a kernel node, so each replay points it at
+/// that run's buffers.
 pub(crate) struct FusedStep<'a> {
     pub(crate) spec: &'a FftSpec,
     pub(crate) prologue: &'a Arc<Kernel>,

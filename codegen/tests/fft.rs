@@ -467,6 +467,22 @@ fn rendered_passes_compile_with_nvrtc() {
             }
         }
     }
+    // real transforms: the last-axis passes, both directions, odd and power-of-two lines
+    for (shape, dts) in [
+        (vec![3usize, 1000], &[DType::C64, DType::C128][..]),
+        (vec![5, 7], &[DType::C64, DType::C128]),
+        (vec![2, 4096], &[DType::C64]),
+        (vec![2, 2048], &[DType::C128]),
+    ] {
+        for &dt in dts {
+            for p in [
+                fft::plan_r2c(&shape, &[0, 1], dt),
+                fft::plan_c2r(&shape, &[0, 1], dt),
+            ] {
+                passes.extend(p.unwrap().steps.into_iter().map(|s| s.pass));
+            }
+        }
+    }
     let mut rendered: Vec<_> = passes.iter().map(render).collect();
     for dt in [DType::C64, DType::C128] {
         let (k, e) = (prologue(dt), epilogue(dt));
@@ -1126,4 +1142,116 @@ fn round_trip_passes_render_both_directions() {
     assert_eq!(blob.len(), size);
     let at = ARG_BYTES.div_ceil(8) * 8;
     assert_eq!(&blob[at..at + 8], &99u64.to_le_bytes());
+}
+
+/// The half spectrum (last axis `n -> n/2 + 1`) of a full one over `shape`.
+fn halve(x: &[Complex64], shape: &[usize]) -> Vec<Complex64> {
+    let n = *shape.last().unwrap();
+    x.chunks(n).flat_map(|l| l[..n / 2 + 1].to_vec()).collect()
+}
+
+/// `x` in the precision of `dt`, run through `prog` by the host executor, in f64.
+fn run_in(prog: &Program, x: &[Complex64], dt: DType) -> Vec<Complex64> {
+    match dt {
+        DType::C64 => {
+            let x32: Vec<Complex32> = x
+                .iter()
+                .map(|z| Complex32::new(z.re as f32, z.im as f32))
+                .collect();
+            host::run_program(prog, &x32)
+                .iter()
+                .map(|z| Complex64::new(z.re as f64, z.im as f64))
+                .collect()
+        }
+        _ => host::run_program(prog, x),
+    }
+}
+
+#[test]
+fn real_transforms_against_dfts() {
+    // (shape, axes; the last of them the array's last axis, halved): odd and even halved
+    // lengths, one and several axes, a length-1 axis
+    let cases: &[(&[usize], &[usize])] = &[
+        (&[16], &[0]),
+        (&[7], &[0]),
+        (&[1], &[0]),
+        (&[2], &[0]),
+        (&[3, 10], &[1]),
+        (&[5, 12], &[0, 1]),
+        (&[4, 6, 9], &[0, 1, 2]),
+        (&[6, 1, 8], &[1, 0, 2]),
+        (&[2, 4096], &[0, 1]),
+    ];
+    for &(shape, axes) in cases {
+        let len: usize = shape.iter().product();
+        let n = *shape.last().unwrap();
+        let mut half_shape = shape.to_vec();
+        *half_shape.last_mut().unwrap() = n / 2 + 1;
+        let x: Vec<Complex64> = input(len, 23)
+            .iter()
+            .map(|z| Complex64::new(z.re, 0.0))
+            .collect();
+        // R2C: the full complex DFT's half spectrum
+        let want = halve(&dft_axes(&x, shape, axes, false), shape);
+        // C2R: a half spectrum (any, not Hermitian along the other axes), its inverse DFTs
+        // along the other axes, then the Hermitian line extended and transformed back
+        let spec = input(want.len(), 29);
+        let last = shape.len() - 1;
+        let mut y = dft_axes(&spec, &half_shape, &axes[..axes.len() - 1], true);
+        let full: Vec<Complex64> = y
+            .chunks_mut(n / 2 + 1)
+            .flat_map(|l| {
+                (0..n)
+                    .map(|p| match p <= n / 2 {
+                        true => l[p],
+                        false => l[n - p].conj(),
+                    })
+                    .collect::<Vec<_>>()
+            })
+            .collect();
+        let back: Vec<Complex64> = dft_axes(&full, shape, &[last], true)
+            .iter()
+            .map(|z| Complex64::new(z.re, 0.0))
+            .collect();
+        for dt in [DType::C64, DType::C128] {
+            let tol = if dt == DType::C64 { 1e-5 } else { 1e-13 };
+            if !fft::one_pass(n, dt) {
+                // the halved axis takes two passes (4096 complex128 values)
+                assert!(fft::plan_r2c(shape, axes, dt).is_none(), "{shape:?}");
+                assert!(fft::plan_c2r(shape, axes, dt).is_none(), "{shape:?}");
+                continue;
+            }
+            let r2c = fft::plan_r2c(shape, axes, dt).unwrap_or_else(|| panic!("{shape:?}"));
+            assert_eq!(r2c.out_len, want.len(), "{shape:?}");
+            let real = r2c.steps.iter().filter(|s| s.pass.real == fft::RealIo::R2C);
+            assert_eq!(real.count(), 1, "{shape:?}: one real pass");
+            let got = run_in(&r2c, &x, dt);
+            let err = rel_err(&got, &want);
+            assert!(err < tol, "r2c {shape:?} {axes:?} {dt:?}: {err:.3e}");
+            let c2r = fft::plan_c2r(shape, axes, dt).unwrap_or_else(|| panic!("{shape:?}"));
+            assert_eq!(c2r.out_len, len, "{shape:?}");
+            let last_pass = &c2r.steps.last().unwrap().pass;
+            assert_eq!(last_pass.real, fft::RealIo::C2R, "{shape:?}");
+            let got = run_in(&c2r, &spec, dt);
+            assert!(got.iter().all(|z| z.im == 0.0), "{shape:?}: real output");
+            let err = rel_err(&got, &back);
+            assert!(err < tol, "c2r {shape:?} {axes:?} {dt:?}: {err:.3e}");
+        }
+    }
+}
+
+#[test]
+fn real_transforms_only_where_covered() {
+    // the halved axis not the array's last, uncovered, two passes; an axis twice; empty
+    assert!(fft::plan_r2c(&[8, 6], &[1, 0], DType::C64).is_none());
+    assert!(fft::plan_r2c(&[8, 11], &[1], DType::C64).is_none());
+    assert!(fft::plan_r2c(&[2, 1 << 13], &[1], DType::C64).is_none());
+    assert!(fft::plan_r2c(&[8, 6], &[1, 1], DType::C64).is_none());
+    assert!(fft::plan_r2c(&[0, 6], &[0, 1], DType::C64).is_none());
+    assert!(fft::plan_r2c(&[8, 6], &[1], DType::F32).is_none());
+    // a C2R program's other axes must be one pass each (its only scratch is the work
+    // buffer); the R2C program's may be two
+    assert!(fft::plan_c2r(&[1 << 13, 8], &[0, 1], DType::C64).is_none());
+    assert!(fft::plan_r2c(&[1 << 13, 8], &[0, 1], DType::C64).is_some());
+    assert!(fft::plan_c2r(&[16, 8], &[0, 1], DType::C64).is_some());
 }

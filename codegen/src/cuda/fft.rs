@@ -41,7 +41,7 @@
 //! products are written plainly (NVRTC may contract them into FMAs, which only helps here).
 
 use super::{ArgLayout, Rendered};
-use crate::fft::{odd_radix_constants, FftPass, PassArgs};
+use crate::fft::{odd_radix_constants, FftPass, PassArgs, RealIo};
 use crate::ir::fnv1a;
 use crate::{DType, Inst, IrError, Kernel, LaunchArgs};
 use std::fmt::Write;
@@ -250,12 +250,15 @@ impl FusedPacker {
 /// Checks that `fused` fits `pass` (see [`Fused`], [`Epilogue`]).
 fn check_fused(pass: &FftPass, fused: &Fused) -> Result<(), IrError> {
     let err = |m: String| Err(IrError(m));
+    let (in_dt, out_dt) = (
+        pass.real.in_dtype(pass.dtype),
+        pass.real.out_dtype(pass.dtype),
+    );
     if let Some(k) = fused.prologue {
         k.validate()?;
-        if k.reduce.is_some() || k.outputs.as_slice() != [pass.dtype] || k.stores.len() != 1 {
+        if k.reduce.is_some() || k.outputs.as_slice() != [in_dt] || k.stores.len() != 1 {
             return err(format!(
-                "a fused FFT prologue is an elementwise kernel with one {} output",
-                pass.dtype
+                "a fused FFT prologue is an elementwise kernel with one {in_dt} output"
             ));
         }
     }
@@ -269,16 +272,19 @@ fn check_fused(pass: &FftPass, fused: &Fused) -> Result<(), IrError> {
         if k.reduce.is_some()
             || k.outputs.len() != 1
             || k.stores.len() != 1
-            || k.inputs.get(e.value_input as usize) != Some(&pass.dtype)
+            || k.inputs.get(e.value_input as usize) != Some(&out_dt)
             || loads.as_slice() != [None]
             || !shifts_ok
         {
             return err(format!(
                 "a fused FFT epilogue is an elementwise kernel with one output reading its \
-                 {} input {} once, unguarded, with {rank} shift parameters",
-                pass.dtype, e.value_input
+                 {out_dt} input {} once, unguarded, with {rank} shift parameters",
+                e.value_input
             ));
         }
+    }
+    if pass.real != RealIo::Complex && (pass.round_trip || pass.masked) {
+        return err("a real FFT pass neither goes round trip nor masks its loads".into());
     }
     if pass.round_trip != fused.mid.is_some() {
         return err("a round-trip FFT pass fuses middle work, no other pass does".into());
@@ -400,6 +406,9 @@ fn render_pass(pass: &FftPass, fused: &Fused) -> Rendered {
         DType::C64 => ("c32", "float"),
         _ => ("c64", "double"),
     };
+    // the element types at the two ends (real for the last-axis pass of a real transform)
+    let in_t = if pass.real == RealIo::R2C { r } else { c };
+    let out_t = if pass.real == RealIo::C2R { r } else { c };
     let align = if pass.dtype == DType::C64 { 8 } else { 16 };
     let n = pass.n as usize;
     let lpb = pass.lines_per_block as usize;
@@ -476,7 +485,7 @@ fn render_pass(pass: &FftPass, fused: &Fused) -> Rendered {
     }
     let _ = writeln!(
         w,
-        "struct lf_fft_args {{\n  const {c}* in;\n  {c}* out;\n  const {c}* __restrict__ tw;\n  \
+        "struct lf_fft_args {{\n  const {in_t}* in;\n  {out_t}* out;\n  const {c}* __restrict__ tw;\n  \
          const {c}* __restrict__ tw_big;\n  long long lines, cnt_b, cnt_c;\n  \
          long long in_da, in_db, in_dc, in_stride;\n  \
          long long out_da, out_db, out_dc, out_stride;\n  \
@@ -486,7 +495,8 @@ fn render_pass(pass: &FftPass, fused: &Fused) -> Rendered {
         w,
         "__device__ __forceinline__ {c} lf_cadd({c} a, {c} b) {{ return {{a.re + b.re, a.im + b.im}}; }}\n\
          __device__ __forceinline__ {c} lf_csub({c} a, {c} b) {{ return {{a.re - b.re, a.im - b.im}}; }}\n\
-         __device__ __forceinline__ {c} lf_rmul({r} k, {c} a) {{ return {{k * a.re, k * a.im}}; }}"
+         __device__ __forceinline__ {c} lf_rmul({r} k, {c} a) {{ return {{k * a.re, k * a.im}}; }}\n\
+         __device__ __forceinline__ {c} lf_conj({c} a) {{ return {{a.re, -a.im}}; }}"
     );
     // the twiddle product and the radix-4 rotation of each direction the stages run (a
     // round-trip pass's second set, `_b`, runs the other way)
@@ -505,13 +515,13 @@ fn render_pass(pass: &FftPass, fused: &Fused) -> Rendered {
         None => {
             let _ = writeln!(
                 w,
-                "__device__ __forceinline__ {c} lf_fft_load(const lf_fft_args& a, long long i) {{ return a.in[i]; }}"
+                "__device__ __forceinline__ {in_t} lf_fft_load(const lf_fft_args& a, long long i) {{ return a.in[i]; }}"
             );
         }
         Some((k, body)) => {
             let _ = writeln!(
                 w,
-                "__device__ __forceinline__ {c} lf_fft_load(const lf_fft_args& fa, long long li) {{\n  \
+                "__device__ __forceinline__ {in_t} lf_fft_load(const lf_fft_args& fa, long long li) {{\n  \
                  const lf_pro_args& a = fa.pro;\n  const IDX i = (IDX)li;\n{body}  return v{};\n}}",
                 k.stores[0].value
             );
@@ -521,14 +531,14 @@ fn render_pass(pass: &FftPass, fused: &Fused) -> Rendered {
         None => {
             let _ = writeln!(
                 w,
-                "__device__ __forceinline__ void lf_fft_store(const lf_fft_args& a, long long i, {c} v) {{ a.out[i] = v; }}"
+                "__device__ __forceinline__ void lf_fft_store(const lf_fft_args& a, long long i, {out_t} v) {{ a.out[i] = v; }}"
             );
         }
         Some((e, body)) => {
             // the consumer's element j of the transform's element li: j_k = (i_k + s_k) mod n_k
             let _ = writeln!(
                 w,
-                "__device__ __forceinline__ void lf_fft_store(const lf_fft_args& fa, long long li, {c} lf_v) {{\n  \
+                "__device__ __forceinline__ void lf_fft_store(const lf_fft_args& fa, long long li, {out_t} lf_v) {{\n  \
                  const lf_epi_args& a = fa.epi;\n  IDX rem = (IDX)li, j = 0, st = 1;"
             );
             // The outermost coordinate is what remains (no division); where this pass runs
@@ -538,7 +548,7 @@ fn render_pass(pass: &FftPass, fused: &Fused) -> Rendered {
             let rank = e.kernel.rank as u32;
             for k in (0..rank).rev() {
                 let nk = match k + 1 == rank && line_is_last_axis(pass) {
-                    true => format!("(IDX){n}"),
+                    true => format!("(IDX){}", pass.real.out_len(n)),
                     false => format!("(IDX)a.shape[{k}]"),
                 };
                 let ik = match k {
@@ -596,16 +606,37 @@ fn render_pass(pass: &FftPass, fused: &Fused) -> Rendered {
         w,
         "__device__ __forceinline__ int lf_pad(int i) {{ return i + (i >> {shift}); }}"
     );
-    // a masked pass loads the elements inside `keep` only (the others are zeros a pruned
-    // first pass never wrote)
-    let load = |at: &str, idx: &str| {
-        match pass.masked {
-        true => format!(
-            "((({idx}) >= a.keep0 && ({idx}) < a.keep1) || (({idx}) >= a.keep2 && ({idx}) < a.keep3) \
-             ? lf_fft_load(a, {at}) : {c}{{0, 0}})"
-        ),
-        false => format!("lf_fft_load(a, {at})"),
-    }
+    // The load of line `li`'s element at position `pos` (an expression): a masked pass
+    // loads the elements inside `keep` only (the others are zeros a pruned first pass never
+    // wrote), an R2C pass real values, a C2R pass the half spectrum and conjugates.
+    let load = |pos: &str| {
+        let at = |p: &str| format!("(long long)(ib[li] + ({li_t})({p}) * in_stride)");
+        match (pass.masked, pass.real) {
+            (true, _) => format!(
+                "(((long long)({pos}) >= a.keep0 && (long long)({pos}) < a.keep1) || \
+                 ((long long)({pos}) >= a.keep2 && (long long)({pos}) < a.keep3) \
+                 ? lf_fft_load(a, {}) : {c}{{0, 0}})",
+                at(pos)
+            ),
+            (false, RealIo::R2C) => format!("{c}{{lf_fft_load(a, {}), 0}}", at(pos)),
+            (false, RealIo::C2R) => format!(
+                "(({pos}) <= {h} ? lf_fft_load(a, {}) : lf_conj(lf_fft_load(a, {})))",
+                at(pos),
+                at(&format!("{n} - ({pos})")),
+                h = n / 2
+            ),
+            (false, RealIo::Complex) => format!("lf_fft_load(a, {})", at(pos)),
+        }
+    };
+    // The store of value `v` at position `pos` of line `li`: an R2C pass stores the half
+    // spectrum, a C2R pass real parts.
+    let store = |pos: &str, v: &str| {
+        let at = format!("(long long)(ob[li] + ({li_t})({pos}) * out_stride)");
+        match pass.real {
+            RealIo::R2C => format!("if (({pos}) <= {}) lf_fft_store(a, {at}, {v})", n / 2),
+            RealIo::C2R => format!("lf_fft_store(a, {at}, ({v}).re)"),
+            RealIo::Complex => format!("lf_fft_store(a, {at}, {v})"),
+        }
     };
     let _ = writeln!(
         w,
@@ -699,10 +730,7 @@ fn render_pass(pass: &FftPass, fused: &Fused) -> Rendered {
              {c} v = {};",
             lpb * n,
             split(pass.load_lines_fastest),
-            load(
-                &format!("(long long)(ib[li] + ({li_t})p * in_stride)"),
-                "(long long)p"
-            )
+            load("p")
         );
         if pass.twiddle_in {
             let _ = writeln!(
@@ -732,7 +760,7 @@ fn render_pass(pass: &FftPass, fused: &Fused) -> Rendered {
             to_global: direct_store && k + 1 == dirs.len(),
             mid: pass.round_trip && k == 0,
         };
-        emit_stages(w, pass, c, li_t, prefetch, &load, how);
+        emit_stages(w, pass, c, li_t, prefetch, &load, &store, how);
     }
     // phase 3: store
     if direct_store {
@@ -741,9 +769,10 @@ fn render_pass(pass: &FftPass, fused: &Fused) -> Rendered {
         let _ = writeln!(
             w,
             "  // store\n  for (int e = threadIdx.x; e < {}; e += {block}) {{\n    {}\n    \
-             if (li < nl) lf_fft_store(a, (long long)(ob[li] + ({li_t})p * out_stride), sm[li * {pitch} + lf_pad(p)]);\n  }}\n}}",
+             if (li < nl) {{ {}; }}\n  }}\n}}",
             lpb * n,
-            split(pass.store_lines_fastest)
+            split(pass.store_lines_fastest),
+            store("p", &format!("sm[li * {pitch} + lf_pad(p)]"))
         );
     }
     Rendered {
@@ -766,14 +795,17 @@ struct Stages<'a> {
 }
 
 /// Writes the Stockham stages of `pass` on the lines in `sm` (`x`, `li`, `t` declared),
-/// as `how` says; `load` renders a global load at an offset and a line position.
+/// as `how` says; `load` renders a global load of a line position, `store` a global store
+/// of a value at a line position.
+#[allow(clippy::too_many_arguments)]
 fn emit_stages(
     w: &mut String,
     pass: &FftPass,
     c: &str,
     li_t: &str,
     prefetch: bool,
-    load: &dyn Fn(&str, &str) -> String,
+    load: &dyn Fn(&str) -> String,
+    store: &dyn Fn(&str, &str) -> String,
     how: Stages,
 ) {
     let sfx = how.sfx;
@@ -795,10 +827,7 @@ fn emit_stages(
             st == last_stage && how.to_global,
         );
         let read = match from_global {
-            true => load(
-                &format!("(long long)(ib[li] + ({li_t})(j + r * {m}) * in_stride)"),
-                &format!("(long long)(j + r * {m})"),
-            ),
+            true => load(&format!("j + r * {m}")),
             false => format!("x[lf_pad(j + r * {m})]"),
         };
         let _ = writeln!(
@@ -829,9 +858,7 @@ fn emit_stages(
             "\n    __syncthreads();"
         };
         let write = match (to_global, how.mid && st == last_stage) {
-            (true, _) => format!(
-                "lf_fft_store(a, (long long)(ob[li] + ({li_t})(d + r * {ns}) * out_stride), v[q][r])"
-            ),
+            (true, _) => format!("{{ {}; }}", store(&format!("d + r * {ns}"), "v[q][r]")),
             (false, true) => format!(
                 "x[lf_pad(d + r * {ns})] = \
                  lf_fft_mid(a, (long long)(ob[li] + ({li_t})(d + r * {ns}) * out_stride), v[q][r])"

@@ -1,8 +1,10 @@
 //! Host executor of generated FFT programs: the same passes, radix sequence, stage
 //! structure, butterflies and rounded twiddle tables as the rendered CUDA C, in f32 for
-//! `C64` and f64 for `C128`, one line at a time. It tests the algorithm on the CPU.
+//! `C64` and f64 for `C128`, one line at a time. It tests the algorithm on the CPU. Real
+//! buffers (an R2C program's input, a C2R program's output) are complex ones whose real
+//! parts hold the values (the imaginary parts of an input are ignored, of an output zero).
 
-use super::{odd_radix_constants, twiddles, Buf, FftPass, PassArgs, Program};
+use super::{odd_radix_constants, twiddles, Buf, FftPass, PassArgs, Program, RealIo};
 use num_complex::Complex;
 use std::ops::{Add, Mul, Neg, Sub};
 
@@ -263,16 +265,27 @@ fn run_pass_mid<T: Real>(
                 };
                 let base = |m: &super::LineMap| la * m.dist[0] + lb * m.dist[1] + lc * m.dist[2];
                 let (ib, ob) = (base(&args.input), base(&args.output));
+                let half = n / 2;
                 for (p, xp) in x.iter_mut().enumerate() {
                     if pass.masked && !kept(p) {
                         *xp = C::default();
                         continue;
                     }
-                    let at = (ib + p as i64 * args.input.stride) as usize;
+                    // a C2R pass reads the half spectrum, the rest as conjugates
+                    let q = match pass.real == RealIo::C2R && p > half {
+                        true => n - p,
+                        false => p,
+                    };
+                    let at = (ib + q as i64 * args.input.stride) as usize;
                     let mut val = match src {
                         Some(s) => s[at],
                         None => dst[at],
                     };
+                    match pass.real {
+                        RealIo::R2C => val.im = T::default(),
+                        RealIo::C2R if q != p => val.im = -val.im,
+                        _ => {}
+                    }
                     if pass.twiddle_in {
                         val = mul(val, dir(big[p * lb as usize], pass.inverse));
                     }
@@ -285,8 +298,12 @@ fn run_pass_mid<T: Real>(
                     }
                     stages(&back, &tw, &mut x, &mut scratch);
                 }
-                for (k, xk) in x.iter().enumerate() {
-                    dst[(ob + k as i64 * args.output.stride) as usize] = *xk;
+                for (k, xk) in x.iter().enumerate().take(pass.real.out_len(n)) {
+                    let v = match pass.real {
+                        RealIo::C2R => C::new(xk.re, T::default()),
+                        _ => *xk,
+                    };
+                    dst[(ob + k as i64 * args.output.stride) as usize] = v;
                 }
             }
         }
@@ -310,7 +327,7 @@ pub fn run_program_mid<T: Real>(prog: &Program, input: &[C<T>], mid: Mid<T>) -> 
 /// round-trip pass computes `mids[j]` (a pass without one passes values through).
 pub fn run_program_mids<T: Real>(prog: &Program, input: &[C<T>], mids: &[Mid<T>]) -> Vec<C<T>> {
     let nan = C::new(T::nan(), T::nan());
-    let mut out = vec![nan; input.len()];
+    let mut out = vec![nan; prog.out_len];
     let mut work = vec![nan; prog.work_len];
     let mut trips = 0;
     let same: Mid<T> = &|_, v| v;

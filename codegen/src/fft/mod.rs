@@ -31,6 +31,15 @@
 //! `X[k1 + n1 * k2]`. Along a strided axis the same split also replaces one pass whose
 //! block would hold too few neighbouring lines to read whole DRAM sectors
 //! ([`split_strided`]).
+//!
+//! # Real transforms
+//! An R2C transform's pass along the last axis ([`RealIo::R2C`]) loads real values (the
+//! imaginary parts zero), transforms the whole line, and stores the half spectrum
+//! (elements `0..=n/2`); a C2R transform's last pass ([`RealIo::C2R`]) loads the half
+//! spectrum, takes element `p > n/2` as the conjugate of element `n - p`, and stores the
+//! real parts. The line costs a C2C transform's arithmetic (twice a packed real
+//! transform's), but the memory traffic, which bounds these passes, is the real data's:
+//! [`plan_r2c`], [`plan_c2r`].
 
 pub mod host;
 
@@ -290,6 +299,67 @@ pub struct FftPass {
     /// other direction: the last pass of a transform and the first of its inverse along
     /// the same axis as one pass ([`plan_round_trip`]).
     pub round_trip: bool,
+    /// Real data at one end of the pass (the last-axis pass of a real transform).
+    pub real: RealIo,
+}
+
+/// Real data at one end of a pass ([`FftPass::real`]): the load and store of the pass
+/// along the last axis of an R2C or C2R transform. Line maps count the real buffer's
+/// elements at its end.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Default)]
+pub enum RealIo {
+    /// Complex at both ends.
+    #[default]
+    Complex,
+    /// Loads real values (imaginary parts zero) and stores elements `0..=n/2` of each
+    /// line, the half spectrum.
+    R2C,
+    /// Loads the half spectrum, elements `0..=n/2` of each line (element `p > n/2` is the
+    /// conjugate of element `n - p`; the imaginary parts of elements 0 and `n/2` drop out,
+    /// as NumPy's and cuFFT's C2R drop them), and stores the real parts.
+    C2R,
+}
+
+impl RealIo {
+    /// Elements of a line at the pass's input end, for lines of length `n`.
+    pub fn in_len(self, n: usize) -> usize {
+        match self {
+            RealIo::C2R => n / 2 + 1,
+            _ => n,
+        }
+    }
+
+    /// Elements of a line at the pass's output end, for lines of length `n`.
+    pub fn out_len(self, n: usize) -> usize {
+        match self {
+            RealIo::R2C => n / 2 + 1,
+            _ => n,
+        }
+    }
+
+    /// The dtype of the pass's input elements for a pass of complex `dtype`.
+    pub fn in_dtype(self, dtype: DType) -> DType {
+        match self {
+            RealIo::R2C => real_of(dtype),
+            _ => dtype,
+        }
+    }
+
+    /// The dtype of the pass's output elements for a pass of complex `dtype`.
+    pub fn out_dtype(self, dtype: DType) -> DType {
+        match self {
+            RealIo::C2R => real_of(dtype),
+            _ => dtype,
+        }
+    }
+}
+
+/// The real dtype of complex `dtype` (`F32` for `C64`, else `F64`).
+fn real_of(dtype: DType) -> DType {
+    match dtype {
+        DType::C64 => DType::F32,
+        _ => DType::F64,
+    }
 }
 
 /// Where element `p` of line `(la, lb, lc)` lives in a buffer: `la * dist[0] + lb *
@@ -372,6 +442,7 @@ impl FftPass {
             gathered: false,
             spread: 1,
             round_trip: false,
+            real: RealIo::Complex,
         }
     }
 
@@ -513,6 +584,8 @@ pub struct Program {
     pub steps: Vec<Step>,
     /// Elements of the work buffer (0: none).
     pub work_len: usize,
+    /// Elements of the output (real ones for a C2R program).
+    pub out_len: usize,
 }
 
 /// The program of an unnormalized C2C transform of a C-order array of `shape` and complex
@@ -633,6 +706,125 @@ pub fn plan_chain(
     Some(prog)
 }
 
+/// The program of an unnormalized R2C transform (NumPy's `rfftn`) of a real C-order array
+/// of `shape` along `axes` (each once, in range), the last of them the array's last axis
+/// (halved: the output is `shape` with that extent `n/2 + 1`), the output of complex
+/// `dtype`: that axis's pass first ([`RealIo::R2C`], reading the real input, writing the
+/// half spectrum), then the other axes in place on the output, as [`plan_c2c`] over the
+/// half spectrum's shape. `None` where the generated passes do not cover the transform, the
+/// halved axis is not the last or takes two passes, or the array is empty.
+pub fn plan_r2c(shape: &[usize], axes: &[usize], dtype: DType) -> Option<Program> {
+    let (outer, n, half, others) = real_plan_shapes(shape, axes, dtype)?;
+    let mut prog = Program::default();
+    prog.steps.push(real_step(
+        outer,
+        n,
+        dtype,
+        RealIo::R2C,
+        Buf::Input,
+        Buf::Output,
+    ));
+    if !others.is_empty() {
+        let (todo, _) = axis_order(&half, &others, dtype, None)?;
+        axes_steps(&mut prog, &half, &todo, None, dtype, false, Buf::Output);
+    }
+    set_index32(&mut prog, shape);
+    prog.out_len = half.iter().product();
+    Some(prog)
+}
+
+/// The program of an unnormalized C2R transform (NumPy's `irfftn` without its scaling)
+/// into a real C-order array of `shape` along `axes` (as [`plan_r2c`]: the last of them the
+/// array's last axis), from the half spectrum of complex `dtype`: the other axes first
+/// (inverse, from the input into the work buffer, then in place there), then the last
+/// axis's pass ([`RealIo::C2R`]) into the real output. `None` as [`plan_r2c`], and where
+/// another axis takes two passes (the work buffer is the program's only scratch).
+pub fn plan_c2r(shape: &[usize], axes: &[usize], dtype: DType) -> Option<Program> {
+    let (outer, n, half, others) = real_plan_shapes(shape, axes, dtype)?;
+    let mut prog = Program::default();
+    let mut src = Buf::Input;
+    if !others.is_empty() {
+        let (todo, _) = axis_order(&half, &others, dtype, None)?;
+        for &a in &todo {
+            let inner: usize = half[a + 1..].iter().product();
+            if !axis_one_pass(half[a], inner, dtype) {
+                return None;
+            }
+        }
+        axes_steps(&mut prog, &half, &todo, None, dtype, true, Buf::Input);
+        for s in &mut prog.steps {
+            for b in [&mut s.src, &mut s.dst] {
+                if *b == Buf::Output {
+                    *b = Buf::Work;
+                }
+            }
+        }
+        prog.work_len = half.iter().product();
+        src = Buf::Work;
+    }
+    prog.steps
+        .push(real_step(outer, n, dtype, RealIo::C2R, src, Buf::Output));
+    set_index32(&mut prog, shape);
+    Some(prog)
+}
+
+/// What [`plan_r2c`] and [`plan_c2r`] plan from: the lines before the halved (last) axis,
+/// its length, the half spectrum's shape, and the other axes longer than one (checked:
+/// covered, in range, each once; the halved axis one pass).
+fn real_plan_shapes(
+    shape: &[usize],
+    axes: &[usize],
+    dtype: DType,
+) -> Option<(usize, usize, Vec<usize>, Vec<usize>)> {
+    complex_size(dtype)?;
+    let nd = shape.len();
+    let &last = axes.last()?;
+    let mut seen = axes.to_vec();
+    seen.sort_unstable();
+    seen.dedup();
+    if last + 1 != nd
+        || seen.len() != axes.len()
+        || axes.iter().any(|&a| a >= nd)
+        || shape.contains(&0)
+        || axes.iter().any(|&a| !covers(shape[a], dtype))
+        || !axis_one_pass(shape[last], 1, dtype)
+    {
+        return None;
+    }
+    let n = shape[last];
+    let mut half = shape.to_vec();
+    half[last] = n / 2 + 1;
+    let others = axes[..axes.len() - 1]
+        .iter()
+        .copied()
+        .filter(|&a| shape[a] > 1)
+        .collect();
+    Some((shape[..last].iter().product(), n, half, others))
+}
+
+/// The pass of a real transform along the last axis (`real` says which end is real) over
+/// `outer` lines of length `n`, reading `src` and writing `dst`.
+fn real_step(outer: usize, n: usize, dtype: DType, real: RealIo, src: Buf, dst: Buf) -> Step {
+    let mut pass = FftPass::new(n, dtype, real == RealIo::C2R, false, false, false);
+    pass.real = real;
+    let map = |len: usize| LineMap {
+        dist: [len as i64, 0, 1],
+        stride: 1,
+    };
+    Step {
+        pass: pass.for_lines(outer as u64),
+        args: PassArgs {
+            lines: [outer as u64, 1, 1],
+            input: map(real.in_len(n)),
+            output: map(real.out_len(n)),
+            big_n: 0,
+            keep: [0; 4],
+        },
+        src,
+        dst,
+    }
+}
+
 /// The axes of a transform of `shape` over `axes` in the order its passes take them, and
 /// the `keep` ranges of a pruned program (see [`plan_c2c_pruned`]); `None` where the
 /// generated passes do not cover the transform.
@@ -702,15 +894,17 @@ fn axes_steps(
     }
 }
 
-/// Sets [`FftPass::index32`] of every step of a program over `shape`: every buffer of
-/// the program (input, output, work) holds the array's elements, the tables fewer, so
-/// 32-bit offsets serve when the array's do.
+/// Sets [`FftPass::index32`] of every step of a program over `shape`, and its output's
+/// length (the array's): every buffer of the program (input, output, work) holds the
+/// array's elements, the tables fewer, so 32-bit offsets serve when the array's do (a
+/// real program passes the larger of its two shapes).
 fn set_index32(prog: &mut Program, shape: &[usize]) {
     let total: usize = shape.iter().product();
     let index32 = total <= i32::MAX as usize;
     for s in &mut prog.steps {
         s.pass.index32 = index32;
     }
+    prog.out_len = total;
 }
 
 /// Whether [`axis_steps`] transforms an axis of length `n` (covered) with `inner`

@@ -252,7 +252,8 @@ pub mod debug {
     #[derive(Clone, Debug, PartialEq)]
     pub struct FftChoice {
         /// The transform: device name and compute capability, dtype, shape, axes and
-        /// direction.
+        /// direction, then `r2c` or `c2r` for a real transform (whose shape is the real
+        /// array's).
         pub key: String,
         /// Whether the generated passes run it alone (they measured over 10 % faster).
         pub generated: bool,
@@ -272,7 +273,8 @@ pub mod debug {
     }
 
     /// The decisions made so far on `dev` between the generated FFT passes and cuFFT
-    /// (`lf::FftBackend::Auto`, the default): the first use of a C2C transform shape times
+    /// (`lf::FftBackend::Auto`, the default): the first use of a transform shape (C2C, R2C
+    /// or C2R) times
     /// both and a copy of the array, and keeps cuFFT unless the passes are over 10 %
     /// faster (with the kernel computing the input fused into them: faster than cuFFT and
     /// that copy), and the decision is

@@ -5,6 +5,7 @@
 //! result may be at most twice the library's (cuFFT on CUDA). On the CPU the same bodies
 //! check the normal path (rustfft) and the host executor of the generated passes
 //! (`lazyfuse_codegen::fft::host`) on the same inputs. Uncovered lengths fall back to cuFFT.
+//! Real transforms (`rfftn`, `irfftn`) likewise, with their choice by measurement.
 
 #[macro_use]
 mod common;
@@ -285,4 +286,188 @@ fn uncovered_lengths_fall_back(dev: &Device) {
     check(dev, Op::Fft(1), &[3, 11]);
     check(dev, Op::Fft2, &[22, 12]);
     assert!(!gen::covers(11, DType::C64));
+}
+
+/// Kernel lookups so far (compiled, or found in the memory or disk cache): generated
+/// passes look their kernels up, cuFFT does not.
+fn lookups() -> u64 {
+    let s = lf::stats();
+    s.kernels_compiled + s.kernel_cache_hits + s.disk_cache_hits
+}
+
+/// NumPy's `rfftn` over `axes` (the last of them the array's last axis) of the real parts
+/// of `x`, by the compensated DFTs: the full transform's half spectrum.
+fn rfft_reference(x: &[Complex64], shape: &[usize], axes: &[usize]) -> Vec<Complex64> {
+    let real: Vec<Complex64> = x.iter().map(|z| Complex64::new(z.re, 0.0)).collect();
+    let n = *shape.last().unwrap();
+    reference(&real, shape, axes, false)
+        .chunks(n)
+        .flat_map(|l| l[..n / 2 + 1].to_vec())
+        .collect()
+}
+
+/// NumPy's `irfftn` over `axes` into a real array of `shape` from the half spectrum `x`:
+/// inverse DFTs along the other axes, then each line along the last extended by
+/// conjugates and transformed back; the real parts, scaled by `1 / prod(n)`.
+fn irfft_reference(x: &[Complex64], shape: &[usize], axes: &[usize]) -> Vec<Complex64> {
+    let n = *shape.last().unwrap();
+    let mut half = shape.to_vec();
+    *half.last_mut().unwrap() = n / 2 + 1;
+    let mut y = x.to_vec();
+    for &a in &axes[..axes.len() - 1] {
+        y = dft_axis(&y, &half, a, true);
+    }
+    let full: Vec<Complex64> = y
+        .chunks(n / 2 + 1)
+        .flat_map(|l| (0..n).map(move |p| if p <= n / 2 { l[p] } else { l[n - p].conj() }))
+        .collect();
+    let scale = 1.0 / axes.iter().map(|&a| shape[a]).product::<usize>() as f64;
+    dft_axis(&full, shape, shape.len() - 1, true)
+        .iter()
+        .map(|z| Complex64::new(z.re * scale, 0.0))
+        .collect()
+}
+
+/// `rfftn` (`inverse` false: real `x` of `shape`) or `irfftn` (the half spectrum `x` into a
+/// real array of `shape`) over `axes` on `dev` with `backend` in `dtype`'s precision, as
+/// f64 pairs, and the kernel lookups it took.
+fn run_real(
+    dev: &Device,
+    backend: FftBackend,
+    inverse: bool,
+    x: &[Complex64],
+    shape: &[usize],
+    axes: &[usize],
+    dtype: DType,
+) -> (Vec<Complex64>, u64) {
+    let ax: Vec<isize> = axes.iter().map(|&a| a as isize).collect();
+    let n = *shape.last().unwrap();
+    let mut half = shape.to_vec();
+    *half.last_mut().unwrap() = n / 2 + 1;
+    with_backend(backend, || {
+        let a = match (inverse, dtype) {
+            (false, DType::C64) => {
+                Array::from_vec_on(x.iter().map(|z| z.re as f32).collect(), shape, dev)
+            }
+            (false, _) => Array::from_vec_on(x.iter().map(|z| z.re).collect(), shape, dev),
+            (true, DType::C64) => Array::from_vec_on(
+                x.iter()
+                    .map(|z| Complex32::new(z.re as f32, z.im as f32))
+                    .collect(),
+                &half,
+                dev,
+            ),
+            (true, _) => Array::from_vec_on(x.to_vec(), &half, dev),
+        }
+        .unwrap();
+        let before = lookups();
+        let y = match inverse {
+            false => lf::fft::rfftn(&a, &ax),
+            true => lf::fft::irfftn(&a, Some(n), &ax),
+        };
+        y.eval().unwrap();
+        let looked = lookups() - before;
+        let v: Vec<Complex64> = match inverse {
+            false => y.to_vec_as::<Complex64>().unwrap(),
+            true => y
+                .to_vec_as::<f64>()
+                .unwrap()
+                .into_iter()
+                .map(|r| Complex64::new(r, 0.0))
+                .collect(),
+        };
+        (v, looked)
+    })
+}
+
+device_test!(real_transforms);
+fn real_transforms(dev: &Device) {
+    let _serial = BACKEND.lock().unwrap_or_else(|e| e.into_inner());
+    // (shape, axes): 1-D of odd, even and length 1 or 2; batched; 2-D and 3-D, the halved
+    // axis of 4096 (one pass in single precision, cuFFT in double)
+    let cases: &[(&[usize], &[usize])] = &[
+        (&[1], &[0]),
+        (&[2], &[0]),
+        (&[7], &[0]),
+        (&[783], &[0]),
+        (&[3, 128], &[1]),
+        (&[12, 60], &[0, 1]),
+        (&[5, 6, 10], &[0, 1, 2]),
+        (&[2, 4096], &[0, 1]),
+    ];
+    for &(shape, axes) in cases {
+        let len: usize = shape.iter().product();
+        let n = *shape.last().unwrap();
+        let half_len = len / n * (n / 2 + 1);
+        let x = values(len, len as u64 + 5);
+        let spec = values(half_len, len as u64 + 7);
+        for inverse in [false, true] {
+            let want = match inverse {
+                false => rfft_reference(&x, shape, axes),
+                true => irfft_reference(&spec, shape, axes),
+            };
+            let input = if inverse { &spec } else { &x };
+            for dtype in [DType::C64, DType::C128] {
+                let what = format!("{dev} {shape:?} {axes:?} inverse {inverse} {dtype}");
+                let (generated, g_looks) = run_real(
+                    dev,
+                    FftBackend::Generated,
+                    inverse,
+                    input,
+                    shape,
+                    axes,
+                    dtype,
+                );
+                let (library, l_looks) =
+                    run_real(dev, FftBackend::Cufft, inverse, input, shape, axes, dtype);
+                assert_eq!(
+                    (generated.len(), library.len()),
+                    (want.len(), want.len()),
+                    "{what}"
+                );
+                let lib_err = rel_err(&library, &want);
+                let gen_err = rel_err(&generated, &want);
+                let bound = 2.0 * lib_err.max(eps(dtype));
+                println!("{what}: generated {gen_err:.2e}, library {lib_err:.2e}");
+                // the library itself near the reference (rustfft on the CPU, cuFFT on CUDA)
+                let tol = if dtype == DType::C64 { 1e-5 } else { 1e-12 };
+                assert!(lib_err < tol, "{what}: library {lib_err:.3e}");
+                assert!(
+                    gen_err <= bound,
+                    "{what}: generated {gen_err:.3e}, library {lib_err:.3e}"
+                );
+                let prog = match inverse {
+                    false => gen::plan_r2c(shape, axes, dtype),
+                    true => gen::plan_c2r(shape, axes, dtype),
+                };
+                match (dev.is_cuda(), prog) {
+                    (true, Some(p)) => {
+                        // the forward transform alone: cuFFT looks up no kernel, the
+                        // passes one each (the inverse's scaling is a kernel either way)
+                        if !inverse {
+                            assert_eq!((l_looks, g_looks), (0, p.steps.len() as u64), "{what}");
+                        }
+                        // the default measures both (the passes ran: a time) and keeps
+                        // the faster; its result is right either way
+                        let (auto, _) =
+                            run_real(dev, FftBackend::Auto, inverse, input, shape, axes, dtype);
+                        assert!(rel_err(&auto, &want) <= bound, "{what}: auto");
+                        let key = format!(
+                            " {dtype} {shape:?} axes {axes:?} {} {}",
+                            if inverse { "inverse" } else { "forward" },
+                            if inverse { "c2r" } else { "r2c" }
+                        );
+                        let choices = lf::debug::fft_choices(dev);
+                        let c = choices.iter().find(|c| c.key.ends_with(&key));
+                        let c =
+                            c.unwrap_or_else(|| panic!("{what}: no choice {key} in {choices:?}"));
+                        assert!(c.generated_time < std::time::Duration::MAX, "{what}: {c:?}");
+                    }
+                    (true, None) => assert_eq!(g_looks, l_looks, "{what}: cuFFT both times"),
+                    // the CPU path does not change with the backend
+                    (false, _) => assert_eq!(generated, library, "{what}"),
+                }
+            }
+        }
+    }
 }

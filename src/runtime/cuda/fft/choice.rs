@@ -1,6 +1,6 @@
-//! The choice between the generated passes and cuFFT for one C2C transform, by
-//! measurement (`FftBackend::Auto`, the default): the first use of a (shape, axes, dtype,
-//! direction) on a device times both on scratch buffers of that shape, and a
+//! The choice between the generated passes and cuFFT for one transform (C2C, R2C or C2R),
+//! by measurement (`FftBackend::Auto`, the default): the first use of a (kind, shape, axes,
+//! dtype, direction) on a device times both on scratch buffers of that shape, and a
 //! device-to-device copy of the array and of one element; keeps cuFFT unless the passes
 //! are clearly faster ([`MARGIN`]), and writes the decision next to the disk kernel cache,
 //! so that later
@@ -70,9 +70,11 @@ impl Choice {
     }
 }
 
-/// A transform as the decisions know it (on one device): dtype, shape, axes, direction.
+/// A transform as the decisions know it (on one device): kind, dtype, shape (the real
+/// array's for R2C and C2R), axes, direction.
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
 struct Transform {
+    kind: FftKind,
     dtype: DType,
     shape: SmallVec<[usize; 4]>,
     axes: SmallVec<[usize; 4]>,
@@ -93,11 +95,17 @@ struct Known {
 }
 
 /// The key of a transform on a device: the device's name and compute capability, the
-/// dtype, shape, axes and direction.
+/// dtype, shape, axes and direction, and `r2c` or `c2r` after a real transform's (a C2C
+/// key reads as before real transforms were measured).
 fn key(dev: &CudaDevice, t: &Transform) -> String {
     let (major, minor) = dev.compute_capability();
+    let kind = match t.kind {
+        FftKind::C2C => "",
+        FftKind::R2C => " r2c",
+        FftKind::C2R => " c2r",
+    };
     format!(
-        "{} sm_{major}{minor} {} {:?} axes {:?} {}",
+        "{} sm_{major}{minor} {} {:?} axes {:?} {}{kind}",
         dev.name(),
         t.dtype,
         t.shape.as_slice(),
@@ -167,8 +175,10 @@ fn store(dir: Option<&std::path::Path>, key: &str, c: &Choice) {
 }
 
 impl CudaDevice {
-    /// Whether the C2C transform `spec` over `shape` of `dtype` runs as generated passes
-    /// on this device: never for other kinds or lengths the generator does not cover;
+    /// Whether the transform `spec` over `shape` (the real array's for R2C and C2R) of the
+    /// complex `dtype` runs as generated passes on this device: never for transforms the
+    /// generator does not cover (`plan_r2c` and `plan_c2r` say for real ones; no real
+    /// transform fuses work);
     /// else as `LAZYFUSE_FFT` / `lf::set_fft_backend` says, and for `Auto` by measurement
     /// (see the module), `fused` when the kernel computing its input runs inside its first
     /// pass if it does ([`Choice::fused_generated`]). Errors are the device's (a failed
@@ -180,16 +190,21 @@ impl CudaDevice {
         dtype: DType,
         fused: bool,
     ) -> Result<bool> {
-        if spec.kind != FftKind::C2C {
-            return Ok(false);
-        }
-        // what `plan_c2c` covers, checked without planning the passes
-        let covered = lazyfuse_codegen::fft::complex_size(dtype).is_some()
-            && !shape.contains(&0)
-            && spec
-                .axes
-                .iter()
-                .all(|&a| a < shape.len() && lazyfuse_codegen::fft::covers(shape[a], dtype));
+        use lazyfuse_codegen::fft as gen;
+        let covered = match spec.kind {
+            FftKind::R2C if !fused => gen::plan_r2c(shape, &spec.axes, dtype).is_some(),
+            FftKind::C2R if !fused => gen::plan_c2r(shape, &spec.axes, dtype).is_some(),
+            FftKind::R2C | FftKind::C2R => false,
+            // what `plan_c2c` covers, checked without planning the passes
+            FftKind::C2C => {
+                gen::complex_size(dtype).is_some()
+                    && !shape.contains(&0)
+                    && spec
+                        .axes
+                        .iter()
+                        .all(|&a| a < shape.len() && gen::covers(shape[a], dtype))
+            }
+        };
         if !covered {
             return Ok(false);
         }
@@ -206,7 +221,7 @@ impl CudaDevice {
         }
     }
 
-    /// The decision for a covered C2C transform, measured now when there is none (`None`
+    /// The decision for a covered transform, measured now when there is none (`None`
     /// while this thread records a CUDA graph, when nothing can be measured, and when the
     /// scratch buffers of the measurement do not fit in device memory).
     pub(crate) fn fft_choice(
@@ -216,6 +231,7 @@ impl CudaDevice {
         dtype: DType,
     ) -> Result<Option<Choice>> {
         let t = Transform {
+            kind: spec.kind,
             dtype,
             shape: shape.into(),
             axes: spec.axes.iter().copied().collect(),
@@ -286,31 +302,45 @@ impl CudaDevice {
         v
     }
 
-    /// Times the generated passes against cuFFT for the transform, and a copy of its array,
-    /// on zeroed scratch buffers of its shape, on this thread's stream (synchronized).
+    /// Times the generated passes against cuFFT for the transform, and a copy of its array
+    /// (the smaller end's bytes, for a real transform), on zeroed scratch buffers of its
+    /// shapes, on this thread's stream (synchronized).
     fn measure_fft(&self, spec: &FftSpec, shape: &[usize], dtype: DType) -> Result<Choice> {
-        let n: usize = shape.iter().product();
         let prec = match dtype {
             DType::C128 => Precision::Double,
             _ => Precision::Single,
         };
+        // the half spectrum's shape, at the complex end of a real transform
+        let mut half = shape.to_vec();
+        if let Some(l) = half.last_mut() {
+            *l = *l / 2 + 1;
+        }
+        let (in_shape, out_shape, in_dt, out_dt) = match spec.kind {
+            FftKind::C2C => (shape, shape, dtype, dtype),
+            FftKind::R2C => (shape, &half[..], prec.real_dtype(), dtype),
+            FftKind::C2R => (&half[..], shape, dtype, prec.real_dtype()),
+        };
+        let (n_in, n_out) = (
+            in_shape.iter().product::<usize>(),
+            out_shape.iter().product::<usize>(),
+        );
         let me = self.arc()?;
-        let input = self.alloc(me, dtype, n)?;
-        let out = self.alloc(me, dtype, n)?;
+        let input = self.alloc(me, in_dt, n_in)?;
+        let out = self.alloc(me, out_dt, n_out)?;
         let lane = self.order(&[], &[&input, &out])?;
-        // SAFETY: `input` holds `n` elements of `dtype`, zeroed on the stream that runs
+        // SAFETY: `input` holds `n_in` elements of `in_dt`, zeroed on the stream that runs
         // the transforms below.
         unsafe {
             cudarc::driver::result::memset_d8_async(
                 input.device_ptr(),
                 0,
-                n * dtype.size(),
+                n_in * in_dt.size(),
                 lane.stream.cu_stream(),
             )
         }
         .map_err(driver_err("cuMemsetD8Async"))?;
         let generated = || self.run_generated_buffer(spec, &input, &out, shape, dtype);
-        let cufft = || self.cufft_into(spec, &input, &out, shape, shape, false, prec);
+        let cufft = || self.cufft_into(spec, &input, &out, in_shape, out_shape, false, prec);
         if !generated()? {
             // the passes cannot run it (a table or grid limit): cuFFT, unmeasured
             return Ok(Choice {
@@ -322,8 +352,8 @@ impl CudaDevice {
         }
         cufft()?;
         let copy = |bytes: usize| {
-            // SAFETY: both buffers hold `n` elements of `dtype` (the callers copy all or
-            // one of them), ordered on this stream (above).
+            // SAFETY: both buffers hold at least `bytes` (the callers copy the smaller
+            // one's bytes or one element's), ordered on this stream (above).
             unsafe {
                 cudarc::driver::result::memcpy_dtod_async(
                     out.device_ptr(),
@@ -334,7 +364,10 @@ impl CudaDevice {
             }
             .map_err(driver_err("cuMemcpyDtoDAsync"))
         };
-        let (all, one) = (n * dtype.size(), dtype.size());
+        let (all, one) = (
+            (n_in * in_dt.size()).min(n_out * out_dt.size()),
+            out_dt.size(),
+        );
         copy(all)?;
         let mut best = [Duration::MAX; 4];
         for _ in 0..TIMED_RUNS {

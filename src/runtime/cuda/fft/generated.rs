@@ -1,5 +1,5 @@
-//! Generated FFT passes on a CUDA device: a C2C transform whose every transformed length
-//! the generator covers (`lazyfuse_codegen::fft`) runs as the passes' kernels instead of
+//! Generated FFT passes on a CUDA device: a C2C, R2C or C2R transform whose every
+//! transformed length the generator covers (`lazyfuse_codegen::fft`) runs as the passes' kernels instead of
 //! cuFFT when `LAZYFUSE_FFT=generated` (`lf::set_fft_backend`), or by default where they
 //! measured faster (`choice`). The passes compile through
 //! the device's kernel cache (memory, disk, NVRTC) keyed by their structure, so a new batch
@@ -117,28 +117,34 @@ pub(crate) struct Mid<'a> {
 }
 
 impl CudaDevice {
-    /// Queues the C2C transform `spec` of `input` into `out` (both of `shape`, checked by
-    /// the caller) as generated passes when the setting asks for them and the generator
-    /// covers every transformed length: `Ok(true)` when queued, `Ok(false)` when the
-    /// caller should use cuFFT.
+    /// Queues the transform `spec` of `input` (of `in_shape`) into `out` (of `out_shape`,
+    /// both checked by the caller) as generated passes when the setting asks for them and
+    /// the generator covers it (every transformed length; for R2C and C2R, a halved axis
+    /// that is the array's last and one pass, and a C2R input of exactly the half
+    /// spectrum): `Ok(true)` when queued, `Ok(false)` when the caller should use cuFFT.
     pub(super) fn fft_generated(
         &self,
         spec: &FftSpec,
         input: &CudaBuffer,
         out: &CudaBuffer,
-        shape: &[usize],
+        in_shape: &[usize],
+        out_shape: &[usize],
         prec: Precision,
     ) -> Result<bool> {
         let dtype = prec.complex_dtype();
+        let Some(shape) = transform_shape(spec, in_shape, out_shape) else {
+            return Ok(false);
+        };
         if !self.prefers_generated(spec, shape, dtype, false)? {
             return Ok(false);
         }
         self.run_generated(spec, Source::Buffer(input), &[], out, None, shape, dtype)
     }
 
-    /// The generated passes of the C2C transform `spec` of `input` into `out` (both of
-    /// `shape` and `dtype`), whatever the backend setting (for the measurement of
-    /// `choice`): `Ok(false)` with nothing queued when they cannot run it.
+    /// The generated passes of the transform `spec` of `input` into `out` (`shape` the
+    /// transform's, see [`transform_shape`]; `dtype` complex), whatever the backend setting
+    /// (for the measurement of `choice`): `Ok(false)` with nothing queued when they cannot
+    /// run it.
     pub(super) fn run_generated_buffer(
         &self,
         spec: &FftSpec,
@@ -585,11 +591,39 @@ enum Source<'a> {
     Prologue(&'a Prologue<'a>),
 }
 
-/// The generated passes of the C2C transform `spec` over `shape` in `dtype`, pruned to the
-/// columns of its input's support when it has one (`FftSpec::support`,
+/// The shape the generated passes of `spec` are planned over: the array's for C2C, the
+/// real array's for R2C (its input) and C2R (its output, whose input must then be exactly
+/// the half spectrum: cuFFT's program also truncates or pads it); `None` for a C2R input
+/// of another length.
+pub(super) fn transform_shape<'a>(
+    spec: &FftSpec,
+    in_shape: &'a [usize],
+    out_shape: &'a [usize],
+) -> Option<&'a [usize]> {
+    match spec.kind {
+        FftKind::C2C | FftKind::R2C => Some(in_shape),
+        FftKind::C2R => {
+            let (Some((&h, hr)), Some((&n, nr))) = (in_shape.split_last(), out_shape.split_last())
+            else {
+                return None;
+            };
+            (h == n / 2 + 1 && hr == nr).then_some(out_shape)
+        }
+    }
+}
+
+/// The generated passes of the transform `spec` over `shape` (its [`transform_shape`]) in
+/// the complex `dtype`: an R2C or C2R transform by `plan_r2c` or `plan_c2r`; a C2C one
+/// pruned to the columns of its input's support when it has one (`FftSpec::support`,
 /// `lazyfuse_codegen::fft::plan_c2c_pruned`); with `round`, and on by those transforms,
 /// turning in a round-trip pass between each two (`lazyfuse_codegen::fft::plan_chain`).
 fn plan(spec: &FftSpec, round: &[&FftSpec], shape: &[usize], dtype: DType) -> Option<gen::Program> {
+    match (spec.kind, round.is_empty()) {
+        (FftKind::R2C, true) => return gen::plan_r2c(shape, &spec.axes, dtype),
+        (FftKind::C2R, true) => return gen::plan_c2r(shape, &spec.axes, dtype),
+        (FftKind::C2C, _) => {}
+        _ => return None,
+    }
     let support = spec.support.as_deref();
     if round.is_empty() {
         return gen::plan_c2c_pruned(shape, &spec.axes, dtype, spec.inverse, support);

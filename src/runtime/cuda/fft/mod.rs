@@ -247,7 +247,7 @@ impl CudaDevice {
         if out_len == 0 {
             return Ok(());
         }
-        if self.fft_generated(spec, input, out, in_shape, prec)? {
+        if self.fft_generated(spec, input, out, in_shape, out_shape, prec)? {
             return Ok(());
         }
         self.cufft_into(spec, input, out, in_shape, out_shape, clobber_input, prec)

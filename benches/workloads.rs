@@ -536,11 +536,14 @@ fn run_sim(dev: &Device, quick: bool) -> lf::Result<()> {
             // complex transforms as generated passes, the step's kernels fused into them;
             // a body of ten steps (or all hundred, as JAX's fori_loop compiles them) chains
             // its round trips (two passes a step), run with cuFFT's R2C plan too for
-            // comparison
+            // comparison; the real transforms (R2C, C2R) as generated passes, the update in
+            // the R2C's first pass, the product in the C2R's first (four passes a step)
             for (body, fft, real) in [
                 (1, lf::FftBackend::Generated, false),
                 (10, lf::FftBackend::Generated, false),
                 (100, lf::FftBackend::Generated, false),
+                (1, lf::FftBackend::Generated, true),
+                (10, lf::FftBackend::Generated, true),
                 (10, lf::FftBackend::Cufft, true),
                 (100, lf::FftBackend::Cufft, true),
                 (10, lf::FftBackend::Cufft, false),
@@ -569,6 +572,7 @@ fn run_sim(dev: &Device, quick: bool) -> lf::Result<()> {
                 let (name, plan) = match (fft, body) {
                     (lf::FftBackend::Cufft, _) if real => ("lazyfuse-graph", "R2C/C2R cuFFT"),
                     (lf::FftBackend::Cufft, _) => ("lazyfuse-graph-c2c", "C2C cuFFT"),
+                    _ if real => ("lazyfuse-graph-generated-r2c", "R2C/C2R generated passes"),
                     (_, 1) => ("lazyfuse-graph-generated-fft", "C2C generated passes"),
                     _ => (
                         "lazyfuse-graph-generated-fft",

@@ -291,16 +291,31 @@ pub mod debug {
     /// the default `Auto` by the measured decision (made now, by timing both, when there
     /// is none yet: see [`fft_choices`]; `FftChoice::fused_generated`). A transform of an
     /// array computed earlier runs unfused, by `FftChoice::generated`. `false` on the CPU,
-    /// for R2C and C2R transforms, for lengths the generator does not cover, and when
-    /// `spectrum` is no transform.
+    /// for transforms the generator does not cover (lengths; an R2C or C2R transform whose
+    /// halved axis is not the last, or whose input is not exactly the half spectrum), for
+    /// a real transform already evaluated, and when `spectrum` is no transform.
     pub fn fft_runs_generated(spectrum: &Array) -> crate::Result<bool> {
+        use crate::graph::FftKind;
         let n = &spectrum.node;
-        match &n.op {
-            crate::graph::Op::Fft(spec) => {
-                crate::runtime::fft_prefers_generated(&n.device, spec, &n.shape, n.dtype, true)
-            }
-            _ => Ok(false),
+        let crate::graph::Op::Fft(spec) = &n.op else {
+            return Ok(false);
+        };
+        if spec.kind == FftKind::C2C {
+            return crate::runtime::fft_prefers_generated(&n.device, spec, &n.shape, n.dtype, true);
         }
+        // a real transform's passes plan over the real array's shape (its input's, or its
+        // own), in the spectrum's dtype
+        let Some(input) = n.inputs().first().cloned() else {
+            return Ok(false);
+        };
+        let (shape, dtype) = match spec.kind {
+            FftKind::C2R if input.shape.last().copied() == n.shape.last().map(|m| m / 2 + 1) => {
+                (&n.shape, input.dtype)
+            }
+            FftKind::R2C => (&input.shape, n.dtype),
+            _ => return Ok(false),
+        };
+        crate::runtime::fft_prefers_generated(&n.device, spec, shape, dtype, true)
     }
 
     /// The all-reduce (sum) of `mesh`'s backend alone, as a reduction over the split axis

@@ -670,3 +670,70 @@ fn repeated_steps_chain_their_round_trips(dev: &Device) {
         }
     }
 }
+
+device_test!(real_spectral_step_fuses_into_the_real_passes);
+/// `irfft2(rfft2(u') * m)` after an elementwise update `u' = u + (u - u^3) 0.1`, `m` over
+/// the half spectrum, on a 24 x 30 array: on CUDA the update runs in the R2C transform's
+/// first pass (the row pass, loading real values), the product in the C2R transform's
+/// first pass (the column pass over the half spectrum), and irfft2's scaling in its last
+/// (the row pass, storing real values): two transforms, no kernel. Checked against the
+/// unfused plan over three repeated steps (one eval each).
+fn real_spectral_step_fuses_into_the_real_passes(dev: &Device) {
+    let (h, w) = (24, 30);
+    let half = w / 2 + 1;
+    let u0: Vec<f32> = (0..h * w)
+        .map(|i| ((i * 7 % 13) as f32) * 0.1 - 0.6)
+        .collect();
+    let m: Vec<f32> = (0..h * half)
+        .map(|i| 1.0 / (1.0 + (i % half) as f32 * 0.05 + (i / half) as f32 * 0.01))
+        .collect();
+    let step = |u: &Array, mult: &Array| {
+        let u = u + (u - u.powi(3)) * 0.1;
+        lf::fft::irfft2(&(lf::fft::rfft2(&u) * mult))
+    };
+    // three steps on `on`, fused or not
+    let run = |fused: bool, on: &Device| {
+        lf::with_fusion(fused, || {
+            let mult = Array::from_vec_on(m.clone(), &[h, half], on).unwrap();
+            let mut u = Array::from_vec_on(u0.clone(), &[h, w], on).unwrap();
+            for _ in 0..3 {
+                u = step(&u, &mult);
+                u.eval().unwrap();
+            }
+            u.to_vec::<f32>().unwrap()
+        })
+    };
+    // the CPU's rustfft, an independent implementation, unfused
+    let host = run(false, &Device::Cpu);
+    let (libs, kernels, plan, got, want) = generated(|| {
+        let mult = Array::from_vec_on(m.clone(), &[h, half], dev).unwrap();
+        let u = Array::from_vec_on(u0.clone(), &[h, w], dev).unwrap();
+        let y = step(&u, &mult);
+        assert_eq!((y.shape(), y.dtype()), (&[h, w][..], DType::F32));
+        let libs = lf::debug::library_count(&[&y]).unwrap();
+        let kernels = lf::debug::kernel_count(&[&y]).unwrap();
+        let plan = lf::debug::plan(&[&y]).unwrap();
+        (libs, kernels, plan, run(true, dev), run(false, dev))
+    });
+    assert_eq!(libs, 2, "two transforms: plan:\n{plan}");
+    if dev.is_cuda() {
+        assert_eq!(kernels, 0, "every kernel in a pass: plan:\n{plan}");
+    } else {
+        assert!(
+            kernels >= 2,
+            "the CPU fuses nothing into its transforms: plan:\n{plan}"
+        );
+    }
+    assert_eq!((got.len(), want.len()), (h * w, h * w));
+    let scale = host.iter().fold(0f32, |a, &v| a.max(v.abs()));
+    for (what, v) in [("fused", &got), ("unfused", &want)] {
+        let worst = v
+            .iter()
+            .zip(&host)
+            .fold(0f32, |a, (&g, &w)| a.max((g - w).abs()));
+        assert!(
+            worst <= 1e-5 * scale.max(1.0),
+            "{what}: largest difference {worst}"
+        );
+    }
+}

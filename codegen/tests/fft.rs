@@ -308,7 +308,7 @@ fn epilogue(dt: DType) -> Kernel {
 }
 
 fn sq_dtype(dt: DType) -> DType {
-    if dt == DType::C64 {
+    if dt == DType::C64 || dt == DType::F32 {
         DType::F32
     } else {
         DType::F64
@@ -510,6 +510,36 @@ fn rendered_passes_compile_with_nvrtc() {
                 let pass = s.pass.spread_for(s.args.line_count());
                 rendered.push(render(&pass));
                 rendered.push(render_fused(&pass, &both).unwrap());
+            }
+        }
+    }
+    // real transforms: a real prologue in an R2C program's first pass and a complex
+    // epilogue in its last, a complex prologue in a C2R program's first pass and a real
+    // epilogue in its last (one pass each for a 1-D transform), spread as fused launches
+    for (dt, rdt) in [(DType::C64, DType::F32), (DType::C128, DType::F64)] {
+        let (kr, kc) = (prologue(rdt), prologue(dt));
+        let (er, ec) = (epilogue(rdt), epilogue(dt));
+        for (shape, axes) in [(vec![6usize, 30], vec![0usize, 1]), (vec![5, 16], vec![1])] {
+            for (prog, first, last) in [
+                (fft::plan_r2c(&shape, &axes, dt), &kr, &ec),
+                (fft::plan_c2r(&shape, &axes, dt), &kc, &er),
+            ] {
+                let steps = prog.unwrap().steps;
+                let n = steps.len();
+                for (i, st) in steps.into_iter().enumerate() {
+                    let (k, e) = ((i == 0).then_some(first), (i + 1 == n).then_some(last));
+                    let f = Fused {
+                        prologue: k,
+                        epilogue: e.map(|kernel| Epilogue {
+                            kernel,
+                            value_input: 1,
+                            shift_param: 0,
+                        }),
+                        mid: None,
+                    };
+                    let pass = st.pass.spread_for(st.args.line_count());
+                    rendered.push(render_fused(&pass, &f).unwrap());
+                }
             }
         }
     }

@@ -370,6 +370,8 @@ pub(crate) fn bind(t: &Template, nodes: &[Arc<Node>]) -> Result<Schedule> {
                             })
                         })
                         .collect::<Result<Vec<_>>>()?;
+                    // the epilogue runs over the transform's output (a real transform's
+                    // other end has another shape than its input)
                     let epilogue = match epilogue {
                         Some(e) => Some(BoundEpi {
                             kernel: e.kernel.clone(),
@@ -377,7 +379,7 @@ pub(crate) fn bind(t: &Template, nodes: &[Arc<Node>]) -> Result<Schedule> {
                             value_input: e.value_input,
                             shift_param: e.shift_param,
                             args: LaunchArgs {
-                                shape: shape.clone(),
+                                shape: nodes[last].shape.iter().copied().collect(),
                                 params: params_of(&e.params)?,
                             },
                         }),
@@ -579,6 +581,8 @@ pub(crate) fn execute(sched: &Schedule) -> Result<bool> {
                 crate::stats::bump::library_calls(1);
                 let probe = profile::begin(&dst.device);
                 let range = nvtx::range_with(|| format!("lazyfuse.{} fused", spec.label()));
+                // the transform's input is the prologue's launch shape, its output the last
+                // transform's node (the epilogue's output, where there is one, has it too)
                 let out = runtime::fft_fused(
                     &dst.device,
                     spec,
@@ -586,7 +590,7 @@ pub(crate) fn execute(sched: &Schedule) -> Result<bool> {
                     &refs,
                     args,
                     &args.shape,
-                    &args.shape,
+                    &dst.shape,
                     &mids,
                     epi.as_ref(),
                 )?;

@@ -363,9 +363,9 @@ impl GraphState {
                     epilogue,
                     ..
                 } => {
-                    let (pro_args, epi_args, mid_args) = match fused.get(fi) {
-                        Some((p, e, m)) => (*p, *e, m.as_slice()),
-                        None => (NO_ARGS, None, &[][..]),
+                    let (pro_args, epi_args, mid_args, out_shape) = match fused.get(fi) {
+                        Some((p, e, m, o)) => (*p, *e, m.as_slice(), *o),
+                        None => (NO_ARGS, None, &[][..], &shape[..]),
                     };
                     fi += 1;
                     let epilogue = match epilogue {
@@ -403,6 +403,7 @@ impl GraphState {
                         round,
                         epilogue,
                         shape,
+                        out_shape,
                     })));
                 }
                 // the reshape's buffer is its source's (`alias_groups`)
@@ -460,6 +461,7 @@ impl GraphState {
                         &ff.args,
                         ff.epilogue.as_ref().map(|e| &e.args),
                         ff.round.iter().map(|r| &r.args).collect(),
+                        &ff.dst.shape,
                     ));
                     args.push(no_args);
                 }
@@ -739,11 +741,13 @@ const NO_ARGS: &lazyfuse_codegen::LaunchArgs = &lazyfuse_codegen::LaunchArgs {
     params: SmallVec::new_const(),
 };
 
-/// A fused transform's prologue, epilogue and round-trip kernels' launch arguments.
+/// A fused transform's prologue, epilogue and round-trip kernels' launch arguments, and
+/// the shape of its (last) transform's output.
 type FusedArgs<'a> = (
     &'a lazyfuse_codegen::LaunchArgs,
     Option<&'a lazyfuse_codegen::LaunchArgs>,
     SmallVec<[&'a lazyfuse_codegen::LaunchArgs; 2]>,
+    &'a [usize],
 );
 
 /// What a fused transform step computes when it is not its first transform: the

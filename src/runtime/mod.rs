@@ -526,12 +526,14 @@ pub(crate) fn fft_fused(
     if let Device::Cuda(d) = dev {
         let ins: smallvec::SmallVec<[&cuda::CudaBuffer; 4]> =
             inputs.iter().map(|b| cuda_buf(b)).collect::<Result<_>>()?;
-        let dtype = *prologue
+        let in_dtype = *prologue
             .outputs
             .first()
             .ok_or_else(|| err("prologue without output"))?;
+        // the passes' complex dtype and the transform's output dtype (real for C2R)
+        let (dtype, out_dtype) = cuda::fused_dtypes(spec, in_dtype);
         let n: usize = out_shape.iter().product();
-        let out = d.alloc_buffer(dtype, n)?;
+        let out = d.alloc_buffer(out_dtype, n)?;
         let p = cuda::Prologue {
             kernel: prologue,
             inputs: &ins,
@@ -583,10 +585,10 @@ pub(crate) fn fft_fused(
                 spec: r.spec,
             })
             .collect();
-        if in_shape == out_shape
-            && d.fft_fused(spec, &p, &mids, e.as_ref(), &out, in_shape, dtype)?
-        {
-            return Ok(Buffer::Cuda(epi_out.unwrap_or(out)));
+        if let Some(shape) = cuda::transform_shape(spec, in_shape, out_shape) {
+            if d.fft_fused(spec, &p, &mids, e.as_ref(), &out, shape, dtype)? {
+                return Ok(Buffer::Cuda(epi_out.unwrap_or(out)));
+            }
         }
     }
     let input = run_kernel(dev, prologue, inputs, args)?

@@ -722,8 +722,8 @@ fn absorb_epilogues(nodes: &[Arc<Node>], dag: &Dag, root_pos: &[usize], mat: &mu
 
 /// Takes the kernel computing a transform's input into the transform's first pass
 /// (`TStep::FftFused`), so that the input is computed where the pass loads it and never
-/// stored: a C2C transform on a CUDA device whose every transformed length the generated
-/// passes cover, of an input that is no root, computed by an elementwise kernel of one
+/// stored: a transform on a CUDA device the generated passes cover (C2C; R2C and C2R, whose
+/// real end is then computed in the pass along the last axis), of an input that is no root, computed by an elementwise kernel of one
 /// output over the input's shape, and read by no other step. Then, where the transform's
 /// only consumer is such a kernel reading it through rolls only (`epilogue_of`), that
 /// kernel too, into the last pass. Only transforms the generated passes run
@@ -742,12 +742,19 @@ fn fuse_prologues(steps: &mut Vec<TStep>, nodes: &[Arc<Node>], dag: &Dag, root_p
         let Op::Fft(spec) = &dn.op else {
             continue;
         };
+        // the shape the passes plan over and their complex dtype: the real array's and
+        // the spectrum's for R2C and C2R (whose input must be exactly the half spectrum)
+        let (shape, dtype) = match spec.kind {
+            FftKind::C2C if sn.shape == dn.shape && sn.dtype == dn.dtype => (&sn.shape, sn.dtype),
+            FftKind::R2C => (&sn.shape, dn.dtype),
+            FftKind::C2R if sn.shape.last().copied() == dn.shape.last().map(|n| n / 2 + 1) => {
+                (&dn.shape, sn.dtype)
+            }
+            _ => continue,
+        };
         if !matches!(dn.device, crate::Device::Cuda(_))
-            || spec.kind != FftKind::C2C
             || root_pos.contains(&src)
-            || sn.shape != dn.shape
-            || sn.dtype != dn.dtype
-            || !generated_runs(dn, spec, &sn.shape, sn.dtype)
+            || !generated_runs(dn, spec, shape, dtype)
         {
             continue;
         }
@@ -967,6 +974,9 @@ fn chains(steps: &[TStep], nodes: &[Arc<Node>], fs: &[usize]) -> bool {
         let Op::Fft(spec) = &n.op else {
             return false;
         };
+        if spec.kind != crate::graph::FftKind::C2C {
+            return false;
+        }
         match first {
             None => first = Some((n, spec)),
             Some((n0, _)) => {

@@ -891,9 +891,10 @@ pub fn line_is_last_axis(pass: &FftPass) -> bool {
 }
 
 /// Whether an epilogue launched over `shape` may be fused into `pass` as rendered: where
-/// [`line_is_last_axis`], the last extent must be the line length.
+/// [`line_is_last_axis`], the last extent must be the length of the stored lines (the
+/// half spectrum's for an R2C pass).
 pub fn epilogue_extent_fits(pass: &FftPass, shape: &[usize]) -> bool {
-    !line_is_last_axis(pass) || shape.last() == Some(&(pass.n as usize))
+    !line_is_last_axis(pass) || shape.last() == Some(&pass.real.out_len(pass.n as usize))
 }
 
 /// Most twiddles (complex values) a thread of a pass reads from the table before its load

@@ -108,8 +108,11 @@ pub(crate) struct FusedStep<'a> {
     pub(crate) epilogue: Option<FusedEpi<'a>>,
     /// The step's result: the (last) transform, or the epilogue's output.
     pub(crate) dst: Slot,
-    /// The transform's shape (input and output).
+    /// The transform's input shape (the prologue's launch shape).
     pub(crate) shape: &'a [usize],
+    /// Its (last transform's) output shape: the input's for C2C, the other end's of an R2C
+    /// or C2R transform.
+    pub(crate) out_shape: &'a [usize],
 }
 
 /// The kernel between the transforms of a round trip in a [`FusedStep`], and the second
@@ -537,12 +540,15 @@ impl GraphPlan {
                 epilogue,
                 round,
                 shape,
+                out_shape,
                 ..
             } = &**f;
-            let dtype = fused_dtype(prologue)?;
-            let n: usize = shape.iter().product();
+            let (dtype, out_dtype) = super::fused_dtypes(spec, fused_dtype(prologue)?);
+            let n: usize = out_shape.iter().product();
             let back: SmallVec<[&FftSpec; 8]> = round.iter().map(|r| r.spec).collect();
-            let work = CudaDevice::fused_work_len(spec, &back, shape, dtype).unwrap_or(0);
+            let work = super::transform_shape(spec, shape, out_shape)
+                .and_then(|t| CudaDevice::fused_work_len(spec, &back, t, dtype))
+                .unwrap_or(0);
             if self.fused.len() <= fi {
                 self.fused.push(FusedScratch::default());
             }
@@ -555,7 +561,7 @@ impl GraphPlan {
             if epilogue.is_none() {
                 sc.out = None;
             } else {
-                keep_or_alloc(self.dev, &mut sc.out, dtype, n)?;
+                keep_or_alloc(self.dev, &mut sc.out, out_dtype, n)?;
             }
             fi += 1;
         }
@@ -629,6 +635,7 @@ impl GraphPlan {
             epilogue,
             round,
             shape,
+            out_shape,
             ..
         } = s;
         let b = self.fused_buffers(s, ext, fi)?;
@@ -666,7 +673,10 @@ impl GraphPlan {
         let set = match sc.passes.get() {
             Some(set) => set,
             None => {
-                let dtype = fused_dtype(prologue)?;
+                let (dtype, _) = super::fused_dtypes(spec, fused_dtype(prologue)?);
+                let Some(shape) = super::transform_shape(spec, shape, out_shape) else {
+                    return Ok(None);
+                };
                 let made =
                     self.dev
                         .fused_passes(spec, &pro, &mids, epi.as_ref(), b.out, shape, dtype)?;
@@ -692,6 +702,7 @@ impl GraphPlan {
             epilogue,
             round,
             shape,
+            out_shape,
             ..
         } = s;
         let b = self.fused_buffers(s, ext, fi)?;
@@ -702,7 +713,8 @@ impl GraphPlan {
             .into_iter()
             .next()
             .ok_or_else(|| Error::internal("graph", "prologue without output"))?;
-        self.dev.fft_into(spec, &input, out, shape, shape, true)?;
+        self.dev
+            .fft_into(spec, &input, out, shape, out_shape, true)?;
         for (r, mid_ins) in round.iter().zip(&b.mid_ins) {
             let ins: SmallVec<[&CudaBuffer; 8]> =
                 mid_ins.iter().map(|b| b.unwrap_or(out)).collect();

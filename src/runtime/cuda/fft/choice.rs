@@ -177,8 +177,7 @@ fn store(dir: Option<&std::path::Path>, key: &str, c: &Choice) {
 impl CudaDevice {
     /// Whether the transform `spec` over `shape` (the real array's for R2C and C2R) of the
     /// complex `dtype` runs as generated passes on this device: never for transforms the
-    /// generator does not cover (`plan_r2c` and `plan_c2r` say for real ones; no real
-    /// transform fuses work);
+    /// generator does not cover (`plan_r2c` and `plan_c2r` say for real ones);
     /// else as `LAZYFUSE_FFT` / `lf::set_fft_backend` says, and for `Auto` by measurement
     /// (see the module), `fused` when the kernel computing its input runs inside its first
     /// pass if it does ([`Choice::fused_generated`]). Errors are the device's (a failed
@@ -192,9 +191,8 @@ impl CudaDevice {
     ) -> Result<bool> {
         use lazyfuse_codegen::fft as gen;
         let covered = match spec.kind {
-            FftKind::R2C if !fused => gen::plan_r2c(shape, &spec.axes, dtype).is_some(),
-            FftKind::C2R if !fused => gen::plan_c2r(shape, &spec.axes, dtype).is_some(),
-            FftKind::R2C | FftKind::C2R => false,
+            FftKind::R2C => gen::plan_r2c(shape, &spec.axes, dtype).is_some(),
+            FftKind::C2R => gen::plan_c2r(shape, &spec.axes, dtype).is_some(),
             // what `plan_c2c` covers, checked without planning the passes
             FftKind::C2C => {
                 gen::complex_size(dtype).is_some()

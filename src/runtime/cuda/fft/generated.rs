@@ -397,18 +397,16 @@ impl CudaDevice {
         Ok(launches)
     }
 
-    /// Elements of the work buffer the generated passes of the C2C transform `spec` (and
-    /// back by `round`, and on for each round trip of a chain) over `shape` in `dtype`
-    /// need; `None` when the generator does not cover it.
+    /// Elements of the work buffer the generated passes of the transform `spec` (and back
+    /// by `round`, and on for each round trip of a chain) over `shape` (its
+    /// [`transform_shape`]) in the complex `dtype` need; `None` when the generator does
+    /// not cover it.
     pub(in crate::runtime::cuda) fn fused_work_len(
         spec: &FftSpec,
         round: &[&FftSpec],
         shape: &[usize],
         dtype: DType,
     ) -> Option<usize> {
-        if spec.kind != FftKind::C2C {
-            return None;
-        }
         plan(spec, round, shape, dtype).map(|p| p.work_len)
     }
 
@@ -494,12 +492,36 @@ pub(in crate::runtime::cuda) struct PassLaunch {
     pub(in crate::runtime::cuda) block: u32,
 }
 
-/// Whether `spec` is a C2C transform whose output `out` holds `shape` of `dtype` (what the
-/// generated passes of a fused transform write).
+/// Whether `out` holds the output of the transform `spec` over `shape` (its
+/// [`transform_shape`]) in the complex `dtype` (what the generated passes of a fused
+/// transform write): `shape` of `dtype` for C2C, its half spectrum for R2C, `shape` of the
+/// real dtype for C2R.
 fn fits_output(spec: &FftSpec, out: &CudaBuffer, shape: &[usize], dtype: DType) -> bool {
-    spec.kind == FftKind::C2C
-        && out.dtype() == dtype
-        && out.len() == shape.iter().product::<usize>()
+    let all: usize = shape.iter().product();
+    let (len, dt) = match spec.kind {
+        FftKind::C2C => (all, dtype),
+        FftKind::R2C => match shape.last() {
+            Some(&n) if n > 0 => (all / n * (n / 2 + 1), dtype),
+            _ => return false,
+        },
+        FftKind::C2R => (all, fused_dtypes(spec, dtype).1),
+    };
+    out.dtype() == dt && out.len() == len
+}
+
+/// The complex dtype the generated passes of the transform `spec` compute in, and the
+/// dtype of its output, for an input of `in_dtype` (a fused transform's prologue's output).
+pub(crate) fn fused_dtypes(spec: &FftSpec, in_dtype: DType) -> (DType, DType) {
+    let double = matches!(in_dtype, DType::F64 | DType::C128);
+    let (real, complex) = match double {
+        true => (DType::F64, DType::C128),
+        false => (DType::F32, DType::C64),
+    };
+    match spec.kind {
+        FftKind::C2C => (in_dtype, in_dtype),
+        FftKind::R2C => (complex, complex),
+        FftKind::C2R => (complex, real),
+    }
 }
 
 /// The `Fused` description of a prologue, a round trip's middle work and an epilogue.
@@ -595,7 +617,7 @@ enum Source<'a> {
 /// real array's for R2C (its input) and C2R (its output, whose input must then be exactly
 /// the half spectrum: cuFFT's program also truncates or pads it); `None` for a C2R input
 /// of another length.
-pub(super) fn transform_shape<'a>(
+pub(crate) fn transform_shape<'a>(
     spec: &FftSpec,
     in_shape: &'a [usize],
     out_shape: &'a [usize],

@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
-# Device call 2: R2C and C2R as generated passes, unfused (668a221). Every test binary by
-# default (fresh decision cache), the FFT tests, loops, grad and profile again with
-# LAZYFUSE_FFT=generated; the sim rows twice (the default R2C rows now measure the
-# generated real passes against cuFFT).
+# Device call 2: R2C and C2R as generated passes with elementwise work fused into them
+# (d2e83ef). Every test binary by default (fresh decision cache), the FFT tests, loops,
+# grad and profile again with LAZYFUSE_FFT=generated; the sim rows twice (the default R2C
+# rows now measure the generated real passes against cuFFT); ncu of two sim steps on the
+# generated real passes (kernel_probe sim4: four steps before one eval), 256 and 1024.
 OUT=${OUT:-/tmp/out}; mkdir -p $OUT
 (cd .gpu && xz -dc bins.txz | tar -xf - && xz -dc so.txz | tar -xf -)
 export LD_LIBRARY_PATH="/usr/local/cuda/lib64:/usr/local/cuda/targets/x86_64-linux/lib:${LD_LIBRARY_PATH:-}"
@@ -26,4 +27,8 @@ for rep in 1 2; do
   echo "## rep$rep"; LAZYFUSE_CACHE_DIR=/tmp/lfc-b timeout 200 .gpu/benches/workloads --bench sim 2>&1 | grep -vE "^\s*$"
 done > $OUT/bench.txt
 cp /tmp/lfc-b/fft-choices.tsv $OUT/fft-choices.tsv 2>/dev/null
+S="--section SpeedOfLight --section Occupancy --section WarpStateStats --section LaunchStats"
+for n in 256 1024; do
+  (cd /tmp && LAZYFUSE_FFT=generated timeout 120 ncu --clock-control none --kernel-name regex:lf_fft --launch-skip 8 --launch-count 8 $S $OLDPWD/.gpu/examples/kernel_probe sim4 $n 2>&1 | grep -v "==PROF")
+done > $OUT/ncu-sim-real.txt
 echo done2

@@ -1226,23 +1226,7 @@ fn real_transforms_against_dfts() {
         // C2R: a half spectrum (any, not Hermitian along the other axes), its inverse DFTs
         // along the other axes, then the Hermitian line extended and transformed back
         let spec = input(want.len(), 29);
-        let last = shape.len() - 1;
-        let mut y = dft_axes(&spec, &half_shape, &axes[..axes.len() - 1], true);
-        let full: Vec<Complex64> = y
-            .chunks_mut(n / 2 + 1)
-            .flat_map(|l| {
-                (0..n)
-                    .map(|p| match p <= n / 2 {
-                        true => l[p],
-                        false => l[n - p].conj(),
-                    })
-                    .collect::<Vec<_>>()
-            })
-            .collect();
-        let back: Vec<Complex64> = dft_axes(&full, shape, &[last], true)
-            .iter()
-            .map(|z| Complex64::new(z.re, 0.0))
-            .collect();
+        let back = c2r_dft(&spec, shape, axes);
         for dt in [DType::C64, DType::C128] {
             let tol = if dt == DType::C64 { 1e-5 } else { 1e-13 };
             if !fft::one_pass(n, dt) {
@@ -1284,4 +1268,72 @@ fn real_transforms_only_where_covered() {
     assert!(fft::plan_c2r(&[1 << 13, 8], &[0, 1], DType::C64).is_none());
     assert!(fft::plan_r2c(&[1 << 13, 8], &[0, 1], DType::C64).is_some());
     assert!(fft::plan_c2r(&[16, 8], &[0, 1], DType::C64).is_some());
+}
+
+/// The unnormalized C2R transform of the half spectrum `spec` into a real array of `shape`
+/// over `axes` (the last of them the last axis) by DFTs: inverse DFTs along the other axes,
+/// then each line along the last extended by conjugates and transformed back; the real
+/// parts (imaginary parts zero).
+fn c2r_dft(spec: &[Complex64], shape: &[usize], axes: &[usize]) -> Vec<Complex64> {
+    let n = *shape.last().unwrap();
+    let mut half_shape = shape.to_vec();
+    *half_shape.last_mut().unwrap() = n / 2 + 1;
+    let y = dft_axes(spec, &half_shape, &axes[..axes.len() - 1], true);
+    let full: Vec<Complex64> = y
+        .chunks(n / 2 + 1)
+        .flat_map(|l| (0..n).map(move |p| if p <= n / 2 { l[p] } else { l[n - p].conj() }))
+        .collect();
+    dft_axes(&full, shape, &[shape.len() - 1], true)
+        .iter()
+        .map(|z| Complex64::new(z.re, 0.0))
+        .collect()
+}
+
+#[test]
+fn real_round_trips_against_dfts() {
+    // (shape, axes): the R2C transform's last other axis turns over the half spectrum
+    let cases: &[(&[usize], &[usize])] = &[
+        (&[12, 16], &[0, 1]),
+        (&[9, 10], &[0, 1]),
+        (&[4, 6, 9], &[0, 1, 2]),
+        (&[6, 5, 8], &[1, 0, 2]),
+    ];
+    for &(shape, axes) in cases {
+        let len: usize = shape.iter().product();
+        let x: Vec<Complex64> = input(len, 31)
+            .iter()
+            .map(|z| Complex64::new(z.re, 0.0))
+            .collect();
+        let mut spec = halve(&dft_axes(&x, shape, axes, false), shape);
+        spec.iter_mut()
+            .enumerate()
+            .for_each(|(i, v)| *v = filter(i, *v));
+        let want = c2r_dft(&spec, shape, axes);
+        for dt in [DType::C64, DType::C128] {
+            let p = fft::plan_real_round_trip(shape, axes, dt)
+                .unwrap_or_else(|| panic!("{shape:?} {axes:?}"));
+            // the R2C pass, one pass per other axis but the turning one once for both
+            // transforms, the C2R pass
+            let others = axes.len() - 1;
+            assert_eq!(p.steps.len(), 2 + 2 * others - 1, "{shape:?}");
+            assert_eq!(p.steps.iter().filter(|s| s.pass.round_trip).count(), 1);
+            assert_eq!(p.out_len, len);
+            let err = match dt {
+                DType::C64 => {
+                    let x32: Vec<Complex32> =
+                        x.iter().map(|z| Complex32::new(z.re as f32, 0.0)).collect();
+                    let f: fft::host::Mid<f32> = &filter;
+                    rel_err(&host::run_program_mid(&p, &x32, f), &want)
+                }
+                _ => {
+                    let f: fft::host::Mid<f64> = &filter;
+                    rel_err(&host::run_program_mid(&p, &x, f), &want)
+                }
+            };
+            let tol = if dt == DType::C64 { 1e-5 } else { 1e-13 };
+            assert!(err < tol, "{shape:?} {axes:?} {dt:?}: {err:.3e}");
+        }
+    }
+    // only the halved axis: no pass to turn in
+    assert!(fft::plan_real_round_trip(&[4, 16], &[1], DType::C64).is_none());
 }

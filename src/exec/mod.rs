@@ -353,17 +353,22 @@ pub(crate) fn bind(t: &Template, nodes: &[Arc<Node>]) -> Result<Schedule> {
                     epilogue,
                 } => {
                     // the step computes the epilogue's output, else the last transform
-                    let last = round.last().map_or(*dst, |r| r.dst);
+                    let first = *dst;
+                    let last = round.last().map_or(first, |r| r.dst);
                     let dst = epilogue.as_ref().map_or(last, |e| e.out);
+                    // each middle kernel runs over the output of the transform before it (the
+                    // half spectrum between a real round trip's transforms)
                     let round = round
                         .iter()
-                        .map(|r| {
+                        .enumerate()
+                        .map(|(j, r)| {
+                            let before = if j == 0 { first } else { round[j - 1].dst };
                             Ok(BoundRound {
                                 kernel: r.kernel.clone(),
                                 inputs: r.inputs.iter().map(|&p| nodes[p].clone()).collect(),
                                 value_input: r.value_input,
                                 args: LaunchArgs {
-                                    shape: shape.clone(),
+                                    shape: nodes[before].shape.iter().copied().collect(),
                                     params: params_of(&r.params)?,
                                 },
                                 spec: r.spec.clone(),

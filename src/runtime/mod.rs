@@ -530,8 +530,10 @@ pub(crate) fn fft_fused(
             .outputs
             .first()
             .ok_or_else(|| err("prologue without output"))?;
-        // the passes' complex dtype and the transform's output dtype (real for C2R)
-        let (dtype, out_dtype) = cuda::fused_dtypes(spec, in_dtype);
+        // the passes' complex dtype and the (last) transform's output dtype (real for C2R)
+        let dtype = cuda::fused_dtypes(spec, in_dtype).0;
+        let last = round.last().map_or(spec, |r| r.spec);
+        let out_dtype = cuda::fused_dtypes(last, in_dtype).1;
         let n: usize = out_shape.iter().product();
         let out = d.alloc_buffer(out_dtype, n)?;
         let p = cuda::Prologue {
@@ -595,10 +597,13 @@ pub(crate) fn fft_fused(
         .into_iter()
         .next()
         .ok_or_else(|| err("prologue without output"))?;
-    let mut f = fft(dev, spec, &input, in_shape, out_shape)?;
-    for r in round {
+    // each transform's output has the shape its consumer runs over (the next middle
+    // kernel's launch shape: a real round trip's half spectrum), the last `out_shape`
+    let shape_after = |j: usize| round.get(j).map_or(out_shape, |r| &r.args.shape[..]);
+    let mut f = fft(dev, spec, &input, in_shape, shape_after(0))?;
+    for (j, r) in round.iter().enumerate() {
         let m = run_with_value(dev, r.kernel, r.inputs, r.value_input, &f, r.args)?;
-        f = fft(dev, r.spec, &m, out_shape, out_shape)?;
+        f = fft(dev, r.spec, &m, &r.args.shape, shape_after(j + 1))?;
     }
     let Some(e) = epi else {
         return Ok(f);

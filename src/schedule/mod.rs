@@ -808,9 +808,10 @@ fn fuse_prologues(steps: &mut Vec<TStep>, nodes: &[Arc<Node>], dag: &Dag, root_p
         let Some(&b) = prologue_of.get(ci) else {
             continue;
         };
+        let pair = [found[a].1, found[b].1];
         if shifts.iter().any(|&s| s != 0)
             || has_prev.contains(&b)
-            || !chains(steps, nodes, &[found[a].1, found[b].1])
+            || !(chains(steps, nodes, &pair) || real_trip(steps, nodes, &pair))
         {
             continue;
         }
@@ -956,6 +957,34 @@ fn fuse_prologues(steps: &mut Vec<TStep>, nodes: &[Arc<Node>], dag: &Dag, root_p
         });
     }
     steps.extend(taken.into_iter().flatten());
+}
+
+/// Whether the fused transform steps `pair` are an R2C transform and the C2R transform back
+/// over the same axes into the R2C's input shape and dtype (the second's prologue reading
+/// the first at its own index, `fuse_prologues`) that the generated passes run as one
+/// program (`lazyfuse_codegen::fft::plan_real_round_trip`: the turning pass over the half
+/// spectrum). Such a round trip links no further (`chains` takes C2C transforms only).
+fn real_trip(steps: &[TStep], nodes: &[Arc<Node>], pair: &[usize; 2]) -> bool {
+    use crate::graph::FftKind;
+    let mut ends = pair.iter().map(|&f| match &steps[f] {
+        TStep::Fft { src, dst } => match &nodes[*dst].op {
+            Op::Fft(spec) => Some((&*nodes[*src], &*nodes[*dst], &**spec)),
+            _ => None,
+        },
+        _ => None,
+    });
+    let (Some(Some((x, spectrum, fwd))), Some(Some((_, y, back)))) = (ends.next(), ends.next())
+    else {
+        return false;
+    };
+    fwd.kind == FftKind::R2C
+        && back.kind == FftKind::C2R
+        && fwd.axes == back.axes
+        && fwd.support.is_none()
+        && x.shape == y.shape
+        && x.dtype == y.dtype
+        && lazyfuse_codegen::fft::plan_real_round_trip(&x.shape, &fwd.axes, spectrum.dtype)
+            .is_some()
 }
 
 /// Whether the fused transform steps `fs` (each one's prologue reading the one before at

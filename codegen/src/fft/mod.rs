@@ -745,27 +745,85 @@ pub fn plan_c2r(shape: &[usize], axes: &[usize], dtype: DType) -> Option<Program
     let mut src = Buf::Input;
     if !others.is_empty() {
         let (todo, _) = axis_order(&half, &others, dtype, None)?;
-        for &a in &todo {
-            let inner: usize = half[a + 1..].iter().product();
-            if !axis_one_pass(half[a], inner, dtype) {
-                return None;
-            }
-        }
-        axes_steps(&mut prog, &half, &todo, None, dtype, true, Buf::Input);
-        for s in &mut prog.steps {
-            for b in [&mut s.src, &mut s.dst] {
-                if *b == Buf::Output {
-                    *b = Buf::Work;
-                }
-            }
-        }
-        prog.work_len = half.iter().product();
+        work_steps(&mut prog, &half, &todo, dtype, true, Buf::Input)?;
         src = Buf::Work;
     }
     prog.steps
         .push(real_step(outer, n, dtype, RealIo::C2R, src, Buf::Output));
     set_index32(&mut prog, shape);
     Some(prog)
+}
+
+/// The program of `C2R(axes)(mid(R2C(axes)(x)))` into a real array of `shape` (as
+/// [`plan_r2c`]), `mid` an elementwise map of each element of the half spectrum at its
+/// linear index (a spectral filter between `rfftn` and `irfftn`): the R2C transform's
+/// last-axis pass into the work buffer, its other axes there, the last of them going there
+/// and back with `mid` between ([`FftPass::round_trip`]), the C2R transform's other axes,
+/// and its last-axis pass into the real output. A 2-D real spectral step is three passes,
+/// the middle one over the half spectrum. `None` as [`plan_c2r`], or where only the halved
+/// axis is transformed (no pass to turn in).
+pub fn plan_real_round_trip(shape: &[usize], axes: &[usize], dtype: DType) -> Option<Program> {
+    let (outer, n, half, others) = real_plan_shapes(shape, axes, dtype)?;
+    if others.is_empty() {
+        return None;
+    }
+    let mut prog = Program::default();
+    prog.steps.push(real_step(
+        outer,
+        n,
+        dtype,
+        RealIo::R2C,
+        Buf::Input,
+        Buf::Work,
+    ));
+    let (todo, _) = axis_order(&half, &others, dtype, None)?;
+    let (&turn, back) = todo.split_last()?;
+    if half[turn] < 2 {
+        return None;
+    }
+    work_steps(&mut prog, &half, &todo, dtype, false, Buf::Work)?;
+    prog.steps.last_mut()?.pass.round_trip = true;
+    work_steps(&mut prog, &half, back, dtype, true, Buf::Work)?;
+    prog.steps.push(real_step(
+        outer,
+        n,
+        dtype,
+        RealIo::C2R,
+        Buf::Work,
+        Buf::Output,
+    ));
+    set_index32(&mut prog, shape);
+    Some(prog)
+}
+
+/// Appends the steps of the axes `todo` of the half spectrum `half` in the work buffer
+/// (the first reading `src`, the others in place there), each axis one pass (the work
+/// buffer is the real programs' only scratch); `None` where one takes two.
+fn work_steps(
+    prog: &mut Program,
+    half: &[usize],
+    todo: &[usize],
+    dtype: DType,
+    inverse: bool,
+    src: Buf,
+) -> Option<()> {
+    for &a in todo {
+        let inner: usize = half[a + 1..].iter().product();
+        if !axis_one_pass(half[a], inner, dtype) {
+            return None;
+        }
+    }
+    let at = prog.steps.len();
+    axes_steps(prog, half, todo, None, dtype, inverse, src);
+    for s in &mut prog.steps[at..] {
+        for b in [&mut s.src, &mut s.dst] {
+            if *b == Buf::Output {
+                *b = Buf::Work;
+            }
+        }
+    }
+    prog.work_len = half.iter().product();
+    Some(())
 }
 
 /// What [`plan_r2c`] and [`plan_c2r`] plan from: the lines before the halved (last) axis,

@@ -40,7 +40,7 @@ use super::lane::{order_after, Lane};
 use super::memory::CudaBuffer;
 use super::{driver_err, driver_error};
 use crate::config::debug_log;
-use crate::graph::FftSpec;
+use crate::graph::{FftKind, FftSpec};
 use crate::stats::bump;
 use crate::{Error, Result};
 use cudarc::driver::{result as drv, sys as drv_sys, CudaStream};
@@ -543,7 +543,10 @@ impl GraphPlan {
                 out_shape,
                 ..
             } = &**f;
-            let (dtype, out_dtype) = super::fused_dtypes(spec, fused_dtype(prologue)?);
+            let in_dtype = fused_dtype(prologue)?;
+            let dtype = super::fused_dtypes(spec, in_dtype).0;
+            let last = round.last().map_or(*spec, |r| r.spec);
+            let out_dtype = super::fused_dtypes(last, in_dtype).1;
             let n: usize = out_shape.iter().product();
             let back: SmallVec<[&FftSpec; 8]> = round.iter().map(|r| r.spec).collect();
             let work = super::transform_shape(spec, shape, out_shape)
@@ -713,18 +716,30 @@ impl GraphPlan {
             .into_iter()
             .next()
             .ok_or_else(|| Error::internal("graph", "prologue without output"))?;
-        self.dev
-            .fft_into(spec, &input, out, shape, out_shape, true)?;
+        // a real round trip's first transform writes the half spectrum (the middle
+        // kernel's launch shape) into a fresh buffer; C2C transforms all write the output
+        let first = match round.first() {
+            Some(r) if spec.kind != FftKind::C2C => {
+                Some(self.dev.fft(spec, &input, shape, &r.args.shape)?)
+            }
+            _ => {
+                self.dev
+                    .fft_into(spec, &input, out, shape, out_shape, true)?;
+                None
+            }
+        };
+        let before = first.as_ref().unwrap_or(out);
         for (r, mid_ins) in round.iter().zip(&b.mid_ins) {
             let ins: SmallVec<[&CudaBuffer; 8]> =
-                mid_ins.iter().map(|b| b.unwrap_or(out)).collect();
+                mid_ins.iter().map(|b| b.unwrap_or(before)).collect();
             let m = self
                 .dev
                 .run_kernel_shared(r.kernel, &ins, r.args)?
                 .into_iter()
                 .next()
                 .ok_or_else(|| Error::internal("graph", "middle kernel without output"))?;
-            self.dev.fft_into(r.spec, &m, out, shape, shape, true)?;
+            self.dev
+                .fft_into(r.spec, &m, out, &r.args.shape, out_shape, true)?;
         }
         let (Some(e), Some(dst)) = (epilogue, b.epi_out) else {
             return Ok(());

@@ -178,7 +178,7 @@ impl CudaDevice {
         let here = |b: &CudaBuffer| b.device().ordinal() == self.ordinal();
         let epi_here = |e: &Epilogue| here(e.out) && e.inputs.iter().flatten().all(|b| here(b));
         let mid_here = |m: &Mid| m.inputs.iter().flatten().all(|b| here(b));
-        if !fits_output(spec, out, shape, dtype)
+        if !fits_output(last_spec(spec, mids), out, shape, dtype)
             || !prologue.inputs.iter().all(|b| here(b))
             || epilogue.is_some_and(|e| !epi_here(e))
             || mids.iter().any(|m| !mid_here(m))
@@ -426,7 +426,7 @@ impl CudaDevice {
         shape: &[usize],
         dtype: DType,
     ) -> Result<Option<PassSet>> {
-        if !fits_output(spec, out, shape, dtype) {
+        if !fits_output(last_spec(spec, mids), out, shape, dtype) {
             return Ok(None);
         }
         let Some(prog) = plan(spec, &specs_of(mids), shape, dtype) else {
@@ -638,11 +638,16 @@ pub(crate) fn transform_shape<'a>(
 /// the complex `dtype`: an R2C or C2R transform by `plan_r2c` or `plan_c2r`; a C2C one
 /// pruned to the columns of its input's support when it has one (`FftSpec::support`,
 /// `lazyfuse_codegen::fft::plan_c2c_pruned`); with `round`, and on by those transforms,
-/// turning in a round-trip pass between each two (`lazyfuse_codegen::fft::plan_chain`).
+/// turning in a round-trip pass between each two (`lazyfuse_codegen::fft::plan_chain`); an
+/// R2C transform with the C2R transform back as one program over the half spectrum
+/// (`lazyfuse_codegen::fft::plan_real_round_trip`).
 fn plan(spec: &FftSpec, round: &[&FftSpec], shape: &[usize], dtype: DType) -> Option<gen::Program> {
-    match (spec.kind, round.is_empty()) {
-        (FftKind::R2C, true) => return gen::plan_r2c(shape, &spec.axes, dtype),
-        (FftKind::C2R, true) => return gen::plan_c2r(shape, &spec.axes, dtype),
+    match (spec.kind, round) {
+        (FftKind::R2C, []) => return gen::plan_r2c(shape, &spec.axes, dtype),
+        (FftKind::C2R, []) => return gen::plan_c2r(shape, &spec.axes, dtype),
+        (FftKind::R2C, [back]) if back.kind == FftKind::C2R && back.axes == spec.axes => {
+            return gen::plan_real_round_trip(shape, &spec.axes, dtype);
+        }
         (FftKind::C2C, _) => {}
         _ => return None,
     }
@@ -658,6 +663,12 @@ fn plan(spec: &FftSpec, round: &[&FftSpec], shape: &[usize], dtype: DType) -> Op
         .map(|s| (s.axes.as_slice(), s.inverse))
         .collect();
     gen::plan_chain(shape, &links, dtype, support)
+}
+
+/// The last transform of `spec` and the transforms of its middle work `mids` (whose output
+/// the step writes).
+pub(crate) fn last_spec<'a>(spec: &'a FftSpec, mids: &[Mid<'a>]) -> &'a FftSpec {
+    mids.last().map_or(spec, |m| m.spec)
 }
 
 /// The transforms of a chain's middle work, in order.

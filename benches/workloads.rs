@@ -536,8 +536,9 @@ fn run_sim(dev: &Device, quick: bool) -> lf::Result<()> {
             // complex transforms as generated passes, the step's kernels fused into them;
             // a body of ten steps (or all hundred, as JAX's fori_loop compiles them) chains
             // its round trips (two passes a step), run with cuFFT's R2C plan too for
-            // comparison; the real transforms (R2C, C2R) as generated passes, the update in
-            // the R2C's first pass, the product in the C2R's first (four passes a step)
+            // comparison; the real transforms (R2C, C2R) as generated passes, one real
+            // round trip a step (the update in its first pass, the product in its pass
+            // over the half spectrum's columns that goes there and back: three passes)
             for (body, fft, real) in [
                 (1, lf::FftBackend::Generated, false),
                 (10, lf::FftBackend::Generated, false),

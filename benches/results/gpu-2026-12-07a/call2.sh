@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
-# Device call 2: R2C and C2R as generated passes with elementwise work fused into them
-# (d2e83ef). Every test binary by default (fresh decision cache), the FFT tests, loops,
-# grad and profile again with LAZYFUSE_FFT=generated; the sim rows twice (the default R2C
-# rows now measure the generated real passes against cuFFT); ncu of two sim steps on the
-# generated real passes (kernel_probe sim4: four steps before one eval), 256 and 1024.
+# Device call 2: R2C and C2R as generated passes with elementwise work fused into them, and
+# real round trips (rfft2, the product on the half spectrum, irfft2 as one program of three
+# passes) (3a562de). Every test binary by default (fresh decision cache), the FFT tests,
+# loops, grad and profile again with LAZYFUSE_FFT=generated; the sim rows twice (the default
+# R2C rows now measure the generated real passes against cuFFT); ncu of two sim steps on
+# the generated real passes (kernel_probe sim4: four steps before one eval), 256 and 1024.
 OUT=${OUT:-/tmp/out}; mkdir -p $OUT
 (cd .gpu && xz -dc bins.txz | tar -xf - && xz -dc so.txz | tar -xf -)
 export LD_LIBRARY_PATH="/usr/local/cuda/lib64:/usr/local/cuda/targets/x86_64-linux/lib:${LD_LIBRARY_PATH:-}"
@@ -29,6 +30,6 @@ done > $OUT/bench.txt
 cp /tmp/lfc-b/fft-choices.tsv $OUT/fft-choices.tsv 2>/dev/null
 S="--section SpeedOfLight --section Occupancy --section WarpStateStats --section LaunchStats"
 for n in 256 1024; do
-  (cd /tmp && LAZYFUSE_FFT=generated timeout 120 ncu --clock-control none --kernel-name regex:lf_fft --launch-skip 8 --launch-count 8 $S $OLDPWD/.gpu/examples/kernel_probe sim4 $n 2>&1 | grep -v "==PROF")
+  (cd /tmp && LAZYFUSE_FFT=generated timeout 120 ncu --clock-control none --kernel-name regex:lf_fft --launch-skip 6 --launch-count 6 $S $OLDPWD/.gpu/examples/kernel_probe sim4 $n 2>&1 | grep -v "==PROF")
 done > $OUT/ncu-sim-real.txt
 echo done2

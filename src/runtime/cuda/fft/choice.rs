@@ -11,8 +11,9 @@
 //! into its first pass (fusion needs the generated passes); that kernel then neither runs
 //! nor writes its array, nor does the transform read it: the passes are credited with the
 //! memory time of one copy of the array ([`Choice::fused_generated`]). A transform that
-//! runs unfused asks without the credit. While this thread records a CUDA graph nothing is measured (recording runs nothing): an undecided
-//! transform then uses cuFFT, and is decided at its next use outside a recording.
+//! runs unfused asks without the credit. While this thread records a CUDA graph nothing is
+//! measured (recording runs nothing): an undecided transform then uses cuFFT, and is
+//! decided at its next use outside a recording.
 
 use super::plan::Precision;
 use crate::config::FftBackend;

@@ -1,7 +1,7 @@
 //! Generated FFT passes on a CUDA device: a C2C, R2C or C2R transform whose every
-//! transformed length the generator covers (`lazyfuse_codegen::fft`) runs as the passes' kernels instead of
-//! cuFFT when `LAZYFUSE_FFT=generated` (`lf::set_fft_backend`), or by default where they
-//! measured faster (`choice`). The passes compile through
+//! transformed length the generator covers (`lazyfuse_codegen::fft`) runs as the passes'
+//! kernels instead of cuFFT when `LAZYFUSE_FFT=generated` (`lf::set_fft_backend`), or by
+//! default where they measured faster (`choice`). The passes compile through
 //! the device's kernel cache (memory, disk, NVRTC) keyed by their structure, so a new batch
 //! size or array shape reuses them; twiddle tables are uploaded once per length and
 //! precision and kept by the device's FFT state. Unnormalized in both directions, as the

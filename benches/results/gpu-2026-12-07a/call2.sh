@@ -2,7 +2,7 @@
 # Device call 2: R2C and C2R as generated passes with elementwise work fused into them, and
 # real round trips (rfft2, the product on the half spectrum, irfft2 as one program of three
 # passes) (3a562de). Every test binary by default (fresh decision cache), the FFT tests,
-# loops, grad and profile again with LAZYFUSE_FFT=generated; the sim rows twice (the default
+# loops, grad and profile again with LAZYFUSE_FFT=generated; the sim rows once (the default
 # R2C rows now measure the generated real passes against cuFFT); ncu of two sim steps on
 # the generated real passes (kernel_probe sim4: four steps before one eval), 256 and 1024.
 OUT=${OUT:-/tmp/out}; mkdir -p $OUT
@@ -24,7 +24,7 @@ rm -rf /tmp/lfc-tests
 mkdir -p $OUT/failed; for f in /tmp/tl/*.log; do grep -q "FAILED\|panicked" $f && cp $f $OUT/failed/; done
 unset LAZYFUSE_TEST_CUDA LAZYFUSE_REQUIRE_NVRTC
 rm -rf /tmp/lfc-b
-for rep in 1 2; do
+for rep in 1; do
   echo "## rep$rep"; LAZYFUSE_CACHE_DIR=/tmp/lfc-b timeout 200 .gpu/benches/workloads --bench sim 2>&1 | grep -vE "^\s*$"
 done > $OUT/bench.txt
 cp /tmp/lfc-b/fft-choices.tsv $OUT/fft-choices.tsv 2>/dev/null

@@ -353,22 +353,33 @@ pub(crate) fn bind(t: &Template, nodes: &[Arc<Node>]) -> Result<Schedule> {
                     epilogue,
                 } => {
                     // the step computes the epilogue's output, else the last transform
-                    let first = *dst;
-                    let last = round.last().map_or(first, |r| r.dst);
+                    let last = round.last().map_or(*dst, |r| r.dst);
                     let dst = epilogue.as_ref().map_or(last, |e| e.out);
-                    // each middle kernel runs over the output of the transform before it (the
-                    // half spectrum between a real round trip's transforms)
+                    // each middle kernel runs over the output of the transform before it: the
+                    // half spectrum after a real round trip's R2C transform, else the input's
+                    // shape (C2C chains). Derived, not read from the nodes: the transforms
+                    // inside a fused step are positions no step writes, which a traced plan
+                    // binds to a shapeless stand-in.
+                    let mut first_out = shape.clone();
+                    if spec.kind == crate::graph::FftKind::R2C {
+                        if let Some(l) = first_out.last_mut() {
+                            *l = *l / 2 + 1;
+                        }
+                    }
                     let round = round
                         .iter()
                         .enumerate()
                         .map(|(j, r)| {
-                            let before = if j == 0 { first } else { round[j - 1].dst };
                             Ok(BoundRound {
                                 kernel: r.kernel.clone(),
                                 inputs: r.inputs.iter().map(|&p| nodes[p].clone()).collect(),
                                 value_input: r.value_input,
                                 args: LaunchArgs {
-                                    shape: nodes[before].shape.iter().copied().collect(),
+                                    shape: if j == 0 {
+                                        first_out.clone()
+                                    } else {
+                                        shape.clone()
+                                    },
                                     params: params_of(&r.params)?,
                                 },
                                 spec: r.spec.clone(),
@@ -376,7 +387,8 @@ pub(crate) fn bind(t: &Template, nodes: &[Arc<Node>]) -> Result<Schedule> {
                         })
                         .collect::<Result<Vec<_>>>()?;
                     // the epilogue runs over the transform's output (a real transform's
-                    // other end has another shape than its input)
+                    // other end has another shape than its input), the shape of its own
+                    // output, the step's result
                     let epilogue = match epilogue {
                         Some(e) => Some(BoundEpi {
                             kernel: e.kernel.clone(),
@@ -384,7 +396,7 @@ pub(crate) fn bind(t: &Template, nodes: &[Arc<Node>]) -> Result<Schedule> {
                             value_input: e.value_input,
                             shift_param: e.shift_param,
                             args: LaunchArgs {
-                                shape: nodes[last].shape.iter().copied().collect(),
+                                shape: nodes[e.out].shape.iter().copied().collect(),
                                 params: params_of(&e.params)?,
                             },
                         }),

@@ -295,25 +295,27 @@ pub mod debug {
     /// halved axis is not the last, or whose input is not exactly the half spectrum), for
     /// a real transform already evaluated, and when `spectrum` is no transform.
     pub fn fft_runs_generated(spectrum: &Array) -> crate::Result<bool> {
-        use crate::graph::FftKind;
         let n = &spectrum.node;
         let crate::graph::Op::Fft(spec) = &n.op else {
             return Ok(false);
         };
-        if spec.kind == FftKind::C2C {
-            return crate::runtime::fft_prefers_generated(&n.device, spec, &n.shape, n.dtype, true);
-        }
-        // a real transform's passes plan over the real array's shape (its input's, or its
-        // own), in the spectrum's dtype
-        let Some(input) = n.inputs().first().cloned() else {
-            return Ok(false);
+        // a C2C transform's ends are alike; a real one's passes plan over its input too
+        // (gone once it is evaluated)
+        let input = match spec.kind {
+            crate::graph::FftKind::C2C => None,
+            _ => match n.inputs().first().cloned() {
+                Some(i) => Some(i),
+                None => return Ok(false),
+            },
         };
-        let (shape, dtype) = match spec.kind {
-            FftKind::C2R if input.shape.last().copied() == n.shape.last().map(|m| m / 2 + 1) => {
-                (&n.shape, input.dtype)
-            }
-            FftKind::R2C => (&input.shape, n.dtype),
-            _ => return Ok(false),
+        let (in_shape, in_dtype) = input
+            .as_ref()
+            .map_or((&n.shape[..], n.dtype), |i| (&i.shape[..], i.dtype));
+        let (Some(shape), Some(dtype)) = (
+            spec.passes_shape(in_shape, &n.shape),
+            spec.passes_dtype(in_dtype, n.dtype),
+        ) else {
+            return Ok(false);
         };
         crate::runtime::fft_prefers_generated(&n.device, spec, shape, dtype, true)
     }

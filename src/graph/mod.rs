@@ -123,6 +123,36 @@ impl FftSpec {
         let inverse = if self.inverse { " inverse" } else { "" };
         format!("fft axes={:?}{inverse}", self.axes)
     }
+
+    /// The shape generated FFT passes plan this transform over, from its input's and
+    /// output's: the array's for C2C (`None` where the two differ), the real array's for R2C
+    /// (its input) and C2R (its output; `None` unless the input is exactly the half
+    /// spectrum: cuFFT's program also truncates or pads it).
+    pub(crate) fn passes_shape<'a>(
+        &self,
+        in_shape: &'a [usize],
+        out_shape: &'a [usize],
+    ) -> Option<&'a [usize]> {
+        match self.kind {
+            FftKind::C2C => (in_shape == out_shape).then_some(in_shape),
+            FftKind::R2C => Some(in_shape),
+            FftKind::C2R => {
+                let (&h, hr) = in_shape.split_last()?;
+                let (&n, nr) = out_shape.split_last()?;
+                (h == n / 2 + 1 && hr == nr).then_some(out_shape)
+            }
+        }
+    }
+
+    /// The complex dtype generated FFT passes compute this transform in, from its input's
+    /// and output's: the spectrum's (`None` for a C2C transform whose ends differ).
+    pub(crate) fn passes_dtype(&self, in_dtype: DType, out_dtype: DType) -> Option<DType> {
+        match self.kind {
+            FftKind::C2C => (in_dtype == out_dtype).then_some(in_dtype),
+            FftKind::R2C => Some(out_dtype),
+            FftKind::C2R => Some(in_dtype),
+        }
+    }
 }
 
 /// Real/complex variant of an FFT.

@@ -587,7 +587,7 @@ pub(crate) fn fft_fused(
                 spec: r.spec,
             })
             .collect();
-        if let Some(shape) = cuda::transform_shape(spec, in_shape, out_shape) {
+        if let Some(shape) = spec.passes_shape(in_shape, out_shape) {
             if d.fft_fused(spec, &p, &mids, e.as_ref(), &out, shape, dtype)? {
                 return Ok(Buffer::Cuda(epi_out.unwrap_or(out)));
             }

@@ -730,7 +730,6 @@ fn absorb_epilogues(nodes: &[Arc<Node>], dag: &Dag, root_pos: &[usize], mat: &mu
 /// kernel too, into the last pass. Only transforms the generated passes run
 /// (`generated_runs`), when the FFT setting does not rule them out (`plan_mode`).
 fn fuse_prologues(steps: &mut Vec<TStep>, nodes: &[Arc<Node>], dag: &Dag, root_pos: &[usize]) {
-    use crate::graph::FftKind;
     use lazyfuse_codegen::cuda::fft::{fused_layout, Fused};
     // (producer step, transform step, consumer step and the shifts of its rolls)
     type Found = (usize, usize, Option<(usize, Vec<usize>)>);
@@ -744,14 +743,12 @@ fn fuse_prologues(steps: &mut Vec<TStep>, nodes: &[Arc<Node>], dag: &Dag, root_p
             continue;
         };
         // the shape the passes plan over and their complex dtype: the real array's and
-        // the spectrum's for R2C and C2R (whose input must be exactly the half spectrum)
-        let (shape, dtype) = match spec.kind {
-            FftKind::C2C if sn.shape == dn.shape && sn.dtype == dn.dtype => (&sn.shape, sn.dtype),
-            FftKind::R2C => (&sn.shape, dn.dtype),
-            FftKind::C2R if sn.shape.last().copied() == dn.shape.last().map(|n| n / 2 + 1) => {
-                (&dn.shape, sn.dtype)
-            }
-            _ => continue,
+        // the spectrum's for R2C and C2R
+        let (Some(shape), Some(dtype)) = (
+            spec.passes_shape(&sn.shape, &dn.shape),
+            spec.passes_dtype(sn.dtype, dn.dtype),
+        ) else {
+            continue;
         };
         if !matches!(dn.device, crate::Device::Cuda(_))
             || root_pos.contains(&src)

@@ -549,7 +549,8 @@ impl GraphPlan {
             let out_dtype = super::fused_dtypes(last, in_dtype).1;
             let n: usize = out_shape.iter().product();
             let back: SmallVec<[&FftSpec; 8]> = round.iter().map(|r| r.spec).collect();
-            let work = super::transform_shape(spec, shape, out_shape)
+            let work = spec
+                .passes_shape(shape, out_shape)
                 .and_then(|t| CudaDevice::fused_work_len(spec, &back, t, dtype))
                 .unwrap_or(0);
             if self.fused.len() <= fi {
@@ -677,7 +678,7 @@ impl GraphPlan {
             Some(set) => set,
             None => {
                 let (dtype, _) = super::fused_dtypes(spec, fused_dtype(prologue)?);
-                let Some(shape) = super::transform_shape(spec, shape, out_shape) else {
+                let Some(shape) = spec.passes_shape(shape, out_shape) else {
                     return Ok(None);
                 };
                 let made =

@@ -48,7 +48,7 @@ mod scatter;
 pub use compile::nvrtc_check;
 pub use device::CudaDevice;
 pub(crate) use device::{event_elapsed, TimingEvent};
-pub(crate) use fft::{fused_dtypes, transform_shape, Epilogue, Mid, Prologue};
+pub(crate) use fft::{fused_dtypes, Epilogue, Mid, Prologue};
 pub use memory::{CudaBuffer, PinnedHost};
 
 use crate::Error;

@@ -132,7 +132,7 @@ impl CudaDevice {
         prec: Precision,
     ) -> Result<bool> {
         let dtype = prec.complex_dtype();
-        let Some(shape) = transform_shape(spec, in_shape, out_shape) else {
+        let Some(shape) = spec.passes_shape(in_shape, out_shape) else {
             return Ok(false);
         };
         if !self.prefers_generated(spec, shape, dtype, false)? {
@@ -142,7 +142,7 @@ impl CudaDevice {
     }
 
     /// The generated passes of the transform `spec` of `input` into `out` (`shape` the
-    /// transform's, see [`transform_shape`]; `dtype` complex), whatever the backend setting
+    /// transform's, see `FftSpec::passes_shape`; `dtype` complex), whatever the backend setting
     /// (for the measurement of `choice`): `Ok(false)` with nothing queued when they cannot
     /// run it.
     pub(super) fn run_generated_buffer(
@@ -399,7 +399,7 @@ impl CudaDevice {
 
     /// Elements of the work buffer the generated passes of the transform `spec` (and back
     /// by `round`, and on for each round trip of a chain) over `shape` (its
-    /// [`transform_shape`]) in the complex `dtype` need; `None` when the generator does
+    /// `FftSpec::passes_shape`) in the complex `dtype` need; `None` when the generator does
     /// not cover it.
     pub(in crate::runtime::cuda) fn fused_work_len(
         spec: &FftSpec,
@@ -493,7 +493,7 @@ pub(in crate::runtime::cuda) struct PassLaunch {
 }
 
 /// Whether `out` holds the output of the transform `spec` over `shape` (its
-/// [`transform_shape`]) in the complex `dtype` (what the generated passes of a fused
+/// `FftSpec::passes_shape`) in the complex `dtype` (what the generated passes of a fused
 /// transform write): `shape` of `dtype` for C2C, its half spectrum for R2C, `shape` of the
 /// real dtype for C2R.
 fn fits_output(spec: &FftSpec, out: &CudaBuffer, shape: &[usize], dtype: DType) -> bool {
@@ -613,28 +613,7 @@ enum Source<'a> {
     Prologue(&'a Prologue<'a>),
 }
 
-/// The shape the generated passes of `spec` are planned over: the array's for C2C, the
-/// real array's for R2C (its input) and C2R (its output, whose input must then be exactly
-/// the half spectrum: cuFFT's program also truncates or pads it); `None` for a C2R input
-/// of another length.
-pub(crate) fn transform_shape<'a>(
-    spec: &FftSpec,
-    in_shape: &'a [usize],
-    out_shape: &'a [usize],
-) -> Option<&'a [usize]> {
-    match spec.kind {
-        FftKind::C2C | FftKind::R2C => Some(in_shape),
-        FftKind::C2R => {
-            let (Some((&h, hr)), Some((&n, nr))) = (in_shape.split_last(), out_shape.split_last())
-            else {
-                return None;
-            };
-            (h == n / 2 + 1 && hr == nr).then_some(out_shape)
-        }
-    }
-}
-
-/// The generated passes of the transform `spec` over `shape` (its [`transform_shape`]) in
+/// The generated passes of the transform `spec` over `shape` (its `FftSpec::passes_shape`) in
 /// the complex `dtype`: an R2C or C2R transform by `plan_r2c` or `plan_c2r`; a C2C one
 /// pruned to the columns of its input's support when it has one (`FftSpec::support`,
 /// `lazyfuse_codegen::fft::plan_c2c_pruned`); with `round`, and on by those transforms,

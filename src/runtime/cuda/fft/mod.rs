@@ -54,7 +54,7 @@
 mod choice;
 pub(crate) use choice::Choices;
 mod generated;
-pub(crate) use generated::{fused_dtypes, transform_shape, Epilogue, Mid, Prologue};
+pub(crate) use generated::{fused_dtypes, Epilogue, Mid, Prologue};
 pub(super) use generated::{PassLaunch, PassSet};
 mod helpers;
 pub(super) use helpers::HelperKernels;

@@ -512,15 +512,14 @@ fn fits_output(spec: &FftSpec, out: &CudaBuffer, shape: &[usize], dtype: DType) 
 /// The complex dtype the generated passes of the transform `spec` compute in, and the
 /// dtype of its output, for an input of `in_dtype` (a fused transform's prologue's output).
 pub(crate) fn fused_dtypes(spec: &FftSpec, in_dtype: DType) -> (DType, DType) {
-    let double = matches!(in_dtype, DType::F64 | DType::C128);
-    let (real, complex) = match double {
-        true => (DType::F64, DType::C128),
-        false => (DType::F32, DType::C64),
+    let prec = match in_dtype {
+        DType::F64 | DType::C128 => Precision::Double,
+        _ => Precision::Single,
     };
     match spec.kind {
         FftKind::C2C => (in_dtype, in_dtype),
-        FftKind::R2C => (complex, complex),
-        FftKind::C2R => (complex, real),
+        FftKind::R2C => (prec.complex_dtype(), prec.complex_dtype()),
+        FftKind::C2R => (prec.complex_dtype(), prec.real_dtype()),
     }
 }
 

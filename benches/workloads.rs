@@ -2,7 +2,7 @@
 //! `workload size system time_us extra`, the columns of `benches/anchors/anchor_bench.py`,
 //! so that our rows and the anchors' concatenate into one table for `bench_report`.
 //!
-//! `cargo bench --bench workloads [-- psf chain bcast matmul latency sim sumsq mean update cumsum transfers fft1d nccl] [--quick] [--tsv PATH]`
+//! `cargo bench --bench workloads [-- psf chain bcast matmul latency sim sumsq mean update cumsum transfers cpulines fft1d nccl] [--quick] [--tsv PATH]`
 //!
 //! `--tsv PATH` also writes the rows (after a `#` line naming the device) to PATH. The
 //! `extra` column of the psf, chain and sim100 fused rows holds the device time of one
@@ -1016,6 +1016,95 @@ fn run_nccl(dev: &Device, quick: bool) -> lf::Result<()> {
     Ok(())
 }
 
+/// The CPU's line structure (a transform's producer computed inside its first pass,
+/// `LAZYFUSE_FFT` / `lf::set_fft_backend`: `Generated`) against its whole-array passes
+/// over the stored input (`Cufft`), in alternating rounds so that both see the same
+/// machine: the PSF, a row FFT of a cheap product, and the spectral step with real
+/// transforms. Medians of the rounds; the `extra` column holds lines / passes.
+fn run_cpu_lines(dev: &Device, quick: bool) -> lf::Result<()> {
+    if dev.is_cuda() {
+        return Ok(());
+    }
+    type Case = (&'static str, usize, Box<dyn Fn() -> Array>);
+    let mut cases: Vec<Case> = Vec::new();
+    let psf_sizes: &[usize] = if quick {
+        &[64]
+    } else {
+        &[32, 64, 128, 256, 512]
+    };
+    for &n in psf_sizes {
+        let d = dev.clone();
+        cases.push(("psf", n, Box::new(move || psf(n, &d))));
+    }
+    let row_sizes: &[usize] = if quick {
+        &[256]
+    } else {
+        &[128, 256, 512, 1024, 2048]
+    };
+    for &n in row_sizes {
+        let a = lf::random::normal_on(&[n, n], DType::F32, 1, dev);
+        let b = lf::random::normal_on(&[n, n], DType::F32, 2, dev);
+        let z = lf::complex(&a, &b);
+        z.eval()?;
+        cases.push((
+            "fft-rows-of-product",
+            n,
+            Box::new(move || lf::fft::fft(&(&z * &z + 1.0), -1)),
+        ));
+    }
+    let sim_sizes: &[usize] = if quick {
+        &[256]
+    } else {
+        &[128, 256, 512, 1024]
+    };
+    for &n in sim_sizes {
+        let mult = common::sim_mult(n, 0.1, dev)?;
+        let u = lf::random::normal_on(&[n, n], DType::F32, 0, dev) * 0.1;
+        u.eval()?;
+        cases.push((
+            "sim-step",
+            n,
+            Box::new(move || common::sim_step(&u, &mult, 0.1)),
+        ));
+    }
+    let backends = [lf::FftBackend::Cufft, lf::FftBackend::Generated];
+    for (w, n, f) in &cases {
+        // calls per timed round: about 20 ms of work
+        let before = lf::set_fft_backend(lf::FftBackend::Cufft);
+        let t0 = Instant::now();
+        f().eval()?;
+        let once = t0.elapsed().as_secs_f64();
+        let iters = ((0.02 / once.max(1e-6)) as usize).clamp(1, 200);
+        let mut times: [Vec<f64>; 2] = [Vec::new(), Vec::new()];
+        for _ in 0..if quick { 3 } else { 9 } {
+            for (k, &b) in backends.iter().enumerate() {
+                lf::set_fft_backend(b);
+                f().eval()?; // plans (or finds the plan) for this setting
+                let t = Instant::now();
+                for _ in 0..iters {
+                    f().eval()?;
+                }
+                times[k].push(t.elapsed().as_secs_f64() / iters as f64);
+            }
+        }
+        lf::set_fft_backend(before);
+        let med = |v: &mut Vec<f64>| {
+            v.sort_by(|a, b| a.total_cmp(b));
+            v[v.len() / 2]
+        };
+        let (passes, lines) = (med(&mut times[0]), med(&mut times[1]));
+        row(w, n, "lazyfuse-cpu-passes", passes, "");
+        row(
+            w,
+            n,
+            "lazyfuse-cpu-lines",
+            lines,
+            &format!("lines / passes {:.3}", lines / passes),
+        );
+    }
+    Ok(())
+}
+
 fn main() -> lf::Result<()> {
     let args: Vec<String> = std::env::args()
         .skip(1)
@@ -1076,6 +1165,9 @@ fn main() -> lf::Result<()> {
     }
     if want("update") || want("cumsum") {
         run_update_scan(&dev, quick)?;
+    }
+    if want("cpulines") {
+        run_cpu_lines(&dev, quick)?;
     }
     if want("fft1d") {
         run_fft1d(&dev, quick)?;

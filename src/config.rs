@@ -411,29 +411,34 @@ pub fn pruned_fft_min_elements() -> usize {
     pruned.load(Relaxed)
 }
 
-/// Which implementation runs complex-to-complex transforms on CUDA devices
-/// ([`set_fft_backend`], `LAZYFUSE_FFT`).
+/// Which implementation runs transforms on CUDA devices, and whether the CPU runs a
+/// transform's producer inside its first pass ([`set_fft_backend`], `LAZYFUSE_FFT`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Default)]
 pub enum FftBackend {
-    /// cuFFT for every transform.
+    /// cuFFT for every transform; on the CPU, rustfft's passes over stored inputs.
     Cufft,
     /// The project's generated passes (`lazyfuse_codegen::fft`) for C2C transforms whose
     /// every transformed length they cover (products of 2, 3, 5 and 7 up to 4096^2
-    /// complex64 or 2048^2 complex128 elements per line), cuFFT for the others.
+    /// complex64 or 2048^2 complex128 elements per line), and for R2C and C2R transforms
+    /// whose halved axis is the last and one pass long; cuFFT for the others. On the CPU,
+    /// a transform's producer inside its first pass wherever that pass runs along the
+    /// last axis (the line structure).
     Generated,
     /// The default: per transform, cuFFT unless the generated passes measure over 10 %
     /// faster at its first use on a device (cached on disk with the kernels;
     /// `lf::debug::fft_choices` lists the decisions); fusion into the passes only where
-    /// the generated passes won.
+    /// the generated passes won. On the CPU, the line structure for inputs of 65536
+    /// elements and more, where it measured faster.
     #[default]
     Auto,
 }
 
-/// Sets which implementation runs complex-to-complex transforms on CUDA devices, for the
-/// transforms queued afterwards (a recorded CUDA graph keeps what it recorded), and returns
-/// the previous setting. R2C and C2R transforms, and lengths the generated passes do not
-/// cover, always use cuFFT. The results agree within FFT rounding; normalization is the
-/// same. `LAZYFUSE_FFT=cufft|generated|auto` sets it at start.
+/// Sets which implementation runs transforms on CUDA devices (and whether the CPU fuses a
+/// transform's producer into its first pass, see [`FftBackend`]), for the transforms
+/// planned afterwards (a recorded CUDA graph keeps what it recorded), and returns the
+/// previous setting. Lengths the generated passes do not cover always use cuFFT. The
+/// results agree within FFT rounding; normalization is the same.
+/// `LAZYFUSE_FFT=cufft|generated|auto` sets it at start.
 pub fn set_fft_backend(backend: FftBackend) -> FftBackend {
     let before = fft_backend();
     CONFIG.fft_backend.store(backend as u8 + 1, Relaxed);

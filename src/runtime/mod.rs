@@ -459,6 +459,26 @@ pub(crate) fn fft_prefers_generated(
     }
 }
 
+/// Elements of a transform's input from which the CPU computes its producer inside the
+/// first pass by default (`FftBackend::Auto`): below it the input fits the L2 cache and
+/// the separate kernel costs nothing the line structure saves.
+pub(crate) const CPU_FFT_LINES_MIN: usize = 1 << 16;
+
+/// Whether the CPU runs the transform `spec` of an input of `shape` with its producer
+/// kernel inside the first pass (`cpu::fft::run_filled`, the line structure): where that
+/// pass runs along contiguous lines, as the FFT setting says (`Cufft`: never, the library
+/// passes alone; `Generated`: always; `Auto`: from [`CPU_FFT_LINES_MIN`] elements, where
+/// it measured faster).
+pub(crate) fn cpu_fft_lines(spec: &crate::graph::FftSpec, shape: &[usize]) -> bool {
+    use crate::config::FftBackend;
+    cpu::fft::lines_cover(spec, shape.len())
+        && match crate::config::fft_backend() {
+            FftBackend::Cufft => false,
+            FftBackend::Generated => true,
+            FftBackend::Auto => shape.iter().product::<usize>() >= CPU_FFT_LINES_MIN,
+        }
+}
+
 /// The generated-or-cuFFT decisions made on `dev` so far (empty on the CPU).
 pub(crate) fn fft_choices(dev: &Device) -> Vec<crate::debug::FftChoice> {
     match dev {
@@ -507,8 +527,9 @@ pub(crate) struct RoundRun<'a> {
 /// trip of a chain), and with `epi` that consumer's output of the (last) transform: on a
 /// CUDA device as generated passes computing the prologue in the first pass's loads, each
 /// round trip's kernel between the transforms in one pass, and the epilogue in the last
-/// pass's stores, where the generator runs the transforms; otherwise (and on the CPU) the
-/// kernels run apart and the transforms between them.
+/// pass's stores, where the generator runs the transforms; on the CPU with the prologue
+/// inside the first pass where that pass runs along the last axis (`cpu_fft_lines`, the
+/// line structure); otherwise the kernels run apart and the transforms between them.
 #[allow(clippy::too_many_arguments)]
 pub(crate) fn fft_fused(
     dev: &Device,
@@ -593,14 +614,39 @@ pub(crate) fn fft_fused(
             }
         }
     }
-    let input = run_kernel(dev, prologue, inputs, args)?
-        .into_iter()
-        .next()
-        .ok_or_else(|| err("prologue without output"))?;
     // each transform's output has the shape its consumer runs over (the next middle
     // kernel's launch shape: a real round trip's half spectrum), the last `out_shape`
     let shape_after = |j: usize| round.get(j).map_or(out_shape, |r| &r.args.shape[..]);
-    let mut f = fft(dev, spec, &input, in_shape, shape_after(0))?;
+    let mut f = match dev {
+        // the CPU's line structure: the prologue inside the first pass
+        Device::Cpu if cpu::fft::lines_cover(spec, in_shape.len()) => {
+            if nvrtc_check_enabled() {
+                cuda::nvrtc_check(prologue)?;
+            }
+            let ins: smallvec::SmallVec<[&HostBuf; 4]> = inputs
+                .iter()
+                .map(|b| match b {
+                    Buffer::Host(h) => Ok(h),
+                    _ => Err(err("CUDA buffer given to the CPU")),
+                })
+                .collect::<Result<_>>()?;
+            Buffer::host(cpu::fft_of_kernel(
+                spec,
+                prologue,
+                &ins,
+                args,
+                in_shape,
+                shape_after(0),
+            )?)
+        }
+        _ => {
+            let input = run_kernel(dev, prologue, inputs, args)?
+                .into_iter()
+                .next()
+                .ok_or_else(|| err("prologue without output"))?;
+            fft(dev, spec, &input, in_shape, shape_after(0))?
+        }
+    };
     for (j, r) in round.iter().enumerate() {
         let m = run_with_value(dev, r.kernel, r.inputs, r.value_input, &f, r.args)?;
         f = fft(dev, r.spec, &m, &r.args.shape, shape_after(j + 1))?;

@@ -742,19 +742,26 @@ fn fuse_prologues(steps: &mut Vec<TStep>, nodes: &[Arc<Node>], dag: &Dag, root_p
         let Op::Fft(spec) = &dn.op else {
             continue;
         };
-        // the shape the passes plan over and their complex dtype: the real array's and
-        // the spectrum's for R2C and C2R
-        let (Some(shape), Some(dtype)) = (
-            spec.passes_shape(&sn.shape, &dn.shape),
-            spec.passes_dtype(sn.dtype, dn.dtype),
-        ) else {
+        if root_pos.contains(&src) {
             continue;
-        };
-        if !matches!(dn.device, crate::Device::Cuda(_))
-            || root_pos.contains(&src)
-            || !generated_runs(dn, spec, shape, dtype)
-        {
-            continue;
+        }
+        let on_cpu = !dn.device.is_cuda();
+        if on_cpu {
+            if !crate::runtime::cpu_fft_lines(spec, &sn.shape) {
+                continue;
+            }
+        } else {
+            // the shape the passes plan over and their complex dtype: the real array's
+            // and the spectrum's for R2C and C2R
+            let (Some(shape), Some(dtype)) = (
+                spec.passes_shape(&sn.shape, &dn.shape),
+                spec.passes_dtype(sn.dtype, dn.dtype),
+            ) else {
+                continue;
+            };
+            if !generated_runs(dn, spec, shape, dtype) {
+                continue;
+            }
         }
         let producer = steps.iter().position(
             |s| matches!(s, TStep::Kernel { outputs, .. } if outputs.as_slice() == [src]),
@@ -772,7 +779,7 @@ fn fuse_prologues(steps: &mut Vec<TStep>, nodes: &[Arc<Node>], dag: &Dag, root_p
         let fits = kernel.reduce.is_none()
             && shape.as_slice() == sn.shape.as_slice()
             && kernel.outputs.as_slice() == [sn.dtype]
-            && fused_layout(&pro).is_ok();
+            && (on_cpu || fused_layout(&pro).is_ok());
         let other_reader = steps
             .iter()
             .enumerate()
@@ -790,9 +797,15 @@ fn fuse_prologues(steps: &mut Vec<TStep>, nodes: &[Arc<Node>], dag: &Dag, root_p
     // repeated, its update between the steps), the transforms make a chain: one step that
     // turns in one pass between each two.
     // each transform's consumer that its last pass could compute
+    // (none on the CPU, whose line structure takes the producer only)
     let mut consumers: Vec<Option<(usize, Vec<usize>)>> = found
         .iter()
-        .map(|f| epilogue_of(steps, f.1, nodes, dag, root_pos))
+        .map(|f| match &steps[f.1] {
+            TStep::Fft { dst, .. } if nodes[*dst].device.is_cuda() => {
+                epilogue_of(steps, f.1, nodes, dag, root_pos)
+            }
+            _ => None,
+        })
         .collect();
     // the transform whose prologue each kernel step is
     let prologue_of: HashMap<usize, usize> =

@@ -9,7 +9,7 @@ use super::real_lines::{RealLines, RealPlans};
 use super::transpose::transpose_copy;
 use crate::graph::{FftKind, FftSpec};
 use crate::{Error, Result};
-use lazyfuse_codegen::{DType, HostBuf};
+use lazyfuse_codegen::{DType, HostBuf, SliceMut};
 use num_complex::Complex;
 use realfft::RealFftPlanner;
 use rustfft::{FftNum, FftPlanner};
@@ -267,34 +267,55 @@ fn along_axis<T: FftNum + Default>(
     if n == 0 || data.is_empty() {
         return Ok(());
     }
-    probe_plan::<T>(n)?;
-    let fft = {
-        let mut p = planner.lock().unwrap_or_else(|e| e.into_inner());
-        if inverse {
-            p.plan_fft_inverse(n)
-        } else {
-            p.plan_fft_forward(n)
-        }
-    };
+    let fft = plan_of(planner, n, inverse)?;
     let zero = Complex::new(T::zero(), T::zero());
     let scratch_len = fft.get_inplace_scratch_len();
     for_lines(data, src, shape, axis, &|chunk, stride, from| {
         let mut scratch = try_filled(scratch_len, zero, "FFT scratch")?;
-        for (i, line) in chunk.chunks_exact_mut(stride).enumerate() {
-            let line = &mut line[..n];
-            if let Some(from) = from {
-                line.copy_from_slice(&from[i * n..(i + 1) * n]);
-            }
-            // an all-zero line transforms to zeros: the empty rows of a zero-padded input
-            // cost one scan instead of a transform
-            if line.iter().all(|z| z.re == T::zero() && z.im == T::zero()) {
-                line.fill(zero);
-            } else {
-                fft.process_with_scratch(line, &mut scratch);
-            }
-        }
+        transform_lines(&*fft, chunk, stride, from, &mut scratch);
         Ok(())
     })
+}
+
+/// The rustfft plan of `n` points in one direction (`n` > 0).
+fn plan_of<T: FftNum>(
+    planner: &Mutex<FftPlanner<T>>,
+    n: usize,
+    inverse: bool,
+) -> Result<std::sync::Arc<dyn rustfft::Fft<T>>> {
+    probe_plan::<T>(n)?;
+    let mut p = planner.lock().unwrap_or_else(|e| e.into_inner());
+    Ok(if inverse {
+        p.plan_fft_inverse(n)
+    } else {
+        p.plan_fft_forward(n)
+    })
+}
+
+/// Transforms the lines `chunk[i * stride..][..n]` (`n` the plan's length) in place, each
+/// copied from `from[i * n..][..n]` first when `from` is given.
+fn transform_lines<T: FftNum>(
+    fft: &dyn rustfft::Fft<T>,
+    chunk: &mut [Complex<T>],
+    stride: usize,
+    from: Option<&[Complex<T>]>,
+    scratch: &mut [Complex<T>],
+) {
+    let n = fft.len();
+    let zero = Complex::new(T::zero(), T::zero());
+    for (i, line) in chunk.chunks_exact_mut(stride).enumerate() {
+        let line = &mut line[..n];
+        if let Some(from) = from {
+            line.copy_from_slice(&from[i * n..(i + 1) * n]);
+        }
+        // an all-zero line transforms to zeros: the empty rows of a zero-padded input
+        // cost one scan instead of a transform
+        if line.iter().all(|z| z.re == T::zero() && z.im == T::zero()) {
+            line.fill(zero);
+        } else {
+            fft.process_with_scratch(line, scratch);
+        }
+    }
 }
 
 /// The real planners (realfft keeps its own plan cache per planner).
@@ -315,6 +336,10 @@ trait Planners: FftNum + Default + RealPlans {
     fn complex_output(len: usize) -> Result<Vec<Complex<Self>>>;
     /// Hands a complex working buffer back to the recycler.
     fn release_complex(v: Vec<Complex<Self>>);
+    /// `v` as a writable host slice (for a fused producer's output).
+    fn real_slice(v: &mut [Self]) -> SliceMut<'_>;
+    /// The same for complex values.
+    fn complex_slice(v: &mut [Complex<Self>]) -> SliceMut<'_>;
 }
 
 /// `len` elements of an FFT result of host dtype variant `$v` (see `Planners::real_output`).
@@ -342,6 +367,12 @@ impl Planners for f32 {
     fn release_complex(v: Vec<Complex<f32>>) {
         super::super::host_release(HostBuf::C64(v));
     }
+    fn real_slice(v: &mut [f32]) -> SliceMut<'_> {
+        SliceMut::F32(v)
+    }
+    fn complex_slice(v: &mut [Complex<f32>]) -> SliceMut<'_> {
+        SliceMut::C64(v)
+    }
 }
 impl Planners for f64 {
     fn complex() -> &'static Mutex<FftPlanner<f64>> {
@@ -358,6 +389,12 @@ impl Planners for f64 {
     }
     fn release_complex(v: Vec<Complex<f64>>) {
         super::super::host_release(HostBuf::C128(v));
+    }
+    fn real_slice(v: &mut [f64]) -> SliceMut<'_> {
+        SliceMut::F64(v)
+    }
+    fn complex_slice(v: &mut [Complex<f64>]) -> SliceMut<'_> {
+        SliceMut::C128(v)
     }
 }
 
@@ -431,129 +468,114 @@ where
     Ok(ys)
 }
 
-/// Real-to-complex transform along axis `last` of real `data` (`shape`): the `n / 2 + 1`
-/// non-negative frequencies of every line, half the work of a complex transform (even `n`:
-/// [`RealLines`]; odd `n`: realfft). `data` is not modified: each line is copied into a
-/// working line first, which is in cache when it is transformed.
-fn r2c_axis<T: Planners>(data: &[T], shape: &[usize], last: usize) -> Result<Vec<Complex<T>>> {
-    let n = shape[last];
+/// The real-to-complex transform of groups of `n`-point real lines into their `n / 2 + 1`
+/// non-negative frequencies, half the work of a complex transform (even `n`:
+/// [`RealLines`]; odd `n`: realfft). The input lines are only read.
+fn r2c_lines<T: Planners>(n: usize) -> Result<Box<PairFn<'static, T, Complex<T>>>> {
     probe_plan::<T>(n)?;
     let zero = Complex::new(T::zero(), T::zero());
     if n >= 2 && n.is_multiple_of(2) {
         let plan = RealLines::get(n, false, T::complex());
-        return map_lines(
-            data,
-            shape,
-            last,
-            n / 2 + 1,
-            &|x, y| {
-                let mut scratch = try_filled(plan.scratch_len(), zero, "FFT scratch")?;
-                let mut work = try_filled(plan.work_len(), zero, "FFT lines")?;
-                for (xl, yl) in x.chunks(n).zip(y.chunks_mut(n / 2 + 1)) {
-                    plan.forward(xl, yl, &mut work, &mut scratch);
-                }
-                Ok(())
-            },
-            T::complex_output,
-        );
+        return Ok(Box::new(move |x, y| {
+            let mut scratch = try_filled(plan.scratch_len(), zero, "FFT scratch")?;
+            let mut work = try_filled(plan.work_len(), zero, "FFT lines")?;
+            for (xl, yl) in x.chunks(n).zip(y.chunks_mut(n / 2 + 1)) {
+                plan.forward(xl, yl, &mut work, &mut scratch);
+            }
+            Ok(())
+        }));
     }
     let fft = T::real()
         .lock()
         .unwrap_or_else(|e| e.into_inner())
         .plan_fft_forward(n.max(1));
     let scratch_len = fft.get_scratch_len();
-    map_lines(
-        data,
-        shape,
-        last,
-        n / 2 + 1,
-        &|x, y| {
-            let mut scratch = try_filled(scratch_len, zero, "FFT scratch")?;
-            let mut line = try_filled(n, T::zero(), "FFT lines")?;
-            for (xl, yl) in x.chunks(n).zip(y.chunks_mut(n / 2 + 1)) {
-                line.copy_from_slice(xl);
-                fft.process_with_scratch(&mut line, yl, &mut scratch)
-                    .map_err(|e| Error::internal("fft", e.to_string()))?;
-            }
-            Ok(())
-        },
-        T::complex_output,
-    )
+    Ok(Box::new(move |x, y| {
+        let mut scratch = try_filled(scratch_len, zero, "FFT scratch")?;
+        let mut line = try_filled(n, T::zero(), "FFT lines")?;
+        for (xl, yl) in x.chunks(n).zip(y.chunks_mut(n / 2 + 1)) {
+            line.copy_from_slice(xl);
+            fft.process_with_scratch(&mut line, yl, &mut scratch)
+                .map_err(|e| Error::internal("fft", e.to_string()))?;
+        }
+        Ok(())
+    }))
 }
 
-/// Complex-to-real transform along axis `last` of `data` (`shape`, `shape[last]` entries of
-/// each half spectrum) to `m` real points per line, as NumPy's `irfft`: the spectrum cut or
-/// zero-padded to `m / 2 + 1` entries, the imaginary parts of the zero and (even `m`)
-/// Nyquist frequencies ignored. `data` is not modified (each line is transformed from a
-/// working copy, as realfft uses its input as scratch).
-fn c2r_axis<T: Planners>(
-    data: &[Complex<T>],
-    shape: &[usize],
-    last: usize,
-    m: usize,
-) -> Result<Vec<T>> {
+/// Real-to-complex transform along axis `last` of real `data` (`shape`) ([`r2c_lines`]):
+/// `data` is not modified: each line is copied into a working line first, which is in
+/// cache when it is transformed.
+fn r2c_axis<T: Planners>(data: &[T], shape: &[usize], last: usize) -> Result<Vec<Complex<T>>> {
     let n = shape[last];
+    let f = r2c_lines::<T>(n)?;
+    map_lines(data, shape, last, n / 2 + 1, &*f, T::complex_output)
+}
+
+/// The complex-to-real transform of groups of half spectra of `n` entries into lines of
+/// `m` real points, as NumPy's `irfft`: the spectrum cut or zero-padded to `m / 2 + 1`
+/// entries, the imaginary parts of the zero and (even `m`) Nyquist frequencies ignored.
+/// The input lines are only read (each is transformed from a working copy, as realfft
+/// uses its input as scratch).
+fn c2r_lines<T: Planners>(n: usize, m: usize) -> Result<Box<PairFn<'static, Complex<T>, T>>> {
     let h = m / 2 + 1;
     probe_plan::<T>(m)?;
     let zero = Complex::new(T::zero(), T::zero());
     if m >= 2 && m.is_multiple_of(2) {
         let plan = RealLines::get(m, true, T::complex());
-        return map_lines(
-            data,
-            shape,
-            last,
-            m,
-            &|x, y| {
-                let mut scratch = try_filled(plan.scratch_len(), zero, "FFT scratch")?;
-                let mut work = try_filled(plan.work_len(), zero, "FFT lines")?;
-                let mut half = if n < h {
-                    try_filled(h, zero, "FFT lines")?
+        return Ok(Box::new(move |x, y| {
+            let mut scratch = try_filled(plan.scratch_len(), zero, "FFT scratch")?;
+            let mut work = try_filled(plan.work_len(), zero, "FFT lines")?;
+            let mut half = if n < h {
+                try_filled(h, zero, "FFT lines")?
+            } else {
+                Vec::new()
+            };
+            for (xl, yl) in x.chunks(n).zip(y.chunks_mut(m)) {
+                // the spectrum cut to `h` entries, or zero-padded to them
+                let line = if n >= h {
+                    &xl[..h]
                 } else {
-                    Vec::new()
+                    half[..n].copy_from_slice(xl);
+                    &half[..]
                 };
-                for (xl, yl) in x.chunks(n).zip(y.chunks_mut(m)) {
-                    // the spectrum cut to `h` entries, or zero-padded to them
-                    let line = if n >= h {
-                        &xl[..h]
-                    } else {
-                        half[..n].copy_from_slice(xl);
-                        &half[..]
-                    };
-                    plan.inverse(line, yl, &mut work, &mut scratch);
-                }
-                Ok(())
-            },
-            T::real_output,
-        );
+                plan.inverse(line, yl, &mut work, &mut scratch);
+            }
+            Ok(())
+        }));
     }
     let fft = T::real()
         .lock()
         .unwrap_or_else(|e| e.into_inner())
         .plan_fft_inverse(m.max(1));
     let scratch_len = fft.get_scratch_len();
-    map_lines(
-        data,
-        shape,
-        last,
-        m,
-        &|x, y| {
-            let mut scratch = try_filled(scratch_len, zero, "FFT scratch")?;
-            let mut half = try_filled(h, zero, "FFT lines")?;
-            let k = n.min(h);
-            for (xl, yl) in x.chunks(n).zip(y.chunks_mut(m)) {
-                half[..k].copy_from_slice(&xl[..k]);
-                half[k..].fill(zero);
-                half[0].im = T::zero();
-                if m.is_multiple_of(2) {
-                    half[h - 1].im = T::zero();
-                }
-                fft.process_with_scratch(&mut half, yl, &mut scratch)
-                    .map_err(|e| Error::internal("fft", e.to_string()))?;
+    Ok(Box::new(move |x, y| {
+        let mut scratch = try_filled(scratch_len, zero, "FFT scratch")?;
+        let mut half = try_filled(h, zero, "FFT lines")?;
+        let k = n.min(h);
+        for (xl, yl) in x.chunks(n).zip(y.chunks_mut(m)) {
+            half[..k].copy_from_slice(&xl[..k]);
+            half[k..].fill(zero);
+            half[0].im = T::zero();
+            if m.is_multiple_of(2) {
+                half[h - 1].im = T::zero();
             }
-            Ok(())
-        },
-        T::real_output,
-    )
+            fft.process_with_scratch(&mut half, yl, &mut scratch)
+                .map_err(|e| Error::internal("fft", e.to_string()))?;
+        }
+        Ok(())
+    }))
+}
+
+/// Complex-to-real transform along axis `last` of `data` (`shape`, `shape[last]` entries of
+/// each half spectrum) to `m` real points per line ([`c2r_lines`]). `data` is not modified.
+fn c2r_axis<T: Planners>(
+    data: &[Complex<T>],
+    shape: &[usize],
+    last: usize,
+    m: usize,
+) -> Result<Vec<T>> {
+    let f = c2r_lines::<T>(shape[last], m)?;
+    map_lines(data, shape, last, m, &*f, T::real_output)
 }
 
 /// The complex transforms along `axes` of `data` in place or, with `src`, of `src` into
@@ -662,6 +684,159 @@ pub(crate) fn run(
                 "fft",
                 format!("unsupported input dtype {} for {kind:?}", other.dtype()),
             ));
+        }
+    })
+}
+
+/// A transform's producer run inside its first pass (the line structure):
+/// `fill(start, out)` computes the input's elements `start..start + out.len()` (C order)
+/// into `out`.
+pub(crate) type FillFn<'a> = dyn Fn(usize, SliceMut<'_>) -> Result<()> + Send + Sync + 'a;
+
+/// Whether [`run_filled`] runs `spec` over an input of `ndim` axes: where its first pass
+/// runs along the array's last axis, whose lines are contiguous (a C2C transform over the
+/// last axis among others, which then goes first; an R2C transform halving the last axis;
+/// a C2R transform along the last axis alone).
+pub(crate) fn lines_cover(spec: &FftSpec, ndim: usize) -> bool {
+    let Some(last) = ndim.checked_sub(1) else {
+        return false;
+    };
+    match spec.kind {
+        FftKind::C2C => spec.axes.contains(&last),
+        FftKind::R2C => spec.axes.last() == Some(&last),
+        FftKind::C2R => spec.axes.as_slice() == [last],
+    }
+}
+
+/// Points of the lines one task of a filled first pass computes and transforms: the
+/// producer's values are written into lines that stay in the L2 cache until they are
+/// transformed.
+const FILL_POINTS: usize = 1 << 14;
+
+/// Lines per work item of a filled pass of `n`-point lines: [`FILL_POINTS`] points, at
+/// least one line.
+fn fill_lines(n: usize) -> usize {
+    FILL_POINTS.div_ceil(n.max(1))
+}
+
+/// `f(x lines, y lines)` over groups of lines of `ys` (`ny` points each) whose input lines
+/// (`nx` points each, of `A`) `fill` computes into a working buffer first, in parallel on
+/// the CPU pool: the input is never stored whole.
+fn filled_pairs<A: Copy + Default + Send + Sync, B: Send>(
+    fill: &FillFn<'_>,
+    slice: fn(&mut [A]) -> SliceMut<'_>,
+    nx: usize,
+    ys: &mut [B],
+    ny: usize,
+    f: &PairFn<'_, A, B>,
+) -> Result<()> {
+    if nx == 0 || ny == 0 || ys.is_empty() {
+        return Ok(());
+    }
+    let per = fill_lines(nx.max(ny));
+    let body = |y: &mut [B], l0: usize| -> Result<()> {
+        let mut x = try_filled((y.len() / ny) * nx, A::default(), "FFT lines")?;
+        fill(l0 * nx, slice(&mut x))?;
+        f(&x, y)
+    };
+    if per * ny >= ys.len() || super::threads() <= 1 {
+        return ys
+            .chunks_mut(per * ny)
+            .enumerate()
+            .try_for_each(|(k, y)| body(y, k * per));
+    }
+    par_chunks_mut(ys, per * ny, &|y, k| body(y, k * per))
+}
+
+/// The unnormalized FFT `spec` of the values `fill` computes (dtype `in_dtype`, shape
+/// `in_shape`) as a buffer of `out_shape`, with the line structure ([`lines_cover`]): the
+/// first pass computes a group of lines along the last axis through `fill` and transforms
+/// them while they are in cache, so the transform's input is never stored; the other axes
+/// then run as in [`run`].
+pub(crate) fn run_filled(
+    spec: &FftSpec,
+    fill: &FillFn<'_>,
+    in_dtype: DType,
+    in_shape: &[usize],
+    out_shape: &[usize],
+) -> Result<HostBuf> {
+    let ndim = in_shape.len();
+    if !lines_cover(spec, ndim) {
+        return Err(Error::internal(
+            "fft",
+            "a filled transform its lines do not cover",
+        ));
+    }
+    let last = ndim - 1;
+    let rest: smallvec::SmallVec<[usize; 4]> =
+        spec.axes.iter().copied().filter(|&a| a != last).collect();
+    fn complex<T: Planners>(
+        spec: &FftSpec,
+        fill: &FillFn<'_>,
+        shape: &[usize],
+        rest: &[usize],
+    ) -> Result<Vec<Complex<T>>> {
+        let n = shape[shape.len() - 1];
+        let len: usize = shape.iter().product();
+        let mut work = T::complex_output(len)?;
+        if len > 0 {
+            let fft = plan_of(T::complex(), n, spec.inverse)?;
+            let zero = Complex::new(T::zero(), T::zero());
+            let scratch_len = fft.get_inplace_scratch_len();
+            let body = |chunk: &mut [Complex<T>], first: usize| -> Result<()> {
+                fill(first * n, T::complex_slice(chunk))?;
+                let mut scratch = try_filled(scratch_len, zero, "FFT scratch")?;
+                transform_lines(&*fft, chunk, n, None, &mut scratch);
+                Ok(())
+            };
+            let per = fill_lines(n);
+            if per * n >= len || super::threads() <= 1 {
+                work.chunks_mut(per * n)
+                    .enumerate()
+                    .try_for_each(|(k, c)| body(c, k * per))?;
+            } else {
+                par_chunks_mut(&mut work, per * n, &|c, k| body(c, k * per))?;
+            }
+        }
+        along_axes(&mut work, None, shape, rest, spec.inverse)?;
+        Ok(work)
+    }
+    fn r2c<T: Planners>(
+        fill: &FillFn<'_>,
+        in_shape: &[usize],
+        out_shape: &[usize],
+        rest: &[usize],
+    ) -> Result<Vec<Complex<T>>> {
+        let n = in_shape[in_shape.len() - 1];
+        let mut out = T::complex_output(out_shape.iter().product())?;
+        let f = r2c_lines::<T>(n)?;
+        filled_pairs(fill, T::real_slice, n, &mut out, n / 2 + 1, &*f)?;
+        along_axes(&mut out, None, out_shape, rest, false)?;
+        Ok(out)
+    }
+    fn c2r<T: Planners>(
+        fill: &FillFn<'_>,
+        in_shape: &[usize],
+        out_shape: &[usize],
+    ) -> Result<Vec<T>> {
+        let (n, m) = (in_shape[in_shape.len() - 1], out_shape[out_shape.len() - 1]);
+        let mut out = T::real_output(out_shape.iter().product())?;
+        let f = c2r_lines::<T>(n, m)?;
+        filled_pairs(fill, T::complex_slice, n, &mut out, m, &*f)?;
+        Ok(out)
+    }
+    Ok(match (in_dtype, spec.kind) {
+        (DType::C64, FftKind::C2C) => HostBuf::C64(complex::<f32>(spec, fill, in_shape, &rest)?),
+        (DType::C128, FftKind::C2C) => HostBuf::C128(complex::<f64>(spec, fill, in_shape, &rest)?),
+        (DType::F32, FftKind::R2C) => HostBuf::C64(r2c::<f32>(fill, in_shape, out_shape, &rest)?),
+        (DType::F64, FftKind::R2C) => HostBuf::C128(r2c::<f64>(fill, in_shape, out_shape, &rest)?),
+        (DType::C64, FftKind::C2R) => HostBuf::F32(c2r::<f32>(fill, in_shape, out_shape)?),
+        (DType::C128, FftKind::C2R) => HostBuf::F64(c2r::<f64>(fill, in_shape, out_shape)?),
+        (d, kind) => {
+            return Err(Error::internal(
+                "fft",
+                format!("unsupported input dtype {d} for {kind:?}"),
+            ))
         }
     })
 }

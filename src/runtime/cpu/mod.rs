@@ -323,6 +323,54 @@ pub(crate) fn run_kernel(
     Ok(outs)
 }
 
+/// The unnormalized FFT `spec` of the values `kernel` (an elementwise kernel of one output,
+/// launched with `args` over the transform's input shape `in_shape`) computes, as a buffer
+/// of `out_shape`, with the line structure (`fft::run_filled`): the kernel runs on each
+/// group of lines of the transform's first pass just before the group is transformed, so
+/// its output is never stored whole. The kernel is planned once for all the groups.
+pub(crate) fn fft_of_kernel(
+    spec: &crate::graph::FftSpec,
+    kernel: &std::sync::Arc<Kernel>,
+    inputs: &[&HostBuf],
+    args: &LaunchArgs,
+    in_shape: &[usize],
+    out_shape: &[usize],
+) -> Result<HostBuf> {
+    let err = |e| Error::internal("cpu kernel", e);
+    let in_dtype = match kernel.outputs.as_slice() {
+        [d] if kernel.reduce.is_none() => *d,
+        _ => {
+            return Err(Error::internal(
+                "fft",
+                "a fused producer that is not elementwise with one output",
+            ))
+        }
+    };
+    if kernel.out_len(args) != in_shape.iter().product::<usize>() {
+        return Err(Error::internal(
+            "fft",
+            format!("a fused producer not over the transform's input {in_shape:?}"),
+        ));
+    }
+    let ins: smallvec::SmallVec<[Slice<'_>; 4]> = inputs.iter().map(|h| h.as_slice()).collect();
+    let total: usize = in_shape.iter().product();
+    // planned once for all the groups, on first need: a transform whose input is one
+    // group runs the kernel as a plain launch does, through the plan kept per thread
+    // (planning a small kernel again each call cost as much as running it: the 32 PSF's
+    // first pass took 1.28x the separate kernel and passes until it did so)
+    let planned = std::sync::OnceLock::new();
+    let fill = |start: usize, out: SliceMut<'_>| -> Result<()> {
+        if start == 0 && out.len() == total {
+            return interp::run_shared(kernel, &ins, &mut [out], args, 0).map_err(err);
+        }
+        match planned.get_or_init(|| interp::Planned::new(kernel, &ins, args)) {
+            Ok(p) => p.run(&ins, &mut [out], args, start).map_err(err),
+            Err(e) => Err(err(e.clone())),
+        }
+    };
+    fft::run_filled(spec, &fill, in_dtype, in_shape, out_shape)
+}
+
 /// [`run_kernel`] writing output `out` into `donor` (the buffer of input `slot`, whose entry
 /// in `inputs` is `None`): chunk by chunk, the kernel computes into a chunk-sized scratch
 /// buffer while reading `donor`, then the chunk is copied into `donor`. Sound because the

@@ -723,7 +723,9 @@ fn absorb_epilogues(nodes: &[Arc<Node>], dag: &Dag, root_pos: &[usize], mat: &mu
 /// Takes the kernel computing a transform's input into the transform's first pass
 /// (`TStep::FftFused`), so that the input is computed where the pass loads it and never
 /// stored: a transform on a CUDA device the generated passes cover (C2C; R2C and C2R, whose
-/// real end is then computed in the pass along the last axis), of an input that is no
+/// real end is then computed in the pass along the last axis), or on the CPU one whose
+/// first pass runs along the last axis (`runtime::cpu_fft_lines`, the line structure,
+/// which takes no consumer, round trip or chain), of an input that is no
 /// root, computed by an elementwise kernel of one output over the input's shape, and read
 /// by no other step. Then, where the transform's
 /// only consumer is such a kernel reading it through rolls only (`epilogue_of`), that

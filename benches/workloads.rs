@@ -1017,8 +1017,8 @@ fn run_nccl(dev: &Device, quick: bool) -> lf::Result<()> {
 }
 
 /// The CPU's line structure (a transform's producer computed inside its first pass,
-/// `LAZYFUSE_FFT` / `lf::set_fft_backend`: `Generated`) against its whole-array passes
-/// over the stored input (`Cufft`), in alternating rounds so that both see the same
+/// `lf::set_cpu_fft_lines_min_elements(0)`) against its whole-array passes over the
+/// stored input (`usize::MAX`: off), in alternating rounds so that both see the same
 /// machine: the PSF, a row FFT of a cheap product, and the spectral step with real
 /// transforms. Medians of the rounds; the `extra` column holds lines / passes.
 fn run_cpu_lines(dev: &Device, quick: bool) -> lf::Result<()> {
@@ -1067,18 +1067,18 @@ fn run_cpu_lines(dev: &Device, quick: bool) -> lf::Result<()> {
             Box::new(move || common::sim_step(&u, &mult, 0.1)),
         ));
     }
-    let backends = [lf::FftBackend::Cufft, lf::FftBackend::Generated];
+    let thresholds = [usize::MAX, 0];
     for (w, n, f) in &cases {
         // calls per timed round: about 20 ms of work
-        let before = lf::set_fft_backend(lf::FftBackend::Cufft);
+        let before = lf::set_cpu_fft_lines_min_elements(usize::MAX);
         let t0 = Instant::now();
         f().eval()?;
         let once = t0.elapsed().as_secs_f64();
         let iters = ((0.02 / once.max(1e-6)) as usize).clamp(1, 200);
         let mut times: [Vec<f64>; 2] = [Vec::new(), Vec::new()];
         for _ in 0..if quick { 3 } else { 9 } {
-            for (k, &b) in backends.iter().enumerate() {
-                lf::set_fft_backend(b);
+            for (k, &m) in thresholds.iter().enumerate() {
+                lf::set_cpu_fft_lines_min_elements(m);
                 f().eval()?; // plans (or finds the plan) for this setting
                 let t = Instant::now();
                 for _ in 0..iters {
@@ -1087,7 +1087,7 @@ fn run_cpu_lines(dev: &Device, quick: bool) -> lf::Result<()> {
                 times[k].push(t.elapsed().as_secs_f64() / iters as f64);
             }
         }
-        lf::set_fft_backend(before);
+        lf::set_cpu_fft_lines_min_elements(before);
         let med = |v: &mut Vec<f64>| {
             v.sort_by(|a, b| a.total_cmp(b));
             v[v.len() / 2]

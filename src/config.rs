@@ -27,6 +27,9 @@ pub(crate) struct Config {
     /// Smallest CUDA transform run pruned ([`UNREAD`] before `LAZYFUSE_PRUNED_FFT_MIN` is
     /// read).
     pruned_fft_min: AtomicUsize,
+    /// Smallest CPU transform input computed inside the first pass ([`UNREAD`] before
+    /// `LAZYFUSE_CPU_FFT_LINES_MIN` is read).
+    cpu_fft_lines_min: AtomicUsize,
     /// `LAZYFUSE_PROFILE`: 0 not read yet, 1 off, 2 on (a table per call), 3 `summary`.
     profile: AtomicU8,
     /// Which implementation runs CUDA transforms (`set_fft_backend`, `LAZYFUSE_FFT`): 0
@@ -60,6 +63,7 @@ pub(crate) static CONFIG: Config = Config {
     debug: AtomicU8::new(u8::MAX),
     real_fft: AtomicU8::new(0),
     pruned_fft_min: AtomicUsize::new(UNREAD),
+    cpu_fft_lines_min: AtomicUsize::new(UNREAD),
     profile: AtomicU8::new(0),
     fft_backend: AtomicU8::new(0),
     grid_waves: OnceLock::new(),
@@ -389,52 +393,90 @@ pub fn set_pruned_fft_min_elements(elements: usize) -> usize {
 /// The smallest transform that runs pruned on CUDA devices
 /// ([`set_pruned_fft_min_elements`]).
 pub fn pruned_fft_min_elements() -> usize {
-    let pruned = &CONFIG.pruned_fft_min;
-    let v = pruned.load(Relaxed);
+    min_elements(
+        &CONFIG.pruned_fft_min,
+        "LAZYFUSE_PRUNED_FFT_MIN",
+        CUDA_PRUNED_FFT_MIN_ELEMENTS,
+    )
+}
+
+/// A threshold in elements kept in `cell`: its value once set or read, else the
+/// environment variable `name` (a number, or `off`: `usize::MAX`), else `default`.
+fn min_elements(cell: &AtomicUsize, name: &str, default: usize) -> usize {
+    let v = cell.load(Relaxed);
     if v != UNREAD {
         return v;
     }
-    let env = var("LAZYFUSE_PRUNED_FFT_MIN");
+    let env = var(name);
     let v = match env.as_deref().map(str::trim) {
         Some("off") => usize::MAX,
         Some(s) => s.parse().unwrap_or_else(|_| {
-            eprintln!(
-                "lazyfuse: LAZYFUSE_PRUNED_FFT_MIN={s:?} is neither a number nor `off`; \
-                 using {CUDA_PRUNED_FFT_MIN_ELEMENTS}"
-            );
-            CUDA_PRUNED_FFT_MIN_ELEMENTS
+            eprintln!("lazyfuse: {name}={s:?} is neither a number nor `off`; using {default}");
+            default
         }),
-        None => CUDA_PRUNED_FFT_MIN_ELEMENTS,
+        None => default,
     };
-    // a concurrent `set_pruned_fft_min_elements` wins over the environment
-    let _ = pruned.compare_exchange(UNREAD, not_unread(v), Relaxed, Relaxed);
-    pruned.load(Relaxed)
+    // a concurrent setter wins over the environment
+    let _ = cell.compare_exchange(UNREAD, not_unread(v), Relaxed, Relaxed);
+    cell.load(Relaxed)
 }
 
-/// Which implementation runs transforms on CUDA devices, and whether the CPU runs a
-/// transform's producer inside its first pass ([`set_fft_backend`], `LAZYFUSE_FFT`).
+/// Smallest input (elements) of a CPU transform whose producer kernel runs inside the
+/// transform's first pass by default (the line structure, [`set_cpu_fft_lines_min_elements`]):
+/// below it the input fits the L2 cache and the separate kernel costs about what the line
+/// structure saves (the `cpulines` bench rows, 2-core machine: 0.98-1.09x the separate
+/// passes at 65536 elements, 0.73-0.96x from 262144 but for the spectral step, whose update
+/// is cheap: 0.94-1.08x).
+pub const CPU_FFT_LINES_MIN_ELEMENTS: usize = 1 << 16;
+
+/// Sets the smallest input (elements) of a CPU transform whose producer, an elementwise
+/// kernel, runs inside the transform's first pass where that pass runs along the array's
+/// last axis (the line structure: each group of about 16K points computed into the
+/// working lines and transformed while in cache, so the input is never stored; C2C over
+/// the last axis among others, which then goes first, R2C halving the last axis, C2R
+/// along the last axis alone), and returns the previous value. Default
+/// [`CPU_FFT_LINES_MIN_ELEMENTS`]; `usize::MAX` turns it off, `0` applies it to every
+/// eligible transform. It applies to the plans made afterwards; the results agree with
+/// the separate passes within FFT rounding (bit for bit along one axis).
+/// `LAZYFUSE_CPU_FFT_LINES_MIN=N` (or `off`) sets it at start.
+pub fn set_cpu_fft_lines_min_elements(elements: usize) -> usize {
+    let before = cpu_fft_lines_min_elements();
+    CONFIG
+        .cpu_fft_lines_min
+        .store(not_unread(elements), Relaxed);
+    before
+}
+
+/// The smallest CPU transform input computed inside the first pass
+/// ([`set_cpu_fft_lines_min_elements`]).
+pub fn cpu_fft_lines_min_elements() -> usize {
+    min_elements(
+        &CONFIG.cpu_fft_lines_min,
+        "LAZYFUSE_CPU_FFT_LINES_MIN",
+        CPU_FFT_LINES_MIN_ELEMENTS,
+    )
+}
+
+/// Which implementation runs transforms on CUDA devices ([`set_fft_backend`],
+/// `LAZYFUSE_FFT`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Default)]
 pub enum FftBackend {
-    /// cuFFT for every transform; on the CPU, rustfft's passes over stored inputs.
+    /// cuFFT for every transform.
     Cufft,
     /// The project's generated passes (`lazyfuse_codegen::fft`) for C2C transforms whose
     /// every transformed length they cover (products of 2, 3, 5 and 7 up to 4096^2
     /// complex64 or 2048^2 complex128 elements per line), and for R2C and C2R transforms
-    /// whose halved axis is the last and one pass long; cuFFT for the others. On the CPU,
-    /// a transform's producer inside its first pass wherever that pass runs along the
-    /// last axis (the line structure).
+    /// whose halved axis is the last and one pass long; cuFFT for the others.
     Generated,
     /// The default: per transform, cuFFT unless the generated passes measure over 10 %
     /// faster at its first use on a device (cached on disk with the kernels;
     /// `lf::debug::fft_choices` lists the decisions); fusion into the passes only where
-    /// the generated passes won. On the CPU, the line structure for inputs of 65536
-    /// elements and more, where it measured faster.
+    /// the generated passes won.
     #[default]
     Auto,
 }
 
-/// Sets which implementation runs transforms on CUDA devices (and whether the CPU fuses a
-/// transform's producer into its first pass, see [`FftBackend`]), for the transforms
+/// Sets which implementation runs transforms on CUDA devices, for the transforms
 /// planned afterwards (a recorded CUDA graph keeps what it recorded), and returns the
 /// previous setting. Lengths the generated passes do not cover always use cuFFT. The
 /// results agree within FFT rounding; normalization is the same.

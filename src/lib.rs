@@ -160,10 +160,11 @@ pub use api::print::{printoptions, set_printoptions, PrintOptions};
 pub use api::update::At;
 pub use array::{eval, Array};
 pub use config::{
-    fft_backend, fusion_enabled, pruned_fft_min_elements, real_fft_enabled, real_fft_enabled_for,
-    real_fft_enabled_on, real_fft_mode, set_fft_backend, set_fusion, set_pruned_fft_min_elements,
-    set_real_fft, set_real_fft_mode, with_fusion, FftBackend, CUDA_PRUNED_FFT_MIN_ELEMENTS,
-    CUDA_REAL_FFT_MIN_ELEMENTS,
+    cpu_fft_lines_min_elements, fft_backend, fusion_enabled, pruned_fft_min_elements,
+    real_fft_enabled, real_fft_enabled_for, real_fft_enabled_on, real_fft_mode,
+    set_cpu_fft_lines_min_elements, set_fft_backend, set_fusion, set_pruned_fft_min_elements,
+    set_real_fft, set_real_fft_mode, with_fusion, FftBackend, CPU_FFT_LINES_MIN_ELEMENTS,
+    CUDA_PRUNED_FFT_MIN_ELEMENTS, CUDA_REAL_FFT_MIN_ELEMENTS,
 };
 pub use device::{
     default_device, set_default_device, with_default_device, with_stream, Device, Stream,

@@ -75,8 +75,15 @@ fn kernels_per_step(dev: &lf::Device, n: usize) -> u64 {
     // C2C with the generated passes running a transform (`LAZYFUSE_FFT=generated`, or
     // chosen by measurement): the kernels around it run inside its passes (both
     // transforms: none left; one: the kernel on the other side stays)
+    // the real-FFT plan with generated real passes: the step kernel inside the R2C's
+    // first pass, the product inside the R2C's last pass (the C2R on cuFFT) or the C2R's
+    // first (the R2C on cuFFT); both generated: one real round trip, no kernel
     if lf::real_fft_enabled_for(dev, n * n) {
-        return 2;
+        return match generated_real_transforms(dev, n) {
+            (false, false) => 2,
+            (false, true) => 1,
+            (true, _) => 0,
+        };
     }
     match generated_transforms(dev, n) {
         (true, true) => 0,
@@ -104,6 +111,15 @@ fn ffts_per_step(dev: &lf::Device, n: usize) -> u64 {
 fn generated_transforms(dev: &lf::Device, n: usize) -> (bool, bool) {
     let fwd = lf::fft::fft2(&Array::zeros_on(&[n, n], lf::DType::F32, dev));
     let inv = lf::fft::ifft2(&Array::zeros_on(&[n, n], lf::DType::C64, dev));
+    let runs = |a: &Array| lf::debug::fft_runs_generated(a).unwrap();
+    (runs(&fwd), runs(&inv))
+}
+
+/// Whether the generated passes run the real-FFT plan's R2C and C2R transforms on `dev`
+/// (asked of transforms of the same shapes).
+fn generated_real_transforms(dev: &lf::Device, n: usize) -> (bool, bool) {
+    let fwd = lf::fft::rfft2(&Array::zeros_on(&[n, n], lf::DType::F32, dev));
+    let inv = lf::fft::irfft2(&Array::zeros_on(&[n, n / 2 + 1], lf::DType::C64, dev));
     let runs = |a: &Array| lf::debug::fft_runs_generated(a).unwrap();
     (runs(&fwd), runs(&inv))
 }

@@ -459,24 +459,13 @@ pub(crate) fn fft_prefers_generated(
     }
 }
 
-/// Elements of a transform's input from which the CPU computes its producer inside the
-/// first pass by default (`FftBackend::Auto`): below it the input fits the L2 cache and
-/// the separate kernel costs nothing the line structure saves.
-pub(crate) const CPU_FFT_LINES_MIN: usize = 1 << 16;
-
 /// Whether the CPU runs the transform `spec` of an input of `shape` with its producer
 /// kernel inside the first pass (`cpu::fft::run_filled`, the line structure): where that
-/// pass runs along contiguous lines, as the FFT setting says (`Cufft`: never, the library
-/// passes alone; `Generated`: always; `Auto`: from [`CPU_FFT_LINES_MIN`] elements, where
-/// it measured faster).
+/// pass runs along contiguous lines, for inputs of at least
+/// `config::cpu_fft_lines_min_elements()` elements.
 pub(crate) fn cpu_fft_lines(spec: &crate::graph::FftSpec, shape: &[usize]) -> bool {
-    use crate::config::FftBackend;
     cpu::fft::lines_cover(spec, shape.len())
-        && match crate::config::fft_backend() {
-            FftBackend::Cufft => false,
-            FftBackend::Generated => true,
-            FftBackend::Auto => shape.iter().product::<usize>() >= CPU_FFT_LINES_MIN,
-        }
+        && shape.iter().product::<usize>() >= crate::config::cpu_fft_lines_min_elements()
 }
 
 /// The generated-or-cuFFT decisions made on `dev` so far (empty on the CPU).

@@ -252,12 +252,17 @@ fn walk(roots: &[Arc<Node>], mode: u64, key: &mut Vec<u64>, dag: &mut Dag) -> No
 /// fusion switch, bit 1 whether transforms may take their producer's kernel into their
 /// first pass (fusion on and the generated FFT passes not ruled out: `fuse_prologues`),
 /// bit 2 whether the generated passes are forced (else chosen per transform by
-/// measurement, a decision that never changes once made).
+/// measurement, a decision that never changes once made); the bits from 3 the smallest
+/// CPU transform input computed in the first pass (`runtime::cpu_fft_lines`), capped.
 fn plan_mode() -> u64 {
     let fuse = config::fusion_enabled();
     let backend = config::fft_backend();
     let fft = fuse && backend != config::FftBackend::Cufft;
-    fuse as u64 | (fft as u64) << 1 | ((backend == config::FftBackend::Generated) as u64) << 2
+    let lines = config::cpu_fft_lines_min_elements().min(1 << 56) as u64;
+    fuse as u64
+        | (fft as u64) << 1
+        | ((backend == config::FftBackend::Generated) as u64) << 2
+        | lines << 3
 }
 
 fn walk_with(

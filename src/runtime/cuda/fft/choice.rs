@@ -363,9 +363,10 @@ impl CudaDevice {
             }
             .map_err(driver_err("cuMemcpyDtoDAsync"))
         };
+        // one element of the smaller dtype: an R2C of one real value has a 4-byte input
         let (all, one) = (
             (n_in * in_dt.size()).min(n_out * out_dt.size()),
-            out_dt.size(),
+            in_dt.size().min(out_dt.size()),
         );
         copy(all)?;
         let mut best = [Duration::MAX; 4];

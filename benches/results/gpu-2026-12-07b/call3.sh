@@ -1,0 +1,41 @@
+#!/usr/bin/env bash
+# Device call 3 (5c1e4f6): the first GPU run of 4e161ad (traced plans with a fused
+# transform take their launch shapes from the transform kinds and the step's result) and
+# of the CPU line structure (5c1e4f6). Every test binary by default (fresh decision
+# cache); the FFT tests, loops, grad, profile and streams again with
+# LAZYFUSE_FFT=generated; the sim and psf rows; ncu of every generated pass of the psf
+# and sim workloads; the CPU line-structure rows on this machine's 16 cores.
+OUT=${OUT:-/tmp/out}; mkdir -p $OUT
+(cd .gpu && xz -dc bins.txz | tar -xf - && xz -dc so.txz | tar -xf -)
+export LD_LIBRARY_PATH="/usr/local/cuda/lib64:/usr/local/cuda/targets/x86_64-linux/lib:${LD_LIBRARY_PATH:-}"
+nvidia-smi -L > $OUT/machine.txt
+export LAZYFUSE_TEST_CUDA=1 RUST_BACKTRACE=1 LAZYFUSE_REQUIRE_NVRTC=1
+mkdir -p /tmp/tl
+one() {
+  t=$1; d=$(cat .gpu/tests/$t.dir 2>/dev/null || echo .); log=/tmp/tl/$MODE-$t.log
+  (cd $d && CARGO_MANIFEST_DIR="$PWD" timeout 200 "$OLDPWD/.gpu/tests/$t") > $log 2>&1; rc=$?
+  echo "$MODE $t rc=$rc cuda-ok=$(grep -c '::cuda ... ok' $log) $(grep -h '^test result' $log | tail -1)"
+  [ $rc = 0 ] || grep -E "FAILED|panicked|assert" -A3 $log | head -30
+}
+export -f one; export OUT
+rm -rf /tmp/lfc-tests
+(cd .gpu/tests && ls | grep -v '\.dir$') | LAZYFUSE_CACHE_DIR=/tmp/lfc-tests MODE=default xargs -P 4 -I{} bash -c 'one {}' > $OUT/tests-summary.txt 2>&1
+(cd .gpu/tests && ls fft* | grep -v '\.dir$'; printf '%s\n' loops grad profile streams) | LAZYFUSE_FFT=generated MODE=generated xargs -P 3 -I{} bash -c 'one {}' >> $OUT/tests-summary.txt 2>&1
+mkdir -p $OUT/failed; for f in /tmp/tl/*.log; do grep -q "FAILED\|panicked" $f && cp $f $OUT/failed/; done
+d=$(cat .gpu/tests/fft_generated.dir 2>/dev/null || echo .); (cd $d && LAZYFUSE_CACHE_DIR=/tmp/lfc-tests timeout 200 "$OLDPWD/.gpu/tests/fft_generated" --nocapture --test-threads 2 2>&1 | grep "generated .*library") > $OUT/fft-errors.txt
+unset LAZYFUSE_TEST_CUDA LAZYFUSE_REQUIRE_NVRTC
+rm -rf /tmp/lfc-b
+for rep in 1; do
+  echo "## rep$rep"; LAZYFUSE_CACHE_DIR=/tmp/lfc-b timeout 200 .gpu/benches/workloads --bench sim psf 2>&1 | grep -vE "^\s*$"
+done > $OUT/bench.txt
+cp /tmp/lfc-b/fft-choices.tsv $OUT/fft-choices.tsv 2>/dev/null
+S="--section SpeedOfLight --section Occupancy --section WarpStateStats --section LaunchStats"
+for n in 256 1024; do
+  (cd /tmp && LAZYFUSE_FFT=generated LAZYFUSE_REAL_FFT=0 timeout 100 ncu --clock-control none --kernel-name regex:lf_fft --launch-skip 9 --launch-count 9 $S $OLDPWD/.gpu/examples/kernel_probe sim4 $n 2>&1 | grep -v "==PROF")
+  (cd /tmp && LAZYFUSE_FFT=generated LAZYFUSE_REAL_FFT=1 timeout 100 ncu --clock-control none --kernel-name regex:lf_fft --launch-skip 6 --launch-count 6 $S $OLDPWD/.gpu/examples/kernel_probe sim4 $n 2>&1 | grep -v "==PROF")
+done > $OUT/ncu-sim.txt
+for n in 128 512 2048; do
+  (cd /tmp && LAZYFUSE_FFT=generated timeout 90 ncu --clock-control none --kernel-name regex:lf_fft --launch-skip 2 --launch-count 3 $S $OLDPWD/.gpu/examples/kernel_probe psf $n 2>&1 | grep -v "==PROF")
+done > $OUT/ncu-psf.txt
+LAZYFUSE_DEVICE=cpu timeout 120 .gpu/benches/workloads --bench cpulines > $OUT/bench-cpulines.txt 2>&1
+echo done3

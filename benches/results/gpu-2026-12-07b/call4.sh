@@ -1,0 +1,34 @@
+#!/usr/bin/env bash
+# Device call 4 (1db24a1): the fixes after call 3 (auto's one-element copy sized by the
+# smaller dtype; the CPU line structure under its own threshold; the loops test's count of
+# kernels with generated real transforms). Every test binary by default (fresh decision
+# cache); the FFT tests, loops, grad, profile and streams again with
+# LAZYFUSE_FFT=generated; the sim and psf rows; the CPU line-structure rows on this
+# machine's 16 cores; the 1-D rows.
+OUT=${OUT:-/tmp/out}; mkdir -p $OUT
+(cd .gpu && xz -dc bins.txz | tar -xf - && xz -dc so.txz | tar -xf -)
+export LD_LIBRARY_PATH="/usr/local/cuda/lib64:/usr/local/cuda/targets/x86_64-linux/lib:${LD_LIBRARY_PATH:-}"
+nvidia-smi -L > $OUT/machine.txt
+export LAZYFUSE_TEST_CUDA=1 RUST_BACKTRACE=1 LAZYFUSE_REQUIRE_NVRTC=1
+mkdir -p /tmp/tl
+one() {
+  t=$1; d=$(cat .gpu/tests/$t.dir 2>/dev/null || echo .); log=/tmp/tl/$MODE-$t.log
+  (cd $d && CARGO_MANIFEST_DIR="$PWD" timeout 200 "$OLDPWD/.gpu/tests/$t") > $log 2>&1; rc=$?
+  echo "$MODE $t rc=$rc cuda-ok=$(grep -c '::cuda ... ok' $log) $(grep -h '^test result' $log | tail -1)"
+  [ $rc = 0 ] || grep -E "FAILED|panicked|assert" -A3 $log | head -30
+}
+export -f one; export OUT
+rm -rf /tmp/lfc-tests
+(cd .gpu/tests && ls | grep -v '\.dir$') | LAZYFUSE_CACHE_DIR=/tmp/lfc-tests MODE=default xargs -P 4 -I{} bash -c 'one {}' > $OUT/tests-summary.txt 2>&1
+(cd .gpu/tests && ls fft* | grep -v '\.dir$'; printf '%s\n' loops grad profile streams) | LAZYFUSE_FFT=generated MODE=generated xargs -P 3 -I{} bash -c 'one {}' >> $OUT/tests-summary.txt 2>&1
+for f in /tmp/tl/*.log; do grep -q "FAILED\|panicked" $f && { echo "=== $f"; grep -E "panicked|FAILED|assert|left|right" -A4 $f | head -80; }; done > $OUT/failed-logs.txt
+d=$(cat .gpu/tests/fft_generated.dir 2>/dev/null || echo .); (cd $d && LAZYFUSE_CACHE_DIR=/tmp/lfc-tests timeout 200 "$OLDPWD/.gpu/tests/fft_generated" --nocapture --test-threads 2 2>&1 | grep "generated .*library") > $OUT/fft-errors.txt
+unset LAZYFUSE_TEST_CUDA LAZYFUSE_REQUIRE_NVRTC
+rm -rf /tmp/lfc-b
+for rep in 1; do
+  echo "## rep$rep"; LAZYFUSE_CACHE_DIR=/tmp/lfc-b timeout 200 .gpu/benches/workloads --bench sim psf 2>&1 | grep -vE "^\s*$"
+done > $OUT/bench.txt
+cp /tmp/lfc-b/fft-choices.tsv $OUT/fft-choices.tsv 2>/dev/null
+LAZYFUSE_DEVICE=cpu timeout 120 .gpu/benches/workloads --bench cpulines > $OUT/bench-cpulines.txt 2>&1
+LAZYFUSE_CACHE_DIR=/tmp/lfc-b timeout 150 .gpu/benches/workloads --bench fft1d > $OUT/bench-fft1d.txt 2>&1
+echo done4

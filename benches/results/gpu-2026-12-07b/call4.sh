@@ -1,10 +1,11 @@
 #!/usr/bin/env bash
-# Device call 4 (1db24a1): the fixes after call 3 (auto's one-element copy sized by the
+# Device call 4 (e0e1971): the fixes after call 3 (auto's one-element copy sized by the
 # smaller dtype; the CPU line structure under its own threshold; the loops test's count of
-# kernels with generated real transforms). Every test binary by default (fresh decision
-# cache); the FFT tests, loops, grad, profile and streams again with
-# LAZYFUSE_FFT=generated; the sim and psf rows; the CPU line-structure rows on this
-# machine's 16 cores; the 1-D rows.
+# kernels with generated real transforms) and strided generated passes at two blocks an SM
+# (e0e1971). Every test binary by default (fresh decision cache); the FFT tests, loops,
+# grad, profile and streams again with LAZYFUSE_FFT=generated; the sim, psf and fft1d rows
+# of 1db24a1 (.gpu/old, before e0e1971) and e0e1971 alternating; ncu of the real 1024 step
+# and the 512 psf; the CPU line-structure rows on this machine's 16 cores.
 OUT=${OUT:-/tmp/out}; mkdir -p $OUT
 (cd .gpu && xz -dc bins.txz | tar -xf - && xz -dc so.txz | tar -xf -)
 export LD_LIBRARY_PATH="/usr/local/cuda/lib64:/usr/local/cuda/targets/x86_64-linux/lib:${LD_LIBRARY_PATH:-}"
@@ -24,11 +25,23 @@ rm -rf /tmp/lfc-tests
 for f in /tmp/tl/*.log; do grep -q "FAILED\|panicked" $f && { echo "=== $f"; grep -E "panicked|FAILED|assert|left|right" -A4 $f | head -80; }; done > $OUT/failed-logs.txt
 d=$(cat .gpu/tests/fft_generated.dir 2>/dev/null || echo .); (cd $d && LAZYFUSE_CACHE_DIR=/tmp/lfc-tests timeout 200 "$OLDPWD/.gpu/tests/fft_generated" --nocapture --test-threads 2 2>&1 | grep "generated .*library") > $OUT/fft-errors.txt
 unset LAZYFUSE_TEST_CUDA LAZYFUSE_REQUIRE_NVRTC
-rm -rf /tmp/lfc-b
-for rep in 1; do
-  echo "## rep$rep"; LAZYFUSE_CACHE_DIR=/tmp/lfc-b timeout 200 .gpu/benches/workloads --bench sim psf 2>&1 | grep -vE "^\s*$"
-done > $OUT/bench.txt
-cp /tmp/lfc-b/fft-choices.tsv $OUT/fft-choices.tsv 2>/dev/null
-LAZYFUSE_DEVICE=cpu timeout 120 .gpu/benches/workloads --bench cpulines > $OUT/bench-cpulines.txt 2>&1
-LAZYFUSE_CACHE_DIR=/tmp/lfc-b timeout 150 .gpu/benches/workloads --bench fft1d > $OUT/bench-fft1d.txt 2>&1
+(cd .gpu/old && xz -dc old.txz | tar -xf -)
+for rep in 1 2; do
+  for b in old new; do
+    if [ $b = old ]; then W=.gpu/old/workloads; else W=.gpu/benches/workloads; fi
+    echo "## rep$rep $b"; LAZYFUSE_CACHE_DIR=/tmp/lfc-$b timeout 150 $W --bench sim psf 2>&1 | grep -vE "^\s*$"
+  done
+done > $OUT/bench-ab.txt
+for b in old new; do
+  if [ $b = old ]; then W=.gpu/old/workloads; else W=.gpu/benches/workloads; fi
+  echo "## $b"; LAZYFUSE_CACHE_DIR=/tmp/lfc-$b timeout 120 $W --bench fft1d 2>&1 | grep -vE "^\s*$"
+done > $OUT/bench-fft1d-ab.txt
+cp /tmp/lfc-new/fft-choices.tsv $OUT/fft-choices.tsv 2>/dev/null
+S="--section SpeedOfLight --section Occupancy --section WarpStateStats --section LaunchStats"
+for b in old new; do
+  if [ $b = old ]; then K=$PWD/.gpu/old/kernel_probe; else K=$PWD/.gpu/examples/kernel_probe; fi
+  echo "## $b sim4 1024 real"; (cd /tmp && LAZYFUSE_FFT=generated LAZYFUSE_REAL_FFT=1 timeout 60 ncu --clock-control none --kernel-name regex:lf_fft --launch-skip 6 --launch-count 3 $S $K sim4 1024 2>&1 | grep -v "==PROF")
+  echo "## $b psf 512"; (cd /tmp && LAZYFUSE_FFT=generated timeout 60 ncu --clock-control none --kernel-name regex:lf_fft --launch-skip 2 --launch-count 2 $S $K psf 512 2>&1 | grep -v "==PROF")
+done > $OUT/ncu-ab.txt
+LAZYFUSE_DEVICE=cpu timeout 100 .gpu/benches/workloads --bench cpulines > $OUT/bench-cpulines.txt 2>&1
 echo done4

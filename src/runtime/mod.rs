@@ -316,6 +316,20 @@ pub(crate) fn mark_elapsed(start: &Mark, end: &Mark) -> Result<Duration> {
 /// The output buffers of one kernel launch (inline for up to two).
 pub(crate) type Outputs = smallvec::SmallVec<[Buffer; 2]>;
 
+/// The host buffers of `inputs` for a CPU step of `op`; an error if one is on a device.
+fn host_inputs<'a>(
+    op: &'static str,
+    inputs: &[&'a Buffer],
+) -> Result<smallvec::SmallVec<[&'a HostBuf; 4]>> {
+    inputs
+        .iter()
+        .map(|b| match b {
+            Buffer::Host(h) => Ok(h),
+            _ => Err(crate::Error::internal(op, "CUDA buffer given to the CPU")),
+        })
+        .collect()
+}
+
 /// Runs one fused kernel on `dev`, returning its freshly allocated outputs.
 pub(crate) fn run_kernel(
     dev: &Device,
@@ -330,16 +344,7 @@ pub(crate) fn run_kernel(
                 cuda::nvrtc_check(kernel)?;
             }
             let _range = nvtx::range_with(|| cpu::kernel_name(kernel));
-            let ins: smallvec::SmallVec<[&HostBuf; 4]> = inputs
-                .iter()
-                .map(|b| match b {
-                    Buffer::Host(h) => Ok(h),
-                    _ => Err(crate::Error::internal(
-                        "run_kernel",
-                        "CUDA buffer given to the CPU",
-                    )),
-                })
-                .collect::<Result<_>>()?;
+            let ins = host_inputs("run_kernel", inputs)?;
             Ok(cpu::run_kernel(kernel, &ins, args)?
                 .into_iter()
                 .map(Buffer::host)
@@ -612,13 +617,7 @@ pub(crate) fn fft_fused(
             if nvrtc_check_enabled() {
                 cuda::nvrtc_check(prologue)?;
             }
-            let ins: smallvec::SmallVec<[&HostBuf; 4]> = inputs
-                .iter()
-                .map(|b| match b {
-                    Buffer::Host(h) => Ok(h),
-                    _ => Err(err("CUDA buffer given to the CPU")),
-                })
-                .collect::<Result<_>>()?;
+            let ins = host_inputs("fft", inputs)?;
             Buffer::host(cpu::fft_of_kernel(
                 spec,
                 prologue,

@@ -3,9 +3,9 @@
 # smaller dtype; the CPU line structure under its own threshold; the loops test's count of
 # kernels with generated real transforms) and strided generated passes at two blocks an SM
 # (e0e1971). Every test binary by default (fresh decision cache); the FFT tests, loops,
-# grad, profile and streams again with LAZYFUSE_FFT=generated; the sim, psf and fft1d rows
+# grad, profile and streams again with LAZYFUSE_FFT=generated; the sim and psf rows
 # of 1db24a1 (.gpu/old, before e0e1971) and e0e1971 alternating; ncu of the real 1024 step
-# and the 512 psf; the CPU line-structure rows on this machine's 16 cores.
+# and the 512 psf.
 OUT=${OUT:-/tmp/out}; mkdir -p $OUT
 (cd .gpu && xz -dc bins.txz | tar -xf - && xz -dc so.txz | tar -xf -)
 export LD_LIBRARY_PATH="/usr/local/cuda/lib64:/usr/local/cuda/targets/x86_64-linux/lib:${LD_LIBRARY_PATH:-}"
@@ -32,10 +32,6 @@ for rep in 1 2; do
     echo "## rep$rep $b"; LAZYFUSE_CACHE_DIR=/tmp/lfc-$b timeout 150 $W --bench sim psf 2>&1 | grep -vE "^\s*$"
   done
 done > $OUT/bench-ab.txt
-for b in old new; do
-  if [ $b = old ]; then W=.gpu/old/workloads; else W=.gpu/benches/workloads; fi
-  echo "## $b"; LAZYFUSE_CACHE_DIR=/tmp/lfc-$b timeout 120 $W --bench fft1d 2>&1 | grep -vE "^\s*$"
-done > $OUT/bench-fft1d-ab.txt
 cp /tmp/lfc-new/fft-choices.tsv $OUT/fft-choices.tsv 2>/dev/null
 S="--section SpeedOfLight --section Occupancy --section WarpStateStats --section LaunchStats"
 for b in old new; do
@@ -43,5 +39,4 @@ for b in old new; do
   echo "## $b sim4 1024 real"; (cd /tmp && LAZYFUSE_FFT=generated LAZYFUSE_REAL_FFT=1 timeout 60 ncu --clock-control none --kernel-name regex:lf_fft --launch-skip 6 --launch-count 3 $S $K sim4 1024 2>&1 | grep -v "==PROF")
   echo "## $b psf 512"; (cd /tmp && LAZYFUSE_FFT=generated timeout 60 ncu --clock-control none --kernel-name regex:lf_fft --launch-skip 2 --launch-count 2 $S $K psf 512 2>&1 | grep -v "==PROF")
 done > $OUT/ncu-ab.txt
-LAZYFUSE_DEVICE=cpu timeout 100 .gpu/benches/workloads --bench cpulines > $OUT/bench-cpulines.txt 2>&1
 echo done4

@@ -4,8 +4,7 @@
 # kernels with generated real transforms) and strided generated passes at two blocks an SM
 # (e0e1971). Every test binary by default (fresh decision cache); the FFT tests, loops,
 # grad, profile and streams again with LAZYFUSE_FFT=generated; the sim and psf rows
-# of 1db24a1 (.gpu/old, before e0e1971) and e0e1971 alternating; ncu of the real 1024 step
-# and the 512 psf.
+# of 1db24a1 (.gpu/old, before e0e1971) and e0e1971 alternating; ncu of the real 1024 step.
 OUT=${OUT:-/tmp/out}; mkdir -p $OUT
 (cd .gpu && xz -dc bins.txz | tar -xf - && xz -dc so.txz | tar -xf -)
 export LD_LIBRARY_PATH="/usr/local/cuda/lib64:/usr/local/cuda/targets/x86_64-linux/lib:${LD_LIBRARY_PATH:-}"
@@ -26,7 +25,7 @@ for f in /tmp/tl/*.log; do grep -q "FAILED\|panicked" $f && { echo "=== $f"; gre
 d=$(cat .gpu/tests/fft_generated.dir 2>/dev/null || echo .); (cd $d && LAZYFUSE_CACHE_DIR=/tmp/lfc-tests timeout 200 "$OLDPWD/.gpu/tests/fft_generated" --nocapture --test-threads 2 2>&1 | grep "generated .*library") > $OUT/fft-errors.txt
 unset LAZYFUSE_TEST_CUDA LAZYFUSE_REQUIRE_NVRTC
 (cd .gpu/old && xz -dc old.txz | tar -xf -)
-for rep in 1 2; do
+for rep in 1; do
   for b in old new; do
     if [ $b = old ]; then W=.gpu/old/workloads; else W=.gpu/benches/workloads; fi
     echo "## rep$rep $b"; LAZYFUSE_CACHE_DIR=/tmp/lfc-$b timeout 150 $W --bench sim psf 2>&1 | grep -vE "^\s*$"
@@ -37,6 +36,5 @@ S="--section SpeedOfLight --section Occupancy --section WarpStateStats --section
 for b in old new; do
   if [ $b = old ]; then K=$PWD/.gpu/old/kernel_probe; else K=$PWD/.gpu/examples/kernel_probe; fi
   echo "## $b sim4 1024 real"; (cd /tmp && LAZYFUSE_FFT=generated LAZYFUSE_REAL_FFT=1 timeout 60 ncu --clock-control none --kernel-name regex:lf_fft --launch-skip 6 --launch-count 3 $S $K sim4 1024 2>&1 | grep -v "==PROF")
-  echo "## $b psf 512"; (cd /tmp && LAZYFUSE_FFT=generated timeout 60 ncu --clock-control none --kernel-name regex:lf_fft --launch-skip 2 --launch-count 2 $S $K psf 512 2>&1 | grep -v "==PROF")
 done > $OUT/ncu-ab.txt
 echo done4

@@ -83,22 +83,6 @@ const STRIDED_LINES: usize = 16;
 /// throughput, 25 % of warps active, 10.4 us.
 const MIN_BLOCKS: u64 = 128;
 
-/// Fewest blocks a strided pass aims for: two an SM. ncu of the real round trip over the
-/// 513 half-spectrum columns of a 1024^2 step at 4 lines a block (129 blocks, one an SM):
-/// 20.0-20.4 us at 24.8 % warps active, latency-bound, DRAM at 9 %; the C2C chain's
-/// turning pass over 1024 columns (256 blocks of 4 lines) ran 25 us for twice the work.
-const STRIDED_MIN_BLOCKS: u64 = 2 * MIN_BLOCKS;
-
-/// Fewest lines a block of a strided pass takes to reach [`STRIDED_MIN_BLOCKS`]: the loads
-/// of two neighbouring complex64 lines read half a 32-byte sector, which the latency-bound
-/// small passes can afford (their DRAM use is under 10 %).
-const STRIDED_MIN_LINES: u64 = 2;
-
-/// The largest power of two not above `x` (`x` > 0).
-fn prev_power_of_two(x: u64) -> u64 {
-    1 << (63 - x.max(1).leading_zeros())
-}
-
 /// Stage threads of a launch below which [`FftPass::spread_for`] spreads the load and store
 /// phases: 2^16, a quarter of the threads 132 SMs hold at once.
 const SPREAD_BELOW: u64 = 1 << 16;
@@ -487,20 +471,15 @@ impl FftPass {
     /// launch is small ([`FftPass::spread_for`]).
     pub fn for_lines(mut self, lines: u64) -> FftPass {
         let lpb = self.lines_per_block as u64;
-        if self.load_lines_fastest || self.store_lines_fastest {
-            // strided: two blocks an SM where lines allow, at least two neighbouring lines
-            // a block (half a sector of complex64, a whole one of complex128)
-            if lines.div_ceil(lpb) >= STRIDED_MIN_BLOCKS {
-                return self.spread_plain(lines);
-            }
-            let want = prev_power_of_two((lines / STRIDED_MIN_BLOCKS).max(1));
-            self.lines_per_block = want.max(STRIDED_MIN_LINES).min(lpb) as u32;
-            return self.spread_plain(lines);
-        }
         if lines.div_ceil(lpb) >= MIN_BLOCKS {
             return self.spread_plain(lines);
         }
-        let want = lines.div_ceil(MIN_BLOCKS).min(lpb);
+        let floor = if self.load_lines_fastest || self.store_lines_fastest {
+            (SECTOR / complex_size(self.dtype).unwrap_or(8)) as u64
+        } else {
+            1
+        };
+        let want = lines.div_ceil(MIN_BLOCKS).max(floor).min(lpb);
         self.lines_per_block = want as u32;
         self.spread_plain(lines)
     }
@@ -1215,15 +1194,9 @@ mod tests {
             .iter()
             .map(|s| s.pass.grid(s.args.line_count()))
             .collect();
-        // the strided axis takes two blocks an SM where lines allow, at least two
-        // neighbouring lines (complex64) a block: 256 lines, 128 blocks
-        assert_eq!(prog.steps[0].pass.lines_per_block, 2);
-        assert_eq!(grids, vec![128, 128]);
-        // 513 strided lines (a 1024^2 real round trip's half spectrum): 257 blocks of 2
-        let rt = plan_real_round_trip(&[1024, 1024], &[0, 1], DType::C64).unwrap();
-        let turn = rt.steps.iter().find(|s| s.pass.round_trip).unwrap();
-        assert_eq!(turn.pass.lines_per_block, 2);
-        assert_eq!(turn.pass.grid(turn.args.line_count()), 257);
+        // the strided axis keeps a sector of neighbouring lines (4 complex64) a block
+        assert_eq!(prog.steps[0].pass.lines_per_block, 4);
+        assert_eq!(grids, vec![64, 128]);
         // many lines: unchanged
         let big = plan_c2c(&[4096, 256], &[1], DType::C64, false).unwrap();
         let p = &big.steps[0].pass;

@@ -1,4 +1,7 @@
 #!/usr/bin/env bash
+# NOT RUN: the device gave no machine after call 3 (five failed starts). Ready for the
+# next run: bundle e0e1971 (reverted in fc16a00) as .gpu and 1db24a1's workloads and
+# kernel_probe as .gpu/old/old.txz.
 # Device call 4 (e0e1971): the fixes after call 3 (auto's one-element copy sized by the
 # smaller dtype; the CPU line structure under its own threshold; the loops test's count of
 # kernels with generated real transforms) and strided generated passes at two blocks an SM

@@ -739,13 +739,27 @@ fn filled_pairs<A: Copy + Default + Send + Sync, B: Send>(
         fill(l0 * nx, slice(&mut x))?;
         f(&x, y)
     };
-    if per * ny >= ys.len() || super::threads() <= 1 {
-        return ys
-            .chunks_mut(per * ny)
+    filled_groups(ys, per, ny, &body)
+}
+
+/// `body(group, first line)` over consecutive groups of `per` lines of `line` elements of
+/// `data` (the last group shorter), in parallel on the CPU pool where there is more than
+/// one group and more than one thread, else in order on this thread: the groups of a
+/// filled pass, each sized to stay in cache while it is computed and transformed.
+fn filled_groups<E: Send>(
+    data: &mut [E],
+    per: usize,
+    line: usize,
+    body: &(dyn Fn(&mut [E], usize) -> Result<()> + Sync),
+) -> Result<()> {
+    let group = per * line;
+    if group >= data.len() || super::threads() <= 1 {
+        return data
+            .chunks_mut(group)
             .enumerate()
-            .try_for_each(|(k, y)| body(y, k * per));
+            .try_for_each(|(k, g)| body(g, k * per));
     }
-    par_chunks_mut(ys, per * ny, &|y, k| body(y, k * per))
+    par_chunks_mut(data, group, &|g, k| body(g, k * per))
 }
 
 /// The unnormalized FFT `spec` of the values `fill` computes (dtype `in_dtype`, shape
@@ -789,14 +803,7 @@ pub(crate) fn run_filled(
                 transform_lines(&*fft, chunk, n, None, &mut scratch);
                 Ok(())
             };
-            let per = fill_lines(n);
-            if per * n >= len || super::threads() <= 1 {
-                work.chunks_mut(per * n)
-                    .enumerate()
-                    .try_for_each(|(k, c)| body(c, k * per))?;
-            } else {
-                par_chunks_mut(&mut work, per * n, &|c, k| body(c, k * per))?;
-            }
+            filled_groups(&mut work, fill_lines(n), n, &body)?;
         }
         along_axes(&mut work, None, shape, rest, spec.inverse)?;
         Ok(work)

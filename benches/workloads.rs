@@ -545,6 +545,7 @@ fn run_sim(dev: &Device, quick: bool) -> lf::Result<()> {
                 (100, lf::FftBackend::Generated, false),
                 (1, lf::FftBackend::Generated, true),
                 (10, lf::FftBackend::Generated, true),
+                (100, lf::FftBackend::Generated, true),
                 (10, lf::FftBackend::Cufft, true),
                 (100, lf::FftBackend::Cufft, true),
                 (10, lf::FftBackend::Cufft, false),

@@ -1262,3 +1262,65 @@ fn traced_branches_follow_the_data(dev: &Device) {
         assert_eq!(s.graph_launches, 0);
     }
 }
+
+device_test!(a_long_traced_body_holds_about_one_steps_memory);
+fn a_long_traced_body_holds_about_one_steps_memory(dev: &Device) {
+    let _l = lock();
+    let n = 64;
+    let (u, mult, u0) = setup(dev, n);
+    let dt = 0.1;
+    let backends = match dev.is_cuda() {
+        true => vec![lf::FftBackend::Cufft, lf::FftBackend::Generated],
+        false => vec![lf::fft_backend()],
+    };
+    for backend in backends {
+        let before = lf::set_fft_backend(backend);
+        // bytes a traced body of `len` steps holds between calls (its graph's
+        // intermediates on CUDA), and its result after three calls (3 x `len` steps)
+        let held = |len: usize| {
+            dev.synchronize().unwrap();
+            let base = live(dev);
+            let m = mult.clone();
+            let f = lf::Function::trace(&[&u], move |x| {
+                let mut v = x[0].clone();
+                for _ in 0..len {
+                    v = step(&v, &m, dt);
+                }
+                vec![v]
+            })
+            .unwrap();
+            let mut v = u.clone();
+            for _ in 0..3 {
+                v = f.call(&[&v]).unwrap().remove(0);
+            }
+            let out = v.to_vec::<f32>().unwrap();
+            assert_eq!(v.shape(), &[n, n]);
+            assert_eq!(v.dtype(), DType::F32);
+            drop(v);
+            dev.synchronize().unwrap();
+            let held = live(dev).saturating_sub(base);
+            (held, out)
+        };
+        let (short, _) = held(4);
+        let (long, out) = held(24);
+        // a step's intermediates are a few n x n complex arrays: twenty more steps may
+        // not add twenty steps' worth of them
+        let array = (n * n * 8) as u64;
+        assert!(
+            long <= short + 4 * array,
+            "{backend:?}: a 24-step body holds {long} bytes, a 4-step one {short}"
+        );
+        let want = oracle(&u0, n, &[dt; 72]);
+        let got: Vec<f64> = out.iter().map(|&x| x as f64).collect();
+        let worst = got
+            .iter()
+            .zip(&want)
+            .map(|(g, w)| (g - w).abs())
+            .fold(0.0, f64::max);
+        assert!(
+            worst <= 1e-4,
+            "{backend:?}: max abs error {worst:e} after 72 steps"
+        );
+        lf::set_fft_backend(before);
+    }
+}

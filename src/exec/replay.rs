@@ -188,6 +188,9 @@ impl GraphState {
                 _ => None,
             };
         }
+        // intermediates whose lives do not overlap share a buffer, so that a long body
+        // (a hundred simulation steps) holds about as much as one step
+        arena = share_arena(template.steps(), &mut slot_of, arena);
         let mut staged = Staged::default();
         let mut staged_results = Vec::new();
         for s in template.steps() {
@@ -760,6 +763,64 @@ fn fused_out(s: &TStep) -> Option<usize> {
         TStep::FftFused { round, .. } => round.last().map(|r| r.dst),
         _ => None,
     }
+}
+
+/// Renumbers the arena intermediates of `slot_of` so that those whose lives (from the
+/// first step that touches them to the last) do not overlap share a buffer of the same
+/// dtype and length, in step order: a buffer is free again after the step that last reads
+/// it, never for that step's own outputs. Returns the shared arena's specs. A recording
+/// orders every step after the earlier readers and writers of the buffers it writes
+/// (`graph::Hazards`), so sharing adds no race; plain runs are in step order.
+fn share_arena(
+    steps: &[TStep],
+    slot_of: &mut [Option<Slot>],
+    arena: Vec<(crate::DType, usize)>,
+) -> Vec<(crate::DType, usize)> {
+    let mut first = vec![usize::MAX; arena.len()];
+    let mut last = vec![0usize; arena.len()];
+    for (i, s) in steps.iter().enumerate() {
+        for p in s.reads().into_iter().chain(s.writes()) {
+            if let Some(Some(Slot::Arena(a))) = slot_of.get(p) {
+                first[*a] = first[*a].min(i);
+                last[*a] = last[*a].max(i);
+            }
+        }
+    }
+    let mut starts: Vec<Vec<usize>> = vec![Vec::new(); steps.len()];
+    let mut ends: Vec<Vec<usize>> = vec![Vec::new(); steps.len()];
+    let mut new_of = vec![usize::MAX; arena.len()];
+    let mut shared: Vec<(crate::DType, usize)> = Vec::new();
+    for (a, &f) in first.iter().enumerate() {
+        if f == usize::MAX {
+            // touched by no step: a buffer of its own, as before
+            shared.push(arena[a]);
+            new_of[a] = shared.len() - 1;
+        } else {
+            starts[f].push(a);
+            ends[last[a]].push(a);
+        }
+    }
+    let mut free: HashMap<(crate::DType, usize), Vec<usize>> = HashMap::new();
+    for (born, dying) in starts.iter().zip(&ends) {
+        for &a in born {
+            new_of[a] = match free.get_mut(&arena[a]).and_then(|v| v.pop()) {
+                Some(b) => b,
+                None => {
+                    shared.push(arena[a]);
+                    shared.len() - 1
+                }
+            };
+        }
+        for &a in dying {
+            free.entry(arena[a]).or_default().push(new_of[a]);
+        }
+    }
+    for s in slot_of.iter_mut() {
+        if let Some(Slot::Arena(a)) = s {
+            *a = new_of[*a];
+        }
+    }
+    shared
 }
 
 /// For each DAG position of `t`'s plan (`n` positions), the representative of its reshape

@@ -7,6 +7,7 @@ use crate::exec::{PosSlot, Res};
 use crate::graph::{Node, Op, Shape};
 use crate::schedule::{self, Template};
 use crate::{config, Array, DType, Device, Error, Result};
+use smallvec::SmallVec;
 use std::collections::{HashMap, HashSet};
 use std::sync::{Arc, Mutex};
 
@@ -371,7 +372,16 @@ fn trace_one(f: &Closure<'_>, examples: &[&Array], device: &Device) -> Result<Tr
     let ids: HashSet<u64> = placeholders.iter().map(|p| p.node.id).collect();
     let hoisted = invariants(&roots, &ids);
     if !hoisted.is_empty() {
-        crate::exec::evaluate(&hoisted)?;
+        // a body of many steps builds the same invariant once a step (the real-FFT plan's
+        // half multiplier): one is computed, the others share its buffer
+        let (unique, copies) = same_expressions(&hoisted);
+        crate::exec::evaluate(&unique)?;
+        for (copy, of) in copies {
+            let buf = unique[of].buffer().ok_or_else(|| {
+                Error::internal("Function::trace", "an evaluated invariant has no buffer")
+            })?;
+            copy.realize(buf);
+        }
     }
     let planning = crate::nvtx::range(c"lazyfuse.plan");
     let (template, nodes) = schedule::template_for(&roots)?;
@@ -520,6 +530,68 @@ fn invariants(roots: &[Arc<Node>], inputs: &HashSet<u64>) -> Vec<Arc<Node>> {
         }
     }
     out
+}
+
+/// Splits `nodes` into the first of each group of equal expressions (same operations over
+/// the same leaves, compared structurally below them) and the others, each with the index
+/// of its group's first in the first list.
+fn same_expressions(nodes: &[Arc<Node>]) -> (Vec<Arc<Node>>, Vec<(Arc<Node>, usize)>) {
+    // per node below `nodes` (post-order, iteratively): the id of the first equal node
+    let mut canon: HashMap<u64, u64> = HashMap::new();
+    // per structural key: the first nodes seen with it and their inputs' canonical ids
+    let mut firsts: HashMap<u64, Vec<(Arc<Node>, SmallVec<[u64; 3]>)>> = HashMap::new();
+    let mut stack: Vec<(Arc<Node>, bool)> =
+        nodes.iter().rev().map(|n| (n.clone(), false)).collect();
+    while let Some((n, expanded)) = stack.pop() {
+        if canon.contains_key(&n.id) {
+            continue;
+        }
+        let ins = n.inputs();
+        if !expanded && !ins.is_empty() {
+            stack.push((n, true));
+            stack.extend(
+                ins.iter()
+                    .filter(|x| !canon.contains_key(&x.id))
+                    .map(|x| (x.clone(), false)),
+            );
+            continue;
+        }
+        // a leaf (a buffer, a constant) is itself; an operation is the first equal one
+        let id = if ins.is_empty() {
+            n.id
+        } else {
+            let keys: SmallVec<[u64; 3]> = ins.iter().map(|x| canon[&x.id]).collect();
+            let same = firsts.entry(n.structure_key()).or_default();
+            match same.iter().find(|(f, k)| {
+                *k == keys
+                    && f.op == n.op
+                    && f.dtype == n.dtype
+                    && f.shape == n.shape
+                    && f.device == n.device
+            }) {
+                Some((f, _)) => f.id,
+                None => {
+                    same.push((n.clone(), keys));
+                    n.id
+                }
+            }
+        };
+        canon.insert(n.id, id);
+    }
+    let mut unique: Vec<Arc<Node>> = Vec::new();
+    let mut index: HashMap<u64, usize> = HashMap::new();
+    let mut copies = Vec::new();
+    for n in nodes {
+        let c = canon[&n.id];
+        match index.get(&c) {
+            Some(&i) => copies.push((n.clone(), i)),
+            None => {
+                index.insert(c, unique.len());
+                unique.push(n.clone());
+            }
+        }
+    }
+    (unique, copies)
 }
 
 impl Traced {

@@ -722,6 +722,12 @@ impl Node {
         self.checks.as_ref()
     }
 
+    /// The structural key of the expression under this node (a hint: equal expressions
+    /// have equal keys, unequal ones almost always differ).
+    pub(crate) fn structure_key(&self) -> u64 {
+        self.skey
+    }
+
     /// This node's part of the structural key of an expression that reads it: a leaf's
     /// key once it holds a buffer, else the key of the expression under it.
     pub(crate) fn use_key(&self) -> u64 {

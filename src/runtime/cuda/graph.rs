@@ -51,7 +51,7 @@ use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::sync::Arc;
 
 /// Where an operand of a graph step lives.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub(crate) enum Slot {
     /// A buffer given anew at every run (inputs and results): index into `ext`.
     Ext(usize),
@@ -151,11 +151,13 @@ pub(crate) struct FusedEpi<'a> {
 
 /// The buffers one fused transform step of a plan keeps while the plan has a recording:
 /// its passes' work buffer and, when an epilogue stores the result, the transform's own
-/// output (which then only holds the passes before the last).
+/// output (which then only holds the passes before the last), as indices into
+/// `GraphPlan::fused_bufs` (a step that follows another through the data takes over its
+/// buffers, see `GraphPlan::prepare_fused`).
 #[derive(Default)]
 struct FusedScratch {
-    work: Option<CudaBuffer>,
-    out: Option<CudaBuffer>,
+    work: Option<usize>,
+    out: Option<usize>,
     /// The passes' kernels, grids and tables, made at the step's first run and kept while
     /// the plan keeps its buffers: a replay then only packs each pass's arguments.
     passes: std::sync::OnceLock<super::fft::PassSet>,
@@ -326,6 +328,8 @@ pub(crate) struct GraphPlan {
     counters: Option<CudaBuffer>,
     /// Per fused transform step, in step order.
     fused: Vec<FusedScratch>,
+    /// The fused transform steps' work buffers and outputs (`FusedScratch`).
+    fused_bufs: Vec<CudaBuffer>,
     /// `scratch`, `counters` and `fused` are made for these steps (their sizes follow from
     /// the plan's shapes alone, so once is enough while they are kept).
     prepared: bool,
@@ -400,6 +404,7 @@ impl GraphPlan {
             scratch: Vec::new(),
             counters: None,
             fused: Vec::new(),
+            fused_bufs: Vec::new(),
             prepared: false,
             recorded: Vec::new(),
             off,
@@ -493,6 +498,7 @@ impl GraphPlan {
             self.scratch.clear();
             self.counters = None;
             self.fused.clear();
+            self.fused_bufs.clear();
             self.prepared = false;
         }
         result
@@ -527,12 +533,44 @@ impl GraphPlan {
         self.dev.scatter_launches(d, v, ix, o)
     }
 
-    /// Makes the work buffers and transform outputs of the plan's fused transforms.
+    /// Makes the work buffers and transform outputs of the plan's fused transforms. A
+    /// fused step that follows an earlier one through the data (the latest fused step its
+    /// inputs come from, through any kernels) takes over that step's buffers where they
+    /// have its sizes, once: a body of many simulation steps then holds one step's, and a
+    /// recording adds no edge (the data orders the two steps already).
     fn prepare_fused(&mut self, steps: &[GraphStep<'_>]) -> Result<()> {
-        let mut fi = 0;
+        // per slot, the latest fused step (index among them) its value comes from
+        let mut from: std::collections::HashMap<Slot, usize> = Default::default();
+        let latest = |from: &std::collections::HashMap<Slot, usize>,
+                      slots: &mut dyn Iterator<Item = Slot>| {
+            slots.filter_map(|s| from.get(&s).copied()).max()
+        };
+        // per fused step: its buffers' (dtype, length) and whether a later one took them
+        let mut keys: Vec<[Option<(DType, usize)>; 2]> = Vec::new();
+        let mut taken: Vec<bool> = Vec::new();
+        let mut want: Vec<(DType, usize)> = Vec::new();
+        let mut owner: Vec<[Option<usize>; 2]> = Vec::new();
         for s in steps {
-            let GraphStep::FftFused(f) = s else {
-                continue;
+            let f = match s {
+                GraphStep::FftFused(f) => f,
+                GraphStep::Kernel {
+                    inputs, outputs, ..
+                } => {
+                    let dep = latest(&from, &mut inputs.iter().copied());
+                    for o in outputs {
+                        match dep {
+                            Some(d) => from.insert(*o, d),
+                            None => from.remove(o),
+                        };
+                    }
+                    continue;
+                }
+                GraphStep::Fft { dst, .. } | GraphStep::Scatter { dst, .. } => {
+                    // their outputs come from no fused step (conservative: a later step
+                    // then takes over nothing through them)
+                    from.remove(dst);
+                    continue;
+                }
             };
             let FusedStep {
                 spec,
@@ -553,23 +591,67 @@ impl GraphPlan {
                 .passes_shape(shape, out_shape)
                 .and_then(|t| CudaDevice::fused_work_len(spec, &back, t, dtype))
                 .unwrap_or(0);
-            if self.fused.len() <= fi {
-                self.fused.push(FusedScratch::default());
-            }
-            let sc = &mut self.fused[fi];
-            if work == 0 {
-                sc.work = None;
+            let key = [
+                (work > 0).then_some((dtype, work)),
+                epilogue.is_some().then_some((out_dtype, n)),
+            ];
+            let mut ins = f
+                .inputs
+                .iter()
+                .copied()
+                .chain(
+                    f.epilogue
+                        .iter()
+                        .flat_map(|e| e.inputs.iter().flatten().copied()),
+                )
+                .chain(
+                    f.round
+                        .iter()
+                        .flat_map(|r| r.inputs.iter().flatten().copied()),
+                );
+            let dep = latest(&from, &mut ins);
+            let fi = keys.len();
+            let mut own = [None, None];
+            if let Some(d) = dep.filter(|&d| !taken[d] && keys[d] == key) {
+                taken[d] = true;
+                own = owner[d];
             } else {
-                keep_or_alloc(self.dev, &mut sc.work, dtype, work)?;
+                for (k, w) in key.iter().enumerate() {
+                    if let Some(w) = w {
+                        own[k] = Some(want.len());
+                        want.push(*w);
+                    }
+                }
             }
-            if epilogue.is_none() {
-                sc.out = None;
-            } else {
-                keep_or_alloc(self.dev, &mut sc.out, out_dtype, n)?;
-            }
-            fi += 1;
+            keys.push(key);
+            taken.push(false);
+            owner.push(own);
+            from.insert(f.dst, fi);
         }
-        self.fused.truncate(fi);
+        // the buffers: kept from the last preparation where their sizes match
+        let mut old = std::mem::take(&mut self.fused_bufs).into_iter();
+        for &(dtype, len) in &want {
+            let mut slot = old.next();
+            keep_or_alloc(self.dev, &mut slot, dtype, len)?;
+            self.fused_bufs.push(slot.expect("kept or allocated"));
+        }
+        self.fused = owner
+            .iter()
+            .zip(std::mem::take(&mut self.fused))
+            .map(|(o, sc)| FusedScratch {
+                work: o[0],
+                out: o[1],
+                passes: sc.passes,
+            })
+            .collect();
+        while self.fused.len() < owner.len() {
+            let o = owner[self.fused.len()];
+            self.fused.push(FusedScratch {
+                work: o[0],
+                out: o[1],
+                ..FusedScratch::default()
+            });
+        }
         Ok(())
     }
 
@@ -613,7 +695,8 @@ impl GraphPlan {
         let out = self
             .fused
             .get(fi)
-            .and_then(|sc| sc.out.as_ref())
+            .and_then(|sc| sc.out)
+            .and_then(|i| self.fused_bufs.get(i))
             .ok_or_else(|| Error::internal("graph", "fused transform without its output"))?;
         Ok(FusedBufs {
             ins,
@@ -688,7 +771,7 @@ impl GraphPlan {
                 sc.passes.get_or_init(|| made)
             }
         };
-        let work = sc.work.as_ref();
+        let work = sc.work.and_then(|i| self.fused_bufs.get(i));
         self.dev
             .fused_launches(set, &pro, &mids, epi.as_ref(), b.out, work)
             .map(Some)
@@ -1029,8 +1112,11 @@ impl GraphPlan {
                 }
                 a.writes.push(self.ptr(f.dst, ext)?);
                 if let Some(sc) = self.fused.get(fi) {
-                    a.writes.extend(some(&sc.work));
-                    a.writes.extend(some(&sc.out));
+                    let bufs = [sc.work, sc.out].into_iter().flatten();
+                    a.writes.extend(
+                        bufs.filter_map(|i| self.fused_bufs.get(i))
+                            .map(|b| b.device_ptr()),
+                    );
                 }
             }
             GraphStep::Scatter {

@@ -532,14 +532,20 @@ fn invariants(roots: &[Arc<Node>], inputs: &HashSet<u64>) -> Vec<Arc<Node>> {
     out
 }
 
+/// A node and the canonical ids of its inputs (`same_expressions`).
+type Canonical = (Arc<Node>, SmallVec<[u64; 3]>);
+
+/// `nodes` split by [`same_expressions`]: the firsts, and each other with its first's index.
+type Split = (Vec<Arc<Node>>, Vec<(Arc<Node>, usize)>);
+
 /// Splits `nodes` into the first of each group of equal expressions (same operations over
 /// the same leaves, compared structurally below them) and the others, each with the index
 /// of its group's first in the first list.
-fn same_expressions(nodes: &[Arc<Node>]) -> (Vec<Arc<Node>>, Vec<(Arc<Node>, usize)>) {
+fn same_expressions(nodes: &[Arc<Node>]) -> Split {
     // per node below `nodes` (post-order, iteratively): the id of the first equal node
     let mut canon: HashMap<u64, u64> = HashMap::new();
     // per structural key: the first nodes seen with it and their inputs' canonical ids
-    let mut firsts: HashMap<u64, Vec<(Arc<Node>, SmallVec<[u64; 3]>)>> = HashMap::new();
+    let mut firsts: HashMap<u64, Vec<Canonical>> = HashMap::new();
     let mut stack: Vec<(Arc<Node>, bool)> =
         nodes.iter().rev().map(|n| (n.clone(), false)).collect();
     while let Some((n, expanded)) = stack.pop() {

@@ -122,9 +122,30 @@ pub(crate) struct Schedule {
     /// For display only: per step, the recomputed values named by node (`#id op`), where
     /// the schedule was bound with [`Schedule::name_recomputed`].
     recomputed: Vec<(usize, String)>,
+    /// Per step: nodes whose buffers go back to the pool once the step has run (empty
+    /// unless bound with [`Schedule::with_release`]).
+    release: Vec<SmallVec<[Arc<Node>; 2]>>,
 }
 
 impl Schedule {
+    /// This schedule releasing, after each step `i`, the buffers of the nodes at the
+    /// positions `per_step[i]` (a traced call's intermediates nothing reads later), so that
+    /// a long body holds about one step's intermediates at a time instead of all of them.
+    /// A node whose buffer someone else shares keeps it (`graph::consume_buffer`).
+    pub(crate) fn with_release(
+        mut self,
+        per_step: &[SmallVec<[usize; 2]>],
+        nodes: &[Arc<Node>],
+    ) -> Schedule {
+        if per_step.len() == self.steps.len() {
+            self.release = per_step
+                .iter()
+                .map(|ps| ps.iter().map(|&p| nodes[p].clone()).collect())
+                .collect();
+        }
+        self
+    }
+
     /// The schedule of one call of a traced function over `nodes`: in place only into
     /// the call's inputs (`is_input` of a position), see [`inplace::bind_inputs`]. The
     /// template's other candidates are dropped: the call binds fresh nodes without the
@@ -441,6 +462,7 @@ pub(crate) fn bind(t: &Template, nodes: &[Arc<Node>]) -> Result<Schedule> {
         steps,
         reuse: inplace::bind(t.reuse(), nodes),
         recomputed: Vec::new(),
+        release: Vec::new(),
     })
 }
 
@@ -508,6 +530,12 @@ fn but_value(inputs: &NodeList, value_input: u32) -> Result<SmallVec<[Option<Arc
 pub(crate) fn execute(sched: &Schedule) -> Result<bool> {
     let mut in_place = false;
     for (si, step) in sched.steps.iter().enumerate() {
+        if let Some(dead) = si.checked_sub(1).and_then(|i| sched.release.get(i)) {
+            for n in dead {
+                // nothing can obtain the node by hash-consing once it is consumed
+                drop(crate::graph::consume_buffer(n, &[], || true));
+            }
+        }
         match step {
             Step::Kernel {
                 kernel,

@@ -86,6 +86,9 @@ struct Traced {
     /// The plan is one kernel that may write into an input's buffer.
     #[cfg_attr(not(feature = "cuda"), allow(dead_code))]
     inplace_one_kernel: bool,
+    /// Per step: the intermediates (fresh positions, no result) nothing reads after it,
+    /// whose buffers a plain run releases then (`exec::Schedule::with_release`).
+    release: Vec<SmallVec<[usize; 2]>>,
 }
 
 /// One cached trace.
@@ -440,16 +443,43 @@ fn trace_one(f: &Closure<'_>, examples: &[&Array], device: &Device) -> Result<Tr
             .reuse()
             .iter()
             .any(|c| matches!(slots[c.x], PosSlot::Input(_)));
+    let release = dead_after(&template, &slots, &results);
     Ok(Traced {
         device: device.clone(),
         template,
         slots,
         results,
         dummy,
+        release,
         #[cfg(feature = "cuda")]
         graph,
         inplace_one_kernel,
     })
+}
+
+/// Per step of `t`: the fresh positions of `slots` that are no result and that no later
+/// step reads or writes (a long body's intermediates, released as the call goes).
+fn dead_after(t: &Template, slots: &[PosSlot], results: &[Res]) -> Vec<SmallVec<[usize; 2]>> {
+    let mut last: HashMap<usize, usize> = HashMap::new();
+    for (i, s) in t.steps().iter().enumerate() {
+        for p in s.reads().into_iter().chain(s.writes()) {
+            last.insert(p, i);
+        }
+    }
+    let kept: HashSet<usize> = results
+        .iter()
+        .filter_map(|r| match r {
+            Res::Pos(p) => Some(*p),
+            _ => None,
+        })
+        .collect();
+    let mut out = vec![SmallVec::new(); t.steps().len()];
+    for (p, i) in last {
+        if matches!(slots.get(p), Some(PosSlot::Fresh(..))) && !kept.contains(&p) {
+            out[i].push(p);
+        }
+    }
+    out
 }
 
 /// The subexpressions under `roots` that a trace evaluates once and keeps: computations of
@@ -651,11 +681,11 @@ impl Traced {
         // In place only into inputs: the bound nodes do not carry the template's edges, so
         // reference counts prove ownership of nothing else (see `exec::inplace`).
         let slots = &self.slots;
-        let sched = crate::exec::bind(&self.template, &nodes)?.with_input_reuse(
-            &self.template,
-            &nodes,
-            |p| matches!(slots[p], PosSlot::Input(_)),
-        );
+        let sched = crate::exec::bind(&self.template, &nodes)?
+            .with_input_reuse(&self.template, &nodes, |p| {
+                matches!(slots[p], PosSlot::Input(_))
+            })
+            .with_release(&self.release, &nodes);
         drop(nodes);
         drop(inputs);
         crate::exec::execute(&sched)?;

@@ -1276,10 +1276,12 @@ fn a_long_traced_body_holds_about_one_steps_memory(dev: &Device) {
     for backend in backends {
         let before = lf::set_fft_backend(backend);
         // bytes a traced body of `len` steps holds between calls (its graph's
-        // intermediates on CUDA), and its result after three calls (3 x `len` steps)
+        // intermediates on CUDA) and at most during them, and its result after three
+        // calls (3 x `len` steps)
         let held = |len: usize| {
             dev.synchronize().unwrap();
             let base = live(dev);
+            lf::reset_stats();
             let m = mult.clone();
             let f = lf::Function::trace(&[&u], move |x| {
                 let mut v = x[0].clone();
@@ -1299,16 +1301,20 @@ fn a_long_traced_body_holds_about_one_steps_memory(dev: &Device) {
             drop(v);
             dev.synchronize().unwrap();
             let held = live(dev).saturating_sub(base);
-            (held, out)
+            (held, peak(dev).saturating_sub(base), out)
         };
-        let (short, _) = held(4);
-        let (long, out) = held(24);
+        let (short, short_peak, _) = held(4);
+        let (long, long_peak, out) = held(24);
         // a step's intermediates are a few n x n complex arrays: twenty more steps may
         // not add twenty steps' worth of them
         let array = (n * n * 8) as u64;
         assert!(
             long <= short + 4 * array,
             "{backend:?}: a 24-step body holds {long} bytes, a 4-step one {short}"
+        );
+        assert!(
+            long_peak <= short_peak + 4 * array,
+            "{backend:?}: a 24-step body peaks at {long_peak} bytes, a 4-step one at {short_peak}"
         );
         let want = oracle(&u0, n, &[dt; 72]);
         let got: Vec<f64> = out.iter().map(|&x| x as f64).collect();

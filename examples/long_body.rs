@@ -1,6 +1,6 @@
 //! A traced body of N steps of the spectral simulation (default 10) on the CPU, called
-//! 5 x (100 / N) times after a first call (about 500 steps): whole-process timing of long bodies (`/usr/bin/time -v`
-//! gives the peak memory).
+//! 5 x (100 / N) times after a first call (about 500 steps): whole-process timing of long
+//! bodies (`/usr/bin/time -v` gives the peak memory).
 //!
 //!   cargo run --release --example long_body [N]
 #[path = "common/mod.rs"]

@@ -131,13 +131,14 @@ impl Schedule {
     /// This schedule releasing, after each step `i`, the buffers of the nodes at the
     /// positions `per_step[i]` (a traced call's intermediates nothing reads later), so that
     /// a long body holds about one step's intermediates at a time instead of all of them.
-    /// A node whose buffer someone else shares keeps it (`graph::consume_buffer`).
+    /// A node whose buffer someone else shares keeps it (`graph::consume_buffer`). An empty
+    /// `per_step` releases nothing (and costs nothing).
     pub(crate) fn with_release(
         mut self,
         per_step: &[SmallVec<[usize; 2]>],
         nodes: &[Arc<Node>],
     ) -> Schedule {
-        if per_step.len() == self.steps.len() {
+        if !per_step.is_empty() && per_step.len() == self.steps.len() {
             self.release = per_step
                 .iter()
                 .map(|ps| ps.iter().map(|&p| nodes[p].clone()).collect())

@@ -458,7 +458,9 @@ fn trace_one(f: &Closure<'_>, examples: &[&Array], device: &Device) -> Result<Tr
 }
 
 /// Per step of `t`: the fresh positions of `slots` that are no result and that no later
-/// step reads or writes (a long body's intermediates, released as the call goes).
+/// step reads or writes (a long body's intermediates, released as the call goes). Those
+/// the last step touches go with the call anyway; empty when nothing is released early
+/// (a one-step plan).
 fn dead_after(t: &Template, slots: &[PosSlot], results: &[Res]) -> Vec<SmallVec<[usize; 2]>> {
     let mut last: HashMap<usize, usize> = HashMap::new();
     for (i, s) in t.steps().iter().enumerate() {
@@ -473,11 +475,18 @@ fn dead_after(t: &Template, slots: &[PosSlot], results: &[Res]) -> Vec<SmallVec<
             _ => None,
         })
         .collect();
+    let final_step = t.steps().len().saturating_sub(1);
     let mut out = vec![SmallVec::new(); t.steps().len()];
+    let mut any = false;
     for (p, i) in last {
-        if matches!(slots.get(p), Some(PosSlot::Fresh(..))) && !kept.contains(&p) {
+        if i < final_step && matches!(slots.get(p), Some(PosSlot::Fresh(..))) && !kept.contains(&p)
+        {
             out[i].push(p);
+            any = true;
         }
+    }
+    if !any {
+        out.clear();
     }
     out
 }

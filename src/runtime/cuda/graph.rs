@@ -46,6 +46,7 @@ use crate::{Error, Result};
 use cudarc::driver::{result as drv, sys as drv_sys, CudaStream};
 use lazyfuse_codegen::{DType, Kernel, LaunchArgs};
 use smallvec::SmallVec;
+use std::collections::HashMap;
 use std::ffi::c_void;
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::sync::Arc;
@@ -236,7 +237,7 @@ struct Uses {
 /// of accesses (each reader is waited for by at most the next writer).
 #[derive(Default)]
 struct Hazards {
-    bufs: std::collections::HashMap<u64, Uses>,
+    bufs: HashMap<u64, Uses>,
 }
 
 impl Hazards {
@@ -540,9 +541,8 @@ impl GraphPlan {
     /// recording adds no edge (the data orders the two steps already).
     fn prepare_fused(&mut self, steps: &[GraphStep<'_>]) -> Result<()> {
         // per slot, the latest fused step (index among them) its value comes from
-        let mut from: std::collections::HashMap<Slot, usize> = Default::default();
-        let latest = |from: &std::collections::HashMap<Slot, usize>,
-                      slots: &mut dyn Iterator<Item = Slot>| {
+        let mut from: HashMap<Slot, usize> = HashMap::new();
+        let latest = |from: &HashMap<Slot, usize>, slots: &mut dyn Iterator<Item = Slot>| {
             slots.filter_map(|s| from.get(&s).copied()).max()
         };
         // per fused step: its buffers' (dtype, length) and whether a later one took them
@@ -635,23 +635,18 @@ impl GraphPlan {
             keep_or_alloc(self.dev, &mut slot, dtype, len)?;
             self.fused_bufs.push(slot.expect("kept or allocated"));
         }
+        // each step keeps the passes it made (they hold no buffer)
+        let mut passes = std::mem::take(&mut self.fused)
+            .into_iter()
+            .map(|sc| sc.passes);
         self.fused = owner
             .iter()
-            .zip(std::mem::take(&mut self.fused))
-            .map(|(o, sc)| FusedScratch {
+            .map(|o| FusedScratch {
                 work: o[0],
                 out: o[1],
-                passes: sc.passes,
+                passes: passes.next().unwrap_or_default(),
             })
             .collect();
-        while self.fused.len() < owner.len() {
-            let o = owner[self.fused.len()];
-            self.fused.push(FusedScratch {
-                work: o[0],
-                out: o[1],
-                ..FusedScratch::default()
-            });
-        }
         Ok(())
     }
 
